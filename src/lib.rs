@@ -1,0 +1,20 @@
+//! cuzk: a persistent proving core for Filecoin's Groth16 proofs.
+//!
+//! The library is layered so that the daemon (`cuzkd`) and the command-line tool (`cuzk`) are
+//! thin shells over it:
+//!
+//! * [`srs`] finds, maps, checks and converts Filecoin parameter files (`.params`/`.vk`).
+//! * [`synth`] runs the Filecoin circuits through a constraint system of ours that records the
+//!   A/B/C evaluations, the assignment and the query densities.
+//! * [`prover`] turns a synthesized circuit into a Groth16 proof behind a [`prover::Backend`]
+//!   boundary (CPU here, GPU in [`gpu`]).
+//! * [`proofs`] knows the Filecoin proof kinds: it parses the miner's inputs, builds the circuits
+//!   and public inputs, and verifies every proof before returning it.
+//!
+//! See `ARCHITECTURE.md` for the map and the invariants.
+
+pub mod params_gen;
+pub mod proofs;
+pub mod prover;
+pub mod srs;
+pub mod synth;

@@ -1,0 +1,10 @@
+//! The Filecoin proof kinds: inputs, circuits, public inputs and verification.
+//!
+//! [`ProvingService`] is the library's front door: the daemon and the CLI hand it a
+//! [`ProofRequest`] and get back verified proof bytes with per-stage timings.
+
+mod request;
+mod service;
+
+pub use request::{PoRepRequest, ProofKind, ProofRequest};
+pub use service::{JobControl, ProofOutput, ProveError, ProvingService, StageTimings};

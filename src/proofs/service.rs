@@ -1,0 +1,146 @@
+//! The proving service: parameters kept resident, one entry point per request.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ProofKind, ProofRequest};
+use crate::prover::{Backend, ProverError};
+use crate::srs::{SrsCache, SrsError};
+
+/// Time spent in each stage of one proof.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageTimings {
+    /// Finding, mapping and converting the parameters (zero when they were resident).
+    pub param_load: Duration,
+    /// Circuit synthesis of all partitions.
+    pub synthesis: Duration,
+    /// NTTs, MSMs and proof assembly of all partitions.
+    pub proving: Duration,
+    /// Checking the proof with the Filecoin verifier.
+    pub verification: Duration,
+}
+
+/// A verified proof and how it was made.
+#[derive(Clone, Debug)]
+pub struct ProofOutput {
+    /// The kind of proof.
+    pub kind: ProofKind,
+    /// The proof bytes exactly as filecoin-proofs returns them (192 bytes per partition,
+    /// concatenated in partition order).
+    pub proof: Vec<u8>,
+    /// How many partition circuits were proved.
+    pub partitions: usize,
+    /// Per-stage timings.
+    pub timings: StageTimings,
+    /// The backend that ran the NTTs and MSMs.
+    pub backend: String,
+}
+
+/// Shared between a running proof and whoever started it: cancellation and progress.
+#[derive(Debug, Default)]
+pub struct JobControl {
+    cancelled: AtomicBool,
+    partitions_total: AtomicUsize,
+    partitions_done: AtomicUsize,
+}
+
+impl JobControl {
+    /// A fresh control, not cancelled, no progress.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+    /// Asks the proof to stop at the next partition boundary.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+    }
+    /// Whether [`JobControl::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+    /// (partitions proved, partitions in total); total is 0 until synthesis knows it.
+    pub fn progress(&self) -> (usize, usize) {
+        (
+            self.partitions_done.load(Ordering::SeqCst),
+            self.partitions_total.load(Ordering::SeqCst),
+        )
+    }
+    pub(crate) fn set_total(&self, total: usize) {
+        self.partitions_total.store(total, Ordering::SeqCst);
+    }
+    pub(crate) fn partition_done(&self) {
+        self.partitions_done.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn check(&self) -> Result<(), ProveError> {
+        if self.is_cancelled() {
+            Err(ProveError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Why a proof could not be produced.
+#[derive(Debug, thiserror::Error)]
+pub enum ProveError {
+    /// The request's input could not be parsed or is inconsistent.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The parameter files are missing, truncated or corrupt.
+    #[error(transparent)]
+    Params(#[from] SrsError),
+    /// The circuit could not be synthesized (e.g. vanilla proofs of the wrong shape).
+    #[error("synthesis failed: {0}")]
+    Synthesis(String),
+    /// The NTT/MSM backend failed.
+    #[error(transparent)]
+    Backend(#[from] ProverError),
+    /// The proof was produced but the Filecoin verifier rejected it. This is what inputs
+    /// that belong to another sector, miner or randomness lead to.
+    #[error("proof failed verification: {0}")]
+    VerificationFailed(String),
+    /// The job was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// Keeps parameters resident and proves requests.
+pub struct ProvingService {
+    pub(crate) srs: SrsCache,
+    pub(crate) backend: Arc<dyn Backend>,
+}
+
+impl ProvingService {
+    /// A service reading parameters from `param_dir` and proving on `backend`.
+    pub fn new(param_dir: PathBuf, backend: Arc<dyn Backend>) -> Self {
+        Self { srs: SrsCache::new(param_dir), backend }
+    }
+
+    /// The parameter cache.
+    pub fn srs(&self) -> &SrsCache {
+        &self.srs
+    }
+
+    /// The backend's name.
+    pub fn backend_name(&self) -> String {
+        self.backend.name()
+    }
+
+    /// Proves `request`, verifies the result and returns it. Checks `control` for cancellation
+    /// at every partition boundary.
+    pub fn prove(
+        &self,
+        request: &ProofRequest,
+        control: &JobControl,
+    ) -> Result<ProofOutput, ProveError> {
+        match request {
+            ProofRequest::PoRep(r) => super::porep::prove(self, r, control),
+            ProofRequest::SnapDeals { input } => super::snap::prove(self, input, control),
+            ProofRequest::WindowPoSt { input } => super::post::prove_window(self, input, control),
+            ProofRequest::WinningPoSt { input } => super::post::prove_winning(self, input, control),
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! The boundary between the Groth16 assembly and the number crunching.
+//!
+//! A backend computes the quotient polynomial H and the multi-scalar multiplications; the
+//! assembly of the proof from those results lives in [`super::groth16`] and is shared by all
+//! backends. The CPU backend is [`super::cpu::CpuBackend`]; the GPU backend lives in
+//! `crate::gpu`.
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+
+use super::ProverError;
+
+/// The NTT and MSM stages of a Groth16 prover.
+///
+/// Implementations must be usable from several threads at once; a backend that serialises
+/// access to a device does so internally.
+pub trait Backend: Send + Sync {
+    /// A short human-readable name (`"cpu"`, `"cuda:0 NVIDIA H200"`), used in logs and timings.
+    fn name(&self) -> String;
+
+    /// Computes the coefficients of H(X) = (A(X)·B(X) − C(X)) / Z(X).
+    ///
+    /// `a`, `b` and `c` are the evaluations of the constraint polynomials over the constraint
+    /// domain, all of the same length `n` (the number of constraints, inputs' `x·0 = 0`
+    /// constraints included). The domain is the smallest power of two `m ≥ n`; the vectors are
+    /// zero-padded to `m`. Returns the `m − 1` lowest coefficients of H (its degree is at most
+    /// `m − 2` when every constraint is satisfied).
+    fn quotient(&self, a: Vec<Scalar>, b: Vec<Scalar>, c: Vec<Scalar>)
+        -> Result<Vec<Scalar>, ProverError>;
+
+    /// Σ scalars[i] · bases[i] in G1. `bases.len() == scalars.len()`.
+    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError>;
+
+    /// Σ scalars[i] · bases[i] in G2. `bases.len() == scalars.len()`.
+    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, ProverError>;
+}
