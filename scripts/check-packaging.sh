@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Builds the cuzk .deb and checks the distribution path end to end:
+#   1. the committed man pages and example configuration match their sources;
+#   2. the .deb holds exactly the files in packaging/deb-contents.txt (two binaries, no
+#      test or generator binaries), with /etc/cuzk/cuzk.toml as a conffile;
+#   3. `dpkg -i` installs it: the cuzk user and group exist, the installed `cuzkd
+#      --check-config` and `cuzk --help` work, a bad configuration exits 78;
+#   4. the man pages render without groff warnings and the tmpfiles/sysusers entries apply;
+#   5. `systemd-analyze verify` accepts the installed units, and `systemd-analyze security`
+#      scores the service at most 3.0 and equal to the score recorded in docs/operating.md;
+#   6. remove, purge and reinstall work (the package is left installed).
+#
+# Needs root (dpkg -i). Installs what it lacks (cargo-deb from crates.io, systemd and
+# man-db from Debian) and is fast when everything is already there. Called by .ci/run
+# after scripts/test.sh (so the release build is already done).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+SECONDS=0
+passed=0
+failed=0
+
+step() { printf '\n==> %s\n' "$*"; }
+ok() { passed=$((passed + 1)); printf 'ok: %s\n' "$*"; }
+bad() { failed=$((failed + 1)); printf 'FAIL: %s\n' "$*" >&2; }
+# check DESCRIPTION COMMAND...: runs COMMAND, counts it as passed or failed.
+check() {
+    local what=$1
+    shift
+    if "$@"; then ok "$what"; else bad "$what"; fi
+}
+
+if [ "$(id -u)" != 0 ]; then
+    echo "check-packaging.sh: must run as root (it installs the .deb)" >&2
+    exit 1
+fi
+
+step "tools"
+apt_updated=
+apt_install() {
+    if [ -z "$apt_updated" ]; then
+        apt-get update -qq
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+command -v systemd-analyze >/dev/null || apt_install systemd
+# man-db: `systemd-analyze verify` resolves the units' Documentation=man:... through man(1);
+# groff-base: the page lint below.
+command -v man >/dev/null || apt_install man-db
+command -v groff >/dev/null || apt_install groff-base
+cargo deb --version >/dev/null 2>&1 || cargo install cargo-deb --locked
+echo "$(cargo deb --version), $(systemd-analyze --version | head -1)"
+
+step "generated files are up to date (man pages, example configuration)"
+check "tests/man_pages.rs" cargo test --release --test man_pages
+
+step "build"
+cargo build --release --bin cuzk --bin cuzkd
+rm -rf target/debian
+# --no-build: package what was just built; --fast: gzip, not xz (the CI machine has 2 cores).
+cargo deb --no-build --fast --output target/debian/
+deb=$(ls target/debian/cuzk_*.deb)
+echo "$deb: $(du -h "$deb" | cut -f1)"
+
+step "contents"
+actual=$(dpkg-deb --fsys-tarfile "$deb" | tar -t | sed 's|^\./|/|' | grep -v '/$' | sort)
+expected=$(grep -v '^#' packaging/deb-contents.txt | grep . | sort)
+if [ "$actual" = "$expected" ]; then
+    ok "file list matches packaging/deb-contents.txt"
+else
+    bad "file list differs from packaging/deb-contents.txt (< expected, > actual):"
+    diff <(echo "$expected") <(echo "$actual") >&2 || true
+fi
+# Only the two binaries are executables of ours: no test harness, no generator.
+unpacked=$(mktemp -d)
+dpkg-deb -x "$deb" "$unpacked"
+elves=$(cd "$unpacked" && find . -type f | sort | while read -r f; do
+    [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$f"
+done | tr '\n' ' ')
+rm -rf "$unpacked"
+check "the only ELF files are cuzk and cuzkd ($elves)" test "$elves" = "./usr/bin/cuzk ./usr/bin/cuzkd "
+check "/etc/cuzk/cuzk.toml is a conffile" \
+    sh -c "dpkg-deb --ctrl-tarfile '$deb' | tar -xO ./conffiles | grep -qx /etc/cuzk/cuzk.toml"
+for script in postinst prerm postrm; do
+    check "maintainer script $script is valid sh" \
+        sh -c "dpkg-deb --ctrl-tarfile '$deb' | tar -xO ./$script | sh -n"
+done
+
+step "install"
+check "dpkg -i" dpkg -i "$deb"
+check "package is installed" sh -c "dpkg-query -W -f='\${Status}' cuzk | grep -qx 'install ok installed'"
+check "user cuzk exists" getent passwd cuzk
+check "group cuzk exists" getent group cuzk
+check "installed cuzk --help" sh -c '/usr/bin/cuzk --help >/dev/null'
+check "installed cuzkd --help" sh -c '/usr/bin/cuzkd --help >/dev/null'
+check "installed cuzkd --check-config (packaged /etc/cuzk/cuzk.toml)" /usr/bin/cuzkd --check-config
+badconf=$(mktemp)
+printf '[socket]\npathh = "/x"\n' >"$badconf"
+rc=0
+/usr/bin/cuzkd --check-config --config "$badconf" >/dev/null 2>&1 || rc=$?
+rm -f "$badconf"
+check "cuzkd --check-config exits 78 on a bad key (got $rc)" test "$rc" = 78
+check "systemd-tmpfiles applies cuzk.conf" systemd-tmpfiles --create cuzk.conf
+check "/run/cuzk is cuzk:cuzk 0750" sh -c 'test "$(stat -c %U:%G:%a /run/cuzk)" = cuzk:cuzk:750'
+check "systemd-sysusers accepts cuzk.conf" sh -c 'systemd-sysusers --dry-run cuzk.conf >/dev/null'
+
+step "man pages"
+for page in cuzk.1 cuzkd.8 cuzk.toml.5; do
+    check "man/$page renders without groff warnings" \
+        sh -c "out=\$(groff -man -ww -z -Tutf8 man/$page 2>&1); [ -z \"\$out\" ] || { echo \"\$out\"; false; }"
+done
+check "man finds the installed pages" sh -c 'man -w cuzk >/dev/null && man -w 8 cuzkd >/dev/null && man -w 5 cuzk.toml >/dev/null'
+
+step "systemd units"
+units="/usr/lib/systemd/system/cuzkd.service /usr/lib/systemd/system/cuzkd.socket"
+check "systemd-analyze verify (installed units)" sh -c "out=\$(systemd-analyze verify $units 2>&1); echo \"\$out\"; [ -z \"\$out\" ]"
+security=$(systemd-analyze security --offline=yes --threshold=30 /usr/lib/systemd/system/cuzkd.service 2>&1) && rc=0 || rc=$?
+score=$(echo "$security" | sed -n 's/.*Overall exposure level for cuzkd.service: \([0-9.]*\).*/\1/p')
+echo "exposure score: ${score:-?}"
+check "systemd-analyze security: exposure ${score:-?} <= 3.0" test "$rc" = 0 -a -n "$score"
+check "docs/operating.md records the exposure score $score" grep -q "exposure score is \*\*$score\*\*" docs/operating.md
+
+step "remove, purge, reinstall"
+check "dpkg -r" dpkg -r cuzk
+check "binaries removed" test ! -e /usr/bin/cuzkd
+check "conffile kept after remove" test -e /etc/cuzk/cuzk.toml
+check "dpkg --purge" dpkg --purge cuzk
+check "conffile removed by purge" test ! -e /etc/cuzk/cuzk.toml
+check "dpkg -i again" dpkg -i "$deb"
+check "reinstalled cuzkd --check-config" sh -c '/usr/bin/cuzkd --check-config >/dev/null'
+
+echo
+echo "check-packaging took ${SECONDS}s"
+echo "check-packaging: $passed passed, $failed failed"
+[ "$failed" = 0 ]
