@@ -76,7 +76,7 @@ fi
 unpacked=$(mktemp -d)
 dpkg-deb -x "$deb" "$unpacked"
 elves=$(cd "$unpacked" && find . -type f | sort | while read -r f; do
-    [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && echo "$f"
+    if [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ]; then echo "$f"; fi
 done | tr '\n' ' ')
 rm -rf "$unpacked"
 check "the only ELF files are cuzk and cuzkd ($elves)" test "$elves" = "./usr/bin/cuzk ./usr/bin/cuzkd "
