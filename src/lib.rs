@@ -13,8 +13,13 @@
 //!
 //! See `ARCHITECTURE.md` for the map and the invariants.
 
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod engine;
 pub mod params_gen;
 pub mod proofs;
+pub mod proto;
 pub mod prover;
 pub mod srs;
 pub mod synth;

@@ -1,0 +1,263 @@
+//! Answers one request: maps it onto the engine or the parameter cache.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{wire, Context};
+use crate::engine::JobPhase;
+use crate::proofs::{registry, ProofRequest};
+use crate::proto::{
+    self, AwaitJob, ErrorCode, ParamSpec, ParamsReport, Request, Response, StatusReport, Submit,
+    Welcome, PROTOCOL_VERSION,
+};
+
+/// Longest request id accepted (bytes).
+const MAX_REQUEST_ID: usize = 256;
+
+/// Per-connection state.
+pub struct Session {
+    /// Whether Hello succeeded.
+    pub hello: bool,
+    /// The client's name from Hello.
+    pub client: String,
+    /// The peer's uid (SO_PEERCRED), for logs.
+    pub uid: u32,
+}
+
+/// Answers `request`.
+pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>) -> Response {
+    if !session.hello && !matches!(request, Request::Hello(_)) {
+        return wire::error(ErrorCode::HelloRequired, "send Hello first", None);
+    }
+    match request {
+        Request::Hello(h) => hello(h, session, ctx),
+        Request::Submit(s) => submit(s, session, ctx).await.unwrap_or_else(|e| e),
+        Request::Await(a) => await_job(a, ctx).await,
+        Request::Prove(s) => match submit(s, session, ctx).await {
+            Ok(Response::Accepted(a)) => {
+                await_job(
+                    AwaitJob {
+                        job_id: a.job_id,
+                        timeout_ms: None,
+                    },
+                    ctx,
+                )
+                .await
+            }
+            Ok(other) | Err(other) => other,
+        },
+        Request::Cancel(j) => cancel(j.job_id, ctx),
+        Request::Status(q) => status(q.job_id, ctx),
+        Request::Metrics => Response::Metrics(super::metrics::render(ctx)),
+        Request::Preload(spec) => params(spec, true, ctx).await,
+        Request::Evict(spec) => params(spec, false, ctx).await,
+    }
+}
+
+fn hello(h: proto::Hello, session: &mut Session, ctx: &Context) -> Response {
+    if h.protocol_version != PROTOCOL_VERSION {
+        return wire::error(
+            ErrorCode::UnsupportedVersion,
+            format!(
+                "protocol version {} is not supported; this daemon speaks version {PROTOCOL_VERSION}",
+                h.protocol_version
+            ),
+            None,
+        );
+    }
+    session.hello = true;
+    session.client = h.client_name.chars().take(128).collect();
+    tracing::debug!(client = %session.client, uid = session.uid, "hello");
+    Response::Welcome(Welcome {
+        protocol_version: PROTOCOL_VERSION,
+        server_version: format!("cuzkd {}", env!("CARGO_PKG_VERSION")),
+        backend: ctx.backend.clone(),
+        proof_kinds: proto::ProofKind::ALL.to_vec(),
+        max_frame_size: ctx.config.protocol.max_frame_size,
+        max_queued: ctx.config.queue.max_queued.min(u32::MAX as usize) as u32,
+        workers: ctx.config.proving.workers.min(u32::MAX as usize) as u32,
+    })
+}
+
+/// Queues a job; `Err` carries the error response.
+async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Response, Response> {
+    if s.request_id
+        .as_ref()
+        .is_some_and(|r| r.len() > MAX_REQUEST_ID || r.is_empty())
+    {
+        return Err(wire::error(
+            ErrorCode::InvalidInput,
+            format!("request id must be 1 to {MAX_REQUEST_ID} bytes"),
+            None,
+        ));
+    }
+    let request = ProofRequest::from(s.input);
+    let (miner, sector) = match &request {
+        ProofRequest::PoRep(r) => (Some(r.miner_id), r.sector_number),
+        _ => (None, None),
+    };
+    let kind = request.kind();
+    let priority = s.priority.map(wire::priority_from_wire);
+    let request_id = s.request_id.clone();
+    let engine = ctx.engine.clone();
+    // Hashing a large C1 output for idempotency takes a while: keep it off the runtime.
+    let submitted = tokio::task::spawn_blocking(move || {
+        engine.submit(request, priority, request_id)
+    })
+    .await
+    .map_err(|e| {
+        wire::error(
+            ErrorCode::Internal,
+            format!("submit task failed: {e}"),
+            None,
+        )
+    })?
+    .map_err(|e| {
+        tracing::warn!(proof_kind = %kind, client = %session.client, "submission refused: {e}");
+        wire::submit_error(&e)
+    })?;
+    if !submitted.existing {
+        tracing::info!(
+            job_id = submitted.id,
+            proof_kind = %kind,
+            miner = ?miner,
+            sector = ?sector,
+            priority = submitted.priority.as_str(),
+            request_id = ?s.request_id,
+            client = %session.client,
+            uid = session.uid,
+            "job accepted"
+        );
+    }
+    Ok(Response::Accepted(proto::Accepted {
+        job_id: submitted.id,
+        existing: submitted.existing,
+        state: wire::state_to_wire(submitted.state),
+        priority: wire::priority_to_wire(submitted.priority),
+    }))
+}
+
+async fn await_job(a: AwaitJob, ctx: &Context) -> Response {
+    let unknown = || {
+        wire::error(
+            ErrorCode::UnknownJob,
+            format!("unknown job {}", a.job_id),
+            Some(a.job_id),
+        )
+    };
+    let Some(mut rx) = ctx.engine.watch(a.job_id) else {
+        return unknown();
+    };
+    let finished = rx.wait_for(|p| matches!(p, JobPhase::Finished(_)));
+    let phase = match a.timeout_ms {
+        None => finished.await.map(|p| p.clone()),
+        Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), finished).await {
+            Ok(r) => r.map(|p| p.clone()),
+            Err(_) => {
+                return match ctx.engine.snapshot(a.job_id) {
+                    Some(snap) => Response::Pending(wire::job_info(&snap)),
+                    None => unknown(),
+                }
+            }
+        },
+    };
+    match phase {
+        Ok(JobPhase::Finished(result)) => wire::result(a.job_id, &result),
+        _ => unknown(),
+    }
+}
+
+fn cancel(job: u64, ctx: &Context) -> Response {
+    match ctx.engine.cancel(job) {
+        Ok(was_running) => {
+            tracing::info!(job_id = job, was_running, "job cancelled");
+            Response::Cancelled(proto::Cancelled {
+                job_id: job,
+                was_running,
+            })
+        }
+        Err(crate::engine::CancelError::UnknownJob(_)) => wire::error(
+            ErrorCode::UnknownJob,
+            format!("unknown job {job}"),
+            Some(job),
+        ),
+        Err(e @ crate::engine::CancelError::AlreadyFinished(..)) => {
+            wire::error(ErrorCode::JobFinished, e.to_string(), Some(job))
+        }
+    }
+}
+
+fn status(job: Option<u64>, ctx: &Context) -> Response {
+    let jobs = match job {
+        Some(id) => match ctx.engine.snapshot(id) {
+            Some(s) => vec![wire::job_info(&s)],
+            None => {
+                return wire::error(ErrorCode::UnknownJob, format!("unknown job {id}"), Some(id))
+            }
+        },
+        None => ctx.engine.snapshots().iter().map(wire::job_info).collect(),
+    };
+    let stats = ctx.engine.stats();
+    use crate::engine::JobState as S;
+    Response::Status(StatusReport {
+        server_version: format!("cuzkd {}", env!("CARGO_PKG_VERSION")),
+        backend: ctx.backend.clone(),
+        uptime_s: ctx.started.elapsed().as_secs(),
+        queued: stats.queued.min(u32::MAX as usize) as u32,
+        running: stats.running.min(u32::MAX as usize) as u32,
+        succeeded: stats.count(S::Succeeded),
+        failed: stats.count(S::Failed),
+        cancelled: stats.count(S::Cancelled),
+        jobs,
+        params_loaded: loaded(ctx),
+    })
+}
+
+fn loaded(ctx: &Context) -> Vec<ParamSpec> {
+    ctx.service
+        .srs()
+        .loaded()
+        .into_iter()
+        .map(|p| ParamSpec {
+            kind: p.id.kind.into(),
+            sector_size: p.id.sector_size,
+        })
+        .collect()
+}
+
+async fn params(spec: ParamSpec, load: bool, ctx: &Arc<Context>) -> Response {
+    let start = Instant::now();
+    let id = match registry::params_id(spec.kind.into(), spec.sector_size) {
+        Ok(id) => id,
+        Err(e) => return wire::error(ErrorCode::InvalidInput, e.to_string(), None),
+    };
+    let service = ctx.service.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        if load {
+            service
+                .srs()
+                .get(&id)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        } else {
+            service.srs().evict(&id);
+            Ok(())
+        }
+    })
+    .await;
+    match outcome {
+        Ok(Ok(())) => {
+            tracing::info!(proof_kind = %spec.kind, sector_size = spec.sector_size, preload = load, "parameters updated");
+            Response::Params(ParamsReport {
+                loaded: loaded(ctx),
+                elapsed_ms: start.elapsed().as_millis().min(u64::MAX as u128) as u64,
+            })
+        }
+        Ok(Err(e)) => wire::error(ErrorCode::ParamsUnavailable, e, None),
+        Err(e) => wire::error(
+            ErrorCode::Internal,
+            format!("parameter task failed: {e}"),
+            None,
+        ),
+    }
+}

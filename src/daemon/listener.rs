@@ -1,0 +1,157 @@
+//! The listening socket: taken over from systemd (`LISTEN_FDS`) or bound at `socket.path`.
+
+use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+
+use nix::sys::socket::{getsockopt, sockopt};
+use nix::sys::stat::{umask, Mode};
+use nix::unistd::{chown, Gid, Group};
+
+use super::DaemonError;
+use crate::config::SocketConfig;
+
+/// Where the listening socket came from.
+#[derive(Debug)]
+pub enum SocketOrigin {
+    /// systemd passed it; systemd owns the path.
+    Activated,
+    /// cuzkd bound it at this path and removes it on exit.
+    Bound(PathBuf),
+}
+
+/// A listening Unix socket.
+#[derive(Debug)]
+pub struct Listener {
+    /// The socket (blocking mode; the server sets it non-blocking).
+    pub socket: UnixListener,
+    /// Where it came from.
+    pub origin: SocketOrigin,
+}
+
+/// Removes the socket file if cuzkd created it, and only if it is still a socket.
+pub fn remove_socket_file(origin: &SocketOrigin) {
+    if let SocketOrigin::Bound(path) = origin {
+        let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
+        if is_socket {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The socket systemd passed (socket activation), if any. Must be called before any thread
+/// is started: it reads and clears `LISTEN_PID`/`LISTEN_FDS`.
+pub fn take_activated() -> Result<Option<UnixListener>, DaemonError> {
+    let activation = |m: String| DaemonError::Activation(m);
+    let mut fds = sd_notify::listen_fds().map_err(|e| activation(e.to_string()))?;
+    let Some(fd) = fds.next() else {
+        return Ok(None);
+    };
+    if fds.next().is_some() {
+        return Err(activation(
+            "more than one socket passed; cuzkd uses exactly one".into(),
+        ));
+    }
+    Ok(Some(listener_from_fd(fd)?))
+}
+
+fn listener_from_fd(fd: RawFd) -> Result<UnixListener, DaemonError> {
+    // SAFETY: sd_notify::listen_fds returned `fd` from LISTEN_FDS, which systemd sets to
+    // descriptors it passed to this process and nothing else in cuzkd has taken ownership of;
+    // LISTEN_FDS is cleared, so this is the only owner.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let bad = |m: &str| DaemonError::Activation(format!("descriptor {fd}: {m}"));
+    let listening =
+        getsockopt(&owned.as_fd(), sockopt::AcceptConn).map_err(|e| bad(&e.to_string()))?;
+    let ty = getsockopt(&owned.as_fd(), sockopt::SockType).map_err(|e| bad(&e.to_string()))?;
+    if !listening || ty != nix::sys::socket::SockType::Stream {
+        return Err(bad(
+            "not a listening stream socket (use ListenStream= in the .socket unit)",
+        ));
+    }
+    let listener = UnixListener::from(owned);
+    let addr = listener.local_addr().map_err(|e| bad(&e.to_string()))?;
+    tracing::info!(path = ?addr.as_pathname(), "using the socket passed by systemd");
+    Ok(listener)
+}
+
+/// Binds `config.path` with `config.mode` and `config.group`.
+///
+/// An existing socket file is replaced only if no one is listening on it; any other kind of
+/// file is never removed.
+pub fn bind(config: &SocketConfig) -> Result<UnixListener, DaemonError> {
+    let path = &config.path;
+    let io = |context: String| move |source| DaemonError::Io { context, source };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+    }
+    clear_stale(path)?;
+    // Bind with a restrictive umask so that the socket is never more open than 0600 before
+    // the chmod below; cuzkd is still single-threaded here.
+    let old = umask(Mode::from_bits_truncate(0o177));
+    let bound = UnixListener::bind(path);
+    umask(old);
+    let listener = bound.map_err(io(format!("binding {}", path.display())))?;
+    if let Some(group) = &config.group {
+        let gid = resolve_group(group)?;
+        chown(path.as_path(), None, Some(gid)).map_err(|e| DaemonError::Io {
+            context: format!("chgrp {group} {}", path.display()),
+            source: e.into(),
+        })?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(config.mode))
+        .map_err(io(format!("chmod {:o} {}", config.mode, path.display())))?;
+    tracing::info!(path = %path.display(), mode = format!("{:04o}", config.mode), group = ?config.group, "listening");
+    Ok(listener)
+}
+
+/// Removes a stale socket at `path`; refuses a live socket and anything that is not a socket.
+fn clear_stale(path: &Path) -> Result<(), DaemonError> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(DaemonError::Io {
+                context: format!("inspecting {}", path.display()),
+                source,
+            })
+        }
+    };
+    let ft = meta.file_type();
+    if !ft.is_socket() {
+        let what = if ft.is_dir() {
+            "a directory"
+        } else if ft.is_symlink() {
+            "a symbolic link"
+        } else if ft.is_file() {
+            "a regular file"
+        } else {
+            "a special file"
+        };
+        return Err(DaemonError::NotASocket {
+            path: path.to_owned(),
+            what,
+        });
+    }
+    match UnixStream::connect(path) {
+        Ok(_) => Err(DaemonError::InUse(path.to_owned())),
+        Err(_) => {
+            tracing::info!(path = %path.display(), "removing a stale socket");
+            std::fs::remove_file(path).map_err(|source| DaemonError::Io {
+                context: format!("removing stale {}", path.display()),
+                source,
+            })
+        }
+    }
+}
+
+fn resolve_group(group: &str) -> Result<Gid, DaemonError> {
+    if let Ok(n) = group.parse::<u32>() {
+        return Ok(Gid::from_raw(n));
+    }
+    match Group::from_name(group) {
+        Ok(Some(g)) => Ok(g.gid),
+        _ => Err(DaemonError::UnknownGroup(group.to_owned())),
+    }
+}

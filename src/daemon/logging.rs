@@ -1,0 +1,62 @@
+//! Logging: natively to journald (structured fields, journald's own timestamps) when stderr is
+//! the journal, else human-readable lines with timestamps on stderr.
+
+use std::os::fd::AsRawFd;
+
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::EnvFilter;
+
+/// Whether stderr is connected to the journal: systemd sets `JOURNAL_STREAM=<dev>:<inode>`
+/// for the service's stdout/stderr; a child process that inherited the variable but not the
+/// stream must not log to journald.
+fn stderr_is_journal() -> bool {
+    let Some(value) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = value.to_str().and_then(|v| v.split_once(':')) else {
+        return false;
+    };
+    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
+        return false;
+    };
+    match nix::sys::stat::fstat(std::io::stderr().as_raw_fd()) {
+        Ok(st) => st.st_dev as u64 == dev && st.st_ino as u64 == ino,
+        Err(_) => false,
+    }
+}
+
+/// Installs the global subscriber. `CUZK_LOG` overrides the configured filter.
+pub fn init(level: &str) {
+    let filter = EnvFilter::try_from_env("CUZK_LOG").unwrap_or_else(|_| EnvFilter::new(level));
+    if stderr_is_journal() {
+        match tracing_journald::layer() {
+            Ok(journald) => {
+                // No prefix: fields arrive as JOB_ID, PROOF_KIND, MINER, SECTOR, PRIORITY.
+                let journald = journald
+                    .with_field_prefix(None)
+                    .with_syslog_identifier("cuzkd".into());
+                tracing_subscriber::registry()
+                    .with(filter)
+                    .with(journald)
+                    .init();
+                return;
+            }
+            Err(e) => {
+                // The journal keeps stderr with its own timestamps: do not add ours.
+                tracing_subscriber::fmt()
+                    .with_env_filter(filter)
+                    .without_time()
+                    .with_ansi(false)
+                    .with_writer(std::io::stderr)
+                    .init();
+                tracing::warn!("cannot log to journald natively ({e}); logging to stderr");
+                return;
+            }
+        }
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

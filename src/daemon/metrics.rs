@@ -1,0 +1,149 @@
+//! Prometheus text exposition (format 0.0.4) of the daemon's counters.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use super::Context;
+
+/// Writes a metric family's HELP and TYPE lines.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Writes an unlabelled metric with its HELP and TYPE lines.
+fn single(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+    family(out, name, kind, help);
+    let _ = writeln!(out, "{name} {value}");
+}
+
+/// Renders every metric.
+pub fn render(ctx: &Context) -> String {
+    let stats = ctx.engine.stats();
+    let mut out = String::new();
+    family(
+        &mut out,
+        "cuzk_info",
+        "gauge",
+        "Daemon version and proving backend.",
+    );
+    let _ = writeln!(
+        out,
+        "cuzk_info{{version=\"{}\",backend=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        escape(&ctx.backend)
+    );
+    let uptime = format!("{:.3}", ctx.started.elapsed().as_secs_f64());
+    single(
+        &mut out,
+        "cuzk_uptime_seconds",
+        "gauge",
+        "Seconds since the daemon started.",
+        uptime,
+    );
+    single(
+        &mut out,
+        "cuzk_jobs_queued",
+        "gauge",
+        "Jobs waiting for a worker.",
+        stats.queued,
+    );
+    single(
+        &mut out,
+        "cuzk_jobs_running",
+        "gauge",
+        "Jobs being proved.",
+        stats.running,
+    );
+    single(
+        &mut out,
+        "cuzk_workers",
+        "gauge",
+        "Proofs run at once.",
+        ctx.config.proving.workers,
+    );
+    single(
+        &mut out,
+        "cuzk_queue_full_total",
+        "counter",
+        "Submissions refused because the queue was full.",
+        stats.rejected_queue_full,
+    );
+    single(
+        &mut out,
+        "cuzk_connections",
+        "gauge",
+        "Open client connections.",
+        ctx.connections.load(Ordering::Relaxed),
+    );
+    single(
+        &mut out,
+        "cuzk_connections_total",
+        "counter",
+        "Client connections accepted since start.",
+        ctx.connections_total.load(Ordering::Relaxed),
+    );
+    single(
+        &mut out,
+        "cuzk_connections_refused_total",
+        "counter",
+        "Connections refused (too many, or peer not allowed).",
+        ctx.connections_refused.load(Ordering::Relaxed),
+    );
+
+    family(
+        &mut out,
+        "cuzk_jobs_finished_total",
+        "counter",
+        "Finished jobs by proof kind and outcome.",
+    );
+    for ((kind, state), n) in &stats.finished {
+        let _ = writeln!(
+            out,
+            "cuzk_jobs_finished_total{{kind=\"{kind}\",outcome=\"{}\"}} {n}",
+            state.as_str()
+        );
+    }
+    family(
+        &mut out,
+        "cuzk_job_stage_seconds_total",
+        "counter",
+        "Time spent per stage by succeeded jobs.",
+    );
+    for (kind, t) in &stats.stage_sums {
+        for (stage, d) in [
+            ("queue_wait", t.queue_wait),
+            ("param_load", t.param_load),
+            ("synthesis", t.synthesis),
+            ("proving", t.proving),
+            ("verification", t.verification),
+            ("total", t.total),
+        ] {
+            let _ = writeln!(
+                out,
+                "cuzk_job_stage_seconds_total{{kind=\"{kind}\",stage=\"{stage}\"}} {:.6}",
+                d.as_secs_f64()
+            );
+        }
+    }
+    family(
+        &mut out,
+        "cuzk_params_resident_bytes",
+        "gauge",
+        "Parameter sets resident in memory.",
+    );
+    for p in ctx.service.srs().loaded() {
+        let _ = writeln!(
+            out,
+            "cuzk_params_resident_bytes{{kind=\"{}\",sector_size=\"{}\"}} {}",
+            p.id.kind, p.id.sector_size, p.resident_bytes
+        );
+    }
+    out
+}
+
+/// Escapes a label value.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

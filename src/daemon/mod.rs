@@ -1,0 +1,412 @@
+//! `cuzkd`: the proving daemon. A thin shell over [`crate::engine`]: it owns the socket, the
+//! wire protocol, systemd integration, privileges and logging.
+//!
+//! Start-up order matters: configuration → logging → root check → socket (bound, or taken
+//! from systemd) → capabilities dropped (before any thread exists, since capabilities are per
+//! thread) → proving service and engine → runtime → `READY=1`.
+
+pub mod cli;
+mod connection;
+mod handler;
+mod listener;
+mod logging;
+mod metrics;
+mod notify;
+mod privileges;
+mod server;
+mod service;
+mod wire;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sd_notify::NotifyState;
+
+pub use listener::{Listener, SocketOrigin};
+pub use notify::Notifier;
+
+use crate::config::{Config, EXIT_CONFIG};
+use crate::engine::{Engine, EngineConfig, JobEvent, JobResult, JobSnapshot};
+use crate::proofs::ProvingService;
+
+/// Why the daemon could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Something other than a socket is at the socket path; it is never removed.
+    #[error("refusing to use {path}: it is {what}, not a socket; remove it or change socket.path")]
+    NotASocket {
+        /// The socket path.
+        path: PathBuf,
+        /// What is there instead.
+        what: &'static str,
+    },
+    /// Another process listens on the socket path.
+    #[error("{0} is in use: another cuzkd is listening there")]
+    InUse(PathBuf),
+    /// `socket.group` names no group.
+    #[error("socket.group: unknown group {0:?}")]
+    UnknownGroup(String),
+    /// Started as root without `daemon.allow_root`.
+    #[error("refusing to run as root; run as an unprivileged user (the packaged unit uses `cuzk`) or set daemon.allow_root = true")]
+    Root,
+    /// The systemd-passed socket is unusable.
+    #[error("socket activation: {0}")]
+    Activation(String),
+    /// Capabilities could not be read or dropped.
+    #[error("capabilities: {0}")]
+    Capabilities(String),
+    /// No proving backend.
+    #[error("backend: {0}")]
+    Backend(String),
+    /// A system call failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+/// What connection handlers share.
+pub struct Context {
+    /// The effective configuration.
+    pub config: Config,
+    /// The job engine.
+    pub engine: Arc<Engine>,
+    /// The proving service (parameter cache, backend).
+    pub service: Arc<ProvingService>,
+    /// The backend's name.
+    pub backend: String,
+    /// When the daemon started.
+    pub started: Instant,
+    /// Open connections.
+    pub connections: AtomicUsize,
+    /// Connections accepted since start.
+    pub connections_total: AtomicU64,
+    /// Connections refused (too many, or not allowed).
+    pub connections_refused: AtomicU64,
+}
+
+impl Context {
+    /// Starts the engine on `service` and assembles the shared state.
+    pub fn new(config: Config, service: Arc<ProvingService>) -> Result<Arc<Self>, DaemonError> {
+        let engine_config = EngineConfig {
+            workers: config.proving.workers,
+            max_queued: config.queue.max_queued,
+            critical_reserve: config.queue.critical_reserve,
+            result_retention: config.queue.result_retention,
+            max_finished: config.queue.max_finished,
+        };
+        let runner = Arc::new(service::ServiceRunner {
+            service: service.clone(),
+            delay: config.debug.job_delay,
+        });
+        let engine =
+            Engine::start(engine_config, runner, Arc::new(log_event)).map_err(|source| {
+                DaemonError::Io {
+                    context: "starting the workers".into(),
+                    source,
+                }
+            })?;
+        Ok(Arc::new(Context {
+            backend: service.backend_name(),
+            config,
+            engine: Arc::new(engine),
+            service,
+            started: Instant::now(),
+            connections: AtomicUsize::new(0),
+            connections_total: AtomicU64::new(0),
+            connections_refused: AtomicU64::new(0),
+        }))
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+/// Logs job starts (debug) and ends (info, with timings), with journald-friendly fields.
+fn log_event(event: JobEvent) {
+    match event {
+        JobEvent::Started(s) => tracing::debug!(
+            job_id = s.id,
+            proof_kind = %s.kind,
+            miner = s.miner,
+            sector = s.sector,
+            priority = s.priority.as_str(),
+            queue_wait_ms = ms(s.age),
+            "job started"
+        ),
+        JobEvent::Finished(s, result) => log_finished(&s, &result),
+    }
+}
+
+fn log_finished(s: &JobSnapshot, result: &JobResult) {
+    match result {
+        Ok(out) => {
+            let t = &out.timings;
+            tracing::info!(
+                job_id = s.id,
+                proof_kind = %s.kind,
+                miner = s.miner,
+                sector = s.sector,
+                priority = s.priority.as_str(),
+                outcome = "succeeded",
+                queue_wait_ms = ms(t.queue_wait),
+                param_load_ms = ms(t.param_load),
+                synthesis_ms = ms(t.synthesis),
+                proving_ms = ms(t.proving),
+                verification_ms = ms(t.verification),
+                total_ms = ms(t.total),
+                partitions = out.output.partitions,
+                backend = %out.output.backend,
+                "job finished"
+            );
+        }
+        Err(f) => tracing::info!(
+            job_id = s.id,
+            proof_kind = %s.kind,
+            miner = s.miner,
+            sector = s.sector,
+            priority = s.priority.as_str(),
+            outcome = s.state.as_str(),
+            total_ms = ms(s.age),
+            error = %f.message,
+            "job finished"
+        ),
+    }
+}
+
+/// `cuzkd`'s `main`: exit 0 after a clean stop, 78 on a configuration error, 1 otherwise.
+pub fn main(args: cli::Args) -> ExitCode {
+    let config = match Config::load(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cuzkd: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if args.check_config {
+        print!("{}", config.to_toml());
+        return ExitCode::SUCCESS;
+    }
+    logging::init(&config.daemon.log_level);
+    match run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("cannot run: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the daemon until SIGTERM/SIGINT and the drain that follows.
+fn run(config: Config) -> Result<(), DaemonError> {
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        pid = std::process::id(),
+        "cuzkd starting"
+    );
+    privileges::check_root(&config)?;
+    // Environment first, while cuzkd is single-threaded.
+    let watchdog = notify::watchdog_interval();
+    let notifier = Notifier::new(std::env::var_os("NOTIFY_SOCKET").is_some());
+    let listener = match listener::take_activated()? {
+        Some(socket) => Listener {
+            socket,
+            origin: SocketOrigin::Activated,
+        },
+        None => Listener {
+            socket: listener::bind(&config.socket)?,
+            origin: SocketOrigin::Bound(config.socket.path.clone()),
+        },
+    };
+    let Listener { socket, origin } = listener;
+    let result = run_bound(config, socket, watchdog, notifier);
+    listener::remove_socket_file(&origin);
+    result
+}
+
+fn run_bound(
+    config: Config,
+    socket: std::os::unix::net::UnixListener,
+    watchdog: Option<Duration>,
+    notifier: Notifier,
+) -> Result<(), DaemonError> {
+    privileges::drop_capabilities(&config)?;
+    let service = start_service(&config)?;
+    let ctx = Context::new(config, service)?;
+    let io = |context: &str| {
+        let context = context.to_owned();
+        move |source| DaemonError::Io { context, source }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("cuzkd-io")
+        .build()
+        .map_err(io("starting the runtime"))?;
+    runtime.block_on(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        socket
+            .set_nonblocking(true)
+            .map_err(io("configuring the socket"))?;
+        let socket =
+            tokio::net::UnixListener::from_std(socket).map_err(io("registering the socket"))?;
+        let mut term =
+            signal(SignalKind::terminate()).map_err(io("installing the SIGTERM handler"))?;
+        let mut int =
+            signal(SignalKind::interrupt()).map_err(io("installing the SIGINT handler"))?;
+        let line = notify::status_line(&ctx.engine);
+        notifier.send(&[NotifyState::Ready, NotifyState::Status(&line)]);
+        tracing::info!(backend = %ctx.backend, "ready");
+        tokio::spawn(notify::status_loop(notifier, ctx.engine.clone()));
+        if let Some(interval) = watchdog {
+            tokio::spawn(notify::watchdog_loop(
+                notifier,
+                ctx.engine.clone(),
+                interval,
+            ));
+        }
+        tokio::spawn(reap_loop(ctx.engine.clone()));
+        let force = Arc::new(AtomicBool::new(false));
+        let force_on_second = force.clone();
+        let shutdown = async move {
+            let name = tokio::select! { _ = term.recv() => "SIGTERM", _ = int.recv() => "SIGINT" };
+            tracing::info!(signal = name, "stopping");
+            notifier.send(&[
+                NotifyState::Stopping,
+                NotifyState::Status("stopping: draining"),
+            ]);
+            // A second signal skips the rest of the drain grace.
+            tokio::spawn(async move {
+                tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+                tracing::warn!("second signal: cancelling running jobs now");
+                force_on_second.store(true, Ordering::SeqCst);
+            });
+        };
+        server::serve(ctx, socket, shutdown, force, notifier).await;
+        Ok::<(), DaemonError>(())
+    })?;
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Sizes the synthesis thread pool, selects the backend and opens the parameter cache.
+fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
+    if config.proving.synthesis_threads > 0 {
+        if let Err(e) = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.proving.synthesis_threads)
+            .thread_name(|i| format!("cuzk-synth-{i}"))
+            .build_global()
+        {
+            tracing::warn!("cannot size the synthesis pool: {e}");
+        }
+    }
+    let backend = service::select_backend(config.proving.backend)?;
+    let dir = &config.params.dir;
+    match crate::srs::list_param_dir(dir, &crate::proofs::registry::known_params()) {
+        Ok(found) => tracing::info!(dir = %dir.display(), files = found.len(), "parameter cache"),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), "parameter cache not readable: {e}; proofs will fail until it is")
+        }
+    }
+    let service = ProvingService::new(dir.clone(), backend);
+    tracing::info!(backend = %service.backend_name(), "proving backend initialised");
+    Ok(Arc::new(service))
+}
+
+/// Drops expired results even when no one submits.
+async fn reap_loop(engine: Arc<Engine>) {
+    let period =
+        (engine.retention() / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    loop {
+        tokio::time::sleep(period).await;
+        engine.reap();
+    }
+}
+
+/// A daemon running inside this process on its own threads (for `cuzk demo` and tests):
+/// the same engine, protocol and drain as `cuzkd`, without signals or systemd.
+pub struct InProcess {
+    socket: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl InProcess {
+    /// Binds `config.socket.path` and serves it with `service`.
+    pub fn start(config: Config, service: Arc<ProvingService>) -> Result<Self, DaemonError> {
+        let socket_path = config.socket.path.clone();
+        let std_listener = listener::bind(&config.socket)?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|source| DaemonError::Io {
+                context: "configuring the socket".into(),
+                source,
+            })?;
+        let ctx = Context::new(config, service)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|source| DaemonError::Io {
+                context: "starting the runtime".into(),
+                source,
+            })?;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("cuzk-daemon".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let Ok(socket) = tokio::net::UnixListener::from_std(std_listener) else {
+                        tracing::error!("cannot register the socket");
+                        return;
+                    };
+                    let shutdown = async move {
+                        let _ = stop_rx.await;
+                    };
+                    let force = Arc::new(AtomicBool::new(false));
+                    server::serve(ctx, socket, shutdown, force, Notifier::new(false)).await;
+                })
+            })
+            .map_err(|source| DaemonError::Io {
+                context: "starting the daemon thread".into(),
+                source,
+            })?;
+        Ok(Self {
+            socket: socket_path,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
+    /// Drains and stops the daemon, and removes its socket.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,97 @@
+//! systemd notifications: readiness, status line, watchdog, stopping and drain extensions.
+//!
+//! Every function is a no-op when `NOTIFY_SOCKET` is not set (or when disabled, as for the
+//! in-process daemon of `cuzk demo`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sd_notify::NotifyState;
+
+use crate::engine::{Engine, JobState};
+
+/// Sends notifications to systemd, or nowhere.
+#[derive(Clone, Copy, Debug)]
+pub struct Notifier {
+    enabled: bool,
+}
+
+impl Notifier {
+    /// A notifier that talks to `NOTIFY_SOCKET` when `enabled`.
+    pub fn new(enabled: bool) -> Self {
+        Self { enabled }
+    }
+
+    /// Sends `states`; failures are logged, never fatal.
+    pub fn send(&self, states: &[NotifyState<'_>]) {
+        if !self.enabled {
+            return;
+        }
+        if let Err(e) = sd_notify::notify(false, states) {
+            tracing::debug!("sd_notify failed: {e}");
+        }
+    }
+}
+
+/// The watchdog interval systemd asked for (`WATCHDOG_USEC`, for this process if
+/// `WATCHDOG_PID` is set), if any. Read once at start.
+pub fn watchdog_interval() -> Option<Duration> {
+    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
+    if let Ok(pid) = std::env::var("WATCHDOG_PID") {
+        if pid.parse::<u32>().ok()? != std::process::id() {
+            return None;
+        }
+    }
+    (usec > 0).then(|| Duration::from_micros(usec))
+}
+
+/// The one-line summary systemd shows in `systemctl status`.
+pub fn status_line(engine: &Engine) -> String {
+    let s = engine.stats();
+    format!(
+        "queued {}, running {}, done {}, failed {}, cancelled {}",
+        s.queued,
+        s.running,
+        s.count(JobState::Succeeded),
+        s.count(JobState::Failed),
+        s.count(JobState::Cancelled)
+    )
+}
+
+/// Sends `WATCHDOG=1` every half interval, but only while the workers pass the liveness
+/// check: a wedged engine stops the keep-alives and systemd restarts the daemon.
+pub async fn watchdog_loop(notifier: Notifier, engine: Arc<Engine>, interval: Duration) {
+    let period = interval / 2;
+    tracing::info!(
+        interval_ms = interval.as_millis() as u64,
+        "watchdog enabled"
+    );
+    loop {
+        tokio::time::sleep(period).await;
+        let probe = engine.clone();
+        let within = (period / 4).max(Duration::from_millis(10));
+        match tokio::task::spawn_blocking(move || probe.liveness(within)).await {
+            Ok(Ok(())) => notifier.send(&[NotifyState::Watchdog]),
+            Ok(Err(why)) => tracing::error!("liveness check failed, withholding WATCHDOG=1: {why}"),
+            Err(e) => tracing::error!("liveness check panicked, withholding WATCHDOG=1: {e}"),
+        }
+    }
+}
+
+/// Keeps `STATUS=` up to date as jobs change state.
+pub async fn status_loop(notifier: Notifier, engine: Arc<Engine>) {
+    let mut changes = engine.changes();
+    let mut last = String::new();
+    loop {
+        let line = status_line(&engine);
+        if line != last {
+            notifier.send(&[NotifyState::Status(&line)]);
+            last = line;
+        }
+        if changes.changed().await.is_err() {
+            return;
+        }
+        // Coalesce bursts (a queue of submissions) into one update.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,122 @@
+//! The accept loop and the drain.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sd_notify::NotifyState;
+use tokio::net::UnixListener;
+use tokio::sync::{mpsc, watch, Semaphore};
+
+use super::notify::{status_line, Notifier};
+use super::{connection, Context};
+use crate::proto::ErrorCode;
+
+/// How often EXTEND_TIMEOUT_USEC is sent while draining, and by how much it extends.
+const EXTEND_EVERY: Duration = Duration::from_secs(5);
+const EXTEND_BY: Duration = Duration::from_secs(15);
+/// After the drain grace, how long cancelled jobs get to reach a partition boundary.
+const CANCEL_GRACE: Duration = Duration::from_secs(60);
+/// How long connections get to deliver their last responses after the drain.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// Serves `listener` until `shutdown` resolves, then drains: stops accepting, answers queued
+/// jobs "shutting down", lets running jobs finish within `daemon.drain_grace` (then cancels
+/// them, or at once when `force` is set), delivers the last responses and returns.
+pub async fn serve(
+    ctx: Arc<Context>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()>,
+    force: Arc<AtomicBool>,
+    notifier: Notifier,
+) {
+    let (closing_tx, closing_rx) = watch::channel(false);
+    // Every connection task holds a clone; when all are gone, recv() returns None.
+    let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+    let slots = Arc::new(Semaphore::new(ctx.config.socket.max_connections));
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let Ok(permit) = slots.clone().try_acquire_owned() else {
+                        ctx.connections_refused.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(max = ctx.config.socket.max_connections, "too many connections; refusing one");
+                        let max = ctx.config.protocol.max_frame_size;
+                        tokio::spawn(connection::refuse(stream, ErrorCode::Busy, "too many connections", max));
+                        continue;
+                    };
+                    let (ctx, closing, alive) = (ctx.clone(), closing_rx.clone(), alive_tx.clone());
+                    tokio::spawn(async move {
+                        ctx.connections.fetch_add(1, Ordering::Relaxed);
+                        ctx.connections_total.fetch_add(1, Ordering::Relaxed);
+                        connection::serve(stream, ctx.clone(), closing).await;
+                        ctx.connections.fetch_sub(1, Ordering::Relaxed);
+                        drop((permit, alive));
+                    });
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::error!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+    drop(listener);
+    drain(&ctx, &force, notifier).await;
+    let _ = closing_tx.send(true);
+    drop(alive_tx);
+    let _ = tokio::time::timeout(CLOSE_GRACE, alive_rx.recv()).await;
+}
+
+/// Stops the engine and waits for running jobs: the drain grace, then cancellation.
+async fn drain(ctx: &Context, force: &AtomicBool, notifier: Notifier) {
+    let grace = ctx.config.daemon.drain_grace;
+    tracing::info!(
+        running = ctx.engine.running(),
+        grace_s = grace.as_secs(),
+        "stopping: draining running jobs"
+    );
+    ctx.engine.shut_down();
+    let start = Instant::now();
+    let mut cancelled_at: Option<Instant> = None;
+    let mut last_extend: Option<Instant> = None;
+    let mut changes = ctx.engine.changes();
+    while ctx.engine.running() > 0 {
+        let now = Instant::now();
+        if cancelled_at.is_none()
+            && (now.duration_since(start) >= grace || force.load(Ordering::SeqCst))
+        {
+            tracing::warn!(
+                running = ctx.engine.running(),
+                "drain grace over: cancelling running jobs"
+            );
+            ctx.engine.cancel_running();
+            cancelled_at = Some(now);
+        }
+        if cancelled_at.is_some_and(|t| now.duration_since(t) >= CANCEL_GRACE) {
+            tracing::error!(
+                running = ctx.engine.running(),
+                "jobs did not stop after cancellation; exiting anyway"
+            );
+            break;
+        }
+        if last_extend.is_none_or(|t| now.duration_since(t) >= EXTEND_EVERY) {
+            let line = format!("draining: {}", status_line(&ctx.engine));
+            let usec = EXTEND_BY.as_micros().min(u32::MAX as u128) as u32;
+            notifier.send(&[
+                NotifyState::ExtendTimeoutUsec(usec),
+                NotifyState::Status(&line),
+            ]);
+            last_extend = Some(now);
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(250), changes.changed()).await;
+    }
+    tracing::info!(
+        elapsed_ms = start.elapsed().as_millis() as u64,
+        "drain complete"
+    );
+}

@@ -1,0 +1,369 @@
+//! The job engine: a bounded priority queue in front of a fixed set of proving workers.
+//!
+//! The engine knows nothing of sockets or wire formats: it takes [`ProofRequest`]s, runs them
+//! on a [`Runner`] (the [`ProvingService`](crate::proofs::ProvingService) in the daemon, a
+//! fake in tests) on dedicated OS threads, and reports through `tokio::sync::watch` channels
+//! (which work without a runtime) and an [`Observer`] callback. The daemon is a thin shell
+//! that maps the wire protocol onto it.
+//!
+//! Rules: critical > high > normal > low, first come first served within a class; a request
+//! id with the same input returns the same job, with a different input an error; Cancel
+//! removes a queued job or stops a running one at its next partition boundary; finished jobs
+//! are kept for the retention time, then dropped.
+
+mod state;
+mod types;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+pub use state::EngineStats;
+pub use types::*;
+
+use crate::proofs::{JobControl, ProofOutput, ProofRequest, ProveError, ProvingService};
+use state::{NewJob, State};
+
+/// Runs one proof. Called on a worker thread; may block for minutes.
+pub trait Runner: Send + Sync + 'static {
+    /// Proves `request`, checking `control` for cancellation at partition boundaries.
+    fn run(&self, request: &ProofRequest, control: &JobControl) -> Result<ProofOutput, ProveError>;
+}
+
+impl Runner for ProvingService {
+    fn run(&self, request: &ProofRequest, control: &JobControl) -> Result<ProofOutput, ProveError> {
+        self.prove(request, control)
+    }
+}
+
+/// Something that happened to a job, for logging.
+#[derive(Debug)]
+pub enum JobEvent {
+    /// A worker took the job.
+    Started(JobSnapshot),
+    /// The job finished (any outcome, cancellation while queued included).
+    Finished(JobSnapshot, JobResult),
+}
+
+/// Receives [`JobEvent`]s, on whichever thread caused them; must not block.
+pub type Observer = Arc<dyn Fn(JobEvent) + Send + Sync>;
+
+/// The engine's limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    /// Proofs run at once.
+    pub workers: usize,
+    /// Jobs waiting at once.
+    pub max_queued: usize,
+    /// Of `max_queued`, slots only critical jobs may take.
+    pub critical_reserve: usize,
+    /// How long finished jobs are kept.
+    pub result_retention: Duration,
+    /// Finished jobs kept at most.
+    pub max_finished: usize,
+}
+
+/// What [`Engine::submit`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    /// The job.
+    pub id: JobId,
+    /// Whether the request id matched an existing job.
+    pub existing: bool,
+    /// The job's priority.
+    pub priority: Priority,
+    /// The job's state.
+    pub state: JobState,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    runner: Arc<dyn Runner>,
+    observer: Observer,
+    /// Bumped on every state change, so that the daemon can refresh its status line.
+    changes: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock would be a bug in this module; the state is still
+        // consistent field by field, so keep serving rather than cascade the panic.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// The job engine. Dropping it does not stop the workers: call [`Engine::shut_down`].
+pub struct Engine {
+    shared: Arc<Shared>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Engine {
+    /// Starts `config.workers` worker threads running jobs on `runner`.
+    pub fn start(
+        config: EngineConfig,
+        runner: Arc<dyn Runner>,
+        observer: Observer,
+    ) -> std::io::Result<Self> {
+        let workers = config.workers.max(1);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::new(config)),
+            wake: Condvar::new(),
+            runner,
+            observer,
+            changes: watch::Sender::new(0),
+        });
+        let handles = (0..workers)
+            .map(|i| {
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("cuzk-worker-{i}"))
+                    .spawn(move || worker_loop(&shared))
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Self {
+            shared,
+            workers: Mutex::new(handles),
+        })
+    }
+
+    /// Queues `request` with `priority` (default: the kind's class), or returns the job that
+    /// already holds `request_id` if its input is the same.
+    pub fn submit(
+        &self,
+        request: ProofRequest,
+        priority: Option<Priority>,
+        request_id: Option<String>,
+    ) -> Result<Submitted, SubmitError> {
+        let priority = priority.unwrap_or_else(|| Priority::for_kind(request.kind()));
+        // Hash outside the lock: a 32 GiB C1 output is tens of megabytes.
+        let digest = state::digest(&request);
+        let mut st = self.shared.lock();
+        let (id, existing) = st.submit(
+            NewJob {
+                request,
+                digest,
+                priority,
+                request_id,
+            },
+            Instant::now(),
+        )?;
+        let (priority, state) = st
+            .jobs
+            .get(&id)
+            .map_or((priority, JobState::Queued), |j| (j.priority, j.state));
+        let submitted = Submitted {
+            id,
+            existing,
+            priority,
+            state,
+        };
+        drop(st);
+        if !existing {
+            self.shared.wake.notify_one();
+            self.shared.changed();
+        }
+        Ok(submitted)
+    }
+
+    /// A receiver that sees the job's phase, or `None` for an unknown job.
+    pub fn watch(&self, id: JobId) -> Option<watch::Receiver<JobPhase>> {
+        self.shared
+            .lock()
+            .jobs
+            .get(&id)
+            .map(|j| j.phase.subscribe())
+    }
+
+    /// Cancels a job; returns whether it was running (and will stop at its next partition
+    /// boundary) rather than queued (and is already removed).
+    pub fn cancel(&self, id: JobId) -> Result<bool, CancelError> {
+        let now = Instant::now();
+        let mut st = self.shared.lock();
+        let was_running = st.cancel(id, now)?;
+        let finished = (!was_running).then(|| st.snapshot(id, now)).flatten();
+        let result = result_of(&st, id);
+        drop(st);
+        if let (Some(snap), Some(result)) = (finished, result) {
+            (self.shared.observer)(JobEvent::Finished(snap, result));
+        }
+        self.shared.changed();
+        Ok(was_running)
+    }
+
+    /// One job's snapshot.
+    pub fn snapshot(&self, id: JobId) -> Option<JobSnapshot> {
+        self.shared.lock().snapshot(id, Instant::now())
+    }
+
+    /// Every known job's snapshot, by id.
+    pub fn snapshots(&self) -> Vec<JobSnapshot> {
+        self.shared.lock().snapshots(Instant::now())
+    }
+
+    /// Counters since start.
+    pub fn stats(&self) -> EngineStats {
+        self.shared.lock().stats.clone()
+    }
+
+    /// Drops expired results. Also done on every submission; call it periodically so that
+    /// memory is released on an idle daemon too.
+    pub fn reap(&self) {
+        self.shared.lock().reap(Instant::now());
+    }
+
+    /// How long finished results are kept.
+    pub fn retention(&self) -> Duration {
+        self.shared.lock().retention()
+    }
+
+    /// A receiver that changes whenever any job changes state.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.shared.changes.subscribe()
+    }
+
+    /// Refuses new submissions, answers every queued job "shutting down", and lets the
+    /// workers exit once their current job is done.
+    pub fn shut_down(&self) {
+        let now = Instant::now();
+        let mut st = self.shared.lock();
+        let queued: Vec<JobId> = st
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.state == JobState::Queued)
+            .map(|(&id, _)| id)
+            .collect();
+        st.shut_down(now);
+        let events: Vec<JobEvent> = queued
+            .into_iter()
+            .filter_map(|id| {
+                Some(JobEvent::Finished(
+                    st.snapshot(id, now)?,
+                    result_of(&st, id)?,
+                ))
+            })
+            .collect();
+        drop(st);
+        for e in events {
+            (self.shared.observer)(e);
+        }
+        self.shared.wake.notify_all();
+        self.shared.changed();
+    }
+
+    /// Asks running jobs to stop at their next partition boundary (when the drain grace is
+    /// over); they finish as "shutting down".
+    pub fn cancel_running(&self) {
+        self.shared.lock().cancel_running();
+    }
+
+    /// Jobs being proved.
+    pub fn running(&self) -> usize {
+        self.shared.lock().stats.running
+    }
+
+    /// Whether every worker thread has exited (after [`Engine::shut_down`]).
+    pub fn workers_exited(&self) -> bool {
+        let workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
+        workers.iter().all(|h| h.is_finished())
+    }
+
+    /// The watchdog's liveness check: every worker thread is alive and the engine's lock can
+    /// be taken within `within`. Blocks for at most about `within`.
+    pub fn liveness(&self, within: Duration) -> Result<(), String> {
+        let dead = {
+            let workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
+            workers.iter().filter(|h| h.is_finished()).count()
+        };
+        let deadline = Instant::now() + within;
+        loop {
+            match self.shared.state.try_lock() {
+                Ok(st) if dead > 0 && !st.shutting_down => {
+                    return Err(format!("{dead} worker thread(s) have exited"));
+                }
+                Ok(_) => return Ok(()),
+                Err(std::sync::TryLockError::Poisoned(_)) => {
+                    return Err("engine lock poisoned".into())
+                }
+                Err(std::sync::TryLockError::WouldBlock) if Instant::now() >= deadline => {
+                    return Err(format!("engine lock held for more than {within:?}"));
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+            }
+        }
+    }
+}
+
+fn worker_loop(shared: &Shared) {
+    loop {
+        let assignment = {
+            let mut st = shared.lock();
+            loop {
+                if let Some(a) = st.next_assignment(Instant::now()) {
+                    let snap = st.snapshot(a.id, Instant::now());
+                    drop(st);
+                    if let Some(snap) = snap {
+                        (shared.observer)(JobEvent::Started(snap));
+                    }
+                    break a;
+                }
+                if st.shutting_down {
+                    return;
+                }
+                st = shared.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        shared.changed();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            shared.runner.run(&assignment.request, &assignment.control)
+        }));
+        let result = match outcome {
+            Ok(Ok(output)) => Ok(output),
+            Ok(Err(e)) => Err(Failure::from_prove_error(&e)),
+            Err(panic) => Err(Failure::new(FailureKind::Internal, panic_message(&*panic))),
+        };
+        // The request (possibly a large C1 output) is released here, with the job's.
+        drop(assignment.request);
+        let now = Instant::now();
+        let mut st = shared.lock();
+        st.finish(assignment.id, result, now);
+        let event = st
+            .snapshot(assignment.id, now)
+            .zip(result_of(&st, assignment.id));
+        drop(st);
+        if let Some((snap, result)) = event {
+            (shared.observer)(JobEvent::Finished(snap, result));
+        }
+        shared.changed();
+    }
+}
+
+/// A finished job's result.
+fn result_of(st: &State, id: JobId) -> Option<JobResult> {
+    match &*st.jobs.get(&id)?.phase.borrow() {
+        JobPhase::Finished(r) => Some(r.clone()),
+        _ => None,
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let detail = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    format!("the prover panicked: {detail}")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,403 @@
+//! The engine's bookkeeping: jobs, the priority queue, request ids, retention and counters.
+//! Pure logic under one lock; the threads and waking live in [`super::Engine`].
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use super::types::*;
+use super::EngineConfig;
+use crate::proofs::{JobControl, ProofKind, ProofRequest};
+
+/// One job.
+pub(super) struct Job {
+    pub kind: ProofKind,
+    /// Miner and sector, when the request names them (PoRep), for logs.
+    pub miner: Option<u64>,
+    pub sector: Option<u64>,
+    pub priority: Priority,
+    pub request_id: Option<String>,
+    pub digest: [u8; 32],
+    /// The input; dropped as soon as the job finishes so that large C1 outputs are freed.
+    pub request: Option<Arc<ProofRequest>>,
+    pub control: Arc<JobControl>,
+    pub phase: watch::Sender<JobPhase>,
+    pub state: JobState,
+    pub submitted: Instant,
+    pub started: Option<Instant>,
+    pub finished: Option<Instant>,
+    pub error: Option<String>,
+}
+
+/// What a worker takes from the queue.
+pub(super) struct Assignment {
+    pub id: JobId,
+    pub request: Arc<ProofRequest>,
+    pub control: Arc<JobControl>,
+}
+
+/// Counters kept since start, for Status and metrics.
+#[derive(Clone, Debug, Default)]
+pub struct EngineStats {
+    /// Jobs waiting.
+    pub queued: usize,
+    /// Jobs being proved.
+    pub running: usize,
+    /// Finished jobs by kind and final state.
+    pub finished: BTreeMap<(ProofKind, JobState), u64>,
+    /// Sum of the stage timings of succeeded jobs, by kind.
+    pub stage_sums: BTreeMap<ProofKind, JobTimings>,
+    /// Submissions refused because the queue was full.
+    pub rejected_queue_full: u64,
+}
+
+impl EngineStats {
+    /// Finished jobs in `state`, all kinds.
+    pub fn count(&self, state: JobState) -> u64 {
+        self.finished
+            .iter()
+            .filter(|((_, s), _)| *s == state)
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// What a submission asks for.
+pub(super) struct NewJob {
+    pub request: ProofRequest,
+    /// [`digest`] of the request, computed before taking the lock.
+    pub digest: [u8; 32],
+    pub priority: Priority,
+    pub request_id: Option<String>,
+}
+
+pub(super) struct State {
+    config: EngineConfig,
+    next_id: JobId,
+    next_seq: u64,
+    pub jobs: HashMap<JobId, Job>,
+    /// Max-heap on (priority, earliest sequence); cancelled entries are skipped lazily.
+    queue: BinaryHeap<(Priority, Reverse<u64>, JobId)>,
+    by_request_id: HashMap<String, JobId>,
+    /// Finished jobs, oldest first, for retention.
+    finished: VecDeque<JobId>,
+    pub stats: EngineStats,
+    pub shutting_down: bool,
+    /// Set when the drain grace ran out and running jobs were cancelled: their cancellation
+    /// is reported as "shutting down".
+    drain_cancelled: bool,
+}
+
+impl State {
+    pub fn new(config: EngineConfig) -> Self {
+        Self {
+            config,
+            next_id: 1,
+            next_seq: 0,
+            jobs: HashMap::new(),
+            queue: BinaryHeap::new(),
+            by_request_id: HashMap::new(),
+            finished: VecDeque::new(),
+            stats: EngineStats::default(),
+            shutting_down: false,
+            drain_cancelled: false,
+        }
+    }
+
+    /// Queues a job, or finds the one already holding its request id.
+    pub fn submit(&mut self, new: NewJob, now: Instant) -> Result<(JobId, bool), SubmitError> {
+        self.reap(now);
+        if self.shutting_down {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let digest = new.digest;
+        if let Some(rid) = &new.request_id {
+            if let Some(&id) = self.by_request_id.get(rid) {
+                let same = self.jobs.get(&id).is_some_and(|j| j.digest == digest);
+                return if same {
+                    Ok((id, true))
+                } else {
+                    Err(SubmitError::RequestIdConflict {
+                        request_id: rid.clone(),
+                        job: id,
+                    })
+                };
+            }
+        }
+        let limit = if new.priority == Priority::Critical {
+            self.config.max_queued
+        } else {
+            self.config
+                .max_queued
+                .saturating_sub(self.config.critical_reserve)
+        };
+        if self.stats.queued >= limit {
+            self.stats.rejected_queue_full += 1;
+            return Err(SubmitError::QueueFull {
+                queued: self.stats.queued,
+                limit,
+            });
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.next_seq += 1;
+        self.queue.push((new.priority, Reverse(self.next_seq), id));
+        if let Some(rid) = &new.request_id {
+            self.by_request_id.insert(rid.clone(), id);
+        }
+        let (miner, sector) = match &new.request {
+            ProofRequest::PoRep(r) => (Some(r.miner_id), r.sector_number),
+            _ => (None, None),
+        };
+        self.jobs.insert(
+            id,
+            Job {
+                kind: new.request.kind(),
+                miner,
+                sector,
+                priority: new.priority,
+                request_id: new.request_id,
+                digest,
+                request: Some(Arc::new(new.request)),
+                control: JobControl::new(),
+                phase: watch::Sender::new(JobPhase::Queued),
+                state: JobState::Queued,
+                submitted: now,
+                started: None,
+                finished: None,
+                error: None,
+            },
+        );
+        self.stats.queued += 1;
+        Ok((id, false))
+    }
+
+    /// Takes the highest-priority queued job and marks it running.
+    pub fn next_assignment(&mut self, now: Instant) -> Option<Assignment> {
+        while let Some((_, _, id)) = self.queue.pop() {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            if job.state != JobState::Queued {
+                continue; // cancelled while queued
+            }
+            let request = job.request.clone()?;
+            job.state = JobState::Running;
+            job.started = Some(now);
+            job.phase.send_replace(JobPhase::Running);
+            self.stats.queued -= 1;
+            self.stats.running += 1;
+            return Some(Assignment {
+                id,
+                request,
+                control: job.control.clone(),
+            });
+        }
+        None
+    }
+
+    /// Records a running job's result.
+    pub fn finish(
+        &mut self,
+        id: JobId,
+        result: Result<crate::proofs::ProofOutput, Failure>,
+        now: Instant,
+    ) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let queue_wait = job
+            .started
+            .unwrap_or(now)
+            .saturating_duration_since(job.submitted);
+        let total = now.saturating_duration_since(job.submitted);
+        let result = result.map_err(|f| {
+            if self.drain_cancelled && f.kind == FailureKind::Cancelled {
+                Failure::new(
+                    FailureKind::ShuttingDown,
+                    "stopped: the drain grace ran out",
+                )
+            } else {
+                f
+            }
+        });
+        let result: JobResult = result.map(|output| {
+            let t = &output.timings;
+            let timings = JobTimings {
+                queue_wait,
+                param_load: t.param_load,
+                synthesis: t.synthesis,
+                proving: t.proving,
+                verification: t.verification,
+                total,
+            };
+            Arc::new(JobOutput { output, timings })
+        });
+        if job.state == JobState::Running {
+            self.stats.running -= 1;
+        } else if job.state == JobState::Queued {
+            self.stats.queued -= 1;
+        }
+        self.complete(id, result, now);
+    }
+
+    /// Marks a job finished with `result`, whatever state it was in, and wakes its waiters.
+    fn complete(&mut self, id: JobId, result: JobResult, now: Instant) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.state = match &result {
+            Ok(_) => JobState::Succeeded,
+            Err(f) if f.kind == FailureKind::Cancelled => JobState::Cancelled,
+            Err(_) => JobState::Failed,
+        };
+        job.error = result.as_ref().err().map(|f| f.message.clone());
+        job.finished = Some(now);
+        job.request = None;
+        *self
+            .stats
+            .finished
+            .entry((job.kind, job.state))
+            .or_default() += 1;
+        if let Ok(out) = &result {
+            self.stats
+                .stage_sums
+                .entry(job.kind)
+                .or_default()
+                .accumulate(&out.timings);
+        }
+        job.phase.send_replace(JobPhase::Finished(result));
+        self.finished.push_back(id);
+    }
+
+    /// Cancels a job: a queued one is removed at once, a running one is asked to stop at
+    /// its next partition boundary. Returns whether it was running.
+    pub fn cancel(&mut self, id: JobId, now: Instant) -> Result<bool, CancelError> {
+        let job = self.jobs.get(&id).ok_or(CancelError::UnknownJob(id))?;
+        let (control, state) = (job.control.clone(), job.state);
+        match state {
+            JobState::Queued => {
+                control.cancel();
+                self.stats.queued -= 1;
+                self.complete(
+                    id,
+                    Err(Failure::new(
+                        FailureKind::Cancelled,
+                        "cancelled while queued",
+                    )),
+                    now,
+                );
+                Ok(false)
+            }
+            JobState::Running => {
+                control.cancel();
+                Ok(true)
+            }
+            s => Err(CancelError::AlreadyFinished(id, s.as_str())),
+        }
+    }
+
+    /// Refuses new work and answers every queued job "shutting down".
+    pub fn shut_down(&mut self, now: Instant) {
+        self.shutting_down = true;
+        let queued: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.state == JobState::Queued)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in queued {
+            self.stats.queued -= 1;
+            let failure = Failure::new(FailureKind::ShuttingDown, "the daemon is shutting down");
+            self.complete(id, Err(failure), now);
+        }
+        self.queue.clear();
+    }
+
+    /// Asks every running job to stop at its next partition boundary.
+    pub fn cancel_running(&mut self) {
+        self.drain_cancelled = true;
+        for job in self.jobs.values().filter(|j| j.state == JobState::Running) {
+            job.control.cancel();
+        }
+    }
+
+    /// Drops finished jobs older than the retention time, and the oldest beyond the cap.
+    pub fn reap(&mut self, now: Instant) {
+        while let Some(&id) = self.finished.front() {
+            let expired =
+                self.jobs.get(&id).and_then(|j| j.finished).is_none_or(|f| {
+                    now.saturating_duration_since(f) >= self.config.result_retention
+                });
+            if !expired && self.finished.len() <= self.config.max_finished {
+                break;
+            }
+            self.finished.pop_front();
+            if let Some(job) = self.jobs.remove(&id) {
+                if let Some(rid) = job.request_id {
+                    self.by_request_id.remove(&rid);
+                }
+            }
+        }
+    }
+
+    /// A job's snapshot.
+    pub fn snapshot(&self, id: JobId, now: Instant) -> Option<JobSnapshot> {
+        let job = self.jobs.get(&id)?;
+        Some(JobSnapshot {
+            id,
+            request_id: job.request_id.clone(),
+            kind: job.kind,
+            miner: job.miner,
+            sector: job.sector,
+            priority: job.priority,
+            state: job.state,
+            progress: job.control.progress(),
+            age: now.saturating_duration_since(job.submitted),
+            error: job.error.clone(),
+        })
+    }
+
+    /// Every known job's snapshot, by id.
+    pub fn snapshots(&self, now: Instant) -> Vec<JobSnapshot> {
+        let mut ids: Vec<JobId> = self.jobs.keys().copied().collect();
+        ids.sort_unstable();
+        ids.into_iter()
+            .filter_map(|id| self.snapshot(id, now))
+            .collect()
+    }
+
+    /// The earliest moment a finished job expires, for the reaper.
+    pub fn retention(&self) -> Duration {
+        self.config.result_retention
+    }
+}
+
+/// A digest of a request's kind and input, to tell "same request again" from "different
+/// request under a reused id".
+pub(super) fn digest(request: &ProofRequest) -> [u8; 32] {
+    let mut h = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(request.kind().as_str().as_bytes());
+    match request {
+        ProofRequest::PoRep(r) => {
+            field(&r.miner_id.to_le_bytes());
+            match r.sector_number {
+                Some(n) => field(&n.to_le_bytes()),
+                None => field(b"none"),
+            }
+            field(&r.c1);
+        }
+        ProofRequest::SnapDeals { input }
+        | ProofRequest::WindowPoSt { input }
+        | ProofRequest::WinningPoSt { input } => field(input),
+    }
+    h.finalize().into()
+}

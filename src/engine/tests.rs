@@ -1,0 +1,308 @@
+//! Engine tests with a fake runner that sleeps instead of proving.
+
+use std::sync::Mutex;
+
+use super::*;
+use crate::proofs::{ProofKind, StageTimings};
+
+/// Sleeps `step` × `steps`, checking cancellation between steps like the prover does between
+/// partitions; records the order in which jobs started.
+struct FakeRunner {
+    step: Duration,
+    steps: usize,
+    started: Mutex<Vec<Vec<u8>>>,
+}
+
+impl FakeRunner {
+    fn new(step_ms: u64, steps: usize) -> Arc<Self> {
+        Arc::new(Self {
+            step: Duration::from_millis(step_ms),
+            steps,
+            started: Mutex::new(Vec::new()),
+        })
+    }
+    fn started(&self) -> Vec<Vec<u8>> {
+        self.started.lock().unwrap().clone()
+    }
+}
+
+impl Runner for FakeRunner {
+    fn run(&self, request: &ProofRequest, control: &JobControl) -> Result<ProofOutput, ProveError> {
+        let (ProofRequest::WindowPoSt { input } | ProofRequest::WinningPoSt { input }) = request
+        else {
+            return Err(ProveError::InvalidInput("fake runner: PoSt only".into()));
+        };
+        self.started.lock().unwrap().push(input.clone());
+        if input == b"panic" {
+            panic!("boom");
+        }
+        for _ in 0..self.steps {
+            control.check()?;
+            std::thread::sleep(self.step);
+        }
+        Ok(ProofOutput {
+            kind: request.kind(),
+            proof: input.clone(),
+            partitions: 1,
+            timings: StageTimings {
+                proving: self.step,
+                ..Default::default()
+            },
+            backend: "fake".into(),
+        })
+    }
+}
+
+fn config(workers: usize, max_queued: usize, reserve: usize) -> EngineConfig {
+    EngineConfig {
+        workers,
+        max_queued,
+        critical_reserve: reserve,
+        result_retention: Duration::from_secs(60),
+        max_finished: 100,
+    }
+}
+
+fn engine(runner: Arc<FakeRunner>, config: EngineConfig) -> Engine {
+    Engine::start(config, runner, Arc::new(|_| {})).unwrap()
+}
+
+fn window(label: &str) -> ProofRequest {
+    ProofRequest::WindowPoSt {
+        input: label.as_bytes().to_vec(),
+    }
+}
+
+fn wait(engine: &Engine, id: JobId) -> JobResult {
+    let mut rx = engine.watch(id).expect("known job");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let JobPhase::Finished(r) = &*rx.borrow_and_update() {
+            return r.clone();
+        }
+        assert!(Instant::now() < deadline, "job {id} did not finish");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn wait_state(engine: &Engine, id: JobId, state: JobState) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while engine.snapshot(id).map(|s| s.state) != Some(state) {
+        assert!(
+            Instant::now() < deadline,
+            "job {id} never reached {state:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn proves_and_times() {
+    let e = engine(FakeRunner::new(10, 2), config(1, 8, 1));
+    let s = e.submit(window("a"), None, None).unwrap();
+    assert_eq!(s.priority, Priority::High);
+    let out = wait(&e, s.id).unwrap();
+    assert_eq!(out.output.proof, b"a");
+    assert!(out.timings.total >= Duration::from_millis(20));
+    assert!(out.timings.total >= out.timings.queue_wait);
+    assert_eq!(e.stats().count(JobState::Succeeded), 1);
+}
+
+#[test]
+fn critical_starts_before_earlier_normal_jobs() {
+    let runner = FakeRunner::new(20, 3);
+    let e = engine(runner.clone(), config(1, 16, 2));
+    let first = e
+        .submit(window("first"), Some(Priority::Normal), None)
+        .unwrap();
+    wait_state(&e, first.id, JobState::Running);
+    let normals: Vec<_> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|l| {
+            e.submit(window(l), Some(Priority::Normal), None)
+                .unwrap()
+                .id
+        })
+        .collect();
+    let low = e.submit(window("low"), Some(Priority::Low), None).unwrap();
+    let crit = e
+        .submit(
+            ProofRequest::WinningPoSt {
+                input: b"crit".to_vec(),
+            },
+            None,
+            None,
+        )
+        .unwrap();
+    assert_eq!(crit.priority, Priority::Critical);
+    wait(&e, low.id).unwrap();
+    for id in normals {
+        wait(&e, id).unwrap();
+    }
+    let order: Vec<String> = runner
+        .started()
+        .into_iter()
+        .map(|b| String::from_utf8(b).unwrap())
+        .collect();
+    assert_eq!(order, ["first", "crit", "n1", "n2", "n3", "low"]);
+}
+
+#[test]
+fn request_ids_are_idempotent() {
+    let e = engine(FakeRunner::new(10, 1), config(1, 8, 1));
+    let a = e.submit(window("x"), None, Some("req-1".into())).unwrap();
+    let b = e.submit(window("x"), None, Some("req-1".into())).unwrap();
+    assert_eq!(a.id, b.id);
+    assert!(!a.existing && b.existing);
+    let c = e.submit(window("y"), None, Some("req-1".into()));
+    assert_eq!(
+        c,
+        Err(SubmitError::RequestIdConflict {
+            request_id: "req-1".into(),
+            job: a.id
+        })
+    );
+    wait(&e, a.id).unwrap();
+    // Still the same job once finished, while its result is retained.
+    assert_eq!(
+        e.submit(window("x"), None, Some("req-1".into()))
+            .unwrap()
+            .id,
+        a.id
+    );
+    let d = e.submit(window("x"), None, Some("req-2".into())).unwrap();
+    assert_ne!(d.id, a.id);
+}
+
+#[test]
+fn cancel_queued_and_running() {
+    let e = engine(FakeRunner::new(10, 500), config(1, 8, 1));
+    let running = e.submit(window("r"), None, None).unwrap();
+    let queued = e.submit(window("q"), None, None).unwrap();
+    wait_state(&e, running.id, JobState::Running);
+    assert_eq!(e.cancel(queued.id), Ok(false));
+    assert_eq!(
+        wait(&e, queued.id).unwrap_err().kind,
+        FailureKind::Cancelled
+    );
+    let t = Instant::now();
+    assert_eq!(e.cancel(running.id), Ok(true));
+    assert_eq!(
+        wait(&e, running.id).unwrap_err().kind,
+        FailureKind::Cancelled
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "running job stopped at a step boundary"
+    );
+    assert_eq!(e.snapshot(running.id).unwrap().state, JobState::Cancelled);
+    assert!(matches!(
+        e.cancel(running.id),
+        Err(CancelError::AlreadyFinished(..))
+    ));
+    assert_eq!(e.cancel(999), Err(CancelError::UnknownJob(999)));
+    assert_eq!(e.stats().count(JobState::Cancelled), 2);
+}
+
+#[test]
+fn bounded_queue_keeps_room_for_critical() {
+    let e = engine(FakeRunner::new(10, 500), config(1, 3, 1));
+    let r = e.submit(window("running"), None, None).unwrap();
+    wait_state(&e, r.id, JobState::Running);
+    e.submit(window("a"), Some(Priority::Normal), None).unwrap();
+    e.submit(window("b"), Some(Priority::Normal), None).unwrap();
+    let full = e.submit(window("c"), Some(Priority::Normal), None);
+    assert!(
+        matches!(
+            full,
+            Err(SubmitError::QueueFull {
+                queued: 2,
+                limit: 2
+            })
+        ),
+        "{full:?}"
+    );
+    e.submit(window("crit"), Some(Priority::Critical), None)
+        .unwrap();
+    assert!(matches!(
+        e.submit(window("crit2"), Some(Priority::Critical), None),
+        Err(SubmitError::QueueFull { .. })
+    ));
+    e.shut_down();
+    e.cancel_running();
+}
+
+#[test]
+fn results_expire() {
+    let mut c = config(1, 8, 1);
+    c.result_retention = Duration::from_millis(50);
+    let e = engine(FakeRunner::new(1, 1), c);
+    let a = e.submit(window("a"), None, Some("id".into())).unwrap();
+    wait(&e, a.id).unwrap();
+    std::thread::sleep(Duration::from_millis(80));
+    e.reap();
+    assert!(e.snapshot(a.id).is_none());
+    assert!(e.watch(a.id).is_none());
+    // The request id is free again.
+    assert_ne!(
+        e.submit(window("b"), None, Some("id".into())).unwrap().id,
+        a.id
+    );
+}
+
+#[test]
+fn shutdown_fails_queued_and_lets_running_finish() {
+    let e = engine(FakeRunner::new(10, 10), config(1, 8, 1));
+    let running = e.submit(window("r"), None, None).unwrap();
+    wait_state(&e, running.id, JobState::Running);
+    let queued = e.submit(window("q"), None, None).unwrap();
+    e.shut_down();
+    assert_eq!(
+        wait(&e, queued.id).unwrap_err().kind,
+        FailureKind::ShuttingDown
+    );
+    assert_eq!(
+        e.submit(window("late"), None, None),
+        Err(SubmitError::ShuttingDown)
+    );
+    assert!(wait(&e, running.id).is_ok());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !e.workers_exited() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn drain_timeout_reports_shutting_down() {
+    let e = engine(FakeRunner::new(10, 500), config(1, 8, 1));
+    let running = e.submit(window("r"), None, None).unwrap();
+    wait_state(&e, running.id, JobState::Running);
+    e.shut_down();
+    e.cancel_running();
+    assert_eq!(
+        wait(&e, running.id).unwrap_err().kind,
+        FailureKind::ShuttingDown
+    );
+}
+
+#[test]
+fn a_panicking_job_fails_and_the_worker_survives() {
+    let e = engine(FakeRunner::new(1, 1), config(1, 8, 1));
+    let p = e.submit(window("panic"), None, None).unwrap();
+    assert_eq!(wait(&e, p.id).unwrap_err().kind, FailureKind::Internal);
+    let ok = e.submit(window("ok"), None, None).unwrap();
+    assert!(wait(&e, ok.id).is_ok());
+    assert!(e.liveness(Duration::from_millis(100)).is_ok());
+}
+
+#[test]
+fn invalid_input_is_classified() {
+    let e = engine(FakeRunner::new(1, 1), config(1, 8, 1));
+    let req = ProofRequest::SnapDeals {
+        input: b"{}".to_vec(),
+    };
+    let j = e.submit(req, None, None).unwrap();
+    assert_eq!(j.priority, Priority::for_kind(ProofKind::SnapDeals));
+    assert_eq!(wait(&e, j.id).unwrap_err().kind, FailureKind::InvalidInput);
+}

@@ -1,0 +1,239 @@
+//! The engine's vocabulary: priorities, job states, results and errors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::proofs::{ProofKind, ProofOutput, ProveError};
+
+/// A job's identifier, unique for the life of the engine (never reused).
+pub type JobId = u64;
+
+/// Scheduling class. A higher class always starts before a lower one; within a class, jobs
+/// start in submission order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    /// Background work.
+    Low,
+    /// PoRep and SnapDeals by default.
+    Normal,
+    /// WindowPoSt by default: it has a deadline within its proving period.
+    High,
+    /// WinningPoSt by default: a block reward is lost if it is late.
+    Critical,
+}
+
+impl Priority {
+    /// The default class of a proof kind.
+    pub fn for_kind(kind: ProofKind) -> Self {
+        match kind {
+            ProofKind::WinningPoSt => Priority::Critical,
+            ProofKind::WindowPoSt => Priority::High,
+            ProofKind::PoRep | ProofKind::SnapDeals => Priority::Normal,
+        }
+    }
+
+    /// Lower-case name for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Critical => "critical",
+        }
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum JobState {
+    /// Waiting for a worker.
+    Queued,
+    /// Being proved.
+    Running,
+    /// Proved and verified.
+    Succeeded,
+    /// Failed.
+    Failed,
+    /// Cancelled by a client.
+    Cancelled,
+}
+
+impl JobState {
+    /// Whether the job has finished (its result is final).
+    pub fn is_finished(self) -> bool {
+        !matches!(self, JobState::Queued | JobState::Running)
+    }
+
+    /// Lower-case name for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Time spent in each stage of a job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobTimings {
+    /// From submission to a worker taking the job.
+    pub queue_wait: Duration,
+    /// Loading parameters.
+    pub param_load: Duration,
+    /// Circuit synthesis.
+    pub synthesis: Duration,
+    /// NTTs, MSMs and assembly.
+    pub proving: Duration,
+    /// Verification.
+    pub verification: Duration,
+    /// From submission to the result.
+    pub total: Duration,
+}
+
+impl JobTimings {
+    /// Adds `other` stage by stage (for metrics sums).
+    pub fn accumulate(&mut self, other: &JobTimings) {
+        self.queue_wait += other.queue_wait;
+        self.param_load += other.param_load;
+        self.synthesis += other.synthesis;
+        self.proving += other.proving;
+        self.verification += other.verification;
+        self.total += other.total;
+    }
+}
+
+/// A finished job's proof.
+#[derive(Clone, Debug)]
+pub struct JobOutput {
+    /// The verified proof.
+    pub output: ProofOutput,
+    /// Per-stage timings, queue wait and total included.
+    pub timings: JobTimings,
+}
+
+/// Why a job produced no proof.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailureKind {
+    /// The input could not be parsed or is inconsistent.
+    InvalidInput,
+    /// Parameters, synthesis, backend or verification failed.
+    ProvingFailed,
+    /// A client cancelled the job.
+    Cancelled,
+    /// The daemon stopped before the job could run (or finish within the drain grace).
+    ShuttingDown,
+    /// The prover panicked: a bug.
+    Internal,
+}
+
+/// A failed job's error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// What kind of failure.
+    pub kind: FailureKind,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure of `kind`.
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Classifies a prover error.
+    pub fn from_prove_error(e: &ProveError) -> Self {
+        let kind = match e {
+            ProveError::InvalidInput(_) => FailureKind::InvalidInput,
+            ProveError::Cancelled => FailureKind::Cancelled,
+            _ => FailureKind::ProvingFailed,
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A job's final result, shared by every waiter.
+pub type JobResult = Result<Arc<JobOutput>, Failure>;
+
+/// What watchers of a job see.
+#[derive(Clone, Debug)]
+pub enum JobPhase {
+    /// Waiting for a worker.
+    Queued,
+    /// Being proved.
+    Running,
+    /// Finished.
+    Finished(JobResult),
+}
+
+/// Why a submission was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// The queue has no room for this priority.
+    #[error("queue full: {queued} jobs waiting (limit {limit} for this priority)")]
+    QueueFull {
+        /// Jobs waiting.
+        queued: usize,
+        /// The limit that applied.
+        limit: usize,
+    },
+    /// The request id belongs to a job with a different input.
+    #[error("request id {request_id:?} is already used by job {job} with a different input")]
+    RequestIdConflict {
+        /// The request id.
+        request_id: String,
+        /// The job that holds it.
+        job: JobId,
+    },
+    /// The engine is shutting down.
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+}
+
+/// Why a cancellation did nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CancelError {
+    /// No such job.
+    #[error("unknown job {0}")]
+    UnknownJob(JobId),
+    /// The job had already finished.
+    #[error("job {0} has already finished ({1})")]
+    AlreadyFinished(JobId, &'static str),
+}
+
+/// A job as Status reports it.
+#[derive(Clone, Debug)]
+pub struct JobSnapshot {
+    /// The job.
+    pub id: JobId,
+    /// The client's request id.
+    pub request_id: Option<String>,
+    /// The proof kind.
+    pub kind: ProofKind,
+    /// The miner actor id, when the request names it (PoRep).
+    pub miner: Option<u64>,
+    /// The sector number, when the request names it (PoRep).
+    pub sector: Option<u64>,
+    /// Its priority.
+    pub priority: Priority,
+    /// Its state.
+    pub state: JobState,
+    /// (partitions proved, partitions in total).
+    pub progress: (usize, usize),
+    /// Time since submission.
+    pub age: Duration,
+    /// For failed and cancelled jobs, why.
+    pub error: Option<String>,
+}

@@ -1,0 +1,159 @@
+//! Framing: a big-endian u32 payload length, then the payload (one postcard message).
+
+use bytes::{Buf, BufMut, BytesMut};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio_util::codec::{Decoder, Encoder};
+
+/// Bytes of the length prefix.
+pub const LENGTH_PREFIX: usize = 4;
+
+/// A framing or encoding failure.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The length prefix announces more than the limit. Nothing was allocated for it.
+    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// The announced payload length.
+        len: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// The payload is not a valid message.
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    /// The socket failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Splits a byte stream into frame payloads, refusing any announced length over `max`
+/// before reserving memory for it.
+#[derive(Clone, Debug)]
+pub struct FrameCodec {
+    max: u32,
+}
+
+impl FrameCodec {
+    /// A codec accepting and producing payloads of at most `max` bytes.
+    pub fn new(max: u32) -> Self {
+        Self { max }
+    }
+}
+
+impl Decoder for FrameCodec {
+    type Item = BytesMut;
+    type Error = FrameError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, FrameError> {
+        let Some(prefix) = src.get(..LENGTH_PREFIX) else {
+            return Ok(None);
+        };
+        let mut len_bytes = [0u8; LENGTH_PREFIX];
+        len_bytes.copy_from_slice(prefix);
+        let len = u32::from_be_bytes(len_bytes);
+        if len > self.max {
+            return Err(FrameError::TooLarge { len, max: self.max });
+        }
+        let total = LENGTH_PREFIX + len as usize;
+        if src.len() < total {
+            // Bounded by `max`, checked above.
+            src.reserve(total - src.len());
+            return Ok(None);
+        }
+        src.advance(LENGTH_PREFIX);
+        Ok(Some(src.split_to(len as usize)))
+    }
+}
+
+impl Encoder<&[u8]> for FrameCodec {
+    type Error = FrameError;
+
+    fn encode(&mut self, payload: &[u8], dst: &mut BytesMut) -> Result<(), FrameError> {
+        let len = u32::try_from(payload.len())
+            .ok()
+            .filter(|&l| l <= self.max)
+            .ok_or(FrameError::TooLarge {
+                len: payload.len().min(u32::MAX as usize) as u32,
+                max: self.max,
+            })?;
+        dst.reserve(LENGTH_PREFIX + payload.len());
+        dst.put_u32(len);
+        dst.put_slice(payload);
+        Ok(())
+    }
+}
+
+/// Encodes a message as a frame payload (no length prefix).
+pub fn encode_payload<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
+    postcard::to_allocvec(message).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// Encodes a message as a complete frame: length prefix and payload.
+pub fn encode_frame<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
+    let payload = encode_payload(message)?;
+    let len = u32::try_from(payload.len()).map_err(|_| FrameError::TooLarge {
+        len: u32::MAX,
+        max: u32::MAX,
+    })?;
+    let mut frame = Vec::with_capacity(LENGTH_PREFIX + payload.len());
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&payload);
+    Ok(frame)
+}
+
+/// Decodes a frame payload into exactly one message; trailing bytes are an error, so that a
+/// message that a newer peer extended is never half-understood.
+pub fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, FrameError> {
+    let (message, rest) =
+        postcard::take_from_bytes(payload).map_err(|e| FrameError::Malformed(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(FrameError::Malformed(format!(
+            "{} trailing bytes after the message",
+            rest.len()
+        )));
+    }
+    Ok(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversized_prefix_is_refused_without_allocating() {
+        let mut codec = FrameCodec::new(1024);
+        let mut buf = BytesMut::from(&[0xff, 0xff, 0xff, 0xff, 1, 2][..]);
+        let cap = buf.capacity();
+        assert!(matches!(
+            codec.decode(&mut buf),
+            Err(FrameError::TooLarge {
+                len: u32::MAX,
+                max: 1024
+            })
+        ));
+        assert_eq!(buf.capacity(), cap);
+    }
+
+    #[test]
+    fn frames_split_and_join() {
+        let mut codec = FrameCodec::new(1024);
+        let mut out = BytesMut::new();
+        codec.encode(&b"abc"[..], &mut out).unwrap();
+        codec.encode(&b""[..], &mut out).unwrap();
+        assert_eq!(&out[..], &[0, 0, 0, 3, b'a', b'b', b'c', 0, 0, 0, 0]);
+        let mut partial = BytesMut::from(&out[..5]);
+        assert!(codec.decode(&mut partial).unwrap().is_none());
+        assert_eq!(&codec.decode(&mut out).unwrap().unwrap()[..], b"abc");
+        assert_eq!(&codec.decode(&mut out).unwrap().unwrap()[..], b"");
+        assert!(codec.decode(&mut out).unwrap().is_none());
+        assert!(codec.encode(&[0u8; 1025][..], &mut out).is_err());
+    }
+
+    #[test]
+    fn trailing_bytes_are_malformed() {
+        let ok: u32 = decode_payload(&[5]).unwrap();
+        assert_eq!(ok, 5);
+        assert!(decode_payload::<u32>(&[5, 0]).is_err());
+    }
+}

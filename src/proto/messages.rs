@@ -1,0 +1,395 @@
+//! The messages exchanged over the socket.
+//!
+//! These types *are* the wire format: postcard encodes structs as their fields in order and
+//! enums as a varint variant index followed by the variant's fields, so the order of fields
+//! and variants below must never change. New variants go at the end; anything else needs a
+//! new [`PROTOCOL_VERSION`](super::PROTOCOL_VERSION). `docs/protocol.md` documents every
+//! message byte by byte and `tests/proto_vectors.rs` checks it against this file.
+
+use serde::{Deserialize, Serialize};
+
+/// A message from a client to the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// 0: the first message on every connection.
+    Hello(Hello),
+    /// 1: queue a proof; answered [`Response::Accepted`].
+    Submit(Submit),
+    /// 2: wait for a job; answered [`Response::Proof`], [`Response::Pending`] (timeout) or an error.
+    Await(AwaitJob),
+    /// 3: Submit then Await on one round trip; answered [`Response::Proof`] or an error.
+    Prove(Submit),
+    /// 4: cancel a job; answered [`Response::Cancelled`].
+    Cancel(JobRef),
+    /// 5: the daemon's state, or one job's; answered [`Response::Status`].
+    Status(StatusQuery),
+    /// 6: Prometheus text metrics; answered [`Response::Metrics`].
+    Metrics,
+    /// 7: load a parameter set into memory; answered [`Response::Params`].
+    Preload(ParamSpec),
+    /// 8: drop a parameter set from memory; answered [`Response::Params`].
+    Evict(ParamSpec),
+}
+
+/// A message from the daemon to a client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// 0: answer to Hello.
+    Welcome(Welcome),
+    /// 1: a job was queued (or an earlier job with the same request id found).
+    Accepted(Accepted),
+    /// 2: a finished job's verified proof.
+    Proof(ProofResult),
+    /// 3: Await's timeout passed before the job finished.
+    Pending(JobInfo),
+    /// 4: a job was cancelled.
+    Cancelled(Cancelled),
+    /// 5: daemon status.
+    Status(StatusReport),
+    /// 6: Prometheus text exposition format, version 0.0.4.
+    Metrics(String),
+    /// 7: the parameter sets now resident.
+    Params(ParamsReport),
+    /// 8: a typed error; see [`ErrorCode`].
+    Error(ErrorResponse),
+}
+
+/// Opens a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The protocol version the client speaks ([`super::PROTOCOL_VERSION`]).
+    pub protocol_version: u32,
+    /// Free text identifying the client, for logs (e.g. `"curio/1.24"`).
+    pub client_name: String,
+}
+
+/// The daemon's answer to Hello.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The protocol version the daemon speaks.
+    pub protocol_version: u32,
+    /// The daemon's version (`cuzkd 0.1.0`).
+    pub server_version: String,
+    /// The proving backend (`cpu`, `cuda:0 NVIDIA H200`).
+    pub backend: String,
+    /// The proof kinds this daemon proves.
+    pub proof_kinds: Vec<ProofKind>,
+    /// Largest frame payload the daemon accepts or sends.
+    pub max_frame_size: u32,
+    /// Jobs that may wait in the queue at once.
+    pub max_queued: u32,
+    /// Proofs run at once.
+    pub workers: u32,
+}
+
+/// The four proof kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ProofKind {
+    /// 0
+    PoRep,
+    /// 1
+    SnapDeals,
+    /// 2
+    WindowPoSt,
+    /// 3
+    WinningPoSt,
+}
+
+impl ProofKind {
+    /// Every kind, in wire order.
+    pub const ALL: [ProofKind; 4] = [
+        ProofKind::PoRep,
+        ProofKind::SnapDeals,
+        ProofKind::WindowPoSt,
+        ProofKind::WinningPoSt,
+    ];
+}
+
+/// Scheduling priority. Higher classes always start first; within a class, first come first
+/// served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Priority {
+    /// 0
+    Low,
+    /// 1: PoRep and SnapDeals by default.
+    Normal,
+    /// 2: WindowPoSt by default.
+    High,
+    /// 3: WinningPoSt by default.
+    Critical,
+}
+
+/// What to prove. Payloads are the miner's bytes, unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProofInput {
+    /// 0: PoRep C2.
+    PoRep {
+        /// SealCommitPhase1Output JSON (or lotus-bench's wrapper).
+        c1: Vec<u8>,
+        /// Miner actor id (`f01234` → 1234).
+        miner_id: u64,
+        /// Sector number (optional with lotus-bench's wrapper, which carries it).
+        sector_number: Option<u64>,
+    },
+    /// 1: SnapDeals update proof; JSON input.
+    SnapDeals {
+        /// The input JSON.
+        input: Vec<u8>,
+    },
+    /// 2: WindowPoSt partition proof; JSON input.
+    WindowPoSt {
+        /// The input JSON.
+        input: Vec<u8>,
+    },
+    /// 3: WinningPoSt proof; JSON input.
+    WinningPoSt {
+        /// The input JSON.
+        input: Vec<u8>,
+    },
+}
+
+/// A proof to queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submit {
+    /// Client-chosen idempotency key: the same id with the same input returns the same job;
+    /// with a different input, the error `RequestIdConflict`.
+    pub request_id: Option<String>,
+    /// Overrides the kind's default priority.
+    pub priority: Option<Priority>,
+    /// What to prove.
+    pub input: ProofInput,
+}
+
+/// Waits for a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AwaitJob {
+    /// The job.
+    pub job_id: u64,
+    /// Give up after this many milliseconds with [`Response::Pending`]; `None` waits forever.
+    pub timeout_ms: Option<u64>,
+}
+
+/// Names a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRef {
+    /// The job.
+    pub job_id: u64,
+}
+
+/// Asks for the daemon's status, or one job's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusQuery {
+    /// One job, or `None` for every known job.
+    pub job_id: Option<u64>,
+}
+
+/// A parameter set: the circuit of one proof kind at one sector size.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ParamSpec {
+    /// The proof kind.
+    pub kind: ProofKind,
+    /// Sector size in bytes (2048, 8388608, 536870912, 34359738368, 68719476736).
+    pub sector_size: u64,
+}
+
+/// A job was queued.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accepted {
+    /// The job id, for Await, Cancel and Status.
+    pub job_id: u64,
+    /// True when the request id matched an existing job with the same input.
+    pub existing: bool,
+    /// The job's state now.
+    pub state: JobState,
+    /// The priority it was queued with.
+    pub priority: Priority,
+}
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobState {
+    /// 0: waiting for a worker.
+    Queued,
+    /// 1: being proved.
+    Running,
+    /// 2: proved and verified.
+    Succeeded,
+    /// 3: failed (invalid input, proving or verification failure, shutdown).
+    Failed,
+    /// 4: cancelled by a client.
+    Cancelled,
+}
+
+/// Microseconds spent in each stage of a job.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timings {
+    /// From Submit to a worker taking the job.
+    pub queue_wait_us: u64,
+    /// Loading parameters (0 when resident).
+    pub param_load_us: u64,
+    /// Circuit synthesis.
+    pub synthesis_us: u64,
+    /// NTTs, MSMs and proof assembly.
+    pub proving_us: u64,
+    /// Verifying the proof with filecoin-proofs.
+    pub verification_us: u64,
+    /// From Submit to the result.
+    pub total_us: u64,
+}
+
+/// A verified proof.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProofResult {
+    /// The job.
+    pub job_id: u64,
+    /// The proof kind.
+    pub kind: ProofKind,
+    /// The proof bytes as filecoin-proofs returns them (192 bytes per partition).
+    pub proof: Vec<u8>,
+    /// Partition proofs in `proof`.
+    pub partitions: u32,
+    /// The backend that proved it.
+    pub backend: String,
+    /// Per-stage timings.
+    pub timings: Timings,
+}
+
+/// One job, as Status and Pending report it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobInfo {
+    /// The job.
+    pub job_id: u64,
+    /// The client's request id, if any.
+    pub request_id: Option<String>,
+    /// The proof kind.
+    pub kind: ProofKind,
+    /// Its priority.
+    pub priority: Priority,
+    /// Its state.
+    pub state: JobState,
+    /// Partitions proved so far.
+    pub partitions_done: u32,
+    /// Partitions in total (0 until synthesis knows).
+    pub partitions_total: u32,
+    /// Milliseconds since it was submitted.
+    pub age_ms: u64,
+    /// For failed or cancelled jobs, why.
+    pub error: Option<String>,
+}
+
+/// A job was cancelled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cancelled {
+    /// The job.
+    pub job_id: u64,
+    /// False: it was removed from the queue. True: it was running and stops at the next
+    /// partition boundary.
+    pub was_running: bool,
+}
+
+/// The daemon's status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// The daemon's version.
+    pub server_version: String,
+    /// The proving backend.
+    pub backend: String,
+    /// Seconds since the daemon started.
+    pub uptime_s: u64,
+    /// Jobs waiting.
+    pub queued: u32,
+    /// Jobs being proved.
+    pub running: u32,
+    /// Jobs that succeeded since start.
+    pub succeeded: u64,
+    /// Jobs that failed since start.
+    pub failed: u64,
+    /// Jobs cancelled since start.
+    pub cancelled: u64,
+    /// The jobs asked about: one, or every job still known.
+    pub jobs: Vec<JobInfo>,
+    /// Parameter sets resident in memory.
+    pub params_loaded: Vec<ParamSpec>,
+}
+
+/// The parameter sets resident after a Preload or Evict.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamsReport {
+    /// Resident parameter sets.
+    pub loaded: Vec<ParamSpec>,
+    /// Milliseconds the operation took.
+    pub elapsed_ms: u64,
+}
+
+/// Why a request failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// 0: the frame's payload is not a valid message (or has trailing bytes). The connection
+    /// stays open.
+    MalformedFrame,
+    /// 1: the length prefix exceeds the maximum frame size. The daemon closes the connection
+    /// after this error, since it cannot find the next frame.
+    FrameTooLarge,
+    /// 2: Hello named a protocol version the daemon does not speak. Send Hello again.
+    UnsupportedVersion,
+    /// 3: a request came before a successful Hello.
+    HelloRequired,
+    /// 4: no such job (never existed, or its result has expired).
+    UnknownJob,
+    /// 5: the queue is full; retry later.
+    QueueFull,
+    /// 6: the proof input could not be parsed or is inconsistent.
+    InvalidInput,
+    /// 7: proving failed (parameters, synthesis, backend, or the proof did not verify).
+    ProvingFailed,
+    /// 8: the job was cancelled.
+    Cancelled,
+    /// 9: the daemon is shutting down; the job was not (or will not be) proved.
+    ShuttingDown,
+    /// 10: the request id is in use by a job with a different input.
+    RequestIdConflict,
+    /// 11: the peer's uid/gid is not allowed.
+    PermissionDenied,
+    /// 12: too many connections; the daemon closes this one.
+    Busy,
+    /// 13: a parameter set could not be loaded or evicted.
+    ParamsUnavailable,
+    /// 14: a bug in the daemon.
+    Internal,
+    /// 15: Cancel named a job that has already finished.
+    JobFinished,
+}
+
+/// A typed error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorResponse {
+    /// What kind of failure.
+    pub code: ErrorCode,
+    /// Human-readable detail.
+    pub message: String,
+    /// The job concerned, if any.
+    pub job_id: Option<u64>,
+}
+
+impl ErrorResponse {
+    /// An error without a job.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            job_id: None,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.message)?;
+        if let Some(job) = self.job_id {
+            write!(f, " (job {job})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ErrorResponse {}
