@@ -30,8 +30,7 @@ pub enum Command {
     #[command(subcommand)]
     Params(params::ParamsCommand),
     /// Benchmarks against filecoin-proofs' own prover and sppark's GPU figures.
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Bench(bench::BenchArgs),
     /// Commands that talk to a running cuzkd.
     #[command(flatten)]
     Client(client::ClientCommand),

@@ -3,8 +3,15 @@
 //! [`ProvingService`] is the library's front door: the daemon and the CLI hand it a
 //! [`ProofRequest`] and get back verified proof bytes with per-stage timings.
 
+mod bytes;
+mod pipeline;
+pub mod porep;
+pub mod post;
+pub mod registry;
 mod request;
 mod service;
+pub mod shapes;
+pub mod snap;
 
 pub use request::{PoRepRequest, ProofKind, ProofRequest};
 pub use service::{JobControl, ProofOutput, ProveError, ProvingService, StageTimings};

@@ -1,0 +1,167 @@
+//! `cuzk bench`: our prover against filecoin-proofs' on the same input, in one process.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Subcommand;
+
+use super::prove::{request_of, select_backend, ProveWhat};
+use crate::proofs::{porep, JobControl, ProofRequest, ProvingService};
+use crate::srs::default_param_dir;
+
+/// `cuzk bench …`
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// What to benchmark.
+    #[command(subcommand)]
+    pub what: BenchWhat,
+    /// Parameter directory [default: $FIL_PROOFS_PARAMETER_CACHE or
+    /// /var/tmp/filecoin-proof-parameters].
+    #[arg(long, global = true)]
+    pub param_dir: Option<PathBuf>,
+    /// Warm runs of cuzk after the first (cold) one.
+    #[arg(long, global = true, default_value_t = 2)]
+    pub runs: usize,
+    /// Use the CPU backend even when a GPU is present.
+    #[arg(long, global = true)]
+    pub cpu: bool,
+}
+
+/// The benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchWhat {
+    /// Prove the same input with cuzk and with filecoin-proofs; print both times and the ratio.
+    #[command(flatten)]
+    Proof(ProveWhat),
+    /// GPU kernels (MSM, NTT) against sppark's figures on the H200.
+    Gpu(crate::gpu::bench::GpuBenchArgs),
+}
+
+/// Runs `cuzk bench …`.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.what {
+        BenchWhat::Gpu(g) => crate::gpu::bench::run(g),
+        BenchWhat::Proof(ref what) => proof_bench(what, &args),
+    }
+}
+
+/// Resets the peak-RSS counter (Linux `clear_refs`), so each measurement has its own peak.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Peak resident set size since the last reset, in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+struct Row {
+    label: String,
+    time: Duration,
+    peak: u64,
+    detail: String,
+}
+
+fn proof_bench(what: &ProveWhat, b: &BenchArgs) -> anyhow::Result<()> {
+    let dir = b.param_dir.clone().unwrap_or_else(default_param_dir);
+    // filecoin-proofs reads its parameter directory from the environment once, on first use.
+    std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
+    let request = request_of(what)?;
+    let svc = ProvingService::new(dir, select_backend(b.cpu));
+    let mut rows = Vec::new();
+    for run in 0..=b.runs {
+        reset_peak_rss();
+        let start = Instant::now();
+        let out = svc.prove(&request, &JobControl::new())?;
+        let t = &out.timings;
+        rows.push(Row {
+            label: format!("cuzk {} ({})", if run == 0 { "cold" } else { "warm" }, out.backend),
+            time: start.elapsed(),
+            peak: peak_rss(),
+            detail: format!(
+                "params {:.2}s synth {:.2}s prove {:.2}s verify {:.3}s",
+                t.param_load.as_secs_f64(),
+                t.synthesis.as_secs_f64(),
+                t.proving.as_secs_f64(),
+                t.verification.as_secs_f64()
+            ),
+        });
+    }
+    reset_peak_rss();
+    let start = Instant::now();
+    reference(&request)?;
+    rows.push(Row {
+        label: "filecoin-proofs".into(),
+        time: start.elapsed(),
+        peak: peak_rss(),
+        detail: "its own synthesis, prover and verification".into(),
+    });
+    print_table(&rows);
+    Ok(())
+}
+
+fn print_table(rows: &[Row]) {
+    let reference = rows.last().map(|r| r.time.as_secs_f64()).unwrap_or(1.0);
+    println!("{:<34} {:>9} {:>7} {:>10}  detail", "run", "time", "ratio", "peak RSS");
+    for r in rows {
+        println!(
+            "{:<34} {:>8.2}s {:>6.3}x {:>8.2}GB  {}",
+            r.label,
+            r.time.as_secs_f64(),
+            r.time.as_secs_f64() / reference,
+            r.peak as f64 / 1e9,
+            r.detail
+        );
+    }
+}
+
+/// filecoin-proofs' own proving function on the same input (it verifies its output too).
+fn reference(request: &ProofRequest) -> anyhow::Result<()> {
+    match request {
+        ProofRequest::PoRep(r) => {
+            let parsed = porep::parse_c1(&r.c1)?;
+            let sector = r.sector_number.or(parsed.sector_number).unwrap_or(0);
+            filecoin_proofs_api::seal::seal_commit_phase2(
+                parsed.output,
+                porep::prover_id(r.miner_id),
+                sector.into(),
+            )?;
+        }
+        ProofRequest::SnapDeals { input } => {
+            let i: crate::proofs::snap::SnapInput = serde_json::from_slice(input)?;
+            filecoin_proofs_api::update::generate_empty_sector_update_proof_with_vanilla(
+                i.registered_proof,
+                i.vanilla_proofs.into_iter().map(filecoin_proofs_api::PartitionProofBytes).collect(),
+                i.comm_r_old,
+                i.comm_r_new,
+                i.comm_d_new,
+            )?;
+        }
+        ProofRequest::WindowPoSt { input } => {
+            let i: crate::proofs::post::WindowPostInput = serde_json::from_slice(input)?;
+            filecoin_proofs_api::post::generate_single_window_post_with_vanilla(
+                i.registered_proof,
+                &i.randomness,
+                porep::prover_id(i.miner_id),
+                &i.vanilla_proofs,
+                i.partition_index,
+            )?;
+        }
+        ProofRequest::WinningPoSt { input } => {
+            let i: crate::proofs::post::WinningPostInput = serde_json::from_slice(input)?;
+            filecoin_proofs_api::post::generate_winning_post_with_vanilla(
+                i.registered_proof,
+                &i.randomness,
+                porep::prover_id(i.miner_id),
+                &i.vanilla_proofs,
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! `cuzk params`: generate test parameters, list the cache.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::params_gen::{ensure_params, GenOutcome};
+use crate::proofs::registry::known_params;
+use crate::proofs::shapes::{format_sector_size, parse_sector_size};
+use crate::proofs::ProofKind;
+use crate::srs::{default_param_dir, list_param_dir, load_srs};
+
+/// `cuzk params …`
+#[derive(Debug, Subcommand)]
+pub enum ParamsCommand {
+    /// Generate random test parameters for the real circuits (existing files are left alone).
+    Generate(GenerateArgs),
+    /// List the parameter files in the cache and whether cuzk can use them.
+    List(ListArgs),
+}
+
+/// Which kinds to generate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KindArg {
+    /// PoRep C2.
+    Porep,
+    /// SnapDeals.
+    Snap,
+    /// WinningPoSt.
+    WinningPost,
+    /// WindowPoSt.
+    WindowPost,
+    /// All four.
+    All,
+}
+
+impl KindArg {
+    fn kinds(self) -> Vec<ProofKind> {
+        match self {
+            KindArg::Porep => vec![ProofKind::PoRep],
+            KindArg::Snap => vec![ProofKind::SnapDeals],
+            KindArg::WinningPost => vec![ProofKind::WinningPoSt],
+            KindArg::WindowPost => vec![ProofKind::WindowPoSt],
+            // Smallest first, so that quick kinds are usable while PoRep still generates.
+            KindArg::All => vec![
+                ProofKind::WindowPoSt,
+                ProofKind::WinningPoSt,
+                ProofKind::SnapDeals,
+                ProofKind::PoRep,
+            ],
+        }
+    }
+}
+
+/// Options of `cuzk params generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Sector size (only test sizes are practical: 2KiB).
+    #[arg(long, default_value = "2KiB", value_parser = parse_sector_size)]
+    pub sector_size: u64,
+    /// Which proof kinds.
+    #[arg(long, value_enum, default_value = "all")]
+    pub kind: KindArg,
+    /// Parameter directory [default: $FIL_PROOFS_PARAMETER_CACHE or
+    /// /var/tmp/filecoin-proof-parameters].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// Options of `cuzk params list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Parameter directory [default: $FIL_PROOFS_PARAMETER_CACHE or
+    /// /var/tmp/filecoin-proof-parameters].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Also parse each known file fully and report load time and GB/s.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Runs `cuzk params …`.
+pub fn run(cmd: ParamsCommand) -> anyhow::Result<()> {
+    match cmd {
+        ParamsCommand::Generate(a) => generate(a),
+        ParamsCommand::List(a) => list(a),
+    }
+}
+
+fn generate(args: GenerateArgs) -> anyhow::Result<()> {
+    let dir = args.dir.unwrap_or_else(default_param_dir);
+    for kind in args.kind.kinds() {
+        let mut progress = |m: &str| eprintln!("cuzk: {m}");
+        let (id, outcome) = ensure_params(&dir, kind, args.sector_size, &mut progress)?;
+        match outcome {
+            GenOutcome::Existing => println!("{kind:<13} {} exists", id.params_file(&dir).display()),
+            GenOutcome::Generated(t) => println!(
+                "{kind:<13} {} generated in {:.1} s",
+                id.params_file(&dir).display(),
+                t.as_secs_f64()
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn list(args: ListArgs) -> anyhow::Result<()> {
+    let dir = args.dir.unwrap_or_else(default_param_dir);
+    let listed = list_param_dir(&dir, &known_params())
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?;
+    println!("{:<13} {:>7} {:>10}  {:<8} file", "kind", "sector", "size", "status");
+    for p in listed {
+        let (kind, size) = match &p.id {
+            Some(id) => (id.kind.to_string(), format_sector_size(id.sector_size)),
+            None => ("unknown".to_string(), "-".to_string()),
+        };
+        let status = if !p.has_vk {
+            "no .vk".to_string()
+        } else if args.check {
+            match load_srs(&p.path) {
+                Ok(srs) => format!(
+                    "ok ({:.2} s, {:.2} GB/s)",
+                    srs.load_time.as_secs_f64(),
+                    srs.load_rate_gbps()
+                ),
+                Err(e) => format!("BAD: {e}"),
+            }
+        } else {
+            "present".to_string()
+        };
+        println!(
+            "{kind:<13} {size:>7} {:>9.1}M  {status:<8} {}",
+            p.size as f64 / 1e6,
+            p.path.file_name().map(|f| f.to_string_lossy()).unwrap_or_default()
+        );
+    }
+    Ok(())
+}

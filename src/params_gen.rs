@@ -1,0 +1,94 @@
+//! Test-parameter generation: random Groth16 parameters for the real circuits.
+//!
+//! Production parameters come from Filecoin's trusted setup; for tests and the demo, cuzk
+//! generates random parameters for the same blank circuits, under the exact names
+//! filecoin-proofs looks for, so both cuzk and filecoin-proofs' verifier use them.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::proofs::{registry, ProofKind, ProveError};
+use crate::srs::ParamsId;
+
+/// Why parameters could not be generated.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    /// The kind or size is not known, or the circuit failed.
+    #[error(transparent)]
+    Circuit(#[from] ProveError),
+    /// Writing the files failed.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+/// What [`ensure_params`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GenOutcome {
+    /// `.params` and `.vk` were there already; nothing was touched.
+    Existing,
+    /// They were generated, taking this long.
+    Generated(Duration),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> GenError + '_ {
+    move |source| GenError::Io { path: path.to_path_buf(), source }
+}
+
+/// Holds an exclusive `flock` on a lock file, so that concurrent generators (parallel tests,
+/// two terminals) generate each parameter set once.
+struct DirLock(#[allow(dead_code)] File);
+
+impl DirLock {
+    fn acquire(path: &Path) -> Result<Self, GenError> {
+        let file = File::create(path).map_err(io_err(path))?;
+        // SAFETY: flock on a descriptor we own; it blocks until the lock is granted and is
+        // released when the file is closed (on drop).
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc != 0 {
+            return Err(GenError::Io { path: path.to_path_buf(), source: std::io::Error::last_os_error() });
+        }
+        Ok(Self(file))
+    }
+}
+
+fn write_atomically(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>) -> Result<(), GenError> {
+    let tmp = path.with_extension("tmp-cuzk");
+    let file = File::create(&tmp).map_err(io_err(&tmp))?;
+    let mut w = BufWriter::new(file);
+    write(&mut w).and_then(|_| w.flush()).map_err(io_err(&tmp))?;
+    w.get_ref().sync_all().map_err(io_err(&tmp))?;
+    fs::rename(&tmp, path).map_err(io_err(path))
+}
+
+/// Generates test parameters for `kind` at `sector_size` in `dir` unless its `.params` and
+/// `.vk` exist. Existing files are never modified.
+pub fn ensure_params(
+    dir: &Path,
+    kind: ProofKind,
+    sector_size: u64,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(ParamsId, GenOutcome), GenError> {
+    let id = registry::params_id(kind, sector_size)?;
+    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let (params, vk, meta) = (id.params_file(dir), id.vk_file(dir), id.meta_file(dir));
+    let _lock = DirLock::acquire(&dir.join(format!("{}.cuzk-lock", id.cache_id)))?;
+    if params.exists() && vk.exists() {
+        return Ok((id, GenOutcome::Existing));
+    }
+    progress(&format!("generating {kind} parameters ({}) …", params.display()));
+    let start = Instant::now();
+    let generated = registry::generate(kind, sector_size)?;
+    progress(&format!("writing {} …", params.display()));
+    write_atomically(&meta, |w| write!(w, "{{\"sector_size\":{sector_size}}}"))?;
+    write_atomically(&vk, |w| generated.vk.write(w))?;
+    write_atomically(&params, |w| generated.write(w))?;
+    Ok((id, GenOutcome::Generated(start.elapsed())))
+}

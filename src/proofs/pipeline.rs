@@ -1,0 +1,114 @@
+//! Proving a sequence of partition circuits: synthesis on rayon, overlapped with proving.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::{verify_proofs_batch, Proof};
+use bellperson::Circuit;
+use blstrs::{Bls12, Scalar};
+use rand_core::OsRng;
+
+use super::{JobControl, ProveError, ProvingService, StageTimings};
+use crate::prover;
+use crate::srs::{ParamsId, Srs};
+use crate::synth::{synthesize, Synthesized};
+
+/// Synthesized partitions queued for the prover. With the one being synthesized and the one
+/// being proved, at most three partitions are in memory (a 32 GiB PoRep partition is ~16 GiB
+/// of evaluations and assignment), and the prover never waits when synthesis keeps up.
+const SYNTH_AHEAD: usize = 1;
+
+/// Proofs of all partitions, the parameters used and the timings so far.
+pub(crate) struct Proved {
+    pub proofs: Vec<Proof<Bls12>>,
+    pub srs: std::sync::Arc<Srs>,
+    pub timings: StageTimings,
+}
+
+/// Synthesizes `make_circuit(0..partitions)` and proves each with the parameters `id`,
+/// checking `control` at every partition boundary.
+pub(crate) fn prove_partitions<C, F>(
+    svc: &ProvingService,
+    id: &ParamsId,
+    partitions: usize,
+    make_circuit: F,
+    control: &JobControl,
+) -> Result<Proved, ProveError>
+where
+    C: Circuit<Scalar> + Send,
+    F: Fn(usize) -> Result<C, ProveError> + Sync,
+{
+    control.check()?;
+    control.set_total(partitions);
+    let (srs, param_load) = svc.srs.get(id)?;
+    let mut timings = StageTimings { param_load, ..Default::default() };
+    let (tx, rx) = mpsc::sync_channel::<Result<(Synthesized, Duration), ProveError>>(SYNTH_AHEAD);
+    let mut proofs = Vec::with_capacity(partitions);
+    std::thread::scope(|scope| -> Result<(), ProveError> {
+        scope.spawn(|| {
+            for k in 0..partitions {
+                if control.is_cancelled() {
+                    let _ = tx.send(Err(ProveError::Cancelled));
+                    return;
+                }
+                let start = Instant::now();
+                let synthesized = make_circuit(k).and_then(|c| {
+                    synthesize(c).map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
+                });
+                if tx.send(synthesized.map(|s| (s, start.elapsed()))).is_err() {
+                    return; // The prover stopped; nobody wants the rest.
+                }
+            }
+        });
+        for _ in 0..partitions {
+            let (synthesized, synth_time) = rx
+                .recv()
+                .map_err(|_| ProveError::Synthesis("synthesis thread ended early".into()))??;
+            timings.synthesis += synth_time;
+            control.check()?;
+            let start = Instant::now();
+            let (proof, _) = prover::prove(svc.backend.as_ref(), &srs, synthesized)?;
+            timings.proving += start.elapsed();
+            proofs.push(proof);
+            control.partition_done();
+        }
+        Ok(())
+    })?;
+    Ok(Proved { proofs, srs, timings })
+}
+
+/// Verifies `proofs` against `inputs` (one input vector per proof) with the verifying key.
+pub(crate) fn verify(
+    srs: &Srs,
+    proofs: &[Proof<Bls12>],
+    inputs: &[Vec<Scalar>],
+) -> Result<Duration, ProveError> {
+    let start = Instant::now();
+    if proofs.len() != inputs.len() {
+        return Err(ProveError::VerificationFailed(format!(
+            "{} proofs for {} public-input sets",
+            proofs.len(),
+            inputs.len()
+        )));
+    }
+    let refs: Vec<&Proof<Bls12>> = proofs.iter().collect();
+    let ok = verify_proofs_batch(&srs.pvk, &mut OsRng, &refs, inputs)
+        .map_err(|e| ProveError::VerificationFailed(e.to_string()))?;
+    if !ok {
+        return Err(ProveError::VerificationFailed(
+            "the Groth16 verifier rejected the proof (inputs of another sector, miner or randomness?)"
+                .into(),
+        ));
+    }
+    Ok(start.elapsed())
+}
+
+/// Serialises proofs as filecoin-proofs does: 192 bytes each, in order.
+pub(crate) fn proof_bytes(proofs: &[Proof<Bls12>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(proofs.len() * 192);
+    for p in proofs {
+        // Writing into a Vec cannot fail.
+        let _ = p.write(&mut out);
+    }
+    out
+}

@@ -1,0 +1,249 @@
+//! PoRep C2: from a sector's SealCommitPhase1Output to verified partition proofs.
+
+use base64::Engine as _;
+use filecoin_proofs::{
+    get_seal_inputs, parameters::setup_params, DefaultPieceHasher, MerkleTreeTrait, PoRepConfig,
+};
+use filecoin_proofs_api::seal::SealCommitPhase1Output;
+use filecoin_proofs_api::RegisteredSealProof;
+use serde::Deserialize;
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
+
+use super::pipeline::{proof_bytes, prove_partitions, verify};
+use super::shapes::with_shape;
+use super::{JobControl, PoRepRequest, ProofKind, ProofOutput, ProveError, ProvingService};
+use crate::srs::ParamsId;
+
+/// lotus-bench's and Curio's wrapper around the C1 output.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct LotusC1Wrapper {
+    sector_num: u64,
+    phase1_out: String,
+    sector_size: u64,
+}
+
+/// A parsed C1 output and the sector number a wrapper carried, if any.
+pub struct ParsedC1 {
+    /// filecoin-proofs-api's C1 output.
+    pub output: SealCommitPhase1Output,
+    /// The sector number from a lotus-bench wrapper.
+    pub sector_number: Option<u64>,
+}
+
+/// Parses a C1 output: filecoin-proofs-api's `SealCommitPhase1Output` JSON, or lotus-bench's
+/// `{SectorNum, Phase1Out: base64(JSON), SectorSize}` wrapper.
+pub fn parse_c1(bytes: &[u8]) -> Result<ParsedC1, ProveError> {
+    let bad = |what: &str, e: &dyn std::fmt::Display| {
+        ProveError::InvalidInput(format!("C1 output: {what}: {e}"))
+    };
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| bad("not valid JSON", &e))?;
+    if value.get("Phase1Out").is_some() {
+        let w: LotusC1Wrapper =
+            serde_json::from_value(value).map_err(|e| bad("bad lotus-bench wrapper", &e))?;
+        let inner = base64::engine::general_purpose::STANDARD
+            .decode(w.phase1_out.trim())
+            .map_err(|e| bad("Phase1Out is not base64", &e))?;
+        let output: SealCommitPhase1Output = serde_json::from_slice(&inner)
+            .map_err(|e| bad("Phase1Out is not a SealCommitPhase1Output", &e))?;
+        let declared = u64::from(output.registered_proof.sector_size());
+        if w.sector_size != declared {
+            return Err(ProveError::InvalidInput(format!(
+                "C1 output: the wrapper says SectorSize {} but the proof type {:?} is for {}",
+                w.sector_size, output.registered_proof, declared
+            )));
+        }
+        Ok(ParsedC1 { output, sector_number: Some(w.sector_num) })
+    } else {
+        let output =
+            serde_json::from_value(value).map_err(|e| bad("not a SealCommitPhase1Output", &e))?;
+        Ok(ParsedC1 { output, sector_number: None })
+    }
+}
+
+/// Filecoin's prover id for a miner actor id: the unsigned LEB128 bytes of the id,
+/// zero-padded to 32 bytes (the payload of the `f0…` ID address).
+pub fn prover_id(miner_id: u64) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let mut v = miner_id;
+    let mut i = 0;
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out[i] = byte;
+            break;
+        }
+        out[i] = byte | 0x80;
+        i += 1;
+    }
+    out
+}
+
+type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
+
+fn compound_params<Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+) -> Result<compound_proof::PublicParams<'static, StackedDrg<'static, Tree, DefaultPieceHasher>>, ProveError>
+{
+    let setup = compound_proof::SetupParams {
+        vanilla_params: setup_params(config).map_err(|e| ProveError::InvalidInput(e.to_string()))?,
+        partitions: Some(usize::from(config.partitions)),
+        priority: false,
+    };
+    <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::setup(&setup)
+        .map_err(|e| ProveError::InvalidInput(format!("PoRep setup: {e}")))
+}
+
+/// The parameter set of a registered seal proof.
+pub fn params_id(proof: RegisteredSealProof) -> Result<ParamsId, ProveError> {
+    let size = u64::from(proof.sector_size());
+    with_shape!(size, params_id_shape, proof)
+}
+
+fn params_id_shape<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredSealProof,
+) -> Result<ParamsId, ProveError> {
+    let pp = compound_params::<Tree>(&proof.as_v1_config())?;
+    let cache_id = <Compound<Tree> as CacheableParameters<StackedCircuit<Tree, DefaultPieceHasher>, _>>::cache_identifier(
+        &pp.vanilla_params,
+    );
+    Ok(ParamsId { kind: ProofKind::PoRep, sector_size: u64::from(proof.sector_size()), cache_id })
+}
+
+/// The blank circuit of a registered seal proof, for parameter generation.
+pub(crate) fn generate_params(
+    proof: RegisteredSealProof,
+) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
+    let size = u64::from(proof.sector_size());
+    with_shape!(size, generate_params_shape, proof)
+}
+
+fn generate_params_shape<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredSealProof,
+) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
+    let pp = compound_params::<Tree>(&proof.as_v1_config())?;
+    let blank = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::blank_circuit(
+        &pp.vanilla_params,
+    );
+    bellperson::groth16::generate_random_parameters(blank, &mut rand_core::OsRng)
+        .map_err(|e| ProveError::Synthesis(format!("parameter generation: {e}")))
+}
+
+/// Proves a PoRep C2 request.
+pub(crate) fn prove(
+    svc: &ProvingService,
+    req: &PoRepRequest,
+    control: &JobControl,
+) -> Result<ProofOutput, ProveError> {
+    let parsed = parse_c1(&req.c1)?;
+    let sector_number = req.sector_number.or(parsed.sector_number).ok_or_else(|| {
+        ProveError::InvalidInput("the sector number is required (the C1 output carries none)".into())
+    })?;
+    let c1 = parsed.output;
+    if c1.registered_proof.major_version() != 1 {
+        return Err(ProveError::InvalidInput(format!(
+            "unsupported proof version {:?}",
+            c1.registered_proof
+        )));
+    }
+    let size = u64::from(c1.registered_proof.sector_size());
+    with_shape!(size, prove_shape, svc, c1, prover_id(req.miner_id), sector_number, control)
+}
+
+fn prove_shape<Tree: 'static + MerkleTreeTrait>(
+    svc: &ProvingService,
+    c1: SealCommitPhase1Output,
+    prover_id: [u8; 32],
+    sector_number: u64,
+    control: &JobControl,
+) -> Result<ProofOutput, ProveError> {
+    let SealCommitPhase1Output { registered_proof, vanilla_proofs, comm_r, comm_d, replica_id, seed, ticket } =
+        c1;
+    let config = registered_proof.as_v1_config();
+    let vanilla: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>> =
+        vanilla_proofs.try_into().map_err(|e: anyhow::Error| {
+            ProveError::InvalidInput(format!(
+                "C1 output: vanilla proofs do not match {registered_proof:?}: {e}"
+            ))
+        })?;
+    if comm_d == [0; 32] || comm_r == [0; 32] || seed == [0; 32] {
+        return Err(ProveError::InvalidInput("C1 output: all-zero comm_d, comm_r or seed".into()));
+    }
+    let invalid = |e: anyhow::Error| ProveError::InvalidInput(format!("C1 output: {e}"));
+    let comm_r_safe = filecoin_proofs::as_safe_commitment(&comm_r, "comm_r").map_err(invalid)?;
+    let comm_d_safe = <<DefaultPieceHasher as filecoin_hashers::Hasher>::Domain as filecoin_hashers::Domain>::try_from_bytes(&comm_d)
+        .map_err(invalid)?;
+    let replica_fr: blstrs::Scalar = replica_id.into();
+    let public_inputs = stacked::PublicInputs {
+        replica_id: replica_fr.into(),
+        tau: Some(stacked::Tau { comm_d: comm_d_safe, comm_r: comm_r_safe }),
+        k: None,
+        seed: Some(seed),
+    };
+    let pp = compound_params::<Tree>(&config)?;
+    let partitions = usize::from(config.partitions);
+    if vanilla.len() != partitions || vanilla.iter().any(|p| p.is_empty()) {
+        return Err(ProveError::InvalidInput(format!(
+            "C1 output has {} partitions of vanilla proofs, {registered_proof:?} needs {partitions}",
+            vanilla.len()
+        )));
+    }
+    let id = params_id_shape::<Tree>(registered_proof)?;
+    let make = |k: usize| {
+        <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
+            &public_inputs,
+            Default::default(),
+            &vanilla[k],
+            &pp.vanilla_params,
+            Some(k),
+        )
+        .map_err(|e| ProveError::Synthesis(format!("partition {k} circuit: {e}")))
+    };
+    let proved = prove_partitions(svc, &id, partitions, make, control)?;
+    // As filecoin-proofs' verify_seal does: the public inputs are recomputed from the prover
+    // id, sector number and ticket, so a proof for another miner or sector cannot pass.
+    let inputs = get_seal_inputs::<Tree>(
+        &config,
+        comm_r,
+        comm_d,
+        prover_id,
+        sector_number.into(),
+        ticket,
+        seed,
+    )
+    .map_err(|e| ProveError::VerificationFailed(format!("public inputs: {e}")))?;
+    let mut timings = proved.timings;
+    timings.verification = verify(&proved.srs, &proved.proofs, &inputs)?;
+    Ok(ProofOutput {
+        kind: ProofKind::PoRep,
+        proof: proof_bytes(&proved.proofs),
+        partitions,
+        timings,
+        backend: svc.backend.name(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prover_id_is_leb128_of_the_actor_id() {
+        assert_eq!(prover_id(0)[..2], [0, 0]);
+        assert_eq!(prover_id(1000)[..3], [0xe8, 0x07, 0]);
+        assert_eq!(prover_id(127)[..2], [0x7f, 0]);
+        assert_eq!(prover_id(128)[..3], [0x80, 0x01, 0]);
+        assert!(prover_id(u64::MAX)[..10].iter().take(9).all(|b| b & 0x80 != 0));
+    }
+
+    #[test]
+    fn garbage_c1_is_a_typed_error() {
+        for bad in [&b"not json"[..], b"{}", b"{\"Phase1Out\": 5}", b"{\"SectorNum\":1,\"Phase1Out\":\"!!\",\"SectorSize\":2048}"] {
+            assert!(matches!(parse_c1(bad), Err(ProveError::InvalidInput(_))), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+}

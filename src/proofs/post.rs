@@ -1,0 +1,306 @@
+//! WinningPoSt and WindowPoSt: from the sectors' vanilla proofs to a verified SNARK.
+
+use filecoin_hashers::Hasher;
+use filecoin_proofs::{
+    as_safe_commitment, parameters::window_post_setup_params, parameters::winning_post_setup_params,
+    partition_vanilla_proofs, single_partition_vanilla_proofs, FallbackPoStSectorProof,
+    MerkleTreeTrait, PoStConfig, PoStType,
+};
+use filecoin_proofs_api::RegisteredPoStProof;
+use serde::{Deserialize, Serialize};
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::multi_proof::MultiProof;
+use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_post::fallback::{
+    self, ChallengeRequirements, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound,
+    PublicSector,
+};
+
+use super::bytes::{b64_32, b64_list};
+use super::pipeline::{proof_bytes, prove_partitions, Proved};
+use super::porep::prover_id;
+use super::shapes::with_shape;
+use super::{JobControl, ProofKind, ProofOutput, ProveError, ProvingService};
+use crate::srs::ParamsId;
+
+/// A WinningPoSt request, as JSON.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WinningPostInput {
+    /// The registered PoSt proof (`StackedDrgWinning2KiBV1`, …).
+    pub registered_proof: RegisteredPoStProof,
+    /// The 32-byte challenge randomness, base64.
+    #[serde(with = "b64_32")]
+    pub randomness: [u8; 32],
+    /// The miner's actor id.
+    pub miner_id: u64,
+    /// The sectors' vanilla proofs as filecoin-proofs-api returns them
+    /// (`generate_single_vanilla_proof`), base64.
+    #[serde(with = "b64_list")]
+    pub vanilla_proofs: Vec<Vec<u8>>,
+}
+
+/// One WindowPoSt partition request, as JSON.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WindowPostInput {
+    /// The registered PoSt proof (`StackedDrgWindow2KiBV1_2`, …).
+    pub registered_proof: RegisteredPoStProof,
+    /// The 32-byte challenge randomness, base64.
+    #[serde(with = "b64_32")]
+    pub randomness: [u8; 32],
+    /// The miner's actor id.
+    pub miner_id: u64,
+    /// Which partition of the deadline this is.
+    pub partition_index: usize,
+    /// The partition's per-sector vanilla proofs, base64 (any order: they are sorted by
+    /// sector id, as the verifier orders them).
+    #[serde(with = "b64_list")]
+    pub vanilla_proofs: Vec<Vec<u8>>,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, ProveError> {
+    serde_json::from_slice(bytes).map_err(|e| ProveError::InvalidInput(format!("{what}: {e}")))
+}
+
+fn decode_vanilla<Tree: 'static + MerkleTreeTrait>(
+    proofs: &[Vec<u8>],
+) -> Result<Vec<FallbackPoStSectorProof<Tree>>, ProveError> {
+    if proofs.is_empty() {
+        return Err(ProveError::InvalidInput("no vanilla proofs".into()));
+    }
+    proofs
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            bincode::deserialize(b).map_err(|e| {
+                ProveError::InvalidInput(format!("vanilla proof {i} does not decode: {e}"))
+            })
+        })
+        .collect()
+}
+
+type Compound<Tree> = FallbackPoStCompound<Tree>;
+type PublicInputs<Tree> = fallback::PublicInputs<<<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain>;
+
+fn setup<Tree: 'static + MerkleTreeTrait>(
+    vanilla_params: fallback::SetupParams,
+    partitions: Option<usize>,
+) -> Result<compound_proof::PublicParams<'static, FallbackPoSt<'static, Tree>>, ProveError> {
+    let setup = compound_proof::SetupParams { vanilla_params, partitions, priority: false };
+    <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::setup(&setup)
+        .map_err(|e| ProveError::InvalidInput(format!("PoSt setup: {e}")))
+}
+
+fn setup_params(config: &PoStConfig) -> Result<fallback::SetupParams, ProveError> {
+    match config.typ {
+        PoStType::Winning => winning_post_setup_params(config)
+            .map_err(|e| ProveError::InvalidInput(e.to_string())),
+        PoStType::Window => Ok(window_post_setup_params(config)),
+    }
+}
+
+fn kind_of(proof: RegisteredPoStProof) -> ProofKind {
+    match proof.typ() {
+        PoStType::Winning => ProofKind::WinningPoSt,
+        PoStType::Window => ProofKind::WindowPoSt,
+    }
+}
+
+/// The parameter set of a registered PoSt proof.
+pub fn params_id(proof: RegisteredPoStProof) -> Result<ParamsId, ProveError> {
+    with_shape!(u64::from(proof.sector_size()), params_id_shape, proof)
+}
+
+fn params_id_shape<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredPoStProof,
+) -> Result<ParamsId, ProveError> {
+    let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
+    let cache_id = <Compound<Tree> as CacheableParameters<FallbackPoStCircuit<Tree>, _>>::cache_identifier(
+        &pp.vanilla_params,
+    );
+    Ok(ParamsId { kind: kind_of(proof), sector_size: u64::from(proof.sector_size()), cache_id })
+}
+
+pub(crate) fn generate_params(
+    proof: RegisteredPoStProof,
+) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
+    with_shape!(u64::from(proof.sector_size()), generate_params_shape, proof)
+}
+
+fn generate_params_shape<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredPoStProof,
+) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
+    let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
+    let blank = <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::blank_circuit(
+        &pp.vanilla_params,
+    );
+    bellperson::groth16::generate_random_parameters(blank, &mut rand_core::OsRng)
+        .map_err(|e| ProveError::Synthesis(format!("parameter generation: {e}")))
+}
+
+fn public_inputs<Tree: 'static + MerkleTreeTrait>(
+    randomness: &[u8; 32],
+    miner_id: u64,
+    sectors: Vec<PublicSector<<Tree::Hasher as Hasher>::Domain>>,
+    k: Option<usize>,
+) -> Result<PublicInputs<Tree>, ProveError> {
+    let invalid = |e: anyhow::Error| ProveError::InvalidInput(e.to_string());
+    Ok(fallback::PublicInputs {
+        randomness: as_safe_commitment(randomness, "randomness").map_err(invalid)?,
+        prover_id: as_safe_commitment(&prover_id(miner_id), "prover_id").map_err(invalid)?,
+        sectors,
+        k,
+    })
+}
+
+fn sectors_of<Tree: 'static + MerkleTreeTrait>(
+    vanilla: &[FallbackPoStSectorProof<Tree>],
+) -> Vec<PublicSector<<Tree::Hasher as Hasher>::Domain>> {
+    vanilla.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect()
+}
+
+/// Checks the proofs with storage-proofs' own compound verifier.
+fn verify_compound<Tree: 'static + MerkleTreeTrait>(
+    proved: &Proved,
+    pp: &compound_proof::PublicParams<'static, FallbackPoSt<'static, Tree>>,
+    pub_inputs: &PublicInputs<Tree>,
+    minimum_challenge_count: usize,
+) -> Result<std::time::Duration, ProveError> {
+    let start = std::time::Instant::now();
+    let multi = MultiProof::new(proved.proofs.clone(), &proved.srs.pvk);
+    let ok = <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::verify(
+        pp,
+        pub_inputs,
+        &multi,
+        &ChallengeRequirements { minimum_challenge_count },
+    )
+    .map_err(|e| ProveError::VerificationFailed(e.to_string()))?;
+    if !ok {
+        return Err(ProveError::VerificationFailed(
+            "the PoSt verifier rejected the proof (vanilla proofs of other sectors or randomness?)"
+                .into(),
+        ));
+    }
+    Ok(start.elapsed())
+}
+
+fn output(kind: ProofKind, svc: &ProvingService, proved: Proved, verification: std::time::Duration) -> ProofOutput {
+    let mut timings = proved.timings;
+    timings.verification = verification;
+    ProofOutput {
+        kind,
+        proof: proof_bytes(&proved.proofs),
+        partitions: proved.proofs.len(),
+        timings,
+        backend: svc.backend.name(),
+    }
+}
+
+/// Proves a WinningPoSt request (JSON of [`WinningPostInput`]).
+pub(crate) fn prove_winning(
+    svc: &ProvingService,
+    input: &[u8],
+    control: &JobControl,
+) -> Result<ProofOutput, ProveError> {
+    let input: WinningPostInput = parse("WinningPoSt input", input)?;
+    if input.registered_proof.typ() != PoStType::Winning {
+        return Err(ProveError::InvalidInput(format!("{:?} is not a WinningPoSt proof", input.registered_proof)));
+    }
+    with_shape!(u64::from(input.registered_proof.sector_size()), prove_winning_shape, svc, input, control)
+}
+
+fn prove_winning_shape<Tree: 'static + MerkleTreeTrait>(
+    svc: &ProvingService,
+    input: WinningPostInput,
+    control: &JobControl,
+) -> Result<ProofOutput, ProveError> {
+    let config = input.registered_proof.as_v1_config();
+    let vanilla = decode_vanilla::<Tree>(&input.vanilla_proofs)?;
+    if vanilla.len() != config.sector_count {
+        return Err(ProveError::InvalidInput(format!(
+            "{} vanilla proofs, WinningPoSt needs {}",
+            vanilla.len(),
+            config.sector_count
+        )));
+    }
+    let vanilla_params = setup_params(&config)?;
+    let param_sector_count = vanilla_params.sector_count;
+    let pp = setup::<Tree>(vanilla_params, None)?;
+    let pub_inputs = public_inputs::<Tree>(&input.randomness, input.miner_id, sectors_of(&vanilla), None)?;
+    let partitions = pp.partitions.unwrap_or(1);
+    let partitioned = partition_vanilla_proofs(&config, &pp.vanilla_params, &pub_inputs, partitions, &vanilla)
+        .map_err(|e| ProveError::InvalidInput(format!("vanilla proofs: {e}")))?;
+    let id = params_id_shape::<Tree>(input.registered_proof)?;
+    let make = |k: usize| {
+        <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
+            &pub_inputs,
+            Default::default(),
+            &partitioned[k],
+            &pp.vanilla_params,
+            Some(k),
+        )
+        .map_err(|e| ProveError::InvalidInput(format!("partition {k}: {e}")))
+    };
+    let proved = prove_partitions(svc, &id, partitioned.len(), make, control)?;
+    // The verifier repeats the sector list once per challenged sector slot
+    // (verify_winning_post); so do we.
+    let sectors = sectors_of(&vanilla);
+    let repeated = (0..param_sector_count).flat_map(|_| sectors.iter().cloned()).collect();
+    let verify_inputs = public_inputs::<Tree>(&input.randomness, input.miner_id, repeated, None)?;
+    let v = verify_compound::<Tree>(&proved, &pp, &verify_inputs, config.challenge_count * config.sector_count)?;
+    Ok(output(ProofKind::WinningPoSt, svc, proved, v))
+}
+
+/// Proves one WindowPoSt partition (JSON of [`WindowPostInput`]).
+pub(crate) fn prove_window(
+    svc: &ProvingService,
+    input: &[u8],
+    control: &JobControl,
+) -> Result<ProofOutput, ProveError> {
+    let input: WindowPostInput = parse("WindowPoSt input", input)?;
+    if input.registered_proof.typ() != PoStType::Window {
+        return Err(ProveError::InvalidInput(format!("{:?} is not a WindowPoSt proof", input.registered_proof)));
+    }
+    with_shape!(u64::from(input.registered_proof.sector_size()), prove_window_shape, svc, input, control)
+}
+
+fn prove_window_shape<Tree: 'static + MerkleTreeTrait>(
+    svc: &ProvingService,
+    input: WindowPostInput,
+    control: &JobControl,
+) -> Result<ProofOutput, ProveError> {
+    let config = input.registered_proof.as_v1_config();
+    let mut vanilla = decode_vanilla::<Tree>(&input.vanilla_proofs)?;
+    vanilla.sort_by_key(|p| p.sector_id);
+    if vanilla.len() > config.sector_count {
+        return Err(ProveError::InvalidInput(format!(
+            "{} vanilla proofs, a WindowPoSt partition holds at most {}",
+            vanilla.len(),
+            config.sector_count
+        )));
+    }
+    let pp = setup::<Tree>(setup_params(&config)?, None)?;
+    let pub_inputs = public_inputs::<Tree>(
+        &input.randomness,
+        input.miner_id,
+        sectors_of(&vanilla),
+        Some(input.partition_index),
+    )?;
+    let partition = single_partition_vanilla_proofs(&config, &pp.vanilla_params, &pub_inputs, &vanilla)
+        .map_err(|e| ProveError::InvalidInput(format!("vanilla proofs: {e}")))?;
+    let id = params_id_shape::<Tree>(input.registered_proof)?;
+    // As filecoin-proofs' generate_single_window_post_with_vanilla: the partition's sectors
+    // are the whole public sector list, so the circuit takes chunk 0 of it.
+    let make = |_k: usize| {
+        <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
+            &pub_inputs,
+            Default::default(),
+            &partition,
+            &pp.vanilla_params,
+            Some(0),
+        )
+        .map_err(|e| ProveError::InvalidInput(format!("partition: {e}")))
+    };
+    let proved = prove_partitions(svc, &id, 1, make, control)?;
+    let v = verify_compound::<Tree>(&proved, &pp, &pub_inputs, config.challenge_count)?;
+    Ok(output(ProofKind::WindowPoSt, svc, proved, v))
+}

@@ -1,0 +1,185 @@
+//! SnapDeals: the empty-sector-update proof from its partition vanilla proofs.
+
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait, PoRepConfig, SectorUpdateConfig, TreeRHasher};
+use filecoin_proofs_api::RegisteredUpdateProof;
+use serde::{Deserialize, Serialize};
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::multi_proof::MultiProof;
+use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_update::{
+    EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof,
+    PublicInputs, PublicParams, SetupParams,
+};
+
+use super::bytes::{b64_32, b64_list};
+use super::pipeline::{proof_bytes, prove_partitions};
+use super::{JobControl, ProofKind, ProofOutput, ProveError, ProvingService};
+use crate::srs::ParamsId;
+
+/// A SnapDeals request, as JSON.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SnapInput {
+    /// The registered update proof (`StackedDrg2KiBV1`, …).
+    pub registered_proof: RegisteredUpdateProof,
+    /// The sector's old replica commitment, base64.
+    #[serde(with = "b64_32")]
+    pub comm_r_old: [u8; 32],
+    /// The new replica commitment, base64.
+    #[serde(with = "b64_32")]
+    pub comm_r_new: [u8; 32],
+    /// The new data commitment, base64.
+    #[serde(with = "b64_32")]
+    pub comm_d_new: [u8; 32],
+    /// The partition vanilla proofs as filecoin-proofs-api's `generate_partition_proofs`
+    /// returns them, base64.
+    #[serde(with = "b64_list")]
+    pub vanilla_proofs: Vec<Vec<u8>>,
+}
+
+macro_rules! with_update_shape {
+    ($size:expr, $f:ident $(, $args:expr)* $(,)?) => {{
+        use filecoin_proofs::{
+            SectorShape2KiB, SectorShape32GiB, SectorShape512MiB, SectorShape64GiB,
+            SectorShape8MiB,
+        };
+        match $size {
+            2048 => $f::<SectorShape2KiB>($($args),*),
+            s if s == 8 << 20 => $f::<SectorShape8MiB>($($args),*),
+            s if s == 512 << 20 => $f::<SectorShape512MiB>($($args),*),
+            s if s == 32 << 30 => $f::<SectorShape32GiB>($($args),*),
+            s if s == 64 << 30 => $f::<SectorShape64GiB>($($args),*),
+            other => Err(ProveError::InvalidInput(format!("unsupported sector size {other}"))),
+        }
+    }};
+}
+
+type Compound<Tree> = EmptySectorUpdateCompound<Tree>;
+
+fn porep_config(proof: RegisteredUpdateProof) -> PoRepConfig {
+    proof.as_v1_config()
+}
+
+fn compound_params<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    config: &SectorUpdateConfig,
+) -> Result<compound_proof::PublicParams<'static, EmptySectorUpdate<Tree>>, ProveError> {
+    let setup = compound_proof::SetupParams {
+        vanilla_params: SetupParams { sector_bytes: u64::from(config.sector_size) },
+        partitions: Some(usize::from(config.update_partitions)),
+        priority: false,
+    };
+    <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::setup(&setup)
+        .map_err(|e| ProveError::InvalidInput(format!("update setup: {e}")))
+}
+
+/// The parameter set of a registered update proof.
+pub fn params_id(proof: RegisteredUpdateProof) -> Result<ParamsId, ProveError> {
+    with_update_shape!(u64::from(proof.sector_size()), params_id_shape, proof)
+}
+
+fn params_id_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    proof: RegisteredUpdateProof,
+) -> Result<ParamsId, ProveError> {
+    let size = u64::from(proof.sector_size());
+    let pp = PublicParams::from_sector_size(size);
+    let cache_id =
+        <Compound<Tree> as CacheableParameters<EmptySectorUpdateCircuit<Tree>, _>>::cache_identifier(&pp);
+    Ok(ParamsId { kind: ProofKind::SnapDeals, sector_size: size, cache_id })
+}
+
+pub(crate) fn generate_params(
+    proof: RegisteredUpdateProof,
+) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
+    with_update_shape!(u64::from(proof.sector_size()), generate_params_shape, proof)
+}
+
+fn generate_params_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    proof: RegisteredUpdateProof,
+) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
+    let pp = PublicParams::from_sector_size(u64::from(proof.sector_size()));
+    let blank = <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::blank_circuit(&pp);
+    bellperson::groth16::generate_random_parameters(blank, &mut rand_core::OsRng)
+        .map_err(|e| ProveError::Synthesis(format!("parameter generation: {e}")))
+}
+
+/// Proves a SnapDeals request (JSON of [`SnapInput`]).
+pub(crate) fn prove(
+    svc: &ProvingService,
+    input: &[u8],
+    control: &JobControl,
+) -> Result<ProofOutput, ProveError> {
+    let input: SnapInput = serde_json::from_slice(input)
+        .map_err(|e| ProveError::InvalidInput(format!("SnapDeals input: {e}")))?;
+    if input.registered_proof.major_version() != 1 {
+        return Err(ProveError::InvalidInput(format!("unsupported proof {:?}", input.registered_proof)));
+    }
+    with_update_shape!(u64::from(input.registered_proof.sector_size()), prove_shape, svc, input, control)
+}
+
+fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    svc: &ProvingService,
+    input: SnapInput,
+    control: &JobControl,
+) -> Result<ProofOutput, ProveError> {
+    let invalid = |e: anyhow::Error| ProveError::InvalidInput(format!("SnapDeals input: {e}"));
+    let config = SectorUpdateConfig::from_porep_config(&porep_config(input.registered_proof));
+    let partitions = usize::from(config.update_partitions);
+    let vanilla: Vec<PartitionProof<Tree>> = input
+        .vanilla_proofs
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            bincode::deserialize(b).map_err(|e| {
+                ProveError::InvalidInput(format!("partition vanilla proof {i} does not decode: {e}"))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    if vanilla.len() != partitions {
+        return Err(ProveError::InvalidInput(format!(
+            "{} partition vanilla proofs, {:?} needs {partitions}",
+            vanilla.len(),
+            input.registered_proof
+        )));
+    }
+    let public_inputs = PublicInputs {
+        k: partitions,
+        comm_r_old: <TreeRHasher as Hasher>::Domain::try_from_bytes(&input.comm_r_old).map_err(invalid)?,
+        comm_d_new: <DefaultPieceHasher as Hasher>::Domain::try_from_bytes(&input.comm_d_new)
+            .map_err(invalid)?,
+        comm_r_new: <TreeRHasher as Hasher>::Domain::try_from_bytes(&input.comm_r_new).map_err(invalid)?,
+        h: config.h,
+    };
+    let pp = compound_params::<Tree>(&config)?;
+    let id = params_id_shape::<Tree>(input.registered_proof)?;
+    let make = |k: usize| {
+        <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::circuit(
+            &public_inputs,
+            Default::default(),
+            &vanilla[k],
+            &pp.vanilla_params,
+            Some(k),
+        )
+        .map_err(|e| ProveError::InvalidInput(format!("partition {k}: {e}")))
+    };
+    let proved = prove_partitions(svc, &id, partitions, make, control)?;
+    let start = std::time::Instant::now();
+    let multi = MultiProof::new(proved.proofs.clone(), &proved.srs.pvk);
+    let ok = <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::verify(
+        &pp, &public_inputs, &multi, &(),
+    )
+    .map_err(|e| ProveError::VerificationFailed(e.to_string()))?;
+    if !ok {
+        return Err(ProveError::VerificationFailed(
+            "the update verifier rejected the proof (vanilla proofs of another sector or update?)".into(),
+        ));
+    }
+    let mut timings = proved.timings;
+    timings.verification = start.elapsed();
+    Ok(ProofOutput {
+        kind: ProofKind::SnapDeals,
+        proof: proof_bytes(&proved.proofs),
+        partitions,
+        timings,
+        backend: svc.backend.name(),
+    })
+}

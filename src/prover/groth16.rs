@@ -1,0 +1,118 @@
+//! Assembly of a Groth16 proof from the backend's results.
+
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::Proof;
+use blstrs::{Bls12, G1Projective, G2Projective, Scalar};
+use ff::Field;
+use group::{prime::PrimeCurveAffine, Curve};
+use rand_core::OsRng;
+
+use super::{Backend, ProverError};
+use crate::srs::Srs;
+use crate::synth::Synthesized;
+
+/// Where the time of one partition proof went.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProofTimings {
+    /// The quotient polynomial (NTTs).
+    pub quotient: Duration,
+    /// All multi-scalar multiplications.
+    pub msm: Duration,
+}
+
+/// Proves `circuit` with fresh `r` and `s` from the operating system's random source.
+pub fn prove(
+    backend: &dyn Backend,
+    srs: &Srs,
+    circuit: Synthesized,
+) -> Result<(Proof<Bls12>, ProofTimings), ProverError> {
+    let r = Scalar::random(OsRng);
+    let s = Scalar::random(OsRng);
+    prove_with_randomness(backend, srs, circuit, r, s)
+}
+
+/// Selects `values[i]` where `density[i]` is set.
+fn dense(values: &[Scalar], density: &[bool]) -> Vec<Scalar> {
+    values.iter().zip(density).filter(|(_, &d)| d).map(|(v, _)| *v).collect()
+}
+
+fn count(density: &[bool]) -> usize {
+    density.iter().filter(|&&d| d).count()
+}
+
+/// The lengths every query of `srs` must have for `c`, checked before any work so that
+/// another circuit's parameters give a clear error instead of a wrong proof.
+fn check_shape(srs: &Srs, c: &Synthesized, domain: usize) -> Result<(usize, usize), ProverError> {
+    let n_in = c.input.len();
+    let a_len = n_in + count(&c.a_aux_density);
+    let b_in = count(&c.b_input_density);
+    let b_len = b_in + count(&c.b_aux_density);
+    let checks = [
+        ("ic", srs.vk.ic.len(), n_in),
+        ("h", srs.h.len(), domain - 1),
+        ("l", srs.l.len(), c.aux.len()),
+        ("a", srs.a.len(), a_len),
+        ("b_g1", srs.b_g1.len(), b_len),
+        ("b_g2", srs.b_g2.len(), b_len),
+    ];
+    for (name, have, want) in checks {
+        if have != want {
+            return Err(ProverError::ParamsMismatch(format!(
+                "{}: section {name} has {have} points, the circuit needs {want}",
+                srs.path.display()
+            )));
+        }
+    }
+    if bool::from(srs.vk.delta_g1.is_identity() | srs.vk.delta_g2.is_identity()) {
+        return Err(ProverError::ParamsMismatch("delta is the identity".into()));
+    }
+    Ok((n_in, b_in))
+}
+
+/// Proves `circuit` with the given randomness. Deterministic: bellperson's
+/// `create_proof(circuit, params, r, s)` yields the same proof.
+pub fn prove_with_randomness(
+    backend: &dyn Backend,
+    srs: &Srs,
+    circuit: Synthesized,
+    r: Scalar,
+    s: Scalar,
+) -> Result<(Proof<Bls12>, ProofTimings), ProverError> {
+    let domain = circuit.num_constraints().next_power_of_two().max(2);
+    let (n_in, b_in) = check_shape(srs, &circuit, domain)?;
+    let Synthesized { a, b, c, input, aux, a_aux_density, b_input_density, b_aux_density } =
+        circuit;
+
+    let t = Instant::now();
+    let h = backend.quotient(a, b, c)?;
+    let quotient = t.elapsed();
+
+    let t = Instant::now();
+    let h_acc = backend.msm_g1(&srs.h, &h)?;
+    drop(h);
+    let l_acc = backend.msm_g1(&srs.l, &aux)?;
+    let a_acc = backend.msm_g1(&srs.a[..n_in], &input)?
+        + backend.msm_g1(&srs.a[n_in..], &dense(&aux, &a_aux_density))?;
+    let b_input = dense(&input, &b_input_density);
+    let b_aux = dense(&aux, &b_aux_density);
+    drop(aux);
+    let b1_acc = backend.msm_g1(&srs.b_g1[..b_in], &b_input)?
+        + backend.msm_g1(&srs.b_g1[b_in..], &b_aux)?;
+    let b2_acc = backend.msm_g2(&srs.b_g2[..b_in], &b_input)?
+        + backend.msm_g2(&srs.b_g2[b_in..], &b_aux)?;
+    let msm = t.elapsed();
+
+    let vk = &srs.vk;
+    let g_a = vk.delta_g1 * r + vk.alpha_g1 + a_acc;
+    let g_b: G2Projective = vk.delta_g2 * s + vk.beta_g2 + b2_acc;
+    let g_c: G1Projective = a_acc * s
+        + b1_acc * r
+        + vk.delta_g1 * (r * s)
+        + vk.alpha_g1 * s
+        + vk.beta_g1 * r
+        + h_acc
+        + l_acc;
+    let proof = Proof { a: g_a.to_affine(), b: g_b.to_affine(), c: g_c.to_affine() };
+    Ok((proof, ProofTimings { quotient, msm }))
+}

@@ -1,0 +1,18 @@
+//! Filecoin Groth16 parameters: finding, mapping, checking and converting them.
+//!
+//! A `.params` file is bellperson's layout: the verifying key, then the sections `h`, `l`, `a`,
+//! `b_g1` and `b_g2`, each a big-endian `u32` count followed by uncompressed points (G1: 96
+//! bytes, G2: 192 bytes). [`parse`] checks every section's extent against the file size before
+//! it reads a point, so a truncated or corrupt file is a typed [`SrsError`] naming the file and
+//! the section. Points are converted once into blst's affine form, which both provers use, and
+//! kept for the life of the process by [`SrsCache`].
+
+mod cache;
+mod error;
+mod ids;
+mod parse;
+
+pub use cache::{LoadedParams, SrsCache};
+pub use error::SrsError;
+pub use ids::{default_param_dir, list_param_dir, ListedParams, ParamsId};
+pub use parse::{load_srs, Section, Srs};

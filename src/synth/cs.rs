@@ -1,0 +1,209 @@
+//! The recording constraint system.
+
+use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar;
+use ff::Field;
+use rayon::prelude::*;
+
+/// A synthesized circuit: the A/B/C evaluations, the assignment and the query densities.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Synthesized {
+    /// A(x) evaluated at each constraint (inputs' `x · 0 = 0` constraints last).
+    pub a: Vec<Scalar>,
+    /// B(x) evaluated at each constraint.
+    pub b: Vec<Scalar>,
+    /// C(x) evaluated at each constraint.
+    pub c: Vec<Scalar>,
+    /// Public inputs, the constant ONE first.
+    pub input: Vec<Scalar>,
+    /// Auxiliary (private) variables.
+    pub aux: Vec<Scalar>,
+    /// Whether aux variable i occurs in some A combination.
+    pub a_aux_density: Vec<bool>,
+    /// Whether input i occurs in some B combination.
+    pub b_input_density: Vec<bool>,
+    /// Whether aux variable i occurs in some B combination.
+    pub b_aux_density: Vec<bool>,
+}
+
+impl Synthesized {
+    /// Number of constraints, input constraints included.
+    pub fn num_constraints(&self) -> usize {
+        self.a.len()
+    }
+
+    /// Whether every constraint holds: a·b = c.
+    pub fn is_satisfied(&self) -> bool {
+        self.a
+            .par_iter()
+            .zip(self.b.par_iter())
+            .zip(self.c.par_iter())
+            .all(|((a, b), c)| *a * b == *c)
+    }
+}
+
+/// A `ConstraintSystem` that records evaluations instead of constraints.
+#[derive(Default)]
+pub struct RecordingCs {
+    out: Synthesized,
+}
+
+/// Evaluates `lc`, marking in `input_density` / `aux_density` every variable it uses with a
+/// non-zero coefficient. Zero coefficients are skipped so that densities match the
+/// parameter generator's view of the circuit.
+fn eval_tracked(
+    lc: &LinearCombination<Scalar>,
+    mut input_density: Option<&mut Vec<bool>>,
+    mut aux_density: Option<&mut Vec<bool>>,
+    input: &[Scalar],
+    aux: &[Scalar],
+) -> Scalar {
+    let mut acc = Scalar::ZERO;
+    for (&i, coeff) in lc.iter_inputs() {
+        if bool::from(coeff.is_zero()) {
+            continue;
+        }
+        acc += scaled(input[i], coeff);
+        if let Some(d) = input_density.as_deref_mut() {
+            d[i] = true;
+        }
+    }
+    for (&i, coeff) in lc.iter_aux() {
+        if bool::from(coeff.is_zero()) {
+            continue;
+        }
+        acc += scaled(aux[i], coeff);
+        if let Some(d) = aux_density.as_deref_mut() {
+            d[i] = true;
+        }
+    }
+    acc
+}
+
+/// `value · coeff`, skipping the multiplication for the very common coefficient one.
+#[inline]
+fn scaled(value: Scalar, coeff: &Scalar) -> Scalar {
+    if *coeff == Scalar::ONE {
+        value
+    } else {
+        value * coeff
+    }
+}
+
+impl ConstraintSystem<Scalar> for RecordingCs {
+    type Root = Self;
+
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.out.aux.push(f()?);
+        self.out.a_aux_density.push(false);
+        self.out.b_aux_density.push(false);
+        Ok(Variable::new_unchecked(Index::Aux(self.out.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.out.input.push(f()?);
+        self.out.b_input_density.push(false);
+        Ok(Variable::new_unchecked(Index::Input(self.out.input.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let o = &mut self.out;
+        let a = a(LinearCombination::zero());
+        let b = b(LinearCombination::zero());
+        let c = c(LinearCombination::zero());
+        // Every input has an `x · 0 = 0` constraint, so the A query is dense over the inputs
+        // and only aux variables are tracked for A. C has no query of its own.
+        let a = eval_tracked(&a, None, Some(&mut o.a_aux_density), &o.input, &o.aux);
+        let b = eval_tracked(
+            &b,
+            Some(&mut o.b_input_density),
+            Some(&mut o.b_aux_density),
+            &o.input,
+            &o.aux,
+        );
+        let c = eval_tracked(&c, None, None, &o.input, &o.aux);
+        o.a.push(a);
+        o.b.push(b);
+        o.c.push(c);
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+
+    fn is_extensible() -> bool {
+        true
+    }
+
+    /// Appends a system synthesized separately (circuits use this to synthesize parts in
+    /// parallel). `other` started with its own temporary ONE input, which is the same
+    /// variable as ours: its first input is merged, the rest appended.
+    fn extend(&mut self, other: &Self) {
+        let (o, x) = (&mut self.out, &other.out);
+        o.a.extend_from_slice(&x.a);
+        o.b.extend_from_slice(&x.b);
+        o.c.extend_from_slice(&x.c);
+        o.aux.extend_from_slice(&x.aux);
+        o.a_aux_density.extend_from_slice(&x.a_aux_density);
+        o.b_aux_density.extend_from_slice(&x.b_aux_density);
+        if let (Some(first), Some(theirs)) = (o.b_input_density.first_mut(), x.b_input_density.first()) {
+            *first |= *theirs;
+        }
+        o.input.extend(x.input.iter().skip(1));
+        o.b_input_density.extend(x.b_input_density.iter().skip(1));
+    }
+}
+
+/// Synthesizes one circuit: the ONE input, the circuit, then one `x · 0 = 0` constraint per
+/// input (which makes the inputs' A query linearly independent).
+pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Synthesized, SynthesisError> {
+    let mut cs = RecordingCs::new();
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    for i in 0..cs.out.input.len() {
+        cs.enforce(
+            || "input constraint",
+            |lc| lc + Variable::new_unchecked(Index::Input(i)),
+            |lc| lc,
+            |lc| lc,
+        );
+    }
+    Ok(cs.out)
+}
+
+/// Synthesizes every circuit in parallel, keeping their order.
+pub fn synthesize_all<C: Circuit<Scalar> + Send>(
+    circuits: Vec<C>,
+) -> Result<Vec<Synthesized>, SynthesisError> {
+    circuits.into_par_iter().map(synthesize).collect()
+}

@@ -1,0 +1,10 @@
+//! Circuit synthesis into the prover's inputs.
+//!
+//! [`RecordingCs`] is a `ConstraintSystem` that keeps no linear combinations: on every
+//! `enforce` it evaluates A, B and C against the assignment made so far and records the three
+//! values, together with which variables the A and B queries touch (their densities). This is
+//! everything a Groth16 prover needs from a circuit, in O(constraints) memory.
+
+mod cs;
+
+pub use cs::{synthesize, synthesize_all, RecordingCs, Synthesized};
