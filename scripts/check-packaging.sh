@@ -56,7 +56,11 @@ step "generated files are up to date (man pages, example configuration)"
 check "tests/man_pages.rs" cargo test --release --test man_pages
 
 step "build"
-cargo build --release --bin cuzk --bin cuzkd
+# The man_pages test above built target/release/cuzk and cuzkd (cargo builds every binary
+# for an integration test), with the same flags as scripts/test.sh, so nothing is compiled
+# again here; a plain `cargo build --release` could rebuild part of the crate graph with
+# different dependency features. For a release: cargo build --release && cargo deb --no-build.
+test -x target/release/cuzk && test -x target/release/cuzkd
 rm -rf target/debian
 # --no-build: package what was just built; --fast: gzip, not xz (the CI machine has 2 cores).
 cargo deb --no-build --fast --output target/debian/
@@ -104,6 +108,55 @@ check "cuzkd --check-config exits 78 on a bad key (got $rc)" test "$rc" = 78
 check "systemd-tmpfiles applies cuzk.conf" systemd-tmpfiles --create cuzk.conf
 check "/run/cuzk is cuzk:cuzk 0750" sh -c 'test "$(stat -c %U:%G:%a /run/cuzk)" = cuzk:cuzk:750'
 check "systemd-sysusers accepts cuzk.conf" sh -c 'systemd-sysusers --dry-run cuzk.conf >/dev/null'
+
+step "installed daemon, as the cuzk user, with the packaged configuration"
+# What cuzkd.service does, without systemd as PID 1: run the installed binary as cuzk with
+# no capabilities and no_new_privs; first binding its own socket, then socket-activated.
+as_cuzk() { setpriv --reuid=cuzk --regid=cuzk --init-groups --no-new-privs --bounding-set=-all --inh-caps=-all "$@"; }
+wait_for() { for _ in $(seq 1 100); do if "$@"; then return 0; fi; sleep 0.2; done; return 1; }
+conf=$(mktemp /tmp/cuzk-check.XXXXXX.toml)
+cat /etc/cuzk/cuzk.toml >"$conf"
+printf '\n[socket]\npath = "/run/cuzk/check.sock"\n' >>"$conf"
+sed -i '0,/^\[socket\]$/{/^\[socket\]$/d}' "$conf" # one [socket] table: the appended one
+chmod 644 "$conf"
+rm -f /run/cuzk/check.sock
+as_cuzk /usr/bin/cuzkd --config "$conf" 2>/tmp/cuzk-check.log &
+pid=$!
+if wait_for grep -qw ready /tmp/cuzk-check.log && test -S /run/cuzk/check.sock; then
+    ok "cuzkd (as cuzk) binds /run/cuzk/check.sock"
+    check "socket is cuzk:cuzk 0660" sh -c 'test "$(stat -c %U:%G:%a /run/cuzk/check.sock)" = cuzk:cuzk:660'
+else
+    bad "cuzkd (as cuzk) did not bind /run/cuzk/check.sock:"
+    cat /tmp/cuzk-check.log >&2
+fi
+kill -TERM "$pid" 2>/dev/null || true
+rc=0
+wait "$pid" || rc=$?
+check "cuzkd exits 0 on SIGTERM (got $rc)" test "$rc" = 0
+check "cuzkd removed its socket" test ! -e /run/cuzk/check.sock
+if command -v python3 >/dev/null; then
+    rm -f /run/cuzk/activated.sock
+    # systemd-socket-activate (root, like PID 1) listens, and on the first connection execs
+    # setpriv, which drops to cuzk and execs cuzkd with LISTEN_FDS=1 (same pid, LISTEN_PID).
+    systemd-socket-activate -l /run/cuzk/activated.sock \
+        setpriv --reuid=cuzk --regid=cuzk --init-groups --no-new-privs --bounding-set=-all --inh-caps=-all \
+        /usr/bin/cuzkd 2>/tmp/cuzk-check.log &
+    pid=$!
+    wait_for test -S /run/cuzk/activated.sock || true
+    python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("/run/cuzk/activated.sock")' || true
+    if wait_for grep -qw ready /tmp/cuzk-check.log && grep -q 'socket passed by systemd' /tmp/cuzk-check.log; then
+        ok "socket-activated cuzkd takes the passed socket"
+    else
+        bad "socket-activated cuzkd did not start:"
+        cat /tmp/cuzk-check.log >&2
+    fi
+    kill -TERM "$pid" 2>/dev/null || true
+    rc=0
+    wait "$pid" || rc=$?
+    check "socket-activated cuzkd exits 0 on SIGTERM (got $rc)" test "$rc" = 0
+    rm -f /run/cuzk/activated.sock
+fi
+rm -f "$conf" /tmp/cuzk-check.log
 
 step "man pages"
 for page in cuzk.1 cuzkd.8 cuzk.toml.5; do
