@@ -21,5 +21,6 @@ pub mod params_gen;
 pub mod proofs;
 pub mod proto;
 pub mod prover;
+pub mod sealing;
 pub mod srs;
 pub mod synth;

@@ -154,6 +154,81 @@ pub(crate) fn prove(
     with_shape!(size, prove_shape, svc, c1, prover_id(req.miner_id), sector_number, control)
 }
 
+/// Everything needed to build the partition circuits of one C1 output.
+struct PoRepJob<Tree: 'static + MerkleTreeTrait> {
+    registered_proof: RegisteredSealProof,
+    config: PoRepConfig,
+    public_inputs: stacked::PublicInputs<<Tree::Hasher as filecoin_hashers::Hasher>::Domain, <DefaultPieceHasher as filecoin_hashers::Hasher>::Domain>,
+    pp: compound_proof::PublicParams<'static, StackedDrg<'static, Tree, DefaultPieceHasher>>,
+    vanilla: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>>,
+    comm_r: [u8; 32],
+    comm_d: [u8; 32],
+    seed: [u8; 32],
+    ticket: [u8; 32],
+}
+
+impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
+    fn new(c1: SealCommitPhase1Output) -> Result<Self, ProveError> {
+        let SealCommitPhase1Output { registered_proof, vanilla_proofs, comm_r, comm_d, replica_id, seed, ticket } =
+            c1;
+        let config = registered_proof.as_v1_config();
+        let vanilla: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>> =
+            vanilla_proofs.try_into().map_err(|e: anyhow::Error| {
+                ProveError::InvalidInput(format!(
+                    "C1 output: vanilla proofs do not match {registered_proof:?}: {e}"
+                ))
+            })?;
+        if comm_d == [0; 32] || comm_r == [0; 32] || seed == [0; 32] {
+            return Err(ProveError::InvalidInput("C1 output: all-zero comm_d, comm_r or seed".into()));
+        }
+        let invalid = |e: anyhow::Error| ProveError::InvalidInput(format!("C1 output: {e}"));
+        let comm_r_safe = filecoin_proofs::as_safe_commitment(&comm_r, "comm_r").map_err(invalid)?;
+        let comm_d_safe = <<DefaultPieceHasher as filecoin_hashers::Hasher>::Domain as filecoin_hashers::Domain>::try_from_bytes(&comm_d)
+            .map_err(invalid)?;
+        let replica_fr: blstrs::Scalar = replica_id.into();
+        let public_inputs = stacked::PublicInputs {
+            replica_id: replica_fr.into(),
+            tau: Some(stacked::Tau { comm_d: comm_d_safe, comm_r: comm_r_safe }),
+            k: None,
+            seed: Some(seed),
+        };
+        let pp = compound_params::<Tree>(&config)?;
+        let partitions = usize::from(config.partitions);
+        if vanilla.len() != partitions || vanilla.iter().any(|p| p.is_empty()) {
+            return Err(ProveError::InvalidInput(format!(
+                "C1 output has {} partitions of vanilla proofs, {registered_proof:?} needs {partitions}",
+                vanilla.len()
+            )));
+        }
+        Ok(Self { registered_proof, config, public_inputs, pp, vanilla, comm_r, comm_d, seed, ticket })
+    }
+
+    fn partitions(&self) -> usize {
+        self.vanilla.len()
+    }
+
+    fn circuit(&self, k: usize) -> Result<StackedCircuit<Tree, DefaultPieceHasher>, ProveError> {
+        <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
+            &self.public_inputs,
+            Default::default(),
+            &self.vanilla[k],
+            &self.pp.vanilla_params,
+            Some(k),
+        )
+        .map_err(|e| ProveError::Synthesis(format!("partition {k} circuit: {e}")))
+    }
+
+    /// The public inputs of partition `k` as the prover sees them (from the C1 output).
+    fn partition_inputs(&self, k: usize) -> Result<Vec<blstrs::Scalar>, ProveError> {
+        <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::generate_public_inputs(
+            &self.public_inputs,
+            &self.pp.vanilla_params,
+            Some(k),
+        )
+        .map_err(|e| ProveError::Synthesis(format!("partition {k} public inputs: {e}")))
+    }
+}
+
 fn prove_shape<Tree: 'static + MerkleTreeTrait>(
     svc: &ProvingService,
     c1: SealCommitPhase1Output,
@@ -161,59 +236,20 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait>(
     sector_number: u64,
     control: &JobControl,
 ) -> Result<ProofOutput, ProveError> {
-    let SealCommitPhase1Output { registered_proof, vanilla_proofs, comm_r, comm_d, replica_id, seed, ticket } =
-        c1;
-    let config = registered_proof.as_v1_config();
-    let vanilla: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>> =
-        vanilla_proofs.try_into().map_err(|e: anyhow::Error| {
-            ProveError::InvalidInput(format!(
-                "C1 output: vanilla proofs do not match {registered_proof:?}: {e}"
-            ))
-        })?;
-    if comm_d == [0; 32] || comm_r == [0; 32] || seed == [0; 32] {
-        return Err(ProveError::InvalidInput("C1 output: all-zero comm_d, comm_r or seed".into()));
-    }
-    let invalid = |e: anyhow::Error| ProveError::InvalidInput(format!("C1 output: {e}"));
-    let comm_r_safe = filecoin_proofs::as_safe_commitment(&comm_r, "comm_r").map_err(invalid)?;
-    let comm_d_safe = <<DefaultPieceHasher as filecoin_hashers::Hasher>::Domain as filecoin_hashers::Domain>::try_from_bytes(&comm_d)
-        .map_err(invalid)?;
-    let replica_fr: blstrs::Scalar = replica_id.into();
-    let public_inputs = stacked::PublicInputs {
-        replica_id: replica_fr.into(),
-        tau: Some(stacked::Tau { comm_d: comm_d_safe, comm_r: comm_r_safe }),
-        k: None,
-        seed: Some(seed),
-    };
-    let pp = compound_params::<Tree>(&config)?;
-    let partitions = usize::from(config.partitions);
-    if vanilla.len() != partitions || vanilla.iter().any(|p| p.is_empty()) {
-        return Err(ProveError::InvalidInput(format!(
-            "C1 output has {} partitions of vanilla proofs, {registered_proof:?} needs {partitions}",
-            vanilla.len()
-        )));
-    }
-    let id = params_id_shape::<Tree>(registered_proof)?;
-    let make = |k: usize| {
-        <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
-            &public_inputs,
-            Default::default(),
-            &vanilla[k],
-            &pp.vanilla_params,
-            Some(k),
-        )
-        .map_err(|e| ProveError::Synthesis(format!("partition {k} circuit: {e}")))
-    };
-    let proved = prove_partitions(svc, &id, partitions, make, control)?;
+    let job = PoRepJob::<Tree>::new(c1)?;
+    let id = params_id_shape::<Tree>(job.registered_proof)?;
+    let partitions = job.partitions();
+    let proved = prove_partitions(svc, &id, partitions, |k| job.circuit(k), control)?;
     // As filecoin-proofs' verify_seal does: the public inputs are recomputed from the prover
     // id, sector number and ticket, so a proof for another miner or sector cannot pass.
     let inputs = get_seal_inputs::<Tree>(
-        &config,
-        comm_r,
-        comm_d,
+        &job.config,
+        job.comm_r,
+        job.comm_d,
         prover_id,
         sector_number.into(),
-        ticket,
-        seed,
+        job.ticket,
+        job.seed,
     )
     .map_err(|e| ProveError::VerificationFailed(format!("public inputs: {e}")))?;
     let mut timings = proved.timings;
@@ -225,6 +261,43 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait>(
         timings,
         backend: svc.backend.name(),
     })
+}
+
+/// Receives one partition circuit of a C1 output (see [`visit_partition`]).
+pub trait PartitionVisitor {
+    /// What the visit returns.
+    type Output;
+    /// Called with the circuit of the partition and its public inputs as filecoin-proofs'
+    /// `generate_public_inputs` computes them.
+    fn visit<C: bellperson::Circuit<blstrs::Scalar> + Clone + Send>(
+        self,
+        circuit: C,
+        public_inputs: Vec<blstrs::Scalar>,
+    ) -> Self::Output;
+}
+
+/// Builds partition `k`'s circuit from a C1 output and hands it to `visitor` (tests and
+/// benchmarks compare our synthesis and prover with bellperson's on real circuits).
+pub fn visit_partition<V: PartitionVisitor>(
+    c1: &[u8],
+    k: usize,
+    visitor: V,
+) -> Result<V::Output, ProveError> {
+    let parsed = parse_c1(c1)?;
+    let size = u64::from(parsed.output.registered_proof.sector_size());
+    with_shape!(size, visit_shape [V], parsed.output, k, visitor)
+}
+
+fn visit_shape<Tree: 'static + MerkleTreeTrait, V: PartitionVisitor>(
+    c1: SealCommitPhase1Output,
+    k: usize,
+    visitor: V,
+) -> Result<V::Output, ProveError> {
+    let job = PoRepJob::<Tree>::new(c1)?;
+    if k >= job.partitions() {
+        return Err(ProveError::InvalidInput(format!("no partition {k}")));
+    }
+    Ok(visitor.visit(job.circuit(k)?, job.partition_inputs(k)?))
 }
 
 #[cfg(test)]

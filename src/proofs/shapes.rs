@@ -3,23 +3,26 @@
 /// Calls `$f::<Tree>($args…)` with the Merkle tree shape of `$size`, or evaluates to an
 /// `InvalidInput` error for a size cuzk does not prove.
 macro_rules! with_shape {
-    ($size:expr, $f:ident $(, $args:expr)* $(,)?) => {{
+    ($size:expr, $f:ident [$($g:ty),*] $(, $args:expr)* $(,)?) => {{
         use filecoin_proofs::{
             SectorShape2KiB, SectorShape32GiB, SectorShape512MiB, SectorShape64GiB,
             SectorShape8MiB, SECTOR_SIZE_2_KIB, SECTOR_SIZE_32_GIB, SECTOR_SIZE_512_MIB,
             SECTOR_SIZE_64_GIB, SECTOR_SIZE_8_MIB,
         };
         match $size {
-            SECTOR_SIZE_2_KIB => $f::<SectorShape2KiB>($($args),*),
-            SECTOR_SIZE_8_MIB => $f::<SectorShape8MiB>($($args),*),
-            SECTOR_SIZE_512_MIB => $f::<SectorShape512MiB>($($args),*),
-            SECTOR_SIZE_32_GIB => $f::<SectorShape32GiB>($($args),*),
-            SECTOR_SIZE_64_GIB => $f::<SectorShape64GiB>($($args),*),
+            SECTOR_SIZE_2_KIB => $f::<SectorShape2KiB $(, $g)*>($($args),*),
+            SECTOR_SIZE_8_MIB => $f::<SectorShape8MiB $(, $g)*>($($args),*),
+            SECTOR_SIZE_512_MIB => $f::<SectorShape512MiB $(, $g)*>($($args),*),
+            SECTOR_SIZE_32_GIB => $f::<SectorShape32GiB $(, $g)*>($($args),*),
+            SECTOR_SIZE_64_GIB => $f::<SectorShape64GiB $(, $g)*>($($args),*),
             other => Err($crate::proofs::ProveError::InvalidInput(format!(
                 "unsupported sector size {other} (2KiB, 8MiB, 512MiB, 32GiB and 64GiB are)"
             ))),
         }
     }};
+    ($size:expr, $f:ident $(, $args:expr)* $(,)?) => {
+        $crate::proofs::shapes::with_shape!($size, $f [] $(, $args)*)
+    };
 }
 pub(crate) use with_shape;
 

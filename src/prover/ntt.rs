@@ -251,16 +251,40 @@ mod tests {
         assert_eq!(x, v);
     }
 
+    fn coefficients(evals: &[Scalar]) -> Vec<Scalar> {
+        let n = evals.len();
+        let mut v = evals.to_vec();
+        ntt_in_place(&mut v, Option::from(root_of_unity(n.trailing_zeros()).invert()).unwrap());
+        let n_inv: Scalar = Option::from(Scalar::from(n as u64).invert()).unwrap();
+        v.iter_mut().for_each(|x| *x *= n_inv);
+        v
+    }
+
+    fn eval(coeffs: &[Scalar], x: Scalar) -> Scalar {
+        coeffs.iter().rev().fold(Scalar::ZERO, |acc, c| acc * x + c)
+    }
+
     #[test]
-    fn quotient_divides_exactly() {
-        // Pick H and a random C, set A·B = C + H·Z by choosing B = 1: A = C + H·Z on the
-        // domain is just C (Z vanishes there), so build it in coefficient space instead:
-        // with a = c on the domain and b = 1, A·B − C = 0 and H must be 0.
+    fn quotient_satisfies_the_divisibility_identity() {
+        // With c = a·b on the domain, A·B − C = H·Z must hold as polynomials: check it at a
+        // random point.
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        let n = 1000;
-        let c: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
-        let h = quotient(c.clone(), vec![Scalar::ONE; n], c).unwrap();
-        assert_eq!(h.len(), 1023);
-        assert!(h.iter().all(|x| bool::from(x.is_zero())));
+        for n in [3usize, 1000, 1 << 12] {
+            let m = n.next_power_of_two();
+            let a: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+            let b: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+            let c: Vec<Scalar> = a.iter().zip(&b).map(|(x, y)| *x * y).collect();
+            let h = quotient(a.clone(), b.clone(), c.clone()).unwrap();
+            assert_eq!(h.len(), m - 1);
+            let pad = |v: &[Scalar]| {
+                let mut v = v.to_vec();
+                v.resize(m, Scalar::ZERO);
+                coefficients(&v)
+            };
+            let (ac, bc, cc) = (pad(&a), pad(&b), pad(&c));
+            let x = Scalar::random(&mut rng);
+            let z = x.pow_vartime([m as u64]) - Scalar::ONE;
+            assert_eq!(eval(&ac, x) * eval(&bc, x) - eval(&cc, x), eval(&h, x) * z, "n = {n}");
+        }
     }
 }

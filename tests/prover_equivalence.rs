@@ -1,0 +1,151 @@
+//! Our synthesis and prover against bellperson's: for the same r and s, byte-identical
+//! proofs, which can only happen when the recorded A/B/C evaluations, the assignment, the
+//! densities, H and every MSM agree.
+
+use std::io::Write;
+
+use bellperson::groth16::{create_proof, generate_random_parameters, verify_proof, prepare_verifying_key, Parameters};
+use bellperson::{Circuit, ConstraintSystem, SynthesisError};
+use blstrs::{Bls12, Scalar};
+use cuzk::prover::{cpu::CpuBackend, prove_with_randomness};
+use cuzk::srs::{load_srs, SrsError};
+use cuzk::synth::synthesize;
+use ff::Field;
+use rand::{Rng, SeedableRng};
+
+/// A circuit shaped like Filecoin's: many boolean variables, a few full-width ones, inputs
+/// used in B, and linear combinations with zero, one and arbitrary coefficients.
+#[derive(Clone)]
+struct BitsCircuit {
+    seed: u64,
+    bits: usize,
+    inputs: usize,
+}
+
+impl Circuit<Scalar> for BitsCircuit {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed);
+        let mut inputs = Vec::new();
+        for i in 0..self.inputs {
+            let v = Scalar::from(rng.gen::<u64>());
+            inputs.push((cs.alloc_input(|| format!("in{i}"), || Ok(v))?, v));
+        }
+        let mut acc_val = Scalar::ZERO;
+        let acc = cs.alloc(|| "acc0", || Ok(Scalar::ZERO))?;
+        cs.enforce(|| "acc0 zero", |lc| lc + acc, |lc| lc + CS::one(), |lc| lc);
+        let mut acc_var = acc;
+        for i in 0..self.bits {
+            let bit = rng.gen::<bool>();
+            let b = if bit { Scalar::ONE } else { Scalar::ZERO };
+            let v = cs.alloc(|| format!("bit{i}"), || Ok(b))?;
+            // Booleanity: v · (1 − v) = 0.
+            cs.enforce(|| format!("bool{i}"), |lc| lc + v, |lc| lc + CS::one() - v, |lc| lc);
+            // acc' = acc + v · coeff, with the coefficient sometimes 1, sometimes random.
+            let coeff = if i % 3 == 0 { Scalar::ONE } else { Scalar::random(&mut rng) };
+            let next_val = acc_val + b * coeff;
+            let next = cs.alloc(|| format!("acc{}", i + 1), || Ok(next_val))?;
+            let (input_var, input_val) = inputs[i % inputs.len().max(1)];
+            // (acc + coeff·v + 0·input) · 1 = next, and input · v = input·b
+            cs.enforce(
+                || format!("sum{i}"),
+                |lc| lc + acc_var + (coeff, v) + (Scalar::ZERO, input_var),
+                |lc| lc + CS::one(),
+                |lc| lc + next,
+            );
+            let prod = cs.alloc(|| format!("prod{i}"), || Ok(input_val * b))?;
+            cs.enforce(|| format!("mul{i}"), |lc| lc + v, |lc| lc + input_var, |lc| lc + prod);
+            acc_var = next;
+            acc_val = next_val;
+        }
+        Ok(())
+    }
+}
+
+fn write_params(params: &Parameters<Bls12>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = std::fs::File::create(dir.path().join("p.params")).unwrap();
+    params.write(&mut f).unwrap();
+    f.flush().unwrap();
+    let mut vk = std::fs::File::create(dir.path().join("p.vk")).unwrap();
+    params.vk.write(&mut vk).unwrap();
+    dir
+}
+
+#[test]
+fn proofs_equal_bellpersons_for_the_same_randomness() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    for (bits, inputs) in [(1usize, 1usize), (7, 2), (300, 3), (2000, 5)] {
+        let circuit = BitsCircuit { seed: bits as u64, bits, inputs };
+        let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+        let dir = write_params(&params);
+        let srs = load_srs(&dir.path().join("p.params")).unwrap();
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let theirs = create_proof(circuit.clone(), &params, r, s).unwrap();
+        let synthesized = synthesize(circuit.clone()).unwrap();
+        assert!(synthesized.is_satisfied());
+        let public: Vec<Scalar> = synthesized.input[1..].to_vec();
+        let (ours, _) = prove_with_randomness(&CpuBackend, &srs, synthesized, r, s).unwrap();
+        assert_eq!(ours, theirs, "bits {bits}, inputs {inputs}");
+        let pvk = prepare_verifying_key(&params.vk);
+        assert!(verify_proof(&pvk, &ours, &public).unwrap());
+    }
+}
+
+#[test]
+fn another_circuits_parameters_are_a_typed_error() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let small = BitsCircuit { seed: 1, bits: 10, inputs: 2 };
+    let params = generate_random_parameters::<Bls12, _, _>(small, &mut rng).unwrap();
+    let dir = write_params(&params);
+    let srs = load_srs(&dir.path().join("p.params")).unwrap();
+    let other = synthesize(BitsCircuit { seed: 2, bits: 40, inputs: 2 }).unwrap();
+    let err = prove_with_randomness(&CpuBackend, &srs, other, Scalar::ONE, Scalar::ONE).unwrap_err();
+    assert!(err.to_string().contains("does not match") || err.to_string().contains("points"), "{err}");
+}
+
+#[test]
+fn truncated_and_corrupt_parameter_files_name_the_section() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+    let params = generate_random_parameters::<Bls12, _, _>(BitsCircuit { seed: 3, bits: 50, inputs: 2 }, &mut rng).unwrap();
+    let dir = write_params(&params);
+    let path = dir.path().join("p.params");
+    let bytes = std::fs::read(&path).unwrap();
+
+    // Cut inside the last section (b_g2).
+    std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
+    match load_srs(&path) {
+        Err(SrsError::Truncated { section, .. }) => assert_eq!(section, "b_g2"),
+        other => panic!("expected a truncation error, got {:?}", other.err()),
+    }
+    // Cut inside the verifying key.
+    std::fs::write(&path, &bytes[..100]).unwrap();
+    assert!(matches!(load_srs(&path), Err(SrsError::Truncated { section: "vk", .. })));
+    // An absurd count in h must be caught before any allocation or read.
+    let vk_len = {
+        let mut v = Vec::new();
+        params.vk.write(&mut v).unwrap();
+        v.len()
+    };
+    let mut huge = bytes.clone();
+    huge[vk_len..vk_len + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+    std::fs::write(&path, &huge).unwrap();
+    assert!(matches!(load_srs(&path), Err(SrsError::Truncated { section: "h", .. })));
+    // Flip a coordinate of the first l point: off the curve.
+    let h_len = u32::from_be_bytes(bytes[vk_len..vk_len + 4].try_into().unwrap()) as usize;
+    let l_first = vk_len + 4 + h_len * 96 + 4;
+    let mut corrupt = bytes.clone();
+    corrupt[l_first + 50] ^= 0x01;
+    std::fs::write(&path, &corrupt).unwrap();
+    match load_srs(&path) {
+        Err(SrsError::InvalidPoint { section, index, .. }) => assert_eq!((section, index), ("l", 0)),
+        other => panic!("expected an invalid point, got {:?}", other.err()),
+    }
+    // A .vk that belongs to another parameter set.
+    std::fs::write(&path, &bytes).unwrap();
+    let mut vk = std::fs::read(dir.path().join("p.vk")).unwrap();
+    vk[10] ^= 0x01;
+    std::fs::write(dir.path().join("p.vk"), &vk).unwrap();
+    assert!(matches!(load_srs(&path), Err(SrsError::Mismatch { .. })));
+    // Missing.
+    assert!(matches!(load_srs(&dir.path().join("nope.params")), Err(SrsError::Missing { .. })));
+}
