@@ -1,0 +1,170 @@
+// Pippenger multi-scalar multiplication for G1 and G2, all on the GPU.
+//
+// 1. msm_classify: scalars leave Montgomery form in place; 0s are dropped, 1s go to the batch
+//    addition (batch_add.cu), the rest to Pippenger.
+// 2. msm_digits: signed c-bit digits, d in [-2^(c-1), 2^(c-1)]; digit d != 0 means bucket |d|-1 of
+//    its window, with the point negated when d < 0. Bucket sizes are counted with atomics.
+// 3. scan (scan.cu) of the counts gives each bucket's slice of one list; msm_scatter fills it
+//    (a counting sort by bucket: the order inside a bucket does not matter).
+// 4. msm_accumulate: one thread per bucket sums its points (mixed XYZZ additions).
+// 5. msm_reduce_segments: window sum  sum_k (k+1) B_k  in segments of S buckets, one thread each:
+//    running sums from the top give T = sum (k-lo+1) B_k and R = sum B_k; the segment is worth
+//    T + lo*R.
+// 6. msm_reduce_groups: tree sum of the segments of each window; msm_to_jacobian hands the window
+//    sums to the host, which combines the windows (a few dozen point operations).
+#include "field.cuh"
+#include "curve.cuh"
+
+#define NO_BUCKET 0xffffffffu
+
+// Warp-aggregated append of `idx` to a list when `pred` holds: one atomic per warp.
+__device__ __forceinline__ void warp_append(bool pred, u32 idx, u32* list, u32* count) {
+    const u32 mask = __ballot_sync(0xffffffffu, pred);
+    if (mask == 0) return;
+    const u32 lane = threadIdx.x & 31;
+    const u32 leader = __ffs(mask) - 1;
+    u32 base = 0;
+    if (lane == leader) base = atomicAdd(count, (u32)__popc(mask));
+    base = __shfl_sync(0xffffffffu, base, leader);
+    if (pred) list[base + __popc(mask & ((1u << lane) - 1))] = idx;
+}
+
+// counts[0] = number of 1s, counts[1] = number of other non-zero scalars.
+extern "C" __global__ void msm_classify(Fr* scalars, u32 n, u32* ones, u32* rest, u32* counts) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    bool is_one = false, is_rest = false;
+    if (i < n) {
+        Fr s = Fr::from_mont(load_field(scalars + i));
+        store_field(scalars + i, s);
+        u32 hi = 0;
+#pragma unroll
+        for (int k = 1; k < Fr::N; k++) hi |= s.v[k];
+        is_one = hi == 0 && s.v[0] == 1;
+        is_rest = !is_one && !s.is_zero();
+    }
+    warp_append(is_one, i, ones, counts);
+    warp_append(is_rest, i, rest, counts + 1);
+}
+
+// digits[w*m + k] = bucket id (window*B + |d|-1) | sign << 31, or NO_BUCKET; counts[bucket]++.
+extern "C" __global__ void msm_digits(const Fr* scalars, const u32* rest, u32 m, u32 c, u32 nw,
+                                      u32* digits, u32* counts) {
+    const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= m) return;
+    const Fr s = load_field(scalars + rest[k]);
+    const u32 B = 1u << (c - 1);
+    const u64 mask = (1ull << c) - 1;
+    u32 carry = 0;
+    for (u32 w = 0; w < nw; w++) {
+        const u32 pos = w * c;
+        const u32 l = pos >> 5, off = pos & 31;
+        u64 two = 0;
+        if (l < 8) two = s.v[l];
+        if (l + 1 < 8) two |= (u64)s.v[l + 1] << 32;
+        u32 d = (u32)((two >> off) & mask) + carry;
+        u32 bucket = NO_BUCKET;
+        if (d > B) {
+            carry = 1;
+            d = (1u << c) - d;  // magnitude of the negative digit
+            bucket = (w * B + d - 1) | 0x80000000u;
+        } else {
+            carry = 0;
+            if (d != 0) bucket = w * B + d - 1;
+        }
+        digits[(u64)w * m + k] = bucket;
+        if (bucket != NO_BUCKET) atomicAdd(counts + (bucket & 0x7fffffffu), 1u);
+    }
+}
+
+// list[cursor[bucket]++] = point index | sign << 31.
+extern "C" __global__ void msm_scatter(const u32* digits, const u32* rest, u32 m, u32 nw, u32* cursor, u32* list) {
+    const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= m) return;
+    const u32 idx = rest[k];
+    for (u32 w = 0; w < nw; w++) {
+        const u32 b = digits[(u64)w * m + k];
+        if (b == NO_BUCKET) continue;
+        const u32 pos = atomicAdd(cursor + (b & 0x7fffffffu), 1u);
+        list[pos] = idx | (b & 0x80000000u);
+    }
+}
+
+template <class F>
+__device__ void accumulate(const Affine<F>* bases, const u32* list, const u32* offsets, u32 nb, Xyzz<F>* buckets) {
+    const u32 b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb) return;
+    Xyzz<F> acc = Xyzz<F>::inf();
+    const u32 end = offsets[b + 1];
+    for (u32 k = offsets[b]; k < end; k++) {
+        const u32 e = list[k];
+        Affine<F> p = load_affine(bases + (e & 0x7fffffffu));
+        if (e & 0x80000000u) p.y = F::neg(p.y);
+        acc = Xyzz<F>::madd(acc, p);
+    }
+    store_xyzz(buckets + b, acc);
+}
+
+// Segment [lo, lo+S) of window w, worth sum_{k in segment} (k+1) B_k.
+template <class F>
+__device__ void reduce_segments(const Xyzz<F>* buckets, u32 nw, u32 B, u32 S, Xyzz<F>* out) {
+    const u32 segs = B / S;
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nw * segs) return;
+    const u32 w = t / segs, s = t % segs;
+    const Xyzz<F>* bk = buckets + (u64)w * B + (u64)s * S;
+    Xyzz<F> R = Xyzz<F>::inf(), T = Xyzz<F>::inf();
+    for (int k = (int)S - 1; k >= 0; k--) {
+        R = Xyzz<F>::add(R, load_xyzz(bk + k));
+        T = Xyzz<F>::add(T, R);
+    }
+    // T += lo * R by double-and-add, lo = s*S.
+    u32 lo = s * S;
+    Xyzz<F> acc = Xyzz<F>::inf();
+    for (int bit = 31; bit >= 0; bit--) {
+        acc = Xyzz<F>::dbl(acc);
+        if ((lo >> bit) & 1) acc = Xyzz<F>::add(acc, R);
+    }
+    store_xyzz(out + t, Xyzz<F>::add(T, acc));
+}
+
+// out[g*m_out + j] = sum of in[g*m_in + j*G .. +G) (clipped to m_in), m_out = ceil(m_in/G).
+template <class F>
+__device__ void reduce_groups(const Xyzz<F>* in, Xyzz<F>* out, u32 groups, u32 m_in, u32 G) {
+    const u32 m_out = (m_in + G - 1) / G;
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= groups * m_out) return;
+    const u32 g = t / m_out, j = t % m_out;
+    const u32 start = j * G, end = min(start + G, m_in);
+    Xyzz<F> acc = Xyzz<F>::inf();
+    for (u32 k = start; k < end; k++) acc = Xyzz<F>::add(acc, load_xyzz(in + (u64)g * m_in + k));
+    store_xyzz(out + t, acc);
+}
+
+template <class F>
+__device__ void to_jacobian(const Xyzz<F>* in, F* out, u32 n) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    F j[3];
+    load_xyzz(in + t).to_jacobian(j);
+    store_field(out + 3 * t, j[0]);
+    store_field(out + 3 * t + 1, j[1]);
+    store_field(out + 3 * t + 2, j[2]);
+}
+
+#define MSM_KERNELS(G, F)                                                                                     \
+    extern "C" __global__ void msm_accumulate_##G(const Affine<F>* bases, const u32* list, const u32* offsets, \
+                                                  u32 nb, Xyzz<F>* buckets) {                                 \
+        accumulate<F>(bases, list, offsets, nb, buckets);                                                     \
+    }                                                                                                         \
+    extern "C" __global__ void msm_reduce_segments_##G(const Xyzz<F>* buckets, u32 nw, u32 B, u32 S,         \
+                                                       Xyzz<F>* out) {                                        \
+        reduce_segments<F>(buckets, nw, B, S, out);                                                           \
+    }                                                                                                         \
+    extern "C" __global__ void msm_reduce_groups_##G(const Xyzz<F>* in, Xyzz<F>* out, u32 groups, u32 m_in,   \
+                                                     u32 gsize) {                                             \
+        reduce_groups<F>(in, out, groups, m_in, gsize);                                                       \
+    }                                                                                                         \
+    extern "C" __global__ void msm_to_jacobian_##G(const Xyzz<F>* in, F* out, u32 n) { to_jacobian<F>(in, out, n); }
+
+MSM_KERNELS(g1, Fp)
+MSM_KERNELS(g2, Fp2)

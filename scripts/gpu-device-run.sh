@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs the GPU tests and benchmark on the device machine from binaries carried in carry/
+# (built on the dev machine: the test binary of tests/gpu_kernels.rs as carry/gpu_kernels and a
+# `cuzk bench gpu` equivalent as carry/bench). Logs go to $OUT when set.
+#   scripts/gpu-device-run.sh [tests] [bench ARGS...]
+set -uo pipefail
+OUT="${OUT:-/tmp}"
+export CUZK_GPU_CACHE="$PWD/carry/cache"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,utilization.gpu --format=csv,noheader
+if [ "${1:-}" = tests ]; then
+    shift
+    timeout "${TEST_TIMEOUT:-240}" carry/gpu_kernels --test-threads=2 --nocapture 2>&1 | tee "$OUT/tests.log" | grep -E "^test |test result|panicked|seed|assert" | tail -40
+fi
+if [ "${1:-}" = bench ]; then
+    shift
+    timeout "${BENCH_TIMEOUT:-300}" carry/bench "$@" 2>&1 | tee "$OUT/bench.log"
+fi

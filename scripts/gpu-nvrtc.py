@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""Compiles cuda/ through NVRTC to PTX for sm_90, exactly as src/gpu/compile.rs assembles it.
+
+usage: gpu-nvrtc.py LIBNVRTC OUT.ptx
+The file order and the dropped `#include "..."` lines must match SOURCES in src/gpu/compile.rs.
+"""
+import ctypes, re, sys
+
+SOURCES = ["field.cuh", "fp2.cuh", "curve.cuh", "ntt.cu", "scan.cu", "msm.cu", "batch_add.cu"]
+OPTIONS = [b"--gpu-architecture=compute_90", b"--std=c++17", b"-default-device"]
+
+def main():
+    lib = ctypes.CDLL(sys.argv[1])
+    src = "".join(re.sub(r'^#include ".*"$', "", open(f"cuda/{f}").read(), flags=re.M) + "\n" for f in SOURCES)
+    prog = ctypes.c_void_p()
+    assert lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"cuzk.cu", 0, None, None) == 0
+    opts = (ctypes.c_char_p * len(OPTIONS))(*OPTIONS)
+    rc = lib.nvrtcCompileProgram(prog, len(OPTIONS), opts)
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    if log.value.strip():
+        print(log.value.decode(), file=sys.stderr)
+    if rc != 0:
+        sys.exit(f"nvrtc failed: {rc}")
+    lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
+    ptx = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetPTX(prog, ptx)
+    open(sys.argv[2], "wb").write(ptx.value)
+
+main()

@@ -1,0 +1,193 @@
+//! [`GpuBackend`]: the prover's NTT/MSM boundary on one CUDA device.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Mutex, MutexGuard};
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use ff::Field;
+use group::Group;
+
+use super::device::{DevBuf, DeviceInfo, Gpu};
+use super::msm::{self, Curve};
+use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
+use super::GpuError;
+use crate::prover::{Backend, ProverError};
+
+/// Identifies a host base slice: address, length, group and a fingerprint of its first and last
+/// points, so that a freed and reused address with other points is not mistaken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct BaseKey {
+    addr: usize,
+    len: usize,
+    curve: Curve,
+    print: u64,
+}
+
+impl BaseKey {
+    fn new(bytes: &[u8], n: usize, curve: Curve) -> Self {
+        let pb = curve.affine_bytes();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let k = n.min(2) * pb;
+        bytes[..k].hash(&mut h);
+        bytes[bytes.len() - k..].hash(&mut h);
+        BaseKey { addr: bytes.as_ptr() as usize, len: n, curve, print: h.finish() }
+    }
+}
+
+struct State {
+    gpu: Gpu,
+    /// Parameter bases resident on the device (they live as long as the process).
+    bases: HashMap<BaseKey, DevBuf>,
+    /// NTT tables per log2 domain size.
+    domains: HashMap<u32, Domain>,
+}
+
+/// NTTs and MSMs on one CUDA device. Calls are serialised on the device (one stream).
+pub struct GpuBackend {
+    info: DeviceInfo,
+    state: Mutex<State>,
+}
+
+fn bytes_of<T>(v: &[T]) -> &[u8] {
+    // SAFETY: only used for blstrs affine points (repr(transparent) over blst's affine structs:
+    // plain u64 limbs, no padding); any byte view of initialised memory is valid.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+impl GpuBackend {
+    /// Opens CUDA device `ordinal` and loads the kernels.
+    pub fn new(ordinal: usize) -> Result<Self, GpuError> {
+        let gpu = Gpu::open(ordinal)?;
+        let info = gpu.info.clone();
+        Ok(GpuBackend { info, state: Mutex::new(State { gpu, bases: HashMap::new(), domains: HashMap::new() }) })
+    }
+
+    /// The device this backend runs on.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, State>, GpuError> {
+        self.state.lock().map_err(|_| GpuError::Cuda { context: "lock", message: "a previous GPU call panicked".into() })
+    }
+
+    /// Drops the resident bases (and NTT tables), freeing their device memory.
+    pub fn clear_cache(&self) -> Result<(), GpuError> {
+        let mut s = self.lock()?;
+        s.bases.clear();
+        s.domains.clear();
+        Ok(())
+    }
+
+    fn domain<'a>(s: &'a mut State, lg: u32) -> Result<&'a Domain, GpuError> {
+        if !s.domains.contains_key(&lg) {
+            let d = Domain::new(&s.gpu, lg)?;
+            s.domains.insert(lg, d);
+        }
+        s.domains.get(&lg).ok_or_else(|| GpuError::Input("domain cache".into()))
+    }
+
+    /// In-place natural-order NTT of `values` (length a power of two, ≤ 2^28), with the same
+    /// roots as the CPU prover. `inverse` includes the 1/n; `coset` uses the coset g·H with
+    /// g = 7 (for an inverse, it interpolates from that coset).
+    pub fn ntt(&self, values: &mut [Scalar], inverse: bool, coset: bool) -> Result<(), GpuError> {
+        let n = values.len();
+        if !n.is_power_of_two() {
+            return Err(GpuError::Input(format!("NTT size {n} is not a power of two")));
+        }
+        let lg = n.trailing_zeros();
+        let mut s = self.lock()?;
+        Self::domain(&mut s, lg)?;
+        let s = &*s;
+        let d = s.domains.get(&lg).ok_or_else(|| GpuError::Input("domain cache".into()))?;
+        let data = s.gpu.upload_new(scalar_bytes(values))?;
+        let out = s.gpu.alloc(n * FR_BYTES)?;
+        d.transform(&s.gpu, &data, &out, inverse, coset)?;
+        s.gpu.download(&out, scalar_bytes_mut(values))
+    }
+
+    fn quotient_gpu(&self, a: Vec<Scalar>, b: Vec<Scalar>, c: Vec<Scalar>) -> Result<Vec<Scalar>, GpuError> {
+        let n = a.len();
+        if b.len() != n || c.len() != n {
+            return Err(GpuError::Input("A, B and C have different lengths".into()));
+        }
+        let m = n.next_power_of_two().max(2);
+        let lg = m.trailing_zeros();
+        let mut s = self.lock()?;
+        Self::domain(&mut s, lg)?;
+        let s = &*s;
+        let d = s.domains.get(&lg).ok_or_else(|| GpuError::Input("domain cache".into()))?;
+        let gpu = &s.gpu;
+        let load = |v: &[Scalar]| -> Result<DevBuf, GpuError> {
+            let mut buf = gpu.alloc(m * FR_BYTES)?;
+            gpu.upload(&mut buf, scalar_bytes(v))?;
+            gpu.zero_range(&mut buf, n * FR_BYTES, (m - n) * FR_BYTES)?;
+            Ok(buf)
+        };
+        let mut bufs = [load(&a)?, load(&b)?, load(&c)?, gpu.alloc(m * FR_BYTES)?];
+        drop((a, b, c));
+        d.quotient(gpu, &mut bufs)?;
+        let mut h = vec![Scalar::ZERO; m - 1];
+        gpu.download(&bufs[0], scalar_bytes_mut(&mut h))?;
+        Ok(h)
+    }
+
+    fn msm_parts(&self, curve: Curve, base_bytes: &[u8], n: usize, scalars: &[Scalar]) -> Result<msm::MsmParts, GpuError> {
+        if scalars.len() != n {
+            return Err(GpuError::Input(format!("{n} bases for {} scalars", scalars.len())));
+        }
+        let mut s = self.lock()?;
+        let key = BaseKey::new(base_bytes, n, curve);
+        if !s.bases.contains_key(&key) {
+            let buf = match s.gpu.upload_new(base_bytes) {
+                Err(e) if e.is_out_of_memory() && !s.bases.is_empty() => {
+                    // Make room by dropping the other resident bases, then try once more.
+                    s.bases.clear();
+                    s.gpu.upload_new(base_bytes)?
+                }
+                r => r?,
+            };
+            s.bases.insert(key, buf);
+        }
+        let s = &*s;
+        let bases = s.bases.get(&key).ok_or_else(|| GpuError::Input("base cache".into()))?;
+        msm::msm(&s.gpu, curve, bases, n, scalar_bytes(scalars))
+    }
+
+    /// Σ scalars[i]·bases[i] in G1 on the GPU.
+    pub fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, GpuError> {
+        if bases.is_empty() && scalars.is_empty() {
+            return Ok(G1Projective::identity());
+        }
+        let parts = self.msm_parts(Curve::G1, bytes_of(bases), bases.len(), scalars)?;
+        Ok(msm::finish_g1(&parts))
+    }
+
+    /// Σ scalars[i]·bases[i] in G2 on the GPU.
+    pub fn msm_g2_gpu(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, GpuError> {
+        if bases.is_empty() && scalars.is_empty() {
+            return Ok(G2Projective::identity());
+        }
+        let parts = self.msm_parts(Curve::G2, bytes_of(bases), bases.len(), scalars)?;
+        Ok(msm::finish_g2(&parts))
+    }
+}
+
+impl Backend for GpuBackend {
+    fn name(&self) -> String {
+        format!("cuda:{} {}", self.info.ordinal, self.info.name)
+    }
+
+    fn quotient(&self, a: Vec<Scalar>, b: Vec<Scalar>, c: Vec<Scalar>) -> Result<Vec<Scalar>, ProverError> {
+        Ok(self.quotient_gpu(a, b, c)?)
+    }
+
+    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError> {
+        Ok(self.msm_g1_gpu(bases, scalars)?)
+    }
+
+    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, ProverError> {
+        Ok(self.msm_g2_gpu(bases, scalars)?)
+    }
+}

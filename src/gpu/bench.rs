@@ -1,0 +1,239 @@
+//! `cuzk bench gpu`: our MSM and NTT times on this GPU next to sppark's reference figures
+//! (ANCHORS.md, same H200). Bases are random points tiled on the device from 4096; scalars are
+//! uniformly random, read from pinned host memory; NTT data is on the device.
+
+use std::time::Instant;
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use ff::Field;
+use group::{prime::PrimeCurveAffine, Curve as _, Group};
+use rand::{rngs::StdRng, SeedableRng};
+use rayon::prelude::*;
+
+use super::device::{DevBuf, Gpu};
+use super::msm::{self, Curve};
+use super::ntt::{scalar_bytes, Domain, FR_BYTES};
+
+/// Options of `cuzk bench gpu`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GpuBenchArgs {
+    /// log2 sizes of the G1 MSMs.
+    #[arg(long, value_delimiter = ',', default_value = "20,22,24,26,27")]
+    pub g1: Vec<u32>,
+    /// log2 sizes of the G2 MSMs.
+    #[arg(long, value_delimiter = ',', default_value = "20,22,24,26")]
+    pub g2: Vec<u32>,
+    /// log2 sizes of the NTTs.
+    #[arg(long, value_delimiter = ',', default_value = "20,22,24,26,27")]
+    pub ntt: Vec<u32>,
+    /// Timed runs per measurement (after one warm-up).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Also check each MSM's smallest size against the CPU (blst).
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// sppark 0.1.15 on the project's H200 (ANCHORS.md), milliseconds.
+fn sppark_ms(op: &str, lg: u32) -> Option<f64> {
+    let t: &[(u32, f64)] = match op {
+        "G1 MSM" => &[(20, 22.7), (22, 55.5), (24, 162.5), (26, 569.4), (27, 1110.9)],
+        "G2 MSM" => &[(20, 50.0), (22, 141.0), (24, 457.5), (26, 1653.3)],
+        "NTT" => &[(20, 0.29), (24, 4.74), (26, 23.81), (27, 44.35)],
+        "coset NTT" => &[(20, 0.33), (24, 5.35), (26, 26.20), (27, 49.14)],
+        _ => &[],
+    };
+    t.iter().find(|(k, _)| *k == lg).map(|(_, v)| *v)
+}
+
+struct Row {
+    op: &'static str,
+    lg: u32,
+    ms: Vec<f64>,
+    note: String,
+}
+
+fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    (s[s.len() / 2], s[0], s[s.len() - 1])
+}
+
+fn random_scalars(n: usize, seed: u64) -> Vec<Scalar> {
+    let mut v = vec![Scalar::ZERO; n];
+    v.par_chunks_mut(1 << 16).enumerate().for_each(|(k, c)| {
+        let mut rng = StdRng::seed_from_u64(seed ^ (k as u64).wrapping_mul(0x9e3779b97f4a7c15));
+        c.iter_mut().for_each(|s| *s = Scalar::random(&mut rng));
+    });
+    v
+}
+
+const TILE: usize = 4096;
+
+fn random_g1(n: usize, seed: u64) -> Vec<G1Affine> {
+    let p: Vec<G1Projective> = (0..n)
+        .into_par_iter()
+        .map(|i| G1Projective::random(StdRng::seed_from_u64(seed + i as u64)))
+        .collect();
+    let mut a = vec![G1Affine::identity(); n];
+    G1Projective::batch_normalize(&p, &mut a);
+    a
+}
+
+fn random_g2(n: usize, seed: u64) -> Vec<G2Affine> {
+    let p: Vec<G2Projective> = (0..n)
+        .into_par_iter()
+        .map(|i| G2Projective::random(StdRng::seed_from_u64(seed + i as u64)))
+        .collect();
+    let mut a = vec![G2Affine::identity(); n];
+    G2Projective::batch_normalize(&p, &mut a);
+    a
+}
+
+fn as_bytes<T>(v: &[T]) -> &[u8] {
+    // SAFETY: blstrs points are plain u64 limbs without padding; a byte view is valid.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// `n` bases on the device: `tile` repeated.
+fn tiled(gpu: &Gpu, tile: &[u8], n: usize, point: usize) -> anyhow::Result<DevBuf> {
+    let mut buf = gpu.alloc(n * point)?;
+    let first = tile.len().min(n * point);
+    gpu.upload(&mut buf, &tile[..first])?;
+    let mut have = first;
+    while have < n * point {
+        let len = have.min(n * point - have);
+        gpu.copy_within(&mut buf, 0, have, len)?;
+        have += len;
+    }
+    gpu.sync()?;
+    Ok(buf)
+}
+
+fn bench_msm(gpu: &Gpu, curve: Curve, sizes: &[u32], args: &GpuBenchArgs, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let (op, tile_bytes, g1, g2) = match curve {
+        Curve::G1 => {
+            let t = random_g1(TILE, 1);
+            (("G1 MSM"), as_bytes(&t).to_vec(), t, Vec::new())
+        }
+        Curve::G2 => {
+            let t = random_g2(TILE, 2);
+            (("G2 MSM"), as_bytes(&t).to_vec(), Vec::new(), t)
+        }
+    };
+    for (i, &lg) in sizes.iter().enumerate() {
+        let n = 1usize << lg;
+        let bases = tiled(gpu, &tile_bytes, n, curve.affine_bytes())?;
+        // Scalars in pinned memory, as sppark's figures were taken.
+        let host = random_scalars(n, 7 + lg as u64);
+        let mut pinned = gpu.pinned(n * FR_BYTES)?;
+        pinned.as_mut_slice()?.copy_from_slice(scalar_bytes(&host));
+        let sc = pinned.as_slice()?;
+        let mut note = String::new();
+        let mut ms = Vec::new();
+        let mut result = None;
+        for run in 0..=args.runs {
+            gpu.sync()?;
+            let t0 = Instant::now();
+            let parts = msm::msm(gpu, curve, &bases, n, sc)?;
+            let r = match curve {
+                Curve::G1 => (Some(msm::finish_g1(&parts)), None),
+                Curve::G2 => (None, Some(msm::finish_g2(&parts))),
+            };
+            let dt = t0.elapsed().as_secs_f64() * 1e3;
+            if run > 0 {
+                ms.push(dt);
+            }
+            note = format!("c={}", parts.window_bits);
+            result = Some(r);
+        }
+        if args.check && i == 0 {
+            let ok = match (curve, result) {
+                (Curve::G1, Some((Some(got), _))) => {
+                    let b: Vec<G1Affine> = (0..n).map(|k| g1[k % TILE]).collect();
+                    crate::prover::msm::msm_g1(&b, &host) == got
+                }
+                (Curve::G2, Some((_, Some(got)))) => {
+                    let b: Vec<G2Affine> = (0..n).map(|k| g2[k % TILE]).collect();
+                    crate::prover::msm::msm_g2(&b, &host) == got
+                }
+                _ => false,
+            };
+            note.push_str(if ok { " check=ok" } else { " check=FAIL" });
+            if !ok {
+                anyhow::bail!("{op} 2^{lg}: GPU result differs from the CPU");
+            }
+        }
+        eprintln!("{op} 2^{lg}: {ms:.1?} ms {note}");
+        rows.push(Row { op, lg, ms, note });
+    }
+    Ok(())
+}
+
+fn bench_ntt(gpu: &Gpu, sizes: &[u32], args: &GpuBenchArgs, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    for &lg in sizes {
+        let n = 1usize << lg;
+        let dom = Domain::new(gpu, lg)?;
+        let data = gpu.upload_new(scalar_bytes(&random_scalars(n, 11)))?;
+        let out = gpu.alloc(n * FR_BYTES)?;
+        for (op, coset) in [("NTT", false), ("coset NTT", true)] {
+            let mut ms = Vec::new();
+            for run in 0..=args.runs {
+                gpu.sync()?;
+                let t0 = Instant::now();
+                dom.transform(gpu, &data, &out, false, coset)?;
+                gpu.sync()?;
+                if run > 0 {
+                    ms.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            eprintln!("{op} 2^{lg}: {ms:.2?} ms");
+            rows.push(Row { op, lg, ms, note: String::new() });
+        }
+    }
+    Ok(())
+}
+
+/// Runs the benchmark and prints the table.
+pub fn run(args: GpuBenchArgs) -> anyhow::Result<()> {
+    let gpu = Gpu::open(args.device)?;
+    let i = &gpu.info;
+    println!(
+        "device {}: {} ({} SMs, {:.0} GiB, sm_{}, driver {}), kernels {} in {:.0} ms",
+        i.ordinal,
+        i.name,
+        i.sm_count,
+        i.total_mem as f64 / (1u64 << 30) as f64,
+        i.arch,
+        i.driver_version,
+        if i.module_cached { "from cache" } else { "compiled" },
+        i.module_ms
+    );
+    let mut rows = Vec::new();
+    bench_ntt(&gpu, &args.ntt, &args, &mut rows)?;
+    bench_msm(&gpu, Curve::G1, &args.g1, &args, &mut rows)?;
+    bench_msm(&gpu, Curve::G2, &args.g2, &args, &mut rows)?;
+    println!("{} timed runs each after a warm-up; ours = median (min–max)", args.runs);
+    println!("{:<10} {:>5} {:>12} {:>19} {:>10} {:>7}  {}", "op", "size", "ours ms", "min–max", "sppark ms", "ratio", "note");
+    for r in &rows {
+        let (med, lo, hi) = stats(&r.ms);
+        let (sp, ratio) = match sppark_ms(r.op, r.lg) {
+            Some(s) => (format!("{s:.2}"), format!("{:.2}", med / s)),
+            None => ("–".into(), "–".into()),
+        };
+        println!(
+            "{:<10} {:>5} {:>12.2} {:>19} {:>10} {:>7}  {}",
+            r.op,
+            format!("2^{}", r.lg),
+            med,
+            format!("{lo:.2}–{hi:.2}"),
+            sp,
+            ratio,
+            r.note
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,274 @@
+//! One CUDA device: discovery, the context and stream, the compiled module and its kernels,
+//! device buffers and pinned host buffers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::sys::{CUdevice_attribute, CUresult};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice,
+    PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+
+use super::compile;
+use super::error::{Ctx, GpuError};
+
+/// What the backend reports about its device.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    /// CUDA ordinal.
+    pub ordinal: usize,
+    /// Marketing name, e.g. "NVIDIA H200".
+    pub name: String,
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Total device memory in bytes.
+    pub total_mem: usize,
+    /// Compute capability as major*10 + minor (90 for Hopper).
+    pub arch: u32,
+    /// The driver's CUDA version (cuDriverGetVersion), e.g. 13000.
+    pub driver_version: i32,
+    /// Milliseconds spent getting the kernels (NVRTC or cache) and loading them.
+    pub module_ms: f64,
+    /// Whether the cubin came from the on-disk cache.
+    pub module_cached: bool,
+}
+
+/// Kernels looked up once from the module.
+const KERNELS: &[&str] = &[
+    "pow_tables",
+    "ntt_dif_pass",
+    "ntt_bitrev_scale",
+    "ntt_scale_powers",
+    "quotient_pointwise",
+    "scan_blocks",
+    "scan_add",
+    "msm_classify",
+    "msm_digits",
+    "msm_scatter",
+    "msm_accumulate_g1",
+    "msm_accumulate_g2",
+    "msm_reduce_segments_g1",
+    "msm_reduce_segments_g2",
+    "msm_reduce_groups_g1",
+    "msm_reduce_groups_g2",
+    "msm_to_jacobian_g1",
+    "msm_to_jacobian_g2",
+    "batch_add_g1",
+    "batch_add_g2",
+];
+
+/// A device buffer of raw bytes; kernels get its address.
+pub struct DevBuf {
+    slice: CudaSlice<u8>,
+    ptr: u64,
+}
+
+impl DevBuf {
+    /// The device address (what kernels take).
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.slice.len()
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.slice.len() == 0
+    }
+}
+
+/// A context, one stream and the loaded kernels. All work is issued on the one stream, in
+/// order, so no cross-stream events are needed.
+pub struct Gpu {
+    /// The device.
+    pub info: DeviceInfo,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    funcs: HashMap<&'static str, CudaFunction>,
+}
+
+/// Number of CUDA devices, or why there are none. Never panics, also without libcuda.
+pub fn device_count() -> Result<usize, GpuError> {
+    // SAFETY: only tries to load libcuda; cudarc panics on the first driver call without it.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(GpuError::NoDevice("libcuda (the NVIDIA driver) is not installed".into()));
+    }
+    match CudaContext::device_count() {
+        Ok(n) if n > 0 => Ok(n as usize),
+        Ok(_) => Err(GpuError::NoDevice("the driver reports no CUDA device".into())),
+        Err(e) if e.0 == CUresult::CUDA_ERROR_NO_DEVICE => {
+            Err(GpuError::NoDevice("the driver reports no CUDA device".into()))
+        }
+        Err(e) => Err(GpuError::NoDevice(format!("cuInit failed: {e:?}"))),
+    }
+}
+
+impl Gpu {
+    /// Opens device `ordinal`, compiles (or loads from cache) and loads the kernels.
+    pub fn open(ordinal: usize) -> Result<Gpu, GpuError> {
+        device_count()?;
+        let ctx = CudaContext::new(ordinal).ctx("cuCtxCreate")?;
+        // SAFETY: every buffer and kernel of this context is used on `stream` only, in issue
+        // order, and host reads synchronize the stream first; per-buffer events would add
+        // nothing but overhead.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let name = ctx.name().ctx("cuDeviceGetName")?;
+        let (major, minor) = ctx.compute_capability().ctx("compute capability")?;
+        let sm_count = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .ctx("SM count")? as u32;
+        let total_mem = ctx.total_mem().ctx("cuDeviceTotalMem")?;
+        let mut driver_version = 0i32;
+        // SAFETY: valid out pointer; the driver library is loaded (device_count succeeded).
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) }
+            .result()
+            .ctx("cuDriverGetVersion")?;
+        let arch = (major * 10 + minor) as u32;
+        let t0 = Instant::now();
+        let (bin, cached) = compile::cubin(arch, driver_version)?;
+        let module = ctx.load_module(Ptx::from_binary(bin)).ctx("cuModuleLoadData")?;
+        let mut funcs = HashMap::new();
+        for &k in KERNELS {
+            funcs.insert(k, module.load_function(k).ctx("cuModuleGetFunction")?);
+        }
+        let info = DeviceInfo {
+            ordinal,
+            name,
+            sm_count,
+            total_mem,
+            arch,
+            driver_version,
+            module_ms: t0.elapsed().as_secs_f64() * 1e3,
+            module_cached: cached,
+        };
+        Ok(Gpu { info, ctx, stream, funcs })
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn mem_info(&self) -> Result<(usize, usize), GpuError> {
+        self.ctx.mem_get_info().ctx("cuMemGetInfo")
+    }
+
+    /// Uninitialised device buffer of `bytes` bytes (at least 1, so that its address is valid).
+    pub fn alloc(&self, bytes: usize) -> Result<DevBuf, GpuError> {
+        // SAFETY: the contents are uninitialised device memory; every user writes before reading.
+        let slice = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.ctx("cuMemAlloc")?;
+        let ptr = slice.device_ptr(&self.stream).0;
+        Ok(DevBuf { slice, ptr })
+    }
+
+    /// Zero-filled device buffer.
+    pub fn alloc_zeroed(&self, bytes: usize) -> Result<DevBuf, GpuError> {
+        let slice = self.stream.alloc_zeros::<u8>(bytes.max(1)).ctx("cuMemAlloc")?;
+        let ptr = slice.device_ptr(&self.stream).0;
+        Ok(DevBuf { slice, ptr })
+    }
+
+    /// Copies `src` to the start of `dst`.
+    pub fn upload(&self, dst: &mut DevBuf, src: &[u8]) -> Result<(), GpuError> {
+        if src.len() > dst.len() {
+            return Err(GpuError::Input(format!("upload of {} bytes into {}", src.len(), dst.len())));
+        }
+        let mut view = dst.slice.slice_mut(0..src.len());
+        self.stream.memcpy_htod(src, &mut view).ctx("cuMemcpyHtoD")
+    }
+
+    /// New device buffer holding `src`.
+    pub fn upload_new(&self, src: &[u8]) -> Result<DevBuf, GpuError> {
+        let mut b = self.alloc(src.len())?;
+        self.upload(&mut b, src)?;
+        Ok(b)
+    }
+
+    /// Copies the first `dst.len()` bytes of `src` to the host (synchronous).
+    pub fn download(&self, src: &DevBuf, dst: &mut [u8]) -> Result<(), GpuError> {
+        if dst.len() > src.len() {
+            return Err(GpuError::Input(format!("download of {} bytes from {}", dst.len(), src.len())));
+        }
+        let view = src.slice.slice(0..dst.len());
+        self.stream.memcpy_dtoh(&view, dst).ctx("cuMemcpyDtoH")?;
+        self.sync()
+    }
+
+    /// Device-to-device copy of `bytes` bytes.
+    pub fn copy(&self, src: &DevBuf, dst: &mut DevBuf, bytes: usize) -> Result<(), GpuError> {
+        if bytes > src.len() || bytes > dst.len() {
+            return Err(GpuError::Input("device copy out of bounds".into()));
+        }
+        let s = src.slice.slice(0..bytes);
+        let mut d = dst.slice.slice_mut(0..bytes);
+        self.stream.memcpy_dtod(&s, &mut d).ctx("cuMemcpyDtoD")
+    }
+
+    /// Copies `bytes` bytes inside `buf` from offset `src` to offset `dst` (ranges must not
+    /// overlap); used to tile benchmark bases.
+    pub fn copy_within(&self, buf: &mut DevBuf, src: usize, dst: usize, bytes: usize) -> Result<(), GpuError> {
+        if src.max(dst) + bytes > buf.len() || (src < dst + bytes && dst < src + bytes) {
+            return Err(GpuError::Input("copy_within out of bounds or overlapping".into()));
+        }
+        // SAFETY: both ranges lie inside the live allocation and do not overlap (checked above);
+        // the copy is ordered on our stream like every other use of the buffer.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                buf.ptr + dst as u64,
+                buf.ptr + src as u64,
+                bytes,
+                self.stream.cu_stream(),
+            )
+        }
+        .ctx("cuMemcpyDtoDAsync")
+    }
+
+    /// Sets `bytes` bytes from offset `from` to zero.
+    pub fn zero_range(&self, buf: &mut DevBuf, from: usize, bytes: usize) -> Result<(), GpuError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        if from + bytes > buf.len() {
+            return Err(GpuError::Input("memset out of bounds".into()));
+        }
+        let mut v = buf.slice.slice_mut(from..from + bytes);
+        self.stream.memset_zeros(&mut v).ctx("cuMemsetD8")
+    }
+
+    /// Page-locked host buffer of `len` bytes (fast, asynchronous-capable transfers).
+    pub fn pinned(&self, len: usize) -> Result<PinnedHostSlice<u8>, GpuError> {
+        // SAFETY: the contents are uninitialised; callers fill it before use.
+        unsafe { self.ctx.alloc_pinned::<u8>(len.max(1)) }.ctx("cuMemHostAlloc")
+    }
+
+    /// Waits for all work issued so far.
+    pub fn sync(&self) -> Result<(), GpuError> {
+        self.stream.synchronize().ctx("cuStreamSynchronize")
+    }
+
+    /// Launches kernel `name` on a 1-D grid. Every argument is passed as a 64-bit value: device
+    /// addresses and u64 parameters as is; for a u32 parameter the driver reads the low four
+    /// bytes, which on a little-endian host are the value itself.
+    pub fn launch(&self, name: &'static str, grid: u64, block: u32, args: &[u64]) -> Result<(), GpuError> {
+        if grid == 0 {
+            return Ok(());
+        }
+        let grid = u32::try_from(grid).map_err(|_| GpuError::Input(format!("{name}: grid too large")))?;
+        let f = self
+            .funcs
+            .get(name)
+            .ok_or_else(|| GpuError::Compile(format!("kernel {name} missing from the module")))?;
+        let mut b = self.stream.launch_builder(f);
+        for a in args {
+            b.arg(a);
+        }
+        let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: each kernel's parameters are device pointers, u64 or u32 values, matched by
+        // the callers in ntt.rs/msm.rs to the kernel signatures; buffers outlive the launch
+        // because callers synchronize before dropping them (DevBuf drop frees asynchronously
+        // in stream order anyway).
+        unsafe { b.launch(cfg) }.ctx(name)?;
+        Ok(())
+    }
+}

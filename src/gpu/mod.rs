@@ -1,0 +1,42 @@
+//! The CUDA backend: our own BLS12-381 NTT and MSM kernels (`cuda/`), compiled at run time with
+//! NVRTC and driven through cudarc with dynamic loading, so the binary builds and runs on
+//! machines without CUDA (where [`try_backend`] returns [`GpuError::NoDevice`] and the caller
+//! uses the CPU backend).
+//!
+//! * [`compile`]: NVRTC → cubin for the device's architecture, cached on disk.
+//! * [`device`]: device discovery, context, stream, buffers, kernel launches.
+//! * [`ntt`], [`msm`]: host drivers of the kernels.
+//! * [`GpuBackend`]: implements [`crate::prover::Backend`].
+//! * [`bench`]: `cuzk bench gpu`.
+
+pub mod backend;
+pub mod bench;
+pub mod compile;
+pub mod device;
+mod error;
+pub mod msm;
+pub mod ntt;
+
+use std::sync::Arc;
+
+pub use backend::GpuBackend;
+pub use device::DeviceInfo;
+pub use error::GpuError;
+
+/// The GPU backend on device 0, or why there is none (print it and use the CPU backend).
+pub fn try_backend() -> Result<Arc<dyn crate::prover::Backend>, GpuError> {
+    Ok(Arc::new(GpuBackend::new(0)?))
+}
+
+/// Opens device 0 for tests: `None` (after printing "skipped: no CUDA device") when this
+/// machine has no usable GPU; other failures are returned.
+pub fn test_backend() -> Result<Option<GpuBackend>, GpuError> {
+    match GpuBackend::new(0) {
+        Ok(b) => Ok(Some(b)),
+        Err(GpuError::NoDevice(why)) => {
+            println!("skipped: no CUDA device ({why})");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,255 @@
+//! Host side of the MSM kernels (`cuda/msm.cu`, `cuda/batch_add.cu`, `cuda/scan.cu`).
+//!
+//! The device computes, per window, Σ_k (k+1)·B_k and, separately, the sum of the bases whose
+//! scalar is 1; the host adds the ≤ 26 window sums with doublings (microseconds).
+
+use blst::{blst_fp, blst_fp2, blst_p1, blst_p2};
+use blstrs::{G1Projective, G2Projective};
+use group::Group;
+
+use super::device::{DevBuf, Gpu};
+use super::GpuError;
+
+/// Which group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Curve {
+    /// G1 over Fp.
+    G1,
+    /// G2 over Fp2.
+    G2,
+}
+
+impl Curve {
+    /// Bytes of a base field element (Fp or Fp2).
+    fn field_bytes(self) -> usize {
+        match self {
+            Curve::G1 => 48,
+            Curve::G2 => 96,
+        }
+    }
+    /// Bytes of an affine point (blst layout: x, y).
+    pub fn affine_bytes(self) -> usize {
+        2 * self.field_bytes()
+    }
+    fn xyzz_bytes(self) -> usize {
+        4 * self.field_bytes()
+    }
+    fn jacobian_u64s(self) -> usize {
+        3 * self.field_bytes() / 8
+    }
+    fn kernel(self, which: Kernel) -> &'static str {
+        match (self, which) {
+            (Curve::G1, Kernel::Accumulate) => "msm_accumulate_g1",
+            (Curve::G2, Kernel::Accumulate) => "msm_accumulate_g2",
+            (Curve::G1, Kernel::Segments) => "msm_reduce_segments_g1",
+            (Curve::G2, Kernel::Segments) => "msm_reduce_segments_g2",
+            (Curve::G1, Kernel::Groups) => "msm_reduce_groups_g1",
+            (Curve::G2, Kernel::Groups) => "msm_reduce_groups_g2",
+            (Curve::G1, Kernel::Jacobian) => "msm_to_jacobian_g1",
+            (Curve::G2, Kernel::Jacobian) => "msm_to_jacobian_g2",
+            (Curve::G1, Kernel::BatchAdd) => "batch_add_g1",
+            (Curve::G2, Kernel::BatchAdd) => "batch_add_g2",
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kernel {
+    Accumulate,
+    Segments,
+    Groups,
+    Jacobian,
+    BatchAdd,
+}
+
+/// Points summed by one thread of the batch addition of ones.
+const ONES_PER_THREAD: u64 = 32;
+/// Points summed per thread and round of the tree reduction.
+const TREE_FANIN: u64 = 8;
+/// Buckets per thread in the window reduction.
+const SEGMENT: u32 = 16;
+
+/// Window width for `m` full scalars: about 32 points per bucket, so the bucket sums dominate
+/// and the per-window reduction (2 additions per bucket) stays small. `CUZK_MSM_C` overrides.
+pub fn window_bits(m: usize, curve: Curve) -> u32 {
+    if let Some(c) = std::env::var("CUZK_MSM_C").ok().and_then(|v| v.parse::<u32>().ok()) {
+        return c.clamp(4, 24);
+    }
+    let lg = usize::BITS - m.max(1).leading_zeros();
+    let c = lg.saturating_sub(if curve == Curve::G1 { 4 } else { 5 });
+    c.clamp(4, 22)
+}
+
+/// The pieces of one MSM, as Jacobian coordinates (blst limbs, Montgomery form).
+pub struct MsmParts {
+    /// Window width c.
+    pub window_bits: u32,
+    /// Σ over window w, lowest window first.
+    pub windows: Vec<Vec<u64>>,
+    /// Sum of the bases whose scalar is 1.
+    pub ones: Option<Vec<u64>>,
+}
+
+/// Sums `groups` runs of `m` XYZZ points each down to one point per run.
+fn reduce_tree(gpu: &Gpu, curve: Curve, mut buf: DevBuf, groups: u64, mut m: u64) -> Result<DevBuf, GpuError> {
+    while m > 1 {
+        let fan = TREE_FANIN.min(m);
+        let m_out = m.div_ceil(fan);
+        let out = gpu.alloc((groups * m_out) as usize * curve.xyzz_bytes())?;
+        gpu.launch(
+            curve.kernel(Kernel::Groups),
+            (groups * m_out).div_ceil(128),
+            128,
+            &[buf.ptr(), out.ptr(), groups, m, fan],
+        )?;
+        buf = out;
+        m = m_out;
+    }
+    Ok(buf)
+}
+
+fn to_jacobian(gpu: &Gpu, curve: Curve, buf: &DevBuf, count: usize) -> Result<Vec<Vec<u64>>, GpuError> {
+    let words = curve.jacobian_u64s();
+    let out = gpu.alloc(count * words * 8)?;
+    gpu.launch(curve.kernel(Kernel::Jacobian), (count as u64).div_ceil(64), 64, &[buf.ptr(), out.ptr(), count as u64])?;
+    let mut host = vec![0u64; count * words];
+    // SAFETY: viewing initialised u64s as bytes.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(host.as_mut_ptr().cast::<u8>(), host.len() * 8) };
+    gpu.download(&out, bytes)?;
+    Ok(host.chunks(words).map(|c| c.to_vec()).collect())
+}
+
+/// Exclusive prefix sum of `n` u32 values at `ptr`, in place.
+fn exclusive_scan(gpu: &Gpu, ptr: u64, n: u64) -> Result<(), GpuError> {
+    let blocks = n.div_ceil(1024);
+    let sums = gpu.alloc(blocks as usize * 4)?;
+    gpu.launch("scan_blocks", blocks, 1024, &[ptr, n, sums.ptr()])?;
+    if blocks > 1 {
+        exclusive_scan(gpu, sums.ptr(), blocks)?;
+        gpu.launch("scan_add", blocks, 1024, &[ptr, n, sums.ptr()])?;
+    }
+    gpu.sync()
+}
+
+/// Σ scalars[i]·bases[i] for `n` bases already on the device and `scalars` as raw blst_fr
+/// bytes (32 per scalar, Montgomery form).
+pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) -> Result<MsmParts, GpuError> {
+    if scalars.len() != n * 32 || bases.len() < n * curve.affine_bytes() {
+        return Err(GpuError::Input(format!("{} scalar bytes for {n} bases", scalars.len())));
+    }
+    if n >= (1usize << 31) {
+        return Err(GpuError::Input(format!("MSM of {n} points exceeds 2^31")));
+    }
+    let nn = n as u64;
+    let sc = gpu.upload_new(scalars)?;
+    let ones_idx = gpu.alloc(n * 4)?;
+    let rest_idx = gpu.alloc(n * 4)?;
+    let counts = gpu.alloc_zeroed(8)?;
+    gpu.launch("msm_classify", nn.div_ceil(256), 256, &[sc.ptr(), nn, ones_idx.ptr(), rest_idx.ptr(), counts.ptr()])?;
+    let mut cnt = [0u8; 8];
+    gpu.download(&counts, &mut cnt)?;
+    let n_ones = u32::from_le_bytes([cnt[0], cnt[1], cnt[2], cnt[3]]) as u64;
+    let m = u32::from_le_bytes([cnt[4], cnt[5], cnt[6], cnt[7]]) as u64;
+
+    let ones = if n_ones > 0 {
+        let threads = n_ones.div_ceil(ONES_PER_THREAD);
+        let partial = gpu.alloc(threads as usize * curve.xyzz_bytes())?;
+        gpu.launch(
+            curve.kernel(Kernel::BatchAdd),
+            threads.div_ceil(128),
+            128,
+            &[bases.ptr(), ones_idx.ptr(), n_ones, ONES_PER_THREAD, partial.ptr()],
+        )?;
+        let sum = reduce_tree(gpu, curve, partial, 1, threads)?;
+        to_jacobian(gpu, curve, &sum, 1)?.pop()
+    } else {
+        None
+    };
+    drop(ones_idx);
+
+    let c = window_bits(m as usize, curve);
+    if m == 0 {
+        return Ok(MsmParts { window_bits: c, windows: Vec::new(), ones });
+    }
+    let nw = (255 / c + 1) as u64;
+    let buckets_per_window = 1u64 << (c - 1);
+    let nb = nw * buckets_per_window;
+    let offsets = gpu.alloc_zeroed((nb + 1) as usize * 4)?;
+    let digits = gpu.alloc((nw * m) as usize * 4)?;
+    gpu.launch(
+        "msm_digits",
+        m.div_ceil(256),
+        256,
+        &[sc.ptr(), rest_idx.ptr(), m, c as u64, nw, digits.ptr(), offsets.ptr()],
+    )?;
+    exclusive_scan(gpu, offsets.ptr(), nb + 1)?;
+    let mut cursor = gpu.alloc((nb + 1) as usize * 4)?;
+    gpu.copy(&offsets, &mut cursor, (nb + 1) as usize * 4)?;
+    let list = gpu.alloc((nw * m) as usize * 4)?;
+    gpu.launch("msm_scatter", m.div_ceil(256), 256, &[digits.ptr(), rest_idx.ptr(), m, nw, cursor.ptr(), list.ptr()])?;
+    drop((digits, cursor, rest_idx, sc));
+
+    let buckets = gpu.alloc(nb as usize * curve.xyzz_bytes())?;
+    gpu.launch(
+        curve.kernel(Kernel::Accumulate),
+        nb.div_ceil(128),
+        128,
+        &[bases.ptr(), list.ptr(), offsets.ptr(), nb, buckets.ptr()],
+    )?;
+    let seg = (SEGMENT as u64).min(buckets_per_window);
+    let segs = buckets_per_window / seg;
+    let seg_out = gpu.alloc((nw * segs) as usize * curve.xyzz_bytes())?;
+    gpu.launch(
+        curve.kernel(Kernel::Segments),
+        (nw * segs).div_ceil(64),
+        64,
+        &[buckets.ptr(), nw, buckets_per_window, seg, seg_out.ptr()],
+    )?;
+    let sums = reduce_tree(gpu, curve, seg_out, nw, segs)?;
+    let windows = to_jacobian(gpu, curve, &sums, nw as usize)?;
+    Ok(MsmParts { window_bits: c, windows, ones })
+}
+
+fn fp(l: &[u64]) -> blst_fp {
+    let mut a = [0u64; 6];
+    a.copy_from_slice(&l[..6]);
+    blst_fp { l: a }
+}
+
+fn g1_point(l: &[u64]) -> G1Projective {
+    let p = blst_p1 { x: fp(&l[0..6]), y: fp(&l[6..12]), z: fp(&l[12..18]) };
+    // SAFETY: G1Projective is #[repr(transparent)] over blst_p1 (Jacobian, Montgomery limbs),
+    // which is what the kernel wrote: a valid curve point (Z = 0 for infinity).
+    unsafe { std::mem::transmute::<blst_p1, G1Projective>(p) }
+}
+
+fn g2_point(l: &[u64]) -> G2Projective {
+    let f2 = |k: usize| blst_fp2 { fp: [fp(&l[12 * k..12 * k + 6]), fp(&l[12 * k + 6..12 * k + 12])] };
+    let p = blst_p2 { x: f2(0), y: f2(1), z: f2(2) };
+    // SAFETY: as for G1: G2Projective is #[repr(transparent)] over blst_p2.
+    unsafe { std::mem::transmute::<blst_p2, G2Projective>(p) }
+}
+
+fn combine<P: Group>(parts: &MsmParts, point: fn(&[u64]) -> P) -> P {
+    let mut acc = P::identity();
+    for w in parts.windows.iter().rev() {
+        for _ in 0..parts.window_bits {
+            acc = acc.double();
+        }
+        acc += point(w);
+    }
+    if let Some(o) = &parts.ones {
+        acc += point(o);
+    }
+    acc
+}
+
+/// The G1 result of the parts.
+pub fn finish_g1(parts: &MsmParts) -> G1Projective {
+    combine(parts, g1_point)
+}
+
+/// The G2 result of the parts.
+pub fn finish_g2(parts: &MsmParts) -> G2Projective {
+    combine(parts, g2_point)
+}
