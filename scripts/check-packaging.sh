@@ -60,11 +60,12 @@ step "build"
 # for an integration test), with the same flags as scripts/test.sh, so nothing is compiled
 # again here; a plain `cargo build --release` could rebuild part of the crate graph with
 # different dependency features. For a release: cargo build --release && cargo deb --no-build.
-test -x target/release/cuzk && test -x target/release/cuzkd
-rm -rf target/debian
+target_dir=${CARGO_TARGET_DIR:-target}
+test -x "$target_dir/release/cuzk" && test -x "$target_dir/release/cuzkd"
+rm -rf "$target_dir/debian"
 # --no-build: package what was just built; --fast: gzip, not xz (the CI machine has 2 cores).
-cargo deb --no-build --fast --output target/debian/
-deb=$(ls target/debian/cuzk_*.deb)
+cargo deb --no-build --fast --output "$target_dir/debian/"
+deb=$(ls "$target_dir"/debian/cuzk_*.deb)
 echo "$deb: $(du -h "$deb" | cut -f1)"
 
 step "contents"
@@ -112,7 +113,9 @@ check "systemd-sysusers accepts cuzk.conf" sh -c 'systemd-sysusers --dry-run cuz
 step "installed daemon, as the cuzk user, with the packaged configuration"
 # What cuzkd.service does, without systemd as PID 1: run the installed binary as cuzk with
 # no capabilities and no_new_privs; first binding its own socket, then socket-activated.
-as_cuzk() { setpriv --reuid=cuzk --regid=cuzk --init-groups --no-new-privs --bounding-set=-all --inh-caps=-all "$@"; }
+as_cuzk=(setpriv --reuid=cuzk --regid=cuzk --init-groups --no-new-privs --bounding-set=-all --inh-caps=-all)
+daemons=()
+trap 'for p in "${daemons[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
 wait_for() { for _ in $(seq 1 100); do if "$@"; then return 0; fi; sleep 0.2; done; return 1; }
 conf=$(mktemp /tmp/cuzk-check.XXXXXX.toml)
 cat /etc/cuzk/cuzk.toml >"$conf"
@@ -120,8 +123,9 @@ printf '\n[socket]\npath = "/run/cuzk/check.sock"\n' >>"$conf"
 sed -i '0,/^\[socket\]$/{/^\[socket\]$/d}' "$conf" # one [socket] table: the appended one
 chmod 644 "$conf"
 rm -f /run/cuzk/check.sock
-as_cuzk /usr/bin/cuzkd --config "$conf" 2>/tmp/cuzk-check.log &
+"${as_cuzk[@]}" /usr/bin/cuzkd --config "$conf" 2>/tmp/cuzk-check.log &
 pid=$!
+daemons+=("$pid")
 if wait_for grep -qw ready /tmp/cuzk-check.log && test -S /run/cuzk/check.sock; then
     ok "cuzkd (as cuzk) binds /run/cuzk/check.sock"
     check "socket is cuzk:cuzk 0660" sh -c 'test "$(stat -c %U:%G:%a /run/cuzk/check.sock)" = cuzk:cuzk:660'
@@ -138,10 +142,9 @@ if command -v python3 >/dev/null; then
     rm -f /run/cuzk/activated.sock
     # systemd-socket-activate (root, like PID 1) listens, and on the first connection execs
     # setpriv, which drops to cuzk and execs cuzkd with LISTEN_FDS=1 (same pid, LISTEN_PID).
-    systemd-socket-activate -l /run/cuzk/activated.sock \
-        setpriv --reuid=cuzk --regid=cuzk --init-groups --no-new-privs --bounding-set=-all --inh-caps=-all \
-        /usr/bin/cuzkd 2>/tmp/cuzk-check.log &
+    systemd-socket-activate -l /run/cuzk/activated.sock "${as_cuzk[@]}" /usr/bin/cuzkd 2>/tmp/cuzk-check.log &
     pid=$!
+    daemons+=("$pid")
     wait_for test -S /run/cuzk/activated.sock || true
     python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("/run/cuzk/activated.sock")' || true
     if wait_for grep -qw ready /tmp/cuzk-check.log && grep -q 'socket passed by systemd' /tmp/cuzk-check.log; then
