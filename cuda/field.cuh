@@ -43,6 +43,9 @@ struct FpParams {
         return m[i];
     }
     static const u32 INV = 0xfffcfffd;
+    // Fp products sit inside large point formulas (G2 above all): calling one out-of-line copy
+    // keeps NVRTC/ptxas time and code size small.
+    static const bool INLINE_MUL = false;
 };
 
 struct FrParams {
@@ -58,6 +61,8 @@ struct FrParams {
         return m[i];
     }
     static const u32 INV = 0xffffffff;
+    // Fr products are the whole of an NTT butterfly: inline them.
+    static const bool INLINE_MUL = true;
 };
 
 // An element of the field described by P, in Montgomery form.
@@ -138,7 +143,13 @@ struct Field {
     }
 
     // Montgomery product a*b/R mod p.
-    __device__ __noinline__ static Field mul(const Field& a, const Field& b) {
+    __device__ __forceinline__ static Field mul(const Field& a, const Field& b) {
+        if (P::INLINE_MUL) return mul_inline(a, b);
+        return mul_call(a, b);
+    }
+    __device__ __noinline__ static Field mul_call(const Field& a, const Field& b) { return mul_inline(a, b); }
+
+    __device__ __forceinline__ static Field mul_inline(const Field& a, const Field& b) {
         u32 t[2 * N];
 #pragma unroll
         for (int i = 0; i < 2 * N; i++) t[i] = 0;

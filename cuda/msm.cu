@@ -6,7 +6,8 @@
 //    its window, with the point negated when d < 0. Bucket sizes are counted with atomics.
 // 3. scan (scan.cu) of the counts gives each bucket's slice of one list; msm_scatter fills it
 //    (a counting sort by bucket: the order inside a bucket does not matter).
-// 4. msm_accumulate: one thread per bucket sums its points (mixed XYZZ additions).
+// 4. msm_units/msm_unit_map cut each bucket into units of at most L points; msm_accumulate sums
+//    one unit per thread (mixed XYZZ additions), msm_bucket_sums adds a bucket's units.
 // 5. msm_reduce_segments: window sum  sum_k (k+1) B_k  in segments of S buckets, one thread each:
 //    running sums from the top give T = sum (k-lo+1) B_k and R = sum B_k; the segment is worth
 //    T + lo*R.
@@ -64,9 +65,10 @@ extern "C" __global__ void msm_digits(const Fr* scalars, const u32* rest, u32 m,
         u32 d = (u32)((two >> off) & mask) + carry;
         u32 bucket = NO_BUCKET;
         if (d > B) {
+            // d - 2^c is negative (or 0 when d = 2^c): borrow 1 from the next window.
             carry = 1;
             d = (1u << c) - d;  // magnitude of the negative digit
-            bucket = (w * B + d - 1) | 0x80000000u;
+            if (d != 0) bucket = (w * B + d - 1) | 0x80000000u;
         } else {
             carry = 0;
             if (d != 0) bucket = w * B + d - 1;
@@ -89,18 +91,53 @@ extern "C" __global__ void msm_scatter(const u32* digits, const u32* rest, u32 m
     }
 }
 
-template <class F>
-__device__ void accumulate(const Affine<F>* bases, const u32* list, const u32* offsets, u32 nb, Xyzz<F>* buckets) {
+// Buckets are summed in work units of at most L points, so that a bucket holding a large share
+// of the points (the top window has few distinct digits; real witnesses repeat values) is
+// spread over many threads instead of serialising one.
+
+// units[b] = ceil(size of bucket b / L); units[nb] = 0 (the scan turns it into the total).
+extern "C" __global__ void msm_units(const u32* offsets, u32 nb, u32 L, u32* units, u32* max_size) {
+    const u32 b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b > nb) return;
+    if (b == nb) { units[nb] = 0; return; }
+    const u32 size = offsets[b + 1] - offsets[b];
+    units[b] = (size + L - 1) / L;
+    if (max_size) atomicMax(max_size, size);
+}
+
+// unit_bucket[u] = the bucket of unit u, for every unit of every bucket.
+extern "C" __global__ void msm_unit_map(const u32* unit_off, u32 nb, u32* unit_bucket) {
     const u32 b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb) return;
+    for (u32 u = unit_off[b]; u < unit_off[b + 1]; u++) unit_bucket[u] = b;
+}
+
+// partial[u] = sum of the (signed) points of unit u.
+template <class F>
+__device__ void accumulate_units(const Affine<F>* bases, const u32* list, const u32* offsets, const u32* unit_off,
+                                 const u32* unit_bucket, u32 units, u32 L, Xyzz<F>* partial) {
+    const u32 u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= units) return;
+    const u32 b = unit_bucket[u];
+    const u32 start = offsets[b] + (u - unit_off[b]) * L;
+    const u32 end = min(start + L, offsets[b + 1]);
     Xyzz<F> acc = Xyzz<F>::inf();
-    const u32 end = offsets[b + 1];
-    for (u32 k = offsets[b]; k < end; k++) {
+    for (u32 k = start; k < end; k++) {
         const u32 e = list[k];
         Affine<F> p = load_affine(bases + (e & 0x7fffffffu));
         if (e & 0x80000000u) p.y = F::neg(p.y);
         acc = Xyzz<F>::madd(acc, p);
     }
+    store_xyzz(partial + u, acc);
+}
+
+// buckets[b] = sum of the partial sums of bucket b's units.
+template <class F>
+__device__ void bucket_sums(const Xyzz<F>* partial, const u32* unit_off, u32 nb, Xyzz<F>* buckets) {
+    const u32 b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb) return;
+    Xyzz<F> acc = Xyzz<F>::inf();
+    for (u32 u = unit_off[b]; u < unit_off[b + 1]; u++) acc = Xyzz<F>::add(acc, load_xyzz(partial + u));
     store_xyzz(buckets + b, acc);
 }
 
@@ -152,10 +189,15 @@ __device__ void to_jacobian(const Xyzz<F>* in, F* out, u32 n) {
 }
 
 #define MSM_KERNELS(G, F)                                                                                     \
-    extern "C" __global__ void msm_accumulate_##G(const Affine<F>* bases, const u32* list, const u32* offsets, \
-                                                  u32 nb, Xyzz<F>* buckets) {                                 \
-        accumulate<F>(bases, list, offsets, nb, buckets);                                                     \
-    }                                                                                                         \
+    extern "C" __global__ void msm_accumulate_##G(const Affine<F>* bases, const u32* list, const u32* offsets,   \
+                                                  const u32* unit_off, const u32* unit_bucket, u32 units, u32 L, \
+                                                  Xyzz<F>* partial) {                                             \
+        accumulate_units<F>(bases, list, offsets, unit_off, unit_bucket, units, L, partial);                     \
+    }                                                                                                           \
+    extern "C" __global__ void msm_bucket_sums_##G(const Xyzz<F>* partial, const u32* unit_off, u32 nb,         \
+                                                   Xyzz<F>* buckets) {                                          \
+        bucket_sums<F>(partial, unit_off, nb, buckets);                                                         \
+    }                                                                                                           \
     extern "C" __global__ void msm_reduce_segments_##G(const Xyzz<F>* buckets, u32 nw, u32 B, u32 S,         \
                                                        Xyzz<F>* out) {                                        \
         reduce_segments<F>(buckets, nw, B, S, out);                                                           \

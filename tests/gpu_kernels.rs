@@ -205,3 +205,69 @@ fn quotient_matches_cpu() {
         assert!(got == want, "quotient of {n}");
     }
 }
+
+fn fp_limbs(p: &G1Affine) -> ([u64; 6], [u64; 6]) {
+    // SAFETY: G1Affine is repr(transparent) over blst_p1_affine = two blst_fp of six u64 limbs.
+    let raw: [u64; 12] = unsafe { std::mem::transmute(*p) };
+    let mut x = [0u64; 6];
+    let mut y = [0u64; 6];
+    x.copy_from_slice(&raw[..6]);
+    y.copy_from_slice(&raw[6..]);
+    (x, y)
+}
+
+#[test]
+fn field_and_curve_ops_match_blst() {
+    use blst::*;
+    let Some(gpu) = backend() else { return };
+    let mut rng = fresh_rng();
+    let pts = g1_bases(&mut rng, 256, 256);
+    let mut a: Vec<[u64; 6]> = pts.iter().map(|p| fp_limbs(p).0).collect();
+    let mut b: Vec<[u64; 6]> = pts.iter().map(|p| fp_limbs(p).1).collect();
+    // edge cases: 0, 1 (Montgomery R), p−1 (−1)
+    let one = blst_fp { l: fp_limbs(&G1Affine::generator()).0 };
+    let mut r1 = blst_fp::default();
+    let mut m1 = blst_fp::default();
+    // SAFETY: blst functions on valid, initialised field elements.
+    unsafe {
+        blst_fp_from_uint64(&mut r1, [1u64, 0, 0, 0, 0, 0].as_ptr());
+        blst_fp_cneg(&mut m1, &r1, true);
+    }
+    let _ = one;
+    for (x, y) in [([0u64; 6], r1.l), (r1.l, m1.l), (m1.l, m1.l), ([0u64; 6], [0u64; 6]), (m1.l, [0u64; 6])] {
+        a.push(x);
+        b.push(y);
+    }
+    let got = gpu.selftest_fp(&a, &b).unwrap();
+    for i in 0..a.len() {
+        let (x, y) = (blst_fp { l: a[i] }, blst_fp { l: b[i] });
+        let mut want = [blst_fp::default(); 4];
+        // SAFETY: as above.
+        unsafe {
+            blst_fp_mul(&mut want[0], &x, &y);
+            blst_fp_add(&mut want[1], &x, &y);
+            blst_fp_sub(&mut want[2], &x, &y);
+            blst_fp_cneg(&mut want[3], &x, true);
+        }
+        for k in 0..4 {
+            assert_eq!(got[4 * i + k], want[k].l, "fp op {k} on input {i}");
+        }
+    }
+    let mut s = scalars(&mut rng, 256);
+    s.extend([Scalar::ZERO, Scalar::ONE, -Scalar::ONE]);
+    let canon = gpu.selftest_fr_from_mont(&s).unwrap();
+    for (i, v) in s.iter().enumerate() {
+        let bytes = v.to_bytes_le();
+        let want: Vec<u64> = bytes.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(canon[i].to_vec(), want, "from_mont {i}");
+    }
+    let q = g1_bases(&mut rng, 256, 256);
+    let got = gpu.selftest_g1(&pts, &q).unwrap();
+    for i in 0..pts.len() {
+        let p = G1Projective::from(pts[i]);
+        let want = [p.double(), p + q[i], p + q[i], p.double(), G1Projective::identity()];
+        for k in 0..5 {
+            assert_eq!(got[5 * i + k], want[k], "g1 op {k} on point {i}");
+        }
+    }
+}

@@ -35,8 +35,8 @@ impl BaseKey {
     }
 }
 
-struct State {
-    gpu: Gpu,
+pub(super) struct State {
+    pub(super) gpu: Gpu,
     /// Parameter bases resident on the device (they live as long as the process).
     bases: HashMap<BaseKey, DevBuf>,
     /// NTT tables per log2 domain size.
@@ -68,7 +68,7 @@ impl GpuBackend {
         &self.info
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, State>, GpuError> {
+    pub(super) fn lock(&self) -> Result<MutexGuard<'_, State>, GpuError> {
         self.state.lock().map_err(|_| GpuError::Cuda { context: "lock", message: "a previous GPU call panicked".into() })
     }
 

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::GpuError;
 
 /// The CUDA sources, in translation-unit order. `scripts/gpu-nvrtc.py` mirrors this list.
-pub const SOURCES: [(&str, &str); 7] = [
+pub const SOURCES: [(&str, &str); 8] = [
     ("field.cuh", include_str!("../../cuda/field.cuh")),
     ("fp2.cuh", include_str!("../../cuda/fp2.cuh")),
     ("curve.cuh", include_str!("../../cuda/curve.cuh")),
@@ -24,6 +24,7 @@ pub const SOURCES: [(&str, &str); 7] = [
     ("scan.cu", include_str!("../../cuda/scan.cu")),
     ("msm.cu", include_str!("../../cuda/msm.cu")),
     ("batch_add.cu", include_str!("../../cuda/batch_add.cu")),
+    ("selftest.cu", include_str!("../../cuda/selftest.cu")),
 ];
 
 /// The single translation unit handed to NVRTC.

@@ -48,6 +48,10 @@ const KERNELS: &[&str] = &[
     "msm_classify",
     "msm_digits",
     "msm_scatter",
+    "msm_units",
+    "msm_unit_map",
+    "msm_bucket_sums_g1",
+    "msm_bucket_sums_g2",
     "msm_accumulate_g1",
     "msm_accumulate_g2",
     "msm_reduce_segments_g1",
@@ -58,6 +62,9 @@ const KERNELS: &[&str] = &[
     "msm_to_jacobian_g2",
     "batch_add_g1",
     "batch_add_g2",
+    "selftest_fp",
+    "selftest_fr_from_mont",
+    "selftest_g1",
 ];
 
 /// A device buffer of raw bytes; kernels get its address.
@@ -191,6 +198,16 @@ impl Gpu {
             return Err(GpuError::Input(format!("download of {} bytes from {}", dst.len(), src.len())));
         }
         let view = src.slice.slice(0..dst.len());
+        self.stream.memcpy_dtoh(&view, dst).ctx("cuMemcpyDtoH")?;
+        self.sync()
+    }
+
+    /// Copies `dst.len()` bytes starting at byte `offset` of `src` to the host (synchronous).
+    pub fn download_at(&self, src: &DevBuf, offset: usize, dst: &mut [u8]) -> Result<(), GpuError> {
+        if offset + dst.len() > src.len() {
+            return Err(GpuError::Input(format!("download of {} bytes at {offset} from {}", dst.len(), src.len())));
+        }
+        let view = src.slice.slice(offset..offset + dst.len());
         self.stream.memcpy_dtoh(&view, dst).ctx("cuMemcpyDtoH")?;
         self.sync()
     }

@@ -16,6 +16,7 @@ pub mod device;
 mod error;
 pub mod msm;
 pub mod ntt;
+mod selftest;
 
 use std::sync::Arc;
 

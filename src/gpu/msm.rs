@@ -39,6 +39,8 @@ impl Curve {
     }
     fn kernel(self, which: Kernel) -> &'static str {
         match (self, which) {
+            (Curve::G1, Kernel::BucketSums) => "msm_bucket_sums_g1",
+            (Curve::G2, Kernel::BucketSums) => "msm_bucket_sums_g2",
             (Curve::G1, Kernel::Accumulate) => "msm_accumulate_g1",
             (Curve::G2, Kernel::Accumulate) => "msm_accumulate_g2",
             (Curve::G1, Kernel::Segments) => "msm_reduce_segments_g1",
@@ -56,6 +58,7 @@ impl Curve {
 #[derive(Clone, Copy)]
 enum Kernel {
     Accumulate,
+    BucketSums,
     Segments,
     Groups,
     Jacobian,
@@ -66,18 +69,20 @@ enum Kernel {
 const ONES_PER_THREAD: u64 = 32;
 /// Points summed per thread and round of the tree reduction.
 const TREE_FANIN: u64 = 8;
+/// Smallest work unit of the bucket accumulation, in points.
+const UNIT_MIN: u64 = 64;
 /// Buckets per thread in the window reduction.
 const SEGMENT: u32 = 16;
 
-/// Window width for `m` full scalars: about 32 points per bucket, so the bucket sums dominate
-/// and the per-window reduction (2 additions per bucket) stays small. `CUZK_MSM_C` overrides.
-pub fn window_bits(m: usize, curve: Curve) -> u32 {
+/// Window width for `m` full scalars. Cost model per window: m mixed additions for the buckets
+/// plus about three additions per bucket (unit sums, running sums), so c ≈ log2(m) − 5 (about
+/// 32 points per bucket) balances them. `CUZK_MSM_C` overrides (for tuning).
+pub fn window_bits(m: usize, _curve: Curve) -> u32 {
     if let Some(c) = std::env::var("CUZK_MSM_C").ok().and_then(|v| v.parse::<u32>().ok()) {
         return c.clamp(4, 24);
     }
     let lg = usize::BITS - m.max(1).leading_zeros();
-    let c = lg.saturating_sub(if curve == Curve::G1 { 4 } else { 5 });
-    c.clamp(4, 22)
+    lg.saturating_sub(5).clamp(4, 22)
 }
 
 /// The pieces of one MSM, as Jacobian coordinates (blst limbs, Montgomery form).
@@ -88,6 +93,35 @@ pub struct MsmParts {
     pub windows: Vec<Vec<u64>>,
     /// Sum of the bases whose scalar is 1.
     pub ones: Option<Vec<u64>>,
+}
+
+/// Per-phase timings when `CUZK_GPU_TRACE` is set (synchronizes after each phase, so only
+/// for diagnosis).
+struct Trace {
+    on: bool,
+    last: std::time::Instant,
+    marks: Vec<(&'static str, f64)>,
+}
+
+impl Trace {
+    fn new() -> Self {
+        Trace { on: std::env::var_os("CUZK_GPU_TRACE").is_some(), last: std::time::Instant::now(), marks: Vec::new() }
+    }
+    fn mark(&mut self, gpu: &Gpu, name: &'static str) -> Result<(), GpuError> {
+        if self.on {
+            gpu.sync()?;
+            let now = std::time::Instant::now();
+            self.marks.push((name, (now - self.last).as_secs_f64() * 1e3));
+            self.last = now;
+        }
+        Ok(())
+    }
+    fn print(&self, what: String) {
+        if self.on {
+            let parts: Vec<String> = self.marks.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
+            eprintln!("trace {what}: {}", parts.join(", "));
+        }
+    }
 }
 
 /// Sums `groups` runs of `m` XYZZ points each down to one point per run.
@@ -131,6 +165,35 @@ fn exclusive_scan(gpu: &Gpu, ptr: u64, n: u64) -> Result<(), GpuError> {
     gpu.sync()
 }
 
+/// Bucket sums (XYZZ, `nb` of them) from the bucket-sorted `list`: units of at most L points,
+/// L ≥ 64 and about √(largest bucket), so that no thread sums more than ~2·max(64, √max) points.
+fn accumulate(gpu: &Gpu, curve: Curve, bases: &DevBuf, list: &DevBuf, offsets: &DevBuf, nb: u64) -> Result<DevBuf, GpuError> {
+    let units = gpu.alloc_zeroed((nb + 1) as usize * 4)?;
+    let max = gpu.alloc_zeroed(4)?;
+    gpu.launch("msm_units", (nb + 1).div_ceil(256), 256, &[offsets.ptr(), nb, 1, units.ptr(), max.ptr()])?;
+    let mut m = [0u8; 4];
+    gpu.download(&max, &mut m)?;
+    let max_size = u32::from_le_bytes(m) as f64;
+    let l = (max_size.sqrt().ceil() as u64).max(UNIT_MIN);
+    gpu.launch("msm_units", (nb + 1).div_ceil(256), 256, &[offsets.ptr(), nb, l, units.ptr(), 0])?;
+    exclusive_scan(gpu, units.ptr(), nb + 1)?;
+    let mut tail = [0u8; 4];
+    gpu.download_at(&units, nb as usize * 4, &mut tail)?;
+    let total = u32::from_le_bytes(tail) as u64;
+    let unit_bucket = gpu.alloc(total as usize * 4)?;
+    gpu.launch("msm_unit_map", nb.div_ceil(256), 256, &[units.ptr(), nb, unit_bucket.ptr()])?;
+    let partial = gpu.alloc(total as usize * curve.xyzz_bytes())?;
+    gpu.launch(
+        curve.kernel(Kernel::Accumulate),
+        total.div_ceil(128),
+        128,
+        &[bases.ptr(), list.ptr(), offsets.ptr(), units.ptr(), unit_bucket.ptr(), total, l, partial.ptr()],
+    )?;
+    let buckets = gpu.alloc(nb as usize * curve.xyzz_bytes())?;
+    gpu.launch(curve.kernel(Kernel::BucketSums), nb.div_ceil(128), 128, &[partial.ptr(), units.ptr(), nb, buckets.ptr()])?;
+    Ok(buckets)
+}
+
 /// Σ scalars[i]·bases[i] for `n` bases already on the device and `scalars` as raw blst_fr
 /// bytes (32 per scalar, Montgomery form).
 pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) -> Result<MsmParts, GpuError> {
@@ -141,13 +204,16 @@ pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) ->
         return Err(GpuError::Input(format!("MSM of {n} points exceeds 2^31")));
     }
     let nn = n as u64;
+    let mut tr = Trace::new();
     let sc = gpu.upload_new(scalars)?;
+    tr.mark(gpu, "upload")?;
     let ones_idx = gpu.alloc(n * 4)?;
     let rest_idx = gpu.alloc(n * 4)?;
     let counts = gpu.alloc_zeroed(8)?;
     gpu.launch("msm_classify", nn.div_ceil(256), 256, &[sc.ptr(), nn, ones_idx.ptr(), rest_idx.ptr(), counts.ptr()])?;
     let mut cnt = [0u8; 8];
     gpu.download(&counts, &mut cnt)?;
+    tr.mark(gpu, "classify")?;
     let n_ones = u32::from_le_bytes([cnt[0], cnt[1], cnt[2], cnt[3]]) as u64;
     let m = u32::from_le_bytes([cnt[4], cnt[5], cnt[6], cnt[7]]) as u64;
 
@@ -166,6 +232,7 @@ pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) ->
         None
     };
     drop(ones_idx);
+    tr.mark(gpu, "ones")?;
 
     let c = window_bits(m as usize, curve);
     if m == 0 {
@@ -182,20 +249,19 @@ pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) ->
         256,
         &[sc.ptr(), rest_idx.ptr(), m, c as u64, nw, digits.ptr(), offsets.ptr()],
     )?;
+    tr.mark(gpu, "digits")?;
     exclusive_scan(gpu, offsets.ptr(), nb + 1)?;
+    tr.mark(gpu, "scan")?;
     let mut cursor = gpu.alloc((nb + 1) as usize * 4)?;
     gpu.copy(&offsets, &mut cursor, (nb + 1) as usize * 4)?;
     let list = gpu.alloc((nw * m) as usize * 4)?;
     gpu.launch("msm_scatter", m.div_ceil(256), 256, &[digits.ptr(), rest_idx.ptr(), m, nw, cursor.ptr(), list.ptr()])?;
     drop((digits, cursor, rest_idx, sc));
+    tr.mark(gpu, "scatter")?;
 
-    let buckets = gpu.alloc(nb as usize * curve.xyzz_bytes())?;
-    gpu.launch(
-        curve.kernel(Kernel::Accumulate),
-        nb.div_ceil(128),
-        128,
-        &[bases.ptr(), list.ptr(), offsets.ptr(), nb, buckets.ptr()],
-    )?;
+    let buckets = accumulate(gpu, curve, bases, &list, &offsets, nb)?;
+    drop(list);
+    tr.mark(gpu, "accumulate")?;
     let seg = (SEGMENT as u64).min(buckets_per_window);
     let segs = buckets_per_window / seg;
     let seg_out = gpu.alloc((nw * segs) as usize * curve.xyzz_bytes())?;
@@ -205,8 +271,11 @@ pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) ->
         64,
         &[buckets.ptr(), nw, buckets_per_window, seg, seg_out.ptr()],
     )?;
+    tr.mark(gpu, "segments")?;
     let sums = reduce_tree(gpu, curve, seg_out, nw, segs)?;
     let windows = to_jacobian(gpu, curve, &sums, nw as usize)?;
+    tr.mark(gpu, "tree")?;
+    tr.print(format!("{curve:?} n={n} ones={n_ones} full={m} c={c}"));
     Ok(MsmParts { window_bits: c, windows, ones })
 }
 
@@ -216,7 +285,7 @@ fn fp(l: &[u64]) -> blst_fp {
     blst_fp { l: a }
 }
 
-fn g1_point(l: &[u64]) -> G1Projective {
+pub(crate) fn g1_point(l: &[u64]) -> G1Projective {
     let p = blst_p1 { x: fp(&l[0..6]), y: fp(&l[6..12]), z: fp(&l[12..18]) };
     // SAFETY: G1Projective is #[repr(transparent)] over blst_p1 (Jacobian, Montgomery limbs),
     // which is what the kernel wrote: a valid curve point (Z = 0 for infinity).
