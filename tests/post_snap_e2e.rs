@@ -58,10 +58,11 @@ fn post_proofs_verify_with_filecoin_proofs() {
     let out = svc.prove(&req, &JobControl::new()).expect("WindowPoSt");
     assert!(sealed.verify_window_post(&randomness, &out.proof).unwrap());
     assert!(!other.verify_window_post(&randomness, &out.proof).unwrap_or(false));
-    // Another sector's vanilla proof, presented for this miner: proof fails to verify.
-    let mut swapped = other.window_post_input(randomness).unwrap();
-    swapped.miner_id = 1001;
-    expect_rejected(&svc, ProofRequest::WindowPoSt { input: serde_json::to_vec(&swapped).unwrap() }, "other miner");
+    // Another sector's vanilla proofs, made for other randomness: rejected. (The miner id is
+    // not a public input of PoSt circuits, so it cannot be used to make a proof fail.)
+    let mut stale = other.window_post_input(random32()).unwrap();
+    stale.randomness = randomness;
+    expect_rejected(&svc, ProofRequest::WindowPoSt { input: serde_json::to_vec(&stale).unwrap() }, "stale randomness");
 
     // Malformed inputs.
     expect_invalid(&svc, ProofRequest::WinningPoSt { input: b"{".to_vec() }, "truncated JSON");

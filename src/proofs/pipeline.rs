@@ -45,15 +45,21 @@ where
     let (tx, rx) = mpsc::sync_channel::<Result<(Synthesized, Duration), ProveError>>(SYNTH_AHEAD);
     let mut proofs = Vec::with_capacity(partitions);
     std::thread::scope(|scope| -> Result<(), ProveError> {
-        scope.spawn(|| {
+        let make_circuit = &make_circuit;
+        // `tx` moves into the thread, so that the channel closes however the thread ends
+        // (a panic in a circuit included) and the prover's `recv` cannot wait forever.
+        scope.spawn(move || {
             for k in 0..partitions {
                 if control.is_cancelled() {
                     let _ = tx.send(Err(ProveError::Cancelled));
                     return;
                 }
                 let start = Instant::now();
-                let synthesized = make_circuit(k).and_then(|c| {
-                    synthesize(c).map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
+                let synthesized = catch_panic(&format!("partition {k} synthesis"), || {
+                    make_circuit(k).and_then(|c| {
+                        synthesize(c)
+                            .map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
+                    })
                 });
                 if tx.send(synthesized.map(|s| (s, start.elapsed()))).is_err() {
                     return; // The prover stopped; nobody wants the rest.
@@ -75,6 +81,23 @@ where
         Ok(())
     })?;
     Ok(Proved { proofs, srs, timings })
+}
+
+/// Runs `f`, turning a panic into an error. The storage-proofs circuits assert on inputs
+/// that do not fit together (e.g. vanilla proofs of another sector); such input must fail the
+/// job, not the process.
+pub(crate) fn catch_panic<T>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, ProveError>,
+) -> Result<T, ProveError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(ProveError::InvalidInput(format!("{what} rejected the input: {msg}")))
+    })
 }
 
 /// Verifies `proofs` against `inputs` (one input vector per proof) with the verifying key.

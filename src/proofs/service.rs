@@ -136,11 +136,13 @@ impl ProvingService {
         request: &ProofRequest,
         control: &JobControl,
     ) -> Result<ProofOutput, ProveError> {
-        match request {
+        // Circuit code from the storage-proofs crates may panic on malformed inputs; a bad
+        // request must never take the process (and the other jobs) down.
+        super::pipeline::catch_panic("proving", || match request {
             ProofRequest::PoRep(r) => super::porep::prove(self, r, control),
             ProofRequest::SnapDeals { input } => super::snap::prove(self, input, control),
             ProofRequest::WindowPoSt { input } => super::post::prove_window(self, input, control),
             ProofRequest::WinningPoSt { input } => super::post::prove_winning(self, input, control),
-        }
+        })
     }
 }
