@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The project's test command (README.md; .ci/run calls it).
+#
+# Makes sure the 2 KiB test parameters of all four proof kinds exist outside the checkout
+# ($CUZK_TEST_PARAMS, default /var/tmp/filecoin-proof-parameters) — generating only the
+# missing ones, which takes ~15 minutes on 2 cores the first time — then runs every test in
+# release mode (debug-mode proving of real circuits would take hours).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CUZK_TEST_PARAMS="${CUZK_TEST_PARAMS:-/var/tmp/filecoin-proof-parameters}"
+export FIL_PROOFS_PARAMETER_CACHE="$CUZK_TEST_PARAMS"
+target_dir="${CARGO_TARGET_DIR:-target}"
+
+cargo build --release --locked --bin cuzk
+"$target_dir/release/cuzk" params generate --sector-size 2KiB --kind all --dir "$CUZK_TEST_PARAMS"
+cargo test --release --locked "$@"
