@@ -53,7 +53,7 @@ cargo deb --version >/dev/null 2>&1 || cargo install cargo-deb --locked
 echo "$(cargo deb --version), $(systemd-analyze --version | head -1)"
 
 step "generated files are up to date (man pages, example configuration)"
-check "tests/man_pages.rs" cargo test --release --test man_pages
+check "tests/man_pages.rs" cargo test --release --locked --test man_pages
 
 step "build"
 # The man_pages test above built target/release/cuzk and cuzkd (cargo builds every binary
@@ -138,27 +138,29 @@ rc=0
 wait "$pid" || rc=$?
 check "cuzkd exits 0 on SIGTERM (got $rc)" test "$rc" = 0
 check "cuzkd removed its socket" test ! -e /run/cuzk/check.sock
-if command -v python3 >/dev/null; then
-    rm -f /run/cuzk/activated.sock
-    # systemd-socket-activate (root, like PID 1) listens, and on the first connection execs
-    # setpriv, which drops to cuzk and execs cuzkd with LISTEN_FDS=1 (same pid, LISTEN_PID).
-    systemd-socket-activate -l /run/cuzk/activated.sock "${as_cuzk[@]}" /usr/bin/cuzkd 2>/tmp/cuzk-check.log &
-    pid=$!
-    daemons+=("$pid")
-    wait_for test -S /run/cuzk/activated.sock || true
-    python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("/run/cuzk/activated.sock")' || true
-    if wait_for grep -qw ready /tmp/cuzk-check.log && grep -q 'socket passed by systemd' /tmp/cuzk-check.log; then
-        ok "socket-activated cuzkd takes the passed socket"
-    else
-        bad "socket-activated cuzkd did not start:"
-        cat /tmp/cuzk-check.log >&2
-    fi
-    kill -TERM "$pid" 2>/dev/null || true
-    rc=0
-    wait "$pid" || rc=$?
-    check "socket-activated cuzkd exits 0 on SIGTERM (got $rc)" test "$rc" = 0
-    rm -f /run/cuzk/activated.sock
+rm -f /run/cuzk/activated.sock
+# systemd-socket-activate (root, like PID 1) listens, and on the first connection execs
+# setpriv, which drops to cuzk and execs cuzkd with LISTEN_FDS=1 (same pid, so LISTEN_PID
+# matches). The first connection is the installed client's `cuzk status`.
+systemd-socket-activate -l /run/cuzk/activated.sock "${as_cuzk[@]}" /usr/bin/cuzkd 2>/tmp/cuzk-check.log &
+pid=$!
+daemons+=("$pid")
+wait_for test -S /run/cuzk/activated.sock || true
+rc=0
+status=$(timeout 120 /usr/bin/cuzk status --socket /run/cuzk/activated.sock 2>&1) || rc=$?
+echo "$status" | head -20
+check "installed cuzk status through the activated socket (exit $rc)" test "$rc" = 0
+if grep -q 'socket passed by systemd' /tmp/cuzk-check.log; then
+    ok "socket-activated cuzkd takes the passed socket"
+else
+    bad "socket-activated cuzkd did not take the passed socket:"
+    cat /tmp/cuzk-check.log >&2
 fi
+kill -TERM "$pid" 2>/dev/null || true
+rc=0
+wait "$pid" || rc=$?
+check "socket-activated cuzkd exits 0 on SIGTERM (got $rc)" test "$rc" = 0
+rm -f /run/cuzk/activated.sock
 rm -f "$conf" /tmp/cuzk-check.log
 
 step "man pages"
