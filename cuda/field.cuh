@@ -215,6 +215,10 @@ struct Field {
     }
 };
 
+// (Tried: a G1-only Fp with inlined products. It made the G1 kernels 1.5x slower on the H200 —
+// 128 registers and ~7k-instruction point formulas that no longer fit the instruction cache —
+// see docs/gpu-notes.md, v3. Products stay out of line for both groups.)
+
 typedef Field<FpParams> Fp;
 typedef Field<FrParams> Fr;
 

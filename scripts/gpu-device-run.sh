@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the GPU tests and benchmark on the device machine from binaries carried in carry/
-# (built on the dev machine: the test binary of tests/gpu_kernels.rs as carry/gpu_kernels and a
-# `cuzk bench gpu` equivalent as carry/bench). Logs go to $OUT when set.
+# (built on the dev machine: the test binary of tests/gpu_kernels.rs as carry/gpu_kernels and the
+# cuzk binary as carry/cuzk). Logs go to $OUT when set.
 #   scripts/gpu-device-run.sh [tests] [bench ARGS...]
 set -uo pipefail
 OUT="${OUT:-/tmp}"
@@ -13,5 +13,5 @@ if [ "${1:-}" = tests ]; then
 fi
 if [ "${1:-}" = bench ]; then
     shift
-    timeout "${BENCH_TIMEOUT:-300}" carry/bench "$@" 2>&1 | tee "$OUT/bench.log"
+    timeout "${BENCH_TIMEOUT:-300}" carry/cuzk bench gpu "$@" 2>&1 | tee "$OUT/bench.log"
 fi

@@ -26,11 +26,12 @@ pub struct GpuBenchArgs {
     /// log2 sizes of the NTTs.
     #[arg(long, value_delimiter = ',', default_value = "20,22,24,26,27")]
     pub ntt: Vec<u32>,
-    /// Timed runs per measurement (after one warm-up).
-    #[arg(long, default_value_t = 3)]
+    /// Timed runs per measurement, after one warm-up (named apart from `cuzk bench --runs`,
+    /// which counts proof runs).
+    #[arg(long = "timed-runs", default_value_t = 3)]
     pub runs: usize,
     /// CUDA device ordinal.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long = "gpu-device", default_value_t = 0)]
     pub device: usize,
     /// Also check each MSM's smallest size against the CPU (blst).
     #[arg(long)]
@@ -191,6 +192,16 @@ fn bench_ntt(gpu: &Gpu, sizes: &[u32], args: &GpuBenchArgs, rows: &mut Vec<Row>)
                 }
             }
             eprintln!("{op} 2^{lg}: {ms:.2?} ms");
+            if std::env::var_os("CUZK_GPU_TRACE").is_some() && !coset {
+                let t0 = Instant::now();
+                dom.dif(gpu, &data, false)?;
+                gpu.sync()?;
+                let t1 = Instant::now();
+                dom.bitrev(gpu, &data, &out, 0, 0, false)?;
+                gpu.sync()?;
+                let t2 = Instant::now();
+                eprintln!("trace NTT 2^{lg}: dif {:.2} ms, bitrev {:.2} ms", (t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3);
+            }
             rows.push(Row { op, lg, ms, note: String::new() });
         }
     }

@@ -74,15 +74,24 @@ const UNIT_MIN: u64 = 64;
 /// Buckets per thread in the window reduction.
 const SEGMENT: u32 = 16;
 
-/// Window width for `m` full scalars. Cost model per window: m mixed additions for the buckets
-/// plus about three additions per bucket (unit sums, running sums), so c ≈ log2(m) − 5 (about
-/// 32 points per bucket) balances them. `CUZK_MSM_C` overrides (for tuning).
-pub fn window_bits(m: usize, _curve: Curve) -> u32 {
+/// Window width for `m` full scalars, from a sweep on the H200 (docs/gpu-notes.md): 16-bit
+/// windows (16 windows, the top one balanced) up to 2^22 points; 19/16 (G1/G2) up to 2^24;
+/// then 20 and 22. Larger windows shrink the m·(255/c + 1) bucket additions but grow the
+/// per-bucket reduction and memory. `CUZK_MSM_C` overrides (for tuning).
+pub fn window_bits(m: usize, curve: Curve) -> u32 {
     if let Some(c) = std::env::var("CUZK_MSM_C").ok().and_then(|v| v.parse::<u32>().ok()) {
         return c.clamp(4, 24);
     }
-    let lg = usize::BITS - m.max(1).leading_zeros();
-    lg.saturating_sub(5).clamp(4, 22)
+    let k = usize::BITS - m.max(1).leading_zeros() - 1; // floor(log2 m)
+    match (k, curve) {
+        (0..=9, _) => (k + 2).max(4),
+        (10..=15, _) => k,
+        (16..=22, _) => 16,
+        (23..=24, Curve::G1) => 19,
+        (23..=24, Curve::G2) => 16,
+        (25, _) => 20,
+        _ => 22,
+    }
 }
 
 /// The pieces of one MSM, as Jacobian coordinates (blst limbs, Montgomery form).

@@ -101,7 +101,7 @@ impl Domain {
     }
 
     /// In-place decimation-in-frequency transform: natural order in, bit-reversed out.
-    fn dif(&self, gpu: &Gpu, data: &DevBuf, inverse: bool) -> Result<(), GpuError> {
+    pub(crate) fn dif(&self, gpu: &Gpu, data: &DevBuf, inverse: bool) -> Result<(), GpuError> {
         let t = if inverse { &self.omega_inv } else { &self.omega };
         let passes = self.lg.div_ceil(MAX_STAGES);
         let mut s0 = 0;
@@ -123,7 +123,7 @@ impl Domain {
     }
 
     /// out[i] = in[bitrev(i)] * factor: mode 0 → 1, 1 → consts[c], 2 → consts[c]·g^i (g or 1/g).
-    fn bitrev(&self, gpu: &Gpu, src: &DevBuf, dst: &DevBuf, mode: u64, c: u64, g_inv: bool) -> Result<(), GpuError> {
+    pub(crate) fn bitrev(&self, gpu: &Gpu, src: &DevBuf, dst: &DevBuf, mode: u64, c: u64, g_inv: bool) -> Result<(), GpuError> {
         let g = if g_inv { &self.g_inv } else { &self.g };
         let n = self.size() as u64;
         gpu.launch(

@@ -1,0 +1,54 @@
+//! The GPU runtime's host-side pieces, which need no GPU: the NVRTC translation unit, the cache
+//! key, window sizes, and the no-device path (a typed error, never a panic).
+
+use cuzk::gpu::{compile, msm, GpuError};
+
+#[test]
+fn translation_unit_is_self_contained() {
+    let tu = compile::translation_unit();
+    assert!(!tu.lines().any(|l| l.starts_with("#include \"")), "NVRTC gets no file system");
+    for (name, _) in compile::SOURCES {
+        assert!(tu.contains(&format!("// ---- {name}")), "{name} missing");
+    }
+    for k in ["ntt_dif_pass", "msm_digits", "msm_units", "batch_add_g1", "batch_add_g2", "scan_blocks"] {
+        assert!(tu.contains(k), "kernel {k} missing");
+    }
+}
+
+#[test]
+fn cache_key_depends_on_arch_and_driver() {
+    let a = compile::cache_key(90, 13000);
+    assert_eq!(a, compile::cache_key(90, 13000));
+    assert_ne!(a, compile::cache_key(90, 13010));
+    assert_ne!(a, compile::cache_key(100, 13000));
+    assert!(a.ends_with(".cubin"));
+}
+
+#[test]
+fn window_bits_stay_in_range() {
+    for curve in [msm::Curve::G1, msm::Curve::G2] {
+        for k in 0..31 {
+            let c = msm::window_bits(1usize << k, curve);
+            assert!((4..=22).contains(&c), "c = {c} for 2^{k}");
+        }
+    }
+}
+
+#[test]
+fn no_device_is_a_typed_error() {
+    match cuzk::gpu::try_backend() {
+        Ok(b) => println!("GPU present: {}", b.name()),
+        Err(GpuError::NoDevice(why)) => println!("skipped: no CUDA device ({why})"),
+        Err(e) => panic!("unexpected error without a device: {e}"),
+    }
+}
+
+#[test]
+fn nvrtc_compiles_the_kernels_when_available() {
+    // NVRTC needs no GPU; where it is not installed (plain CI) this reports and passes.
+    match compile::compile(90) {
+        Ok(cubin) => assert!(cubin.len() > 100_000, "cubin of {} bytes", cubin.len()),
+        Err(GpuError::Compile(why)) if why.contains("not found") => println!("skipped: {why}"),
+        Err(e) => panic!("{e}"),
+    }
+}
