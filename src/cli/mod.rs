@@ -8,6 +8,7 @@ pub mod bench;
 pub mod client;
 pub mod params;
 pub mod prove;
+pub mod sample;
 
 use clap::{Parser, Subcommand};
 
@@ -31,6 +32,8 @@ pub enum Command {
     Params(params::ParamsCommand),
     /// Benchmarks against filecoin-proofs' own prover and sppark's GPU figures.
     Bench(bench::BenchArgs),
+    /// Seal a fresh 2 KiB test sector and write an input file for every proof kind.
+    Sample(sample::SampleArgs),
     /// Commands that talk to a running cuzkd.
     #[command(flatten)]
     Client(client::ClientCommand),
@@ -42,6 +45,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prove(args) => prove::run(args),
         Command::Params(cmd) => params::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Sample(args) => sample::run(args),
         Command::Client(cmd) => client::run(cmd),
     }
 }

@@ -41,7 +41,7 @@ pub fn parse_c1(bytes: &[u8]) -> Result<ParsedC1, ProveError> {
     };
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| bad("not valid JSON", &e))?;
-    if value.get("Phase1Out").is_some() {
+    let parsed = if value.get("Phase1Out").is_some() {
         let w: LotusC1Wrapper =
             serde_json::from_value(value).map_err(|e| bad("bad lotus-bench wrapper", &e))?;
         let inner = base64::engine::general_purpose::STANDARD
@@ -56,12 +56,34 @@ pub fn parse_c1(bytes: &[u8]) -> Result<ParsedC1, ProveError> {
                 w.sector_size, output.registered_proof, declared
             )));
         }
-        Ok(ParsedC1 { output, sector_number: Some(w.sector_num) })
+        ParsedC1 { output, sector_number: Some(w.sector_num) }
     } else {
         let output =
             serde_json::from_value(value).map_err(|e| bad("not a SealCommitPhase1Output", &e))?;
-        Ok(ParsedC1 { output, sector_number: None })
+        ParsedC1 { output, sector_number: None }
+    };
+    check_vanilla_size(parsed)
+}
+
+/// The vanilla proofs carry their sector size in their variant; it must be the registered
+/// proof's. (Several sizes share a tree shape, so decoding alone would not notice.)
+fn check_vanilla_size(parsed: ParsedC1) -> Result<ParsedC1, ProveError> {
+    use filecoin_proofs_api::seal::VanillaSealProof::*;
+    let vanilla = match &parsed.output.vanilla_proofs {
+        StackedDrg2KiBV1(_) => 2u64 << 10,
+        StackedDrg8MiBV1(_) => 8 << 20,
+        StackedDrg512MiBV1(_) => 512 << 20,
+        StackedDrg32GiBV1(_) => 32 << 30,
+        StackedDrg64GiBV1(_) => 64 << 30,
+    };
+    let declared = u64::from(parsed.output.registered_proof.sector_size());
+    if vanilla != declared {
+        return Err(ProveError::InvalidInput(format!(
+            "C1 output: vanilla proofs are for {vanilla}-byte sectors, the proof type {:?} for {declared}",
+            parsed.output.registered_proof
+        )));
     }
+    Ok(parsed)
 }
 
 /// Filecoin's prover id for a miner actor id: the unsigned LEB128 bytes of the id,
