@@ -1,39 +1,469 @@
-//! Commands that talk to a running `cuzkd` over its Unix socket.
-//!
-//! Transitional: the daemon client is being written (issue 4); until it lands, this module
-//! only says so.
+//! Commands that talk to a running `cuzkd` over its Unix socket: `submit`, `await`,
+//! `cancel`, `status`, `metrics`, `preload`, `evict` (and `prove` through
+//! [`prove_via_daemon`]), plus `demo`, which runs a daemon in-process.
 
+#[path = "demo.rs"]
+pub mod demo;
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
 use clap::Subcommand;
+
+use super::prove::{request_of, ProveWhat};
+use crate::proofs::ProofRequest;
+use crate::proto::{self, Client, JobInfo, ParamSpec, ProofResult, StatusReport, Submit, Timings};
 
 /// Options shared by every command that talks to the daemon.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DaemonOpts {
     /// The daemon's socket.
-    #[arg(long, env = "CUZK_SOCKET", default_value = "/run/cuzk/cuzk.sock", global = true)]
+    #[arg(
+        long,
+        env = "CUZK_SOCKET",
+        default_value = "/run/cuzk/cuzk.sock",
+        global = true
+    )]
     pub socket: std::path::PathBuf,
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
 }
 
-/// Daemon client subcommands.
+/// Scheduling priority on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PriorityArg {
+    /// Background work.
+    Low,
+    /// PoRep and SnapDeals default.
+    Normal,
+    /// WindowPoSt default.
+    High,
+    /// WinningPoSt default.
+    Critical,
+}
+
+impl From<PriorityArg> for proto::Priority {
+    fn from(p: PriorityArg) -> Self {
+        match p {
+            PriorityArg::Low => proto::Priority::Low,
+            PriorityArg::Normal => proto::Priority::Normal,
+            PriorityArg::High => proto::Priority::High,
+            PriorityArg::Critical => proto::Priority::Critical,
+        }
+    }
+}
+
+/// Per-job options of `submit` (and of `prove` through [`prove_via_daemon_with`]).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct JobOpts {
+    /// Priority class [default: critical for winning-post, high for window-post, normal
+    /// otherwise].
+    #[arg(long, value_enum)]
+    pub priority: Option<PriorityArg>,
+    /// Idempotency key: submitting the same id and input again returns the same job.
+    #[arg(long)]
+    pub request_id: Option<String>,
+}
+
+/// `cuzk submit …`
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    /// What to prove.
+    #[command(subcommand)]
+    pub what: ProveWhat,
+    /// Job options.
+    #[command(flatten)]
+    pub job: JobOpts,
+    /// Daemon connection.
+    #[command(flatten)]
+    pub daemon: DaemonOpts,
+}
+
+/// `cuzk await …`
+#[derive(Debug, clap::Args)]
+pub struct AwaitArgs {
+    /// The job id `submit` printed.
+    pub job: u64,
+    /// Give up after this long (e.g. 30s, 5m) and report the job's state; exit status 3.
+    #[arg(long, value_parser = parse_duration_arg)]
+    pub timeout: Option<Duration>,
+    /// Write the proof bytes here instead of printing them in hex.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Daemon connection.
+    #[command(flatten)]
+    pub daemon: DaemonOpts,
+}
+
+/// `cuzk cancel …` and `cuzk status …`
+#[derive(Debug, clap::Args)]
+pub struct JobArgs {
+    /// The job id.
+    pub job: u64,
+    /// Daemon connection.
+    #[command(flatten)]
+    pub daemon: DaemonOpts,
+}
+
+/// `cuzk status [JOB]`
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// One job; without it, the daemon and every job it knows.
+    pub job: Option<u64>,
+    /// Daemon connection.
+    #[command(flatten)]
+    pub daemon: DaemonOpts,
+}
+
+/// `cuzk metrics`
+#[derive(Debug, clap::Args)]
+pub struct MetricsArgs {
+    /// Daemon connection.
+    #[command(flatten)]
+    pub daemon: DaemonOpts,
+}
+
+/// `cuzk preload …` and `cuzk evict …`
+#[derive(Debug, clap::Args)]
+pub struct ParamArgs {
+    /// Proof kind: porep, snap, window-post or winning-post.
+    pub kind: crate::proofs::ProofKind,
+    /// Sector size: 2KiB, 8MiB, 512MiB, 32GiB or 64GiB.
+    #[arg(value_parser = crate::proofs::shapes::parse_sector_size)]
+    pub sector_size: u64,
+    /// Daemon connection.
+    #[command(flatten)]
+    pub daemon: DaemonOpts,
+}
+
+/// Daemon client subcommands (flattened into `cuzk`'s top level).
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
-    /// Show the daemon's status.
-    Status(DaemonOpts),
+    /// Queue a proof on the daemon and print its job id.
+    Submit(SubmitArgs),
+    /// Wait for a job and print (or write) its proof.
+    Await(AwaitArgs),
+    /// Cancel a queued or running job.
+    Cancel(JobArgs),
+    /// Show the daemon's status, or one job's.
+    Status(StatusArgs),
+    /// Print the daemon's Prometheus metrics.
+    Metrics(MetricsArgs),
+    /// Load a parameter set into the daemon's memory.
+    Preload(ParamArgs),
+    /// Drop a parameter set from the daemon's memory.
+    Evict(ParamArgs),
+    /// Generate 2 KiB test parameters if missing, start an in-process daemon, seal a 2 KiB
+    /// sector, prove it over the socket, verify it and print the timings.
+    Demo(demo::DemoArgs),
 }
+
+/// Exit status of `cuzk await` when its timeout passed.
+pub const EXIT_PENDING: i32 = 3;
 
 /// Runs a daemon client subcommand.
 pub fn run(cmd: ClientCommand) -> anyhow::Result<()> {
     match cmd {
-        ClientCommand::Status(_) => anyhow::bail!("the daemon client is not built yet"),
+        ClientCommand::Submit(a) => submit(a),
+        ClientCommand::Await(a) => await_cmd(a),
+        ClientCommand::Cancel(a) => cancel(a),
+        ClientCommand::Status(a) => status(a),
+        ClientCommand::Metrics(a) => {
+            print!("{}", connect(&a.daemon.socket)?.metrics()?);
+            Ok(())
+        }
+        ClientCommand::Preload(a) => params(a, true),
+        ClientCommand::Evict(a) => params(a, false),
+        ClientCommand::Demo(a) => demo::run(a),
+    }
+}
+
+/// Connects and says Hello.
+pub fn connect(socket: &Path) -> anyhow::Result<Client> {
+    Ok(Client::connect(
+        socket,
+        concat!("cuzk/", env!("CARGO_PKG_VERSION")),
+    )?)
+}
+
+fn submission(request: ProofRequest, job: &JobOpts) -> Submit {
+    Submit {
+        request_id: job.request_id.clone(),
+        priority: job.priority.map(Into::into),
+        input: request.into(),
     }
 }
 
 /// Proves `request` through the daemon and returns the proof bytes.
-pub fn prove_via_daemon(
-    _request: crate::proofs::ProofRequest,
-    _opts: &DaemonOpts,
+pub fn prove_via_daemon(request: ProofRequest, opts: &DaemonOpts) -> anyhow::Result<Vec<u8>> {
+    prove_via_daemon_with(request, opts, &JobOpts::default())
+}
+
+/// Like [`prove_via_daemon`], with a priority and request id. Shows progress on a terminal
+/// and the stage timings on stderr (or the whole result as JSON on stdout with `--json`).
+pub fn prove_via_daemon_with(
+    request: ProofRequest,
+    opts: &DaemonOpts,
+    job: &JobOpts,
 ) -> anyhow::Result<Vec<u8>> {
-    anyhow::bail!("the daemon client is not built yet; use --standalone")
+    let mut client = connect(&opts.socket)?;
+    let accepted = client.submit(submission(request, job))?;
+    let result = wait(&mut client, accepted.job_id, None)?
+        .ok_or_else(|| anyhow::anyhow!("job {} did not finish", accepted.job_id))?;
+    report_result(&result, opts.json);
+    Ok(result.proof)
+}
+
+fn submit(a: SubmitArgs) -> anyhow::Result<()> {
+    let request = request_of(&a.what)?;
+    let accepted = connect(&a.daemon.socket)?.submit(submission(request, &a.job))?;
+    if a.daemon.json {
+        println!("{}", serde_json::to_string(&accepted)?);
+    } else {
+        println!("{}", accepted.job_id);
+        if accepted.existing {
+            eprintln!(
+                "(request id matched job {}, already {:?})",
+                accepted.job_id, accepted.state
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Waits for a job, with a progress line on a terminal; `None` when `timeout` passed.
+fn wait(
+    client: &mut Client,
+    job: u64,
+    timeout: Option<Duration>,
+) -> anyhow::Result<Option<ProofResult>> {
+    let tty = std::io::stderr().is_terminal();
+    let start = Instant::now();
+    let tick = if tty {
+        Duration::from_millis(500)
+    } else {
+        Duration::from_secs(3600)
+    };
+    loop {
+        let step = match timeout {
+            Some(t) => t.saturating_sub(start.elapsed()).min(tick),
+            None => tick,
+        };
+        match client.await_job(job, Some(step))? {
+            Ok(result) => {
+                if tty {
+                    eprint!("\r\x1b[2K");
+                }
+                return Ok(Some(result));
+            }
+            Err(info) => {
+                if tty {
+                    eprint!("\r\x1b[2K{}", progress_line(&info, start.elapsed()));
+                    let _ = std::io::stderr().flush();
+                }
+                if timeout.is_some_and(|t| start.elapsed() >= t) {
+                    if tty {
+                        eprintln!();
+                    }
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+fn progress_line(info: &JobInfo, waited: Duration) -> String {
+    let partitions = if info.partitions_total > 0 {
+        format!(
+            ", partition {}/{}",
+            info.partitions_done, info.partitions_total
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "job {} ({}, {:?}): {:?}{partitions}, {:.1} s",
+        info.job_id,
+        info.kind,
+        info.priority,
+        info.state,
+        waited.as_secs_f64()
+    )
+}
+
+fn await_cmd(a: AwaitArgs) -> anyhow::Result<()> {
+    let mut client = connect(&a.daemon.socket)?;
+    let Some(result) = wait(&mut client, a.job, a.timeout)? else {
+        let info = client.status(Some(a.job))?.jobs.into_iter().next();
+        match (&info, a.daemon.json) {
+            (Some(i), true) => println!("{}", serde_json::to_string(i)?),
+            (Some(i), false) => eprintln!(
+                "still {:?} after the timeout: {}",
+                i.state,
+                progress_line(i, Duration::ZERO)
+            ),
+            (None, _) => eprintln!("job {} is gone", a.job),
+        }
+        std::process::exit(EXIT_PENDING);
+    };
+    report_result(&result, a.daemon.json);
+    match &a.out {
+        Some(path) => std::fs::write(path, &result.proof)
+            .with_context(|| format!("writing {}", path.display()))?,
+        None if !a.daemon.json => println!("{}", hex::encode(&result.proof)),
+        None => {}
+    }
+    Ok(())
+}
+
+/// Prints a finished job: the timing table on stderr, or the JSON document on stdout.
+fn report_result(r: &ProofResult, json: bool) {
+    if json {
+        let doc = serde_json::json!({
+            "job_id": r.job_id,
+            "kind": r.kind.as_str(),
+            "proof": hex::encode(&r.proof),
+            "partitions": r.partitions,
+            "backend": r.backend,
+            "timings_us": r.timings,
+        });
+        println!("{doc}");
+    } else {
+        eprintln!(
+            "job {}: {} proof, {} partition(s) on {}",
+            r.job_id, r.kind, r.partitions, r.backend
+        );
+        eprint!("{}", timing_table(&r.timings));
+    }
+}
+
+/// The per-stage timing table.
+pub fn timing_table(t: &Timings) -> String {
+    let rows = [
+        ("queue wait", t.queue_wait_us),
+        ("parameter load", t.param_load_us),
+        ("synthesis", t.synthesis_us),
+        ("proving", t.proving_us),
+        ("verification", t.verification_us),
+        ("total", t.total_us),
+    ];
+    let mut out = String::new();
+    for (name, us) in rows {
+        out.push_str(&format!("  {name:<16}{:>10.3} s\n", us as f64 / 1e6));
+    }
+    out
+}
+
+fn cancel(a: JobArgs) -> anyhow::Result<()> {
+    let c = connect(&a.daemon.socket)?.cancel(a.job)?;
+    if a.daemon.json {
+        println!("{}", serde_json::to_string(&c)?);
+    } else if c.was_running {
+        println!(
+            "job {} cancelled; it stops at its next partition boundary",
+            c.job_id
+        );
+    } else {
+        println!("job {} cancelled (it was queued)", c.job_id);
+    }
+    Ok(())
+}
+
+fn status(a: StatusArgs) -> anyhow::Result<()> {
+    let s = connect(&a.daemon.socket)?.status(a.job)?;
+    if a.daemon.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print!("{}", status_text(&s));
+    }
+    Ok(())
+}
+
+fn status_text(s: &StatusReport) -> String {
+    let mut out = format!(
+        "{} on {}, up {} s\nqueued {}, running {}, succeeded {}, failed {}, cancelled {}\n",
+        s.server_version,
+        s.backend,
+        s.uptime_s,
+        s.queued,
+        s.running,
+        s.succeeded,
+        s.failed,
+        s.cancelled
+    );
+    if !s.params_loaded.is_empty() {
+        let loaded: Vec<String> = s
+            .params_loaded
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {}",
+                    p.kind,
+                    crate::proofs::shapes::format_sector_size(p.sector_size)
+                )
+            })
+            .collect();
+        out.push_str(&format!("parameters resident: {}\n", loaded.join(", ")));
+    }
+    if !s.jobs.is_empty() {
+        out.push_str(&format!(
+            "{:>6}  {:<13}{:<9}{:<10}{:>10}  {}\n",
+            "JOB", "KIND", "PRIORITY", "STATE", "AGE", "DETAIL"
+        ));
+        for j in &s.jobs {
+            let detail = j
+                .error
+                .clone()
+                .or_else(|| j.request_id.as_ref().map(|r| format!("request {r}")))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "{:>6}  {:<13}{:<9}{:<10}{:>9.1}s  {}\n",
+                j.job_id,
+                j.kind.as_str(),
+                format!("{:?}", j.priority).to_lowercase(),
+                format!("{:?}", j.state).to_lowercase(),
+                j.age_ms as f64 / 1000.0,
+                detail
+            ));
+        }
+    }
+    out
+}
+
+fn params(a: ParamArgs, load: bool) -> anyhow::Result<()> {
+    let mut client = connect(&a.daemon.socket)?;
+    let spec = ParamSpec {
+        kind: a.kind.into(),
+        sector_size: a.sector_size,
+    };
+    let report = if load {
+        client.preload(spec)?
+    } else {
+        client.evict(spec)?
+    };
+    if a.daemon.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        let verb = if load { "loaded" } else { "evicted" };
+        println!(
+            "{verb} in {} ms; resident: {}",
+            report.elapsed_ms,
+            report.loaded.len()
+        );
+        for p in &report.loaded {
+            println!(
+                "  {} {}",
+                p.kind,
+                crate::proofs::shapes::format_sector_size(p.sector_size)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(s)
 }

@@ -1,6 +1,7 @@
 //! Logging: natively to journald (structured fields, journald's own timestamps) when stderr is
 //! the journal, else human-readable lines with timestamps on stderr.
 
+use std::io::IsTerminal;
 use std::os::fd::AsRawFd;
 
 use tracing_subscriber::layer::SubscriberExt;
@@ -57,6 +58,7 @@ pub fn init(level: &str) {
     }
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }

@@ -10,26 +10,22 @@ use crate::proofs::{JobControl, ProofOutput, ProofRequest, ProveError, ProvingSe
 use crate::prover::cpu::CpuBackend;
 use crate::prover::Backend;
 
-/// The GPU backend, when one is usable.
-///
-/// NOT YET WIRED: `cuzk::gpu` (another engineer's module) is not in the library yet; until
-/// it is, this returns `None`, `proving.backend = "auto"` means the CPU and `"gpu"` fails to
-/// start. Replace the body with `crate::gpu::try_backend()` when it lands.
-fn gpu_backend() -> Option<Arc<dyn Backend>> {
-    None
+/// The GPU backend (device 0), or why there is none.
+fn gpu_backend() -> Result<Arc<dyn Backend>, String> {
+    crate::gpu::try_backend().map_err(|e| e.to_string())
 }
 
-/// The backend `choice` selects.
+/// The backend `choice` selects: `auto` falls back to the CPU (saying why), `gpu` fails.
 pub fn select_backend(choice: BackendChoice) -> Result<Arc<dyn Backend>, DaemonError> {
     let cpu = || Arc::new(CpuBackend) as Arc<dyn Backend>;
     match choice {
         BackendChoice::Cpu => Ok(cpu()),
-        BackendChoice::Auto => Ok(gpu_backend().unwrap_or_else(cpu)),
-        BackendChoice::Gpu => gpu_backend().ok_or_else(|| {
-            DaemonError::Backend(
-                "proving.backend = \"gpu\" but no usable GPU backend was found".into(),
-            )
-        }),
+        BackendChoice::Auto => Ok(gpu_backend().unwrap_or_else(|why| {
+            tracing::info!("no usable GPU ({why}); proving on the CPU");
+            cpu()
+        })),
+        BackendChoice::Gpu => gpu_backend()
+            .map_err(|why| DaemonError::Backend(format!("proving.backend = \"gpu\": {why}"))),
     }
 }
 

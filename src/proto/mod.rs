@@ -10,7 +10,7 @@ mod codec;
 mod convert;
 mod messages;
 
-pub use client::{Client, ClientError};
+pub use client::{read_response, Client, ClientError};
 pub use codec::{
     decode_payload, encode_frame, encode_payload, FrameCodec, FrameError, LENGTH_PREFIX,
 };

@@ -1,0 +1,182 @@
+//! `cuzk demo`: the whole path on an embedded default — test parameters, an in-process
+//! daemon on a temporary socket, a freshly sealed 2 KiB sector, its PoRep C2 proved over the
+//! socket, checked with filecoin-proofs' own verifier, and the timing table.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{ensure, Context as _};
+use filecoin_proofs_api::RegisteredSealProof;
+
+use crate::config::Config;
+use crate::daemon::InProcess;
+use crate::params_gen::{ensure_params, GenOutcome};
+use crate::proofs::{ProofKind, ProofRequest, ProvingService};
+use crate::proto::Submit;
+
+/// `cuzk demo`
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Parameter directory [default: $CUZK_TEST_PARAMS, else
+    /// /var/tmp/filecoin-proof-parameters]. Missing 2 KiB PoRep parameters are generated
+    /// there (random test parameters; existing files are never modified).
+    #[arg(long)]
+    pub param_dir: Option<PathBuf>,
+    /// Use the CPU backend even when a GPU is present.
+    #[arg(long)]
+    pub cpu: bool,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The demo's miner and sector.
+const MINER_ID: u64 = 1000;
+const SECTOR_NUMBER: u64 = 1;
+const SECTOR_SIZE: u64 = 2048;
+
+/// A private temporary directory, removed on drop.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    fn new() -> anyhow::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let path = std::env::temp_dir().join(format!("cuzk-demo-{}-{nanos}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn param_dir(args: &DemoArgs) -> PathBuf {
+    args.param_dir
+        .clone()
+        .or_else(|| std::env::var_os("CUZK_TEST_PARAMS").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/filecoin-proof-parameters"))
+}
+
+/// Runs the demo.
+pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let dir = param_dir(&args);
+    let step = |msg: &str| eprintln!("cuzk demo: {msg}");
+    let t = Instant::now();
+    let (_, outcome) = ensure_params(&dir, ProofKind::PoRep, SECTOR_SIZE, &mut |m| step(m))
+        .context("generating 2 KiB test parameters")?;
+    let params_time = t.elapsed();
+    match outcome {
+        GenOutcome::Existing => step(&format!(
+            "2 KiB PoRep parameters found in {}",
+            dir.display()
+        )),
+        GenOutcome::Generated(d) => step(&format!(
+            "generated 2 KiB PoRep parameters in {:.1} s",
+            d.as_secs_f64()
+        )),
+    }
+    // filecoin-proofs' verifier reads the verifying key from its parameter cache. Set it
+    // before any thread exists.
+    std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
+
+    let work = WorkDir::new()?;
+    step("sealing a fresh 2 KiB sector (PC1, PC2, C1) …");
+    let t = Instant::now();
+    let sector = crate::sealing::seal_sector(
+        &work.0.join("sector"),
+        RegisteredSealProof::StackedDrg2KiBV1_1,
+        MINER_ID,
+        SECTOR_NUMBER,
+    )
+    .context("sealing the demo sector")?;
+    let seal_time = t.elapsed();
+
+    let daemon = start_daemon(&dir, &work.0, args.cpu)?;
+    step(&format!(
+        "daemon listening on {}",
+        daemon.socket().display()
+    ));
+    let mut client = super::connect(daemon.socket())?;
+    let request = ProofRequest::PoRep(crate::proofs::PoRepRequest {
+        c1: sector.c1_json.clone(),
+        miner_id: MINER_ID,
+        sector_number: Some(SECTOR_NUMBER),
+    });
+    let accepted = client.submit(Submit {
+        request_id: None,
+        priority: None,
+        input: request.into(),
+    })?;
+    step(&format!(
+        "proving job {} over the socket …",
+        accepted.job_id
+    ));
+    let result = super::wait(&mut client, accepted.job_id, None)?
+        .ok_or_else(|| anyhow::anyhow!("job {} did not finish", accepted.job_id))?;
+    drop(client);
+    daemon.stop();
+
+    let t = Instant::now();
+    let valid = sector
+        .verify_porep(&result.proof, &dir)
+        .context("verifying with filecoin-proofs")?;
+    let verify_time = t.elapsed();
+    ensure!(valid, "filecoin-proofs rejected the proof");
+    if args.json {
+        let doc = serde_json::json!({
+            "sector_size": SECTOR_SIZE,
+            "proof": hex::encode(&result.proof),
+            "backend": result.backend,
+            "verified_by_filecoin_proofs": valid,
+            "seal_s": seal_time.as_secs_f64(),
+            "params_s": params_time.as_secs_f64(),
+            "timings_us": result.timings,
+        });
+        println!("{doc}");
+        return Ok(());
+    }
+    println!(
+        "2 KiB PoRep C2 proved by cuzkd ({}) and verified by filecoin-proofs",
+        result.backend
+    );
+    println!(
+        "  {:<16}{:>10.3} s",
+        "test parameters",
+        params_time.as_secs_f64()
+    );
+    println!("  {:<16}{:>10.3} s", "sealing", seal_time.as_secs_f64());
+    print!("{}", super::timing_table(&result.timings));
+    println!(
+        "  {:<16}{:>10.3} s",
+        "fil-proofs check",
+        verify_time.as_secs_f64()
+    );
+    println!(
+        "proof ({} bytes): {}",
+        result.proof.len(),
+        hex::encode(&result.proof)
+    );
+    Ok(())
+}
+
+/// Starts the in-process daemon on a socket in `work`.
+fn start_daemon(params: &Path, work: &Path, force_cpu: bool) -> anyhow::Result<InProcess> {
+    let mut config = Config::default();
+    config.socket.path = work.join("cuzk.sock");
+    config.socket.mode = 0o600;
+    config.params.dir = params.to_path_buf();
+    let backend = crate::cli::prove::select_backend(force_cpu);
+    let service = Arc::new(ProvingService::new(params.to_path_buf(), backend));
+    Ok(InProcess::start(config, service)?)
+}

@@ -1,0 +1,228 @@
+//! Real proofs through the real cuzkd: a freshly sealed 2 KiB sector's PoRep C2 proved over
+//! the socket, for two clients at once, and through the `cuzk` CLI across a SIGTERM drain;
+//! every proof is checked with filecoin-proofs' own verifier.
+//!
+//! Needs the 2 KiB PoRep test parameters in `$CUZK_TEST_PARAMS` (default
+//! /var/tmp/filecoin-proof-parameters); they are generated if missing (scripts/test.sh does it
+//! beforehand). Each proof takes about a minute on two CPU cores.
+
+mod daemon_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use cuzk::proto::{JobState, ProofInput, ProofKind, Submit};
+use cuzk::sealing::{seal_sector, SealedSector};
+use daemon_support::*;
+use filecoin_proofs_api::RegisteredSealProof;
+use nix::sys::signal::Signal;
+
+const CUZK: &str = env!("CARGO_BIN_EXE_cuzk");
+
+/// Generates the parameters once per test binary and points filecoin-proofs' verifier at them.
+fn params() -> PathBuf {
+    static ONCE: Once = Once::new();
+    let dir = test_params_dir();
+    ONCE.call_once(|| {
+        cuzk::params_gen::ensure_params(&dir, cuzk::proofs::ProofKind::PoRep, 2048, &mut |m| {
+            eprintln!("{m}")
+        })
+        .expect("2 KiB PoRep test parameters");
+        // Read by filecoin-proofs' verify_seal; set before the tests start other threads
+        // that read the environment.
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
+    });
+    dir
+}
+
+fn sealed(dir: &Path, sector_number: u64) -> SealedSector {
+    let t = Instant::now();
+    let s = seal_sector(
+        &dir.join(format!("sector-{sector_number}")),
+        RegisteredSealProof::StackedDrg2KiBV1_1,
+        1000,
+        sector_number,
+    )
+    .expect("sealing a 2 KiB sector");
+    eprintln!("sealed sector {sector_number} in {:?}", t.elapsed());
+    s
+}
+
+fn porep(sector: &SealedSector) -> Submit {
+    Submit {
+        request_id: None,
+        priority: None,
+        input: ProofInput::PoRep {
+            c1: sector.c1_json.clone(),
+            miner_id: sector.miner_id,
+            sector_number: Some(sector.sector_number),
+        },
+    }
+}
+
+#[test]
+fn two_clients_get_verified_2k_porep_proofs_at_once() {
+    let dir = params();
+    let daemon = Daemon::start(&[("proving.backend", "\"cpu\"")]);
+    let sector = sealed(daemon.env.dir.path(), 1);
+    let clients: Vec<_> = (0..2)
+        .map(|i| {
+            let (socket, submit) = (daemon.env.socket.clone(), porep(&sector));
+            std::thread::spawn(move || {
+                let mut c = cuzk::proto::Client::connect(&socket, &format!("client-{i}")).unwrap();
+                c.prove(submit).expect("a proof")
+            })
+        })
+        .collect();
+    let results: Vec<_> = clients.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_ne!(results[0].job_id, results[1].job_id, "two jobs");
+    for r in &results {
+        assert_eq!(r.kind, ProofKind::PoRep);
+        assert_eq!(r.partitions, 1);
+        assert_eq!(r.proof.len(), 192);
+        assert!(
+            sector
+                .verify_porep(&r.proof, &dir)
+                .expect("verify_seal runs"),
+            "filecoin-proofs accepts job {}",
+            r.job_id
+        );
+        let t = &r.timings;
+        assert!(
+            t.synthesis_us > 0 && t.proving_us > 0 && t.verification_us > 0,
+            "{t:?}"
+        );
+        let stages =
+            t.queue_wait_us + t.param_load_us + t.synthesis_us + t.proving_us + t.verification_us;
+        assert!(t.total_us >= stages, "total covers the stages: {t:?}");
+    }
+    // One worker: the second job waited for the first.
+    let waited = results
+        .iter()
+        .map(|r| r.timings.queue_wait_us)
+        .max()
+        .unwrap();
+    assert!(
+        waited > 1_000_000,
+        "the second job queued behind the first: {waited} us"
+    );
+    let mut c = daemon.client();
+    let status = c.status(None).unwrap();
+    assert_eq!(status.succeeded, 2);
+    assert!(status
+        .params_loaded
+        .iter()
+        .any(|p| p.kind == ProofKind::PoRep && p.sector_size == 2048));
+    let metrics = c.metrics().unwrap();
+    assert!(
+        metrics.contains("cuzk_jobs_finished_total{kind=\"porep\",outcome=\"succeeded\"} 2"),
+        "{metrics}"
+    );
+    let mut daemon = daemon;
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(30)).success());
+}
+
+/// `cuzk submit`, SIGTERM while the proof runs, `cuzk await` still gets it, cuzkd exits 0.
+#[test]
+fn the_cli_gets_a_real_proof_through_a_sigterm_drain() {
+    let dir = params();
+    let mut daemon = Daemon::start(&[
+        ("proving.backend", "\"cpu\""),
+        ("daemon.drain_grace", "\"10m\""),
+    ]);
+    let sector = sealed(daemon.env.dir.path(), 2);
+    let c1 = daemon.env.dir.path().join("c1.json");
+    std::fs::write(&c1, &sector.c1_json).unwrap();
+    let cli = |args: &[&str]| {
+        Command::new(CUZK)
+            .args(args)
+            .env("CUZK_SOCKET", &daemon.env.socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run cuzk")
+    };
+    let out = cli(&[
+        "submit",
+        "--request-id",
+        "demo-2",
+        "porep",
+        "--c1",
+        c1.to_str().unwrap(),
+        "--miner-id",
+        "1000",
+        "--sector-number",
+        "2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job: u64 = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .expect("submit prints the job id");
+    let mut c = daemon.client();
+    eventually("the proof to start", Duration::from_secs(60), || {
+        (job_state(&mut c, job) == JobState::Running).then_some(())
+    });
+    let status = cli(&["status", "--json"]);
+    assert!(status.status.success());
+    let doc: serde_json::Value =
+        serde_json::from_slice(&status.stdout).expect("status --json is JSON");
+    assert_eq!(doc["running"], 1);
+
+    let proof_file = daemon.env.dir.path().join("proof.bin");
+    let waiter = {
+        let (socket, proof_file) = (daemon.env.socket.clone(), proof_file.clone());
+        std::thread::spawn(move || {
+            Command::new(CUZK)
+                .args([
+                    "await",
+                    &job.to_string(),
+                    "--out",
+                    proof_file.to_str().unwrap(),
+                ])
+                .env("CUZK_SOCKET", socket)
+                .stdin(Stdio::null())
+                .output()
+                .expect("run cuzk await")
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    daemon.signal(Signal::SIGTERM);
+    daemon
+        .env
+        .wait_notify("STOPPING=1", Duration::from_secs(10), &mut daemon.child);
+    let out = waiter.join().unwrap();
+    assert!(
+        out.status.success(),
+        "cuzk await: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("synthesis") && stderr.contains("total"),
+        "prints the timing table: {stderr}"
+    );
+    let proof = std::fs::read(&proof_file).unwrap();
+    assert!(
+        sector.verify_porep(&proof, &dir).unwrap(),
+        "filecoin-proofs accepts the drained job's proof"
+    );
+    assert_eq!(
+        daemon.wait_exit(Duration::from_secs(60)).code(),
+        Some(0),
+        "{}",
+        daemon.env.stderr()
+    );
+    let log = daemon.env.stderr();
+    assert!(
+        log.contains("job accepted") && log.contains("job finished"),
+        "{log}"
+    );
+}

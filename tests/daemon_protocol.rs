@@ -1,0 +1,255 @@
+//! The wire protocol against the real cuzkd: misbehaving clients get typed errors while a
+//! well-behaved client on another connection keeps being served.
+
+mod daemon_support;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuzk::proto::{
+    encode_frame, encode_payload, read_response, AwaitJob, ErrorCode, Hello, Request, Response,
+    StatusQuery, PROTOCOL_VERSION,
+};
+use daemon_support::*;
+use nix::sys::signal::Signal;
+
+fn raw(socket: &Path) -> UnixStream {
+    let s = UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s
+}
+
+fn hello_frame(version: u32) -> Vec<u8> {
+    encode_frame(&Request::Hello(Hello {
+        protocol_version: version,
+        client_name: "raw".into(),
+    }))
+    .unwrap()
+}
+
+fn read(s: &mut UnixStream) -> Response {
+    read_response(s, 64 << 20).expect("a response frame")
+}
+
+fn error_code(r: Response) -> ErrorCode {
+    match r {
+        Response::Error(e) => e.code,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+fn status_frame() -> Vec<u8> {
+    encode_frame(&Request::Status(StatusQuery { job_id: None })).unwrap()
+}
+
+fn frame_of(payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Reads until EOF (the daemon closed the connection).
+fn assert_closed(s: &mut UnixStream) {
+    let mut buf = [0u8; 16];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("expected the connection to be closed, read {n} bytes"),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("expected EOF, got {e}"),
+    }
+}
+
+#[test]
+fn misbehaving_clients_get_typed_errors_and_others_keep_being_served() {
+    let mut daemon = Daemon::start(&[("protocol.max_frame_size", "\"1MiB\"")]);
+    let socket = daemon.env.socket.clone();
+
+    // A well-behaved client polls Status throughout, on its own connection.
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicUsize::new(0));
+    let good = {
+        let (stop, served, socket) = (stop.clone(), served.clone(), socket.clone());
+        std::thread::spawn(move || {
+            let mut c = cuzk::proto::Client::connect(&socket, "good").unwrap();
+            while !stop.load(Ordering::SeqCst) {
+                c.status(None).expect("the good client is always served");
+                served.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+
+    eventually(
+        "the good client to be served",
+        Duration::from_secs(10),
+        || (served.load(Ordering::SeqCst) >= 3).then_some(()),
+    );
+
+    // A request before Hello.
+    let mut s = raw(&socket);
+    s.write_all(&status_frame()).unwrap();
+    assert_eq!(error_code(read(&mut s)), ErrorCode::HelloRequired);
+    // A wrong protocol version, then the right one: the connection stays usable.
+    s.write_all(&hello_frame(PROTOCOL_VERSION + 98)).unwrap();
+    assert_eq!(error_code(read(&mut s)), ErrorCode::UnsupportedVersion);
+    s.write_all(&hello_frame(PROTOCOL_VERSION)).unwrap();
+    assert!(matches!(read(&mut s), Response::Welcome(_)));
+    // A payload that is not a message (variant 200), an empty payload, a truncated message.
+    for payload in [&[200u8, 1, 2][..], &[][..], &[1u8, 0][..]] {
+        s.write_all(&frame_of(payload)).unwrap();
+        assert_eq!(
+            error_code(read(&mut s)),
+            ErrorCode::MalformedFrame,
+            "{payload:?}"
+        );
+    }
+    // A valid message with trailing bytes inside its frame.
+    let mut payload = encode_payload(&Request::Status(StatusQuery { job_id: None })).unwrap();
+    payload.extend_from_slice(b"junk");
+    s.write_all(&frame_of(&payload)).unwrap();
+    assert_eq!(error_code(read(&mut s)), ErrorCode::MalformedFrame);
+    // Still usable after all of that.
+    s.write_all(&status_frame()).unwrap();
+    assert!(matches!(read(&mut s), Response::Status(_)));
+    // Unknown jobs.
+    let await_unknown = encode_frame(&Request::Await(AwaitJob {
+        job_id: 424242,
+        timeout_ms: Some(10),
+    }))
+    .unwrap();
+    s.write_all(&await_unknown).unwrap();
+    assert_eq!(error_code(read(&mut s)), ErrorCode::UnknownJob);
+
+    // An oversized length prefix: a typed error, then the connection is closed (the daemon
+    // cannot find the next frame), and nothing is allocated for it.
+    let mut big = raw(&socket);
+    big.write_all(&hello_frame(PROTOCOL_VERSION)).unwrap();
+    assert!(matches!(read(&mut big), Response::Welcome(_)));
+    big.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    assert_eq!(error_code(read(&mut big)), ErrorCode::FrameTooLarge);
+    assert_closed(&mut big);
+
+    // Just over the configured limit (1 MiB).
+    let mut over = raw(&socket);
+    over.write_all(&((1u32 << 20) + 1).to_be_bytes()).unwrap();
+    assert_eq!(error_code(read(&mut over)), ErrorCode::FrameTooLarge);
+    assert_closed(&mut over);
+
+    // Garbage right after a valid frame, in the same write: the frame is answered, then the
+    // garbage gets a typed error.
+    let mut g = raw(&socket);
+    let mut bytes = hello_frame(PROTOCOL_VERSION);
+    bytes.extend_from_slice(b"garbage that is no frame");
+    g.write_all(&bytes).unwrap();
+    assert!(matches!(read(&mut g), Response::Welcome(_)));
+    assert_eq!(error_code(read(&mut g)), ErrorCode::FrameTooLarge); // "garb" as a length
+    assert_closed(&mut g);
+    // Garbage that happens to be a plausible length: a malformed frame, connection kept.
+    let mut g2 = raw(&socket);
+    let mut bytes = hello_frame(PROTOCOL_VERSION);
+    bytes.extend_from_slice(&frame_of(b"\xff\xfe\xfd"));
+    bytes.extend_from_slice(&status_frame());
+    g2.write_all(&bytes).unwrap();
+    assert!(matches!(read(&mut g2), Response::Welcome(_)));
+    assert_eq!(error_code(read(&mut g2)), ErrorCode::MalformedFrame);
+    assert!(matches!(read(&mut g2), Response::Status(_)));
+
+    // A client that connects and sends half a frame, then hangs up.
+    let mut half = raw(&socket);
+    half.write_all(&[0, 0, 0, 50, 1, 2]).unwrap();
+    drop(half);
+
+    let before = served.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::SeqCst);
+    good.join().expect("the good client never saw an error");
+    assert!(
+        served.load(Ordering::SeqCst) > before,
+        "the good client kept being served"
+    );
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+#[test]
+fn invalid_input_is_a_typed_error_from_the_job() {
+    let mut daemon = Daemon::start(&[]);
+    let mut c = daemon.client();
+    let err = c.prove(bogus_porep("x")).unwrap_err();
+    assert_eq!(code(&err), ErrorCode::InvalidInput);
+    let cuzk::proto::ClientError::Server(e) = err else {
+        unreachable!()
+    };
+    assert!(e.job_id.is_some(), "the error names the job");
+    // The connection is still usable, and the job is reported as failed.
+    let status = c.status(e.job_id).unwrap();
+    assert_eq!(status.jobs[0].state, cuzk::proto::JobState::Failed);
+    assert!(status.jobs[0]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("invalid input"));
+    assert_eq!(status.failed, 1);
+    let err = c.cancel(e.job_id.unwrap()).unwrap_err();
+    assert_eq!(code(&err), ErrorCode::JobFinished);
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+#[test]
+fn connections_are_bounded() {
+    let mut daemon = Daemon::start(&[("socket.max_connections", "2")]);
+    let a = daemon.client();
+    let b = daemon.client();
+    let err = cuzk::proto::Client::connect(&daemon.env.socket, "third")
+        .err()
+        .expect("refused");
+    assert_eq!(code(&err), ErrorCode::Busy);
+    drop(a);
+    // A slot frees up once a connection closes.
+    let mut c = eventually("a free slot", Duration::from_secs(5), || {
+        cuzk::proto::Client::connect(&daemon.env.socket, "again").ok()
+    });
+    c.status(None).unwrap();
+    drop(b);
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+#[test]
+fn a_silent_client_is_closed_after_the_hello_timeout() {
+    let mut daemon = Daemon::start(&[("protocol.hello_timeout", "\"300ms\"")]);
+    let mut s = raw(&daemon.env.socket);
+    assert_eq!(error_code(read(&mut s)), ErrorCode::HelloRequired);
+    assert_closed(&mut s);
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+#[test]
+fn metrics_are_prometheus_text() {
+    let mut daemon = Daemon::start(&[]);
+    let mut c = daemon.client();
+    let _ = c.prove(bogus_porep("m"));
+    let text = c.metrics().unwrap();
+    for needle in [
+        "# TYPE cuzk_jobs_queued gauge",
+        "cuzk_jobs_queued 0",
+        "cuzk_jobs_running 0",
+        "cuzk_jobs_finished_total{kind=\"porep\",outcome=\"failed\"} 1",
+        "cuzk_connections 1",
+        "cuzk_info{version=",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let value = line.rsplit(' ').next().unwrap();
+        assert!(value.parse::<f64>().is_ok(), "bad sample line {line:?}");
+    }
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
