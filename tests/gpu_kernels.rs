@@ -44,14 +44,18 @@ fn edgy_scalars(rng: &mut StdRng, n: usize) -> Vec<Scalar> {
 }
 
 fn g1_bases(rng: &mut StdRng, n: usize, distinct: usize) -> Vec<G1Affine> {
-    let p: Vec<G1Projective> = (0..distinct.min(n).max(1)).map(|_| G1Projective::random(&mut *rng)).collect();
+    let p: Vec<G1Projective> = (0..distinct.min(n).max(1))
+        .map(|_| G1Projective::random(&mut *rng))
+        .collect();
     let mut a = vec![G1Affine::identity(); p.len()];
     G1Projective::batch_normalize(&p, &mut a);
     (0..n).map(|i| a[i % a.len()]).collect()
 }
 
 fn g2_bases(rng: &mut StdRng, n: usize, distinct: usize) -> Vec<G2Affine> {
-    let p: Vec<G2Projective> = (0..distinct.min(n).max(1)).map(|_| G2Projective::random(&mut *rng)).collect();
+    let p: Vec<G2Projective> = (0..distinct.min(n).max(1))
+        .map(|_| G2Projective::random(&mut *rng))
+        .collect();
     let mut a = vec![G2Affine::identity(); p.len()];
     G2Projective::batch_normalize(&p, &mut a);
     (0..n).map(|i| a[i % a.len()]).collect()
@@ -61,7 +65,27 @@ fn g2_bases(rng: &mut StdRng, n: usize, distinct: usize) -> Vec<G2Affine> {
 fn msm_g1_matches_blst() {
     let Some(gpu) = backend() else { return };
     let mut rng = fresh_rng();
-    for n in [1usize, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 255, 257, 1023, 1025, 4097, (1 << 16) + 1] {
+    for n in [
+        1usize,
+        2,
+        3,
+        4,
+        5,
+        7,
+        8,
+        9,
+        15,
+        16,
+        17,
+        31,
+        33,
+        255,
+        257,
+        1023,
+        1025,
+        4097,
+        (1 << 16) + 1,
+    ] {
         let mut bases = g1_bases(&mut rng, n, 64);
         if n > 3 {
             bases[1] = G1Affine::identity();
@@ -80,7 +104,11 @@ fn msm_g1_large_sizes() {
     for lg in [20u32, 24] {
         for n in [(1usize << lg) - 1, 1 << lg] {
             let bases = g1_bases(&mut rng, n, 4096);
-            let s = if lg == 24 { scalars(&mut rng, n) } else { edgy_scalars(&mut rng, n) };
+            let s = if lg == 24 {
+                scalars(&mut rng, n)
+            } else {
+                edgy_scalars(&mut rng, n)
+            };
             let got = gpu.msm_g1(&bases, &s).expect("gpu msm");
             assert_eq!(got, cpu_msm::msm_g1(&bases, &s), "G1 MSM of {n}");
             if lg == 24 {
@@ -98,19 +126,35 @@ fn msm_special_patterns() {
     // Repeated base, equal scalars: every bucket addition doubles.
     let bases = g1_bases(&mut rng, n, 1);
     let s = vec![Scalar::from(12345u64); n];
-    assert_eq!(gpu.msm_g1(&bases, &s).unwrap(), cpu_msm::msm_g1(&bases, &s), "equal scalars");
+    assert_eq!(
+        gpu.msm_g1(&bases, &s).unwrap(),
+        cpu_msm::msm_g1(&bases, &s),
+        "equal scalars"
+    );
     // s and r−s on the same base cancel inside buckets: the sum is the identity.
     let mut s = scalars(&mut rng, n);
     for i in (0..n).step_by(2) {
         s[i + 1] = -s[i];
     }
-    assert_eq!(gpu.msm_g1(&bases, &s).unwrap(), G1Projective::identity(), "cancelling scalars");
+    assert_eq!(
+        gpu.msm_g1(&bases, &s).unwrap(),
+        G1Projective::identity(),
+        "cancelling scalars"
+    );
     // All ones (batch addition only), all zeros.
     let bases = g1_bases(&mut rng, n, 97);
     let ones = vec![Scalar::ONE; n];
-    assert_eq!(gpu.msm_g1(&bases, &ones).unwrap(), cpu_msm::msm_g1(&bases, &ones), "ones");
+    assert_eq!(
+        gpu.msm_g1(&bases, &ones).unwrap(),
+        cpu_msm::msm_g1(&bases, &ones),
+        "ones"
+    );
     let zeros = vec![Scalar::ZERO; n];
-    assert_eq!(gpu.msm_g1(&bases, &zeros).unwrap(), G1Projective::identity(), "zeros");
+    assert_eq!(
+        gpu.msm_g1(&bases, &zeros).unwrap(),
+        G1Projective::identity(),
+        "zeros"
+    );
     // Empty.
     assert_eq!(gpu.msm_g1(&[], &[]).unwrap(), G1Projective::identity());
 }
@@ -130,7 +174,11 @@ fn msm_g2_matches_blst() {
     }
     let bases = g2_bases(&mut rng, 3000, 1);
     let s = vec![Scalar::from(77u64); 3000];
-    assert_eq!(gpu.msm_g2(&bases, &s).unwrap(), cpu_msm::msm_g2(&bases, &s), "G2 equal scalars");
+    assert_eq!(
+        gpu.msm_g2(&bases, &s).unwrap(),
+        cpu_msm::msm_g2(&bases, &s),
+        "G2 equal scalars"
+    );
 }
 
 fn cpu_transform(v: &[Scalar], inverse: bool, coset: bool) -> Vec<Scalar> {
@@ -151,7 +199,11 @@ fn cpu_transform(v: &[Scalar], inverse: bool, coset: bool) -> Vec<Scalar> {
     } else {
         cpu_ntt::ntt_in_place(&mut out, w.invert().unwrap());
         let ninv = Scalar::from(n as u64).invert().unwrap();
-        let gi = if coset { g.invert().unwrap() } else { Scalar::ONE };
+        let gi = if coset {
+            g.invert().unwrap()
+        } else {
+            Scalar::ONE
+        };
         let mut p = ninv;
         for x in out.iter_mut() {
             *x *= p;
@@ -170,7 +222,11 @@ fn ntt_matches_cpu() {
         for (inverse, coset) in [(false, false), (true, false), (false, true), (true, true)] {
             let mut g = v.clone();
             gpu.ntt(&mut g, inverse, coset).expect("gpu ntt");
-            assert_eq!(g, cpu_transform(&v, inverse, coset), "2^{lg} inverse={inverse} coset={coset}");
+            assert_eq!(
+                g,
+                cpu_transform(&v, inverse, coset),
+                "2^{lg} inverse={inverse} coset={coset}"
+            );
         }
     }
 }
@@ -225,7 +281,9 @@ fn field_and_curve_ops_match_blst() {
     let mut a: Vec<[u64; 6]> = pts.iter().map(|p| fp_limbs(p).0).collect();
     let mut b: Vec<[u64; 6]> = pts.iter().map(|p| fp_limbs(p).1).collect();
     // edge cases: 0, 1 (Montgomery R), p−1 (−1)
-    let one = blst_fp { l: fp_limbs(&G1Affine::generator()).0 };
+    let one = blst_fp {
+        l: fp_limbs(&G1Affine::generator()).0,
+    };
     let mut r1 = blst_fp::default();
     let mut m1 = blst_fp::default();
     // SAFETY: blst functions on valid, initialised field elements.
@@ -234,7 +292,13 @@ fn field_and_curve_ops_match_blst() {
         blst_fp_cneg(&mut m1, &r1, true);
     }
     let _ = one;
-    for (x, y) in [([0u64; 6], r1.l), (r1.l, m1.l), (m1.l, m1.l), ([0u64; 6], [0u64; 6]), (m1.l, [0u64; 6])] {
+    for (x, y) in [
+        ([0u64; 6], r1.l),
+        (r1.l, m1.l),
+        (m1.l, m1.l),
+        ([0u64; 6], [0u64; 6]),
+        (m1.l, [0u64; 6]),
+    ] {
         a.push(x);
         b.push(y);
     }
@@ -258,14 +322,23 @@ fn field_and_curve_ops_match_blst() {
     let canon = gpu.selftest_fr_from_mont(&s).unwrap();
     for (i, v) in s.iter().enumerate() {
         let bytes = v.to_bytes_le();
-        let want: Vec<u64> = bytes.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+        let want: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
         assert_eq!(canon[i].to_vec(), want, "from_mont {i}");
     }
     let q = g1_bases(&mut rng, 256, 256);
     let got = gpu.selftest_g1(&pts, &q).unwrap();
     for i in 0..pts.len() {
         let p = G1Projective::from(pts[i]);
-        let want = [p.double(), p + q[i], p + q[i], p.double(), G1Projective::identity()];
+        let want = [
+            p.double(),
+            p + q[i],
+            p + q[i],
+            p.double(),
+            G1Projective::identity(),
+        ];
         for k in 0..5 {
             assert_eq!(got[5 * i + k], want[k], "g1 op {k} on point {i}");
         }

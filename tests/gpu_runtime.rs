@@ -6,11 +6,21 @@ use cuzk::gpu::{compile, msm, GpuError};
 #[test]
 fn translation_unit_is_self_contained() {
     let tu = compile::translation_unit();
-    assert!(!tu.lines().any(|l| l.starts_with("#include \"")), "NVRTC gets no file system");
+    assert!(
+        !tu.lines().any(|l| l.starts_with("#include \"")),
+        "NVRTC gets no file system"
+    );
     for (name, _) in compile::SOURCES {
         assert!(tu.contains(&format!("// ---- {name}")), "{name} missing");
     }
-    for k in ["ntt_dif_pass", "msm_digits", "msm_units", "batch_add_g1", "batch_add_g2", "scan_blocks"] {
+    for k in [
+        "ntt_dif_pass",
+        "msm_digits",
+        "msm_units",
+        "batch_add_g1",
+        "batch_add_g2",
+        "scan_blocks",
+    ] {
         assert!(tu.contains(k), "kernel {k} missing");
     }
 }

@@ -31,7 +31,12 @@ impl BaseKey {
         let k = n.min(2) * pb;
         bytes[..k].hash(&mut h);
         bytes[bytes.len() - k..].hash(&mut h);
-        BaseKey { addr: bytes.as_ptr() as usize, len: n, curve, print: h.finish() }
+        BaseKey {
+            addr: bytes.as_ptr() as usize,
+            len: n,
+            curve,
+            print: h.finish(),
+        }
     }
 }
 
@@ -60,7 +65,14 @@ impl GpuBackend {
     pub fn new(ordinal: usize) -> Result<Self, GpuError> {
         let gpu = Gpu::open(ordinal)?;
         let info = gpu.info.clone();
-        Ok(GpuBackend { info, state: Mutex::new(State { gpu, bases: HashMap::new(), domains: HashMap::new() }) })
+        Ok(GpuBackend {
+            info,
+            state: Mutex::new(State {
+                gpu,
+                bases: HashMap::new(),
+                domains: HashMap::new(),
+            }),
+        })
     }
 
     /// The device this backend runs on.
@@ -69,7 +81,10 @@ impl GpuBackend {
     }
 
     pub(super) fn lock(&self) -> Result<MutexGuard<'_, State>, GpuError> {
-        self.state.lock().map_err(|_| GpuError::Cuda { context: "lock", message: "a previous GPU call panicked".into() })
+        self.state.lock().map_err(|_| GpuError::Cuda {
+            context: "lock",
+            message: "a previous GPU call panicked".into(),
+        })
     }
 
     /// Drops the resident bases (and NTT tables), freeing their device memory.
@@ -85,7 +100,9 @@ impl GpuBackend {
             let d = Domain::new(&s.gpu, lg)?;
             s.domains.insert(lg, d);
         }
-        s.domains.get(&lg).ok_or_else(|| GpuError::Input("domain cache".into()))
+        s.domains
+            .get(&lg)
+            .ok_or_else(|| GpuError::Input("domain cache".into()))
     }
 
     /// In-place natural-order NTT of `values` (length a power of two, ≤ 2^28), with the same
@@ -94,20 +111,47 @@ impl GpuBackend {
     pub fn ntt(&self, values: &mut [Scalar], inverse: bool, coset: bool) -> Result<(), GpuError> {
         let n = values.len();
         if !n.is_power_of_two() {
-            return Err(GpuError::Input(format!("NTT size {n} is not a power of two")));
+            return Err(GpuError::Input(format!(
+                "NTT size {n} is not a power of two"
+            )));
         }
         let lg = n.trailing_zeros();
         let mut s = self.lock()?;
         Self::domain(&mut s, lg)?;
         let s = &*s;
-        let d = s.domains.get(&lg).ok_or_else(|| GpuError::Input("domain cache".into()))?;
+        let d = s
+            .domains
+            .get(&lg)
+            .ok_or_else(|| GpuError::Input("domain cache".into()))?;
         let data = s.gpu.upload_new(scalar_bytes(values))?;
         let out = s.gpu.alloc(n * FR_BYTES)?;
         d.transform(&s.gpu, &data, &out, inverse, coset)?;
         s.gpu.download(&out, scalar_bytes_mut(values))
     }
 
-    fn quotient_gpu(&self, a: Vec<Scalar>, b: Vec<Scalar>, c: Vec<Scalar>) -> Result<Vec<Scalar>, GpuError> {
+    fn quotient_gpu(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+    ) -> Result<Vec<Scalar>, GpuError> {
+        // The inputs stay on the host until the transform succeeds, so a retry after freeing the
+        // resident bases (out of memory beside them) needs no copies.
+        match self.quotient_once(&a, &b, &c) {
+            Err(e) if e.is_out_of_memory() => {
+                self.lock()?.bases.clear();
+                self.quotient_once(&a, &b, &c)
+            }
+            r => r,
+        }
+    }
+
+    fn quotient_once(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+    ) -> Result<Vec<Scalar>, GpuError> {
         let n = a.len();
         if b.len() != n || c.len() != n {
             return Err(GpuError::Input("A, B and C have different lengths".into()));
@@ -117,7 +161,10 @@ impl GpuBackend {
         let mut s = self.lock()?;
         Self::domain(&mut s, lg)?;
         let s = &*s;
-        let d = s.domains.get(&lg).ok_or_else(|| GpuError::Input("domain cache".into()))?;
+        let d = s
+            .domains
+            .get(&lg)
+            .ok_or_else(|| GpuError::Input("domain cache".into()))?;
         let gpu = &s.gpu;
         let load = |v: &[Scalar]| -> Result<DevBuf, GpuError> {
             let mut buf = gpu.alloc(m * FR_BYTES)?;
@@ -125,17 +172,25 @@ impl GpuBackend {
             gpu.zero_range(&mut buf, n * FR_BYTES, (m - n) * FR_BYTES)?;
             Ok(buf)
         };
-        let mut bufs = [load(&a)?, load(&b)?, load(&c)?, gpu.alloc(m * FR_BYTES)?];
-        drop((a, b, c));
+        let mut bufs = [load(a)?, load(b)?, load(c)?, gpu.alloc(m * FR_BYTES)?];
         d.quotient(gpu, &mut bufs)?;
         let mut h = vec![Scalar::ZERO; m - 1];
         gpu.download(&bufs[0], scalar_bytes_mut(&mut h))?;
         Ok(h)
     }
 
-    fn msm_parts(&self, curve: Curve, base_bytes: &[u8], n: usize, scalars: &[Scalar]) -> Result<msm::MsmParts, GpuError> {
+    fn msm_parts(
+        &self,
+        curve: Curve,
+        base_bytes: &[u8],
+        n: usize,
+        scalars: &[Scalar],
+    ) -> Result<msm::MsmParts, GpuError> {
         if scalars.len() != n {
-            return Err(GpuError::Input(format!("{n} bases for {} scalars", scalars.len())));
+            return Err(GpuError::Input(format!(
+                "{n} bases for {} scalars",
+                scalars.len()
+            )));
         }
         let mut s = self.lock()?;
         let key = BaseKey::new(base_bytes, n, curve);
@@ -150,13 +205,30 @@ impl GpuBackend {
             };
             s.bases.insert(key, buf);
         }
-        let s = &*s;
-        let bases = s.bases.get(&key).ok_or_else(|| GpuError::Input("base cache".into()))?;
-        msm::msm(&s.gpu, curve, bases, n, scalar_bytes(scalars))
+        let run = |s: &State| -> Result<msm::MsmParts, GpuError> {
+            let bases = s
+                .bases
+                .get(&key)
+                .ok_or_else(|| GpuError::Input("base cache".into()))?;
+            msm::msm(&s.gpu, curve, bases, n, scalar_bytes(scalars))
+        };
+        match run(&s) {
+            Err(e) if e.is_out_of_memory() && s.bases.len() > 1 => {
+                // The working buffers did not fit beside the resident bases of other slices
+                // (parameters of an earlier proof, say): keep only this slice's and retry once.
+                s.bases.retain(|k, _| *k == key);
+                run(&s)
+            }
+            r => r,
+        }
     }
 
     /// Σ scalars[i]·bases[i] in G1 on the GPU.
-    pub fn msm_g1_gpu(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, GpuError> {
+    pub fn msm_g1_gpu(
+        &self,
+        bases: &[G1Affine],
+        scalars: &[Scalar],
+    ) -> Result<G1Projective, GpuError> {
         if bases.is_empty() && scalars.is_empty() {
             return Ok(G1Projective::identity());
         }
@@ -165,7 +237,11 @@ impl GpuBackend {
     }
 
     /// Σ scalars[i]·bases[i] in G2 on the GPU.
-    pub fn msm_g2_gpu(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, GpuError> {
+    pub fn msm_g2_gpu(
+        &self,
+        bases: &[G2Affine],
+        scalars: &[Scalar],
+    ) -> Result<G2Projective, GpuError> {
         if bases.is_empty() && scalars.is_empty() {
             return Ok(G2Projective::identity());
         }
@@ -179,7 +255,12 @@ impl Backend for GpuBackend {
         format!("cuda:{} {}", self.info.ordinal, self.info.name)
     }
 
-    fn quotient(&self, a: Vec<Scalar>, b: Vec<Scalar>, c: Vec<Scalar>) -> Result<Vec<Scalar>, ProverError> {
+    fn quotient(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+    ) -> Result<Vec<Scalar>, ProverError> {
         Ok(self.quotient_gpu(a, b, c)?)
     }
 

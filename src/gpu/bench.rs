@@ -41,7 +41,13 @@ pub struct GpuBenchArgs {
 /// sppark 0.1.15 on the project's H200 (ANCHORS.md), milliseconds.
 fn sppark_ms(op: &str, lg: u32) -> Option<f64> {
     let t: &[(u32, f64)] = match op {
-        "G1 MSM" => &[(20, 22.7), (22, 55.5), (24, 162.5), (26, 569.4), (27, 1110.9)],
+        "G1 MSM" => &[
+            (20, 22.7),
+            (22, 55.5),
+            (24, 162.5),
+            (26, 569.4),
+            (27, 1110.9),
+        ],
         "G2 MSM" => &[(20, 50.0), (22, 141.0), (24, 457.5), (26, 1653.3)],
         "NTT" => &[(20, 0.29), (24, 4.74), (26, 23.81), (27, 44.35)],
         "coset NTT" => &[(20, 0.33), (24, 5.35), (26, 26.20), (27, 49.14)],
@@ -114,7 +120,13 @@ fn tiled(gpu: &Gpu, tile: &[u8], n: usize, point: usize) -> anyhow::Result<DevBu
     Ok(buf)
 }
 
-fn bench_msm(gpu: &Gpu, curve: Curve, sizes: &[u32], args: &GpuBenchArgs, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+fn bench_msm(
+    gpu: &Gpu,
+    curve: Curve,
+    sizes: &[u32],
+    args: &GpuBenchArgs,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
     let (op, tile_bytes, g1, g2) = match curve {
         Curve::G1 => {
             let t = random_g1(TILE, 1);
@@ -174,7 +186,12 @@ fn bench_msm(gpu: &Gpu, curve: Curve, sizes: &[u32], args: &GpuBenchArgs, rows: 
     Ok(())
 }
 
-fn bench_ntt(gpu: &Gpu, sizes: &[u32], args: &GpuBenchArgs, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+fn bench_ntt(
+    gpu: &Gpu,
+    sizes: &[u32],
+    args: &GpuBenchArgs,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
     for &lg in sizes {
         let n = 1usize << lg;
         let dom = Domain::new(gpu, lg)?;
@@ -200,9 +217,18 @@ fn bench_ntt(gpu: &Gpu, sizes: &[u32], args: &GpuBenchArgs, rows: &mut Vec<Row>)
                 dom.bitrev(gpu, &data, &out, 0, 0, false)?;
                 gpu.sync()?;
                 let t2 = Instant::now();
-                eprintln!("trace NTT 2^{lg}: dif {:.2} ms, bitrev {:.2} ms", (t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3);
+                eprintln!(
+                    "trace NTT 2^{lg}: dif {:.2} ms, bitrev {:.2} ms",
+                    (t1 - t0).as_secs_f64() * 1e3,
+                    (t2 - t1).as_secs_f64() * 1e3
+                );
             }
-            rows.push(Row { op, lg, ms, note: String::new() });
+            rows.push(Row {
+                op,
+                lg,
+                ms,
+                note: String::new(),
+            });
         }
     }
     Ok(())
@@ -220,15 +246,25 @@ pub fn run(args: GpuBenchArgs) -> anyhow::Result<()> {
         i.total_mem as f64 / (1u64 << 30) as f64,
         i.arch,
         i.driver_version,
-        if i.module_cached { "from cache" } else { "compiled" },
+        if i.module_cached {
+            "from cache"
+        } else {
+            "compiled"
+        },
         i.module_ms
     );
     let mut rows = Vec::new();
     bench_ntt(&gpu, &args.ntt, &args, &mut rows)?;
     bench_msm(&gpu, Curve::G1, &args.g1, &args, &mut rows)?;
     bench_msm(&gpu, Curve::G2, &args.g2, &args, &mut rows)?;
-    println!("{} timed runs each after a warm-up; ours = median (min–max)", args.runs);
-    println!("{:<10} {:>5} {:>12} {:>19} {:>10} {:>7}  {}", "op", "size", "ours ms", "min–max", "sppark ms", "ratio", "note");
+    println!(
+        "{} timed runs each after a warm-up; ours = median (min–max)",
+        args.runs
+    );
+    println!(
+        "{:<10} {:>5} {:>12} {:>19} {:>10} {:>7}  {}",
+        "op", "size", "ours ms", "min–max", "sppark ms", "ratio", "note"
+    );
     for r in &rows {
         let (med, lo, hi) = stats(&r.ms);
         let (sp, ratio) = match sppark_ms(r.op, r.lg) {

@@ -43,7 +43,11 @@ pub fn translation_unit() -> String {
 }
 
 fn options(arch: u32) -> Vec<String> {
-    vec![format!("--gpu-architecture=sm_{arch}"), "--std=c++17".into(), "-default-device".into()]
+    vec![
+        format!("--gpu-architecture=sm_{arch}"),
+        "--std=c++17".into(),
+        "-default-device".into(),
+    ]
 }
 
 /// The cache file name for this source, architecture and driver version.
@@ -53,7 +57,10 @@ pub fn cache_key(arch: u32, driver_version: i32) -> String {
     for o in options(arch) {
         h.update(o.as_bytes());
     }
-    format!("cuzk-{}-sm{arch}-drv{driver_version}.cubin", &hex::encode(h.finalize())[..16])
+    format!(
+        "cuzk-{}-sm{arch}-drv{driver_version}.cubin",
+        &hex::encode(h.finalize())[..16]
+    )
 }
 
 fn cache_dir() -> Option<PathBuf> {
@@ -106,9 +113,12 @@ pub fn compile(arch: u32) -> Result<Vec<u8>, GpuError> {
     // SAFETY: probing for the library only loads it; no NVRTC function runs if it is absent
     // (cudarc would panic on the first call otherwise).
     if !unsafe { nv::is_culib_present() } {
-        return Err(GpuError::Compile("libnvrtc not found (install the CUDA toolkit or nvidia-cuda-nvrtc)".into()));
+        return Err(GpuError::Compile(
+            "libnvrtc not found (install the CUDA toolkit or nvidia-cuda-nvrtc)".into(),
+        ));
     }
-    let src = CString::new(translation_unit()).map_err(|_| GpuError::Compile("NUL in source".into()))?;
+    let src =
+        CString::new(translation_unit()).map_err(|_| GpuError::Compile("NUL in source".into()))?;
     let name = CString::new("cuzk.cu").map_err(|_| GpuError::Compile("NUL in name".into()))?;
     let opts: Vec<CString> = options(arch)
         .into_iter()
@@ -118,7 +128,16 @@ pub fn compile(arch: u32) -> Result<Vec<u8>, GpuError> {
     let mut prog: nv::nvrtcProgram = std::ptr::null_mut();
     // SAFETY: `src` and `name` are NUL-terminated and outlive the call; no headers are passed.
     nv_check(
-        unsafe { nv::nvrtcCreateProgram(&mut prog, src.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null()) },
+        unsafe {
+            nv::nvrtcCreateProgram(
+                &mut prog,
+                src.as_ptr(),
+                name.as_ptr(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        },
         "nvrtcCreateProgram",
     )?;
     let result = compile_program(prog, &opt_ptrs);
@@ -137,10 +156,16 @@ fn compile_program(prog: nv::nvrtcProgram, opts: &[*const c_char]) -> Result<Vec
     }
     let mut size = 0usize;
     // SAFETY: `prog` compiled successfully; `size` is a valid out pointer.
-    nv_check(unsafe { nv::nvrtcGetCUBINSize(prog, &mut size) }, "nvrtcGetCUBINSize")?;
+    nv_check(
+        unsafe { nv::nvrtcGetCUBINSize(prog, &mut size) },
+        "nvrtcGetCUBINSize",
+    )?;
     let mut bin = vec![0u8; size];
     // SAFETY: `bin` has exactly the size NVRTC reported.
-    nv_check(unsafe { nv::nvrtcGetCUBIN(prog, bin.as_mut_ptr().cast()) }, "nvrtcGetCUBIN")?;
+    nv_check(
+        unsafe { nv::nvrtcGetCUBIN(prog, bin.as_mut_ptr().cast()) },
+        "nvrtcGetCUBIN",
+    )?;
     Ok(bin)
 }
 
@@ -148,7 +173,9 @@ fn program_log(prog: nv::nvrtcProgram) -> String {
     let mut size = 0usize;
     // SAFETY: `prog` is a live program; the buffer is as large as NVRTC says the log is.
     unsafe {
-        if nv::nvrtcGetProgramLogSize(prog, &mut size) != nv::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+        if nv::nvrtcGetProgramLogSize(prog, &mut size) != nv::nvrtcResult::NVRTC_SUCCESS
+            || size == 0
+        {
             return String::new();
         }
         let mut buf = vec![0 as c_char; size];

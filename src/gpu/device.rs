@@ -102,14 +102,18 @@ pub struct Gpu {
 pub fn device_count() -> Result<usize, GpuError> {
     // SAFETY: only tries to load libcuda; cudarc panics on the first driver call without it.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err(GpuError::NoDevice("libcuda (the NVIDIA driver) is not installed".into()));
+        return Err(GpuError::NoDevice(
+            "libcuda (the NVIDIA driver) is not installed".into(),
+        ));
     }
     match CudaContext::device_count() {
         Ok(n) if n > 0 => Ok(n as usize),
-        Ok(_) => Err(GpuError::NoDevice("the driver reports no CUDA device".into())),
-        Err(e) if e.0 == CUresult::CUDA_ERROR_NO_DEVICE => {
-            Err(GpuError::NoDevice("the driver reports no CUDA device".into()))
-        }
+        Ok(_) => Err(GpuError::NoDevice(
+            "the driver reports no CUDA device".into(),
+        )),
+        Err(e) if e.0 == CUresult::CUDA_ERROR_NO_DEVICE => Err(GpuError::NoDevice(
+            "the driver reports no CUDA device".into(),
+        )),
         Err(e) => Err(GpuError::NoDevice(format!("cuInit failed: {e:?}"))),
     }
 }
@@ -138,7 +142,9 @@ impl Gpu {
         let arch = (major * 10 + minor) as u32;
         let t0 = Instant::now();
         let (bin, cached) = compile::cubin(arch, driver_version)?;
-        let module = ctx.load_module(Ptx::from_binary(bin)).ctx("cuModuleLoadData")?;
+        let module = ctx
+            .load_module(Ptx::from_binary(bin))
+            .ctx("cuModuleLoadData")?;
         let mut funcs = HashMap::new();
         for &k in KERNELS {
             funcs.insert(k, module.load_function(k).ctx("cuModuleGetFunction")?);
@@ -153,7 +159,12 @@ impl Gpu {
             module_ms: t0.elapsed().as_secs_f64() * 1e3,
             module_cached: cached,
         };
-        Ok(Gpu { info, ctx, stream, funcs })
+        Ok(Gpu {
+            info,
+            ctx,
+            stream,
+            funcs,
+        })
     }
 
     /// Free and total device memory in bytes.
@@ -171,7 +182,10 @@ impl Gpu {
 
     /// Zero-filled device buffer.
     pub fn alloc_zeroed(&self, bytes: usize) -> Result<DevBuf, GpuError> {
-        let slice = self.stream.alloc_zeros::<u8>(bytes.max(1)).ctx("cuMemAlloc")?;
+        let slice = self
+            .stream
+            .alloc_zeros::<u8>(bytes.max(1))
+            .ctx("cuMemAlloc")?;
         let ptr = slice.device_ptr(&self.stream).0;
         Ok(DevBuf { slice, ptr })
     }
@@ -179,7 +193,11 @@ impl Gpu {
     /// Copies `src` to the start of `dst`.
     pub fn upload(&self, dst: &mut DevBuf, src: &[u8]) -> Result<(), GpuError> {
         if src.len() > dst.len() {
-            return Err(GpuError::Input(format!("upload of {} bytes into {}", src.len(), dst.len())));
+            return Err(GpuError::Input(format!(
+                "upload of {} bytes into {}",
+                src.len(),
+                dst.len()
+            )));
         }
         let mut view = dst.slice.slice_mut(0..src.len());
         self.stream.memcpy_htod(src, &mut view).ctx("cuMemcpyHtoD")
@@ -195,7 +213,11 @@ impl Gpu {
     /// Copies the first `dst.len()` bytes of `src` to the host (synchronous).
     pub fn download(&self, src: &DevBuf, dst: &mut [u8]) -> Result<(), GpuError> {
         if dst.len() > src.len() {
-            return Err(GpuError::Input(format!("download of {} bytes from {}", dst.len(), src.len())));
+            return Err(GpuError::Input(format!(
+                "download of {} bytes from {}",
+                dst.len(),
+                src.len()
+            )));
         }
         let view = src.slice.slice(0..dst.len());
         self.stream.memcpy_dtoh(&view, dst).ctx("cuMemcpyDtoH")?;
@@ -205,7 +227,11 @@ impl Gpu {
     /// Copies `dst.len()` bytes starting at byte `offset` of `src` to the host (synchronous).
     pub fn download_at(&self, src: &DevBuf, offset: usize, dst: &mut [u8]) -> Result<(), GpuError> {
         if offset + dst.len() > src.len() {
-            return Err(GpuError::Input(format!("download of {} bytes at {offset} from {}", dst.len(), src.len())));
+            return Err(GpuError::Input(format!(
+                "download of {} bytes at {offset} from {}",
+                dst.len(),
+                src.len()
+            )));
         }
         let view = src.slice.slice(offset..offset + dst.len());
         self.stream.memcpy_dtoh(&view, dst).ctx("cuMemcpyDtoH")?;
@@ -224,9 +250,17 @@ impl Gpu {
 
     /// Copies `bytes` bytes inside `buf` from offset `src` to offset `dst` (ranges must not
     /// overlap); used to tile benchmark bases.
-    pub fn copy_within(&self, buf: &mut DevBuf, src: usize, dst: usize, bytes: usize) -> Result<(), GpuError> {
+    pub fn copy_within(
+        &self,
+        buf: &mut DevBuf,
+        src: usize,
+        dst: usize,
+        bytes: usize,
+    ) -> Result<(), GpuError> {
         if src.max(dst) + bytes > buf.len() || (src < dst + bytes && dst < src + bytes) {
-            return Err(GpuError::Input("copy_within out of bounds or overlapping".into()));
+            return Err(GpuError::Input(
+                "copy_within out of bounds or overlapping".into(),
+            ));
         }
         // SAFETY: both ranges lie inside the live allocation and do not overlap (checked above);
         // the copy is ordered on our stream like every other use of the buffer.
@@ -267,11 +301,18 @@ impl Gpu {
     /// Launches kernel `name` on a 1-D grid. Every argument is passed as a 64-bit value: device
     /// addresses and u64 parameters as is; for a u32 parameter the driver reads the low four
     /// bytes, which on a little-endian host are the value itself.
-    pub fn launch(&self, name: &'static str, grid: u64, block: u32, args: &[u64]) -> Result<(), GpuError> {
+    pub fn launch(
+        &self,
+        name: &'static str,
+        grid: u64,
+        block: u32,
+        args: &[u64],
+    ) -> Result<(), GpuError> {
         if grid == 0 {
             return Ok(());
         }
-        let grid = u32::try_from(grid).map_err(|_| GpuError::Input(format!("{name}: grid too large")))?;
+        let grid =
+            u32::try_from(grid).map_err(|_| GpuError::Input(format!("{name}: grid too large")))?;
         let f = self
             .funcs
             .get(name)
@@ -280,7 +321,11 @@ impl Gpu {
         for a in args {
             b.arg(a);
         }
-        let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: 0,
+        };
         // SAFETY: each kernel's parameters are device pointers, u64 or u32 values, matched by
         // the callers in ntt.rs/msm.rs to the kernel signatures; buffers outlive the launch
         // because callers synchronize before dropping them (DevBuf drop frees asynchronously

@@ -35,7 +35,10 @@ impl GpuError {
         if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
             GpuError::OutOfMemory(format!("{context}: {e:?}"))
         } else {
-            GpuError::Cuda { context, message: format!("{e:?}") }
+            GpuError::Cuda {
+                context,
+                message: format!("{e:?}"),
+            }
         }
     }
 

@@ -79,7 +79,10 @@ const SEGMENT: u32 = 16;
 /// then 20 and 22. Larger windows shrink the m·(255/c + 1) bucket additions but grow the
 /// per-bucket reduction and memory. `CUZK_MSM_C` overrides (for tuning).
 pub fn window_bits(m: usize, curve: Curve) -> u32 {
-    if let Some(c) = std::env::var("CUZK_MSM_C").ok().and_then(|v| v.parse::<u32>().ok()) {
+    if let Some(c) = std::env::var("CUZK_MSM_C")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
         return c.clamp(4, 24);
     }
     let k = usize::BITS - m.max(1).leading_zeros() - 1; // floor(log2 m)
@@ -114,27 +117,42 @@ struct Trace {
 
 impl Trace {
     fn new() -> Self {
-        Trace { on: std::env::var_os("CUZK_GPU_TRACE").is_some(), last: std::time::Instant::now(), marks: Vec::new() }
+        Trace {
+            on: std::env::var_os("CUZK_GPU_TRACE").is_some(),
+            last: std::time::Instant::now(),
+            marks: Vec::new(),
+        }
     }
     fn mark(&mut self, gpu: &Gpu, name: &'static str) -> Result<(), GpuError> {
         if self.on {
             gpu.sync()?;
             let now = std::time::Instant::now();
-            self.marks.push((name, (now - self.last).as_secs_f64() * 1e3));
+            self.marks
+                .push((name, (now - self.last).as_secs_f64() * 1e3));
             self.last = now;
         }
         Ok(())
     }
     fn print(&self, what: String) {
         if self.on {
-            let parts: Vec<String> = self.marks.iter().map(|(n, t)| format!("{n} {t:.2}")).collect();
+            let parts: Vec<String> = self
+                .marks
+                .iter()
+                .map(|(n, t)| format!("{n} {t:.2}"))
+                .collect();
             eprintln!("trace {what}: {}", parts.join(", "));
         }
     }
 }
 
 /// Sums `groups` runs of `m` XYZZ points each down to one point per run.
-fn reduce_tree(gpu: &Gpu, curve: Curve, mut buf: DevBuf, groups: u64, mut m: u64) -> Result<DevBuf, GpuError> {
+fn reduce_tree(
+    gpu: &Gpu,
+    curve: Curve,
+    mut buf: DevBuf,
+    groups: u64,
+    mut m: u64,
+) -> Result<DevBuf, GpuError> {
     while m > 1 {
         let fan = TREE_FANIN.min(m);
         let m_out = m.div_ceil(fan);
@@ -151,13 +169,24 @@ fn reduce_tree(gpu: &Gpu, curve: Curve, mut buf: DevBuf, groups: u64, mut m: u64
     Ok(buf)
 }
 
-fn to_jacobian(gpu: &Gpu, curve: Curve, buf: &DevBuf, count: usize) -> Result<Vec<Vec<u64>>, GpuError> {
+fn to_jacobian(
+    gpu: &Gpu,
+    curve: Curve,
+    buf: &DevBuf,
+    count: usize,
+) -> Result<Vec<Vec<u64>>, GpuError> {
     let words = curve.jacobian_u64s();
     let out = gpu.alloc(count * words * 8)?;
-    gpu.launch(curve.kernel(Kernel::Jacobian), (count as u64).div_ceil(64), 64, &[buf.ptr(), out.ptr(), count as u64])?;
+    gpu.launch(
+        curve.kernel(Kernel::Jacobian),
+        (count as u64).div_ceil(64),
+        64,
+        &[buf.ptr(), out.ptr(), count as u64],
+    )?;
     let mut host = vec![0u64; count * words];
     // SAFETY: viewing initialised u64s as bytes.
-    let bytes = unsafe { std::slice::from_raw_parts_mut(host.as_mut_ptr().cast::<u8>(), host.len() * 8) };
+    let bytes =
+        unsafe { std::slice::from_raw_parts_mut(host.as_mut_ptr().cast::<u8>(), host.len() * 8) };
     gpu.download(&out, bytes)?;
     Ok(host.chunks(words).map(|c| c.to_vec()).collect())
 }
@@ -176,38 +205,83 @@ fn exclusive_scan(gpu: &Gpu, ptr: u64, n: u64) -> Result<(), GpuError> {
 
 /// Bucket sums (XYZZ, `nb` of them) from the bucket-sorted `list`: units of at most L points,
 /// L ≥ 64 and about √(largest bucket), so that no thread sums more than ~2·max(64, √max) points.
-fn accumulate(gpu: &Gpu, curve: Curve, bases: &DevBuf, list: &DevBuf, offsets: &DevBuf, nb: u64) -> Result<DevBuf, GpuError> {
+fn accumulate(
+    gpu: &Gpu,
+    curve: Curve,
+    bases: &DevBuf,
+    list: &DevBuf,
+    offsets: &DevBuf,
+    nb: u64,
+) -> Result<DevBuf, GpuError> {
     let units = gpu.alloc_zeroed((nb + 1) as usize * 4)?;
     let max = gpu.alloc_zeroed(4)?;
-    gpu.launch("msm_units", (nb + 1).div_ceil(256), 256, &[offsets.ptr(), nb, 1, units.ptr(), max.ptr()])?;
+    gpu.launch(
+        "msm_units",
+        (nb + 1).div_ceil(256),
+        256,
+        &[offsets.ptr(), nb, 1, units.ptr(), max.ptr()],
+    )?;
     let mut m = [0u8; 4];
     gpu.download(&max, &mut m)?;
     let max_size = u32::from_le_bytes(m) as f64;
     let l = (max_size.sqrt().ceil() as u64).max(UNIT_MIN);
-    gpu.launch("msm_units", (nb + 1).div_ceil(256), 256, &[offsets.ptr(), nb, l, units.ptr(), 0])?;
+    gpu.launch(
+        "msm_units",
+        (nb + 1).div_ceil(256),
+        256,
+        &[offsets.ptr(), nb, l, units.ptr(), 0],
+    )?;
     exclusive_scan(gpu, units.ptr(), nb + 1)?;
     let mut tail = [0u8; 4];
     gpu.download_at(&units, nb as usize * 4, &mut tail)?;
     let total = u32::from_le_bytes(tail) as u64;
     let unit_bucket = gpu.alloc(total as usize * 4)?;
-    gpu.launch("msm_unit_map", nb.div_ceil(256), 256, &[units.ptr(), nb, unit_bucket.ptr()])?;
+    gpu.launch(
+        "msm_unit_map",
+        nb.div_ceil(256),
+        256,
+        &[units.ptr(), nb, unit_bucket.ptr()],
+    )?;
     let partial = gpu.alloc(total as usize * curve.xyzz_bytes())?;
     gpu.launch(
         curve.kernel(Kernel::Accumulate),
         total.div_ceil(128),
         128,
-        &[bases.ptr(), list.ptr(), offsets.ptr(), units.ptr(), unit_bucket.ptr(), total, l, partial.ptr()],
+        &[
+            bases.ptr(),
+            list.ptr(),
+            offsets.ptr(),
+            units.ptr(),
+            unit_bucket.ptr(),
+            total,
+            l,
+            partial.ptr(),
+        ],
     )?;
     let buckets = gpu.alloc(nb as usize * curve.xyzz_bytes())?;
-    gpu.launch(curve.kernel(Kernel::BucketSums), nb.div_ceil(128), 128, &[partial.ptr(), units.ptr(), nb, buckets.ptr()])?;
+    gpu.launch(
+        curve.kernel(Kernel::BucketSums),
+        nb.div_ceil(128),
+        128,
+        &[partial.ptr(), units.ptr(), nb, buckets.ptr()],
+    )?;
     Ok(buckets)
 }
 
 /// Σ scalars[i]·bases[i] for `n` bases already on the device and `scalars` as raw blst_fr
 /// bytes (32 per scalar, Montgomery form).
-pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) -> Result<MsmParts, GpuError> {
+pub fn msm(
+    gpu: &Gpu,
+    curve: Curve,
+    bases: &DevBuf,
+    n: usize,
+    scalars: &[u8],
+) -> Result<MsmParts, GpuError> {
     if scalars.len() != n * 32 || bases.len() < n * curve.affine_bytes() {
-        return Err(GpuError::Input(format!("{} scalar bytes for {n} bases", scalars.len())));
+        return Err(GpuError::Input(format!(
+            "{} scalar bytes for {n} bases",
+            scalars.len()
+        )));
     }
     if n >= (1usize << 31) {
         return Err(GpuError::Input(format!("MSM of {n} points exceeds 2^31")));
@@ -219,7 +293,12 @@ pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) ->
     let ones_idx = gpu.alloc(n * 4)?;
     let rest_idx = gpu.alloc(n * 4)?;
     let counts = gpu.alloc_zeroed(8)?;
-    gpu.launch("msm_classify", nn.div_ceil(256), 256, &[sc.ptr(), nn, ones_idx.ptr(), rest_idx.ptr(), counts.ptr()])?;
+    gpu.launch(
+        "msm_classify",
+        nn.div_ceil(256),
+        256,
+        &[sc.ptr(), nn, ones_idx.ptr(), rest_idx.ptr(), counts.ptr()],
+    )?;
     let mut cnt = [0u8; 8];
     gpu.download(&counts, &mut cnt)?;
     tr.mark(gpu, "classify")?;
@@ -233,7 +312,13 @@ pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) ->
             curve.kernel(Kernel::BatchAdd),
             threads.div_ceil(128),
             128,
-            &[bases.ptr(), ones_idx.ptr(), n_ones, ONES_PER_THREAD, partial.ptr()],
+            &[
+                bases.ptr(),
+                ones_idx.ptr(),
+                n_ones,
+                ONES_PER_THREAD,
+                partial.ptr(),
+            ],
         )?;
         let sum = reduce_tree(gpu, curve, partial, 1, threads)?;
         to_jacobian(gpu, curve, &sum, 1)?.pop()
@@ -245,9 +330,19 @@ pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) ->
 
     let c = window_bits(m as usize, curve);
     if m == 0 {
-        return Ok(MsmParts { window_bits: c, windows: Vec::new(), ones });
+        return Ok(MsmParts {
+            window_bits: c,
+            windows: Vec::new(),
+            ones,
+        });
     }
     let nw = (255 / c + 1) as u64;
+    if nw * m >= 1u64 << 32 {
+        // Bucket offsets are u32: more (window, point) pairs than that need wider windows.
+        return Err(GpuError::Input(format!(
+            "{m} scalars with {c}-bit windows overflow the bucket lists"
+        )));
+    }
     let buckets_per_window = 1u64 << (c - 1);
     let nb = nw * buckets_per_window;
     let offsets = gpu.alloc_zeroed((nb + 1) as usize * 4)?;
@@ -256,7 +351,15 @@ pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) ->
         "msm_digits",
         m.div_ceil(256),
         256,
-        &[sc.ptr(), rest_idx.ptr(), m, c as u64, nw, digits.ptr(), offsets.ptr()],
+        &[
+            sc.ptr(),
+            rest_idx.ptr(),
+            m,
+            c as u64,
+            nw,
+            digits.ptr(),
+            offsets.ptr(),
+        ],
     )?;
     tr.mark(gpu, "digits")?;
     exclusive_scan(gpu, offsets.ptr(), nb + 1)?;
@@ -264,7 +367,19 @@ pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) ->
     let mut cursor = gpu.alloc((nb + 1) as usize * 4)?;
     gpu.copy(&offsets, &mut cursor, (nb + 1) as usize * 4)?;
     let list = gpu.alloc((nw * m) as usize * 4)?;
-    gpu.launch("msm_scatter", m.div_ceil(256), 256, &[digits.ptr(), rest_idx.ptr(), m, nw, cursor.ptr(), list.ptr()])?;
+    gpu.launch(
+        "msm_scatter",
+        m.div_ceil(256),
+        256,
+        &[
+            digits.ptr(),
+            rest_idx.ptr(),
+            m,
+            nw,
+            cursor.ptr(),
+            list.ptr(),
+        ],
+    )?;
     drop((digits, cursor, rest_idx, sc));
     tr.mark(gpu, "scatter")?;
 
@@ -285,7 +400,11 @@ pub fn msm(gpu: &Gpu, curve: Curve, bases: &DevBuf, n: usize, scalars: &[u8]) ->
     let windows = to_jacobian(gpu, curve, &sums, nw as usize)?;
     tr.mark(gpu, "tree")?;
     tr.print(format!("{curve:?} n={n} ones={n_ones} full={m} c={c}"));
-    Ok(MsmParts { window_bits: c, windows, ones })
+    Ok(MsmParts {
+        window_bits: c,
+        windows,
+        ones,
+    })
 }
 
 fn fp(l: &[u64]) -> blst_fp {
@@ -295,15 +414,25 @@ fn fp(l: &[u64]) -> blst_fp {
 }
 
 pub(crate) fn g1_point(l: &[u64]) -> G1Projective {
-    let p = blst_p1 { x: fp(&l[0..6]), y: fp(&l[6..12]), z: fp(&l[12..18]) };
+    let p = blst_p1 {
+        x: fp(&l[0..6]),
+        y: fp(&l[6..12]),
+        z: fp(&l[12..18]),
+    };
     // SAFETY: G1Projective is #[repr(transparent)] over blst_p1 (Jacobian, Montgomery limbs),
     // which is what the kernel wrote: a valid curve point (Z = 0 for infinity).
     unsafe { std::mem::transmute::<blst_p1, G1Projective>(p) }
 }
 
 fn g2_point(l: &[u64]) -> G2Projective {
-    let f2 = |k: usize| blst_fp2 { fp: [fp(&l[12 * k..12 * k + 6]), fp(&l[12 * k + 6..12 * k + 12])] };
-    let p = blst_p2 { x: f2(0), y: f2(1), z: f2(2) };
+    let f2 = |k: usize| blst_fp2 {
+        fp: [fp(&l[12 * k..12 * k + 6]), fp(&l[12 * k + 6..12 * k + 12])],
+    };
+    let p = blst_p2 {
+        x: f2(0),
+        y: f2(1),
+        z: f2(2),
+    };
     // SAFETY: as for G1: G2Projective is #[repr(transparent)] over blst_p2.
     unsafe { std::mem::transmute::<blst_p2, G2Projective>(p) }
 }

@@ -42,7 +42,12 @@ impl PowTables {
         let b = gpu.upload_new(scalar_bytes(&[base]))?;
         let lo = gpu.alloc(POW_TABLE * FR_BYTES)?;
         let hi = gpu.alloc(POW_TABLE * FR_BYTES)?;
-        gpu.launch("pow_tables", (POW_TABLE / 256) as u64, 256, &[lo.ptr(), hi.ptr(), b.ptr()])?;
+        gpu.launch(
+            "pow_tables",
+            (POW_TABLE / 256) as u64,
+            256,
+            &[lo.ptr(), hi.ptr(), b.ptr()],
+        )?;
         gpu.sync()?;
         Ok(PowTables { lo, hi })
     }
@@ -68,7 +73,9 @@ impl Domain {
     /// Tables for the domain of size 2^lg (1 ≤ 2^lg ≤ 2^28).
     pub fn new(gpu: &Gpu, lg: u32) -> Result<Self, GpuError> {
         if lg > MAX_LOG_SIZE {
-            return Err(GpuError::Input(format!("NTT of 2^{lg} exceeds 2^{MAX_LOG_SIZE}")));
+            return Err(GpuError::Input(format!(
+                "NTT of 2^{lg} exceeds 2^{MAX_LOG_SIZE}"
+            )));
         }
         let w = root_of_unity(lg);
         let g = Scalar::MULTIPLICATIVE_GENERATOR;
@@ -102,7 +109,11 @@ impl Domain {
 
     /// In-place decimation-in-frequency transform: natural order in, bit-reversed out.
     pub(crate) fn dif(&self, gpu: &Gpu, data: &DevBuf, inverse: bool) -> Result<(), GpuError> {
-        let t = if inverse { &self.omega_inv } else { &self.omega };
+        let t = if inverse {
+            &self.omega_inv
+        } else {
+            &self.omega
+        };
         let passes = self.lg.div_ceil(MAX_STAGES);
         let mut s0 = 0;
         for p in 0..passes {
@@ -115,7 +126,14 @@ impl Domain {
                 "ntt_dif_pass",
                 groups,
                 threads,
-                &[data.ptr(), t.lo.ptr(), t.hi.ptr(), self.lg as u64, s0 as u64, stages as u64],
+                &[
+                    data.ptr(),
+                    t.lo.ptr(),
+                    t.hi.ptr(),
+                    self.lg as u64,
+                    s0 as u64,
+                    stages as u64,
+                ],
             )?;
             s0 += stages;
         }
@@ -123,23 +141,51 @@ impl Domain {
     }
 
     /// out[i] = in[bitrev(i)] * factor: mode 0 → 1, 1 → consts[c], 2 → consts[c]·g^i (g or 1/g).
-    pub(crate) fn bitrev(&self, gpu: &Gpu, src: &DevBuf, dst: &DevBuf, mode: u64, c: u64, g_inv: bool) -> Result<(), GpuError> {
+    pub(crate) fn bitrev(
+        &self,
+        gpu: &Gpu,
+        src: &DevBuf,
+        dst: &DevBuf,
+        mode: u64,
+        c: u64,
+        g_inv: bool,
+    ) -> Result<(), GpuError> {
         let g = if g_inv { &self.g_inv } else { &self.g };
         let n = self.size() as u64;
         gpu.launch(
             "ntt_bitrev_scale",
             n.div_ceil(256),
             256,
-            &[src.ptr(), dst.ptr(), self.lg as u64, mode, c, g.lo.ptr(), g.hi.ptr()],
+            &[
+                src.ptr(),
+                dst.ptr(),
+                self.lg as u64,
+                mode,
+                c,
+                g.lo.ptr(),
+                g.hi.ptr(),
+            ],
         )
     }
 
     /// Natural-order transform of `data` into `out` (`out` ← NTT(data); `data` is clobbered).
     /// `inverse` divides by n; `coset` evaluates on (or, inverse, interpolates from) g·H.
-    pub fn transform(&self, gpu: &Gpu, data: &DevBuf, out: &DevBuf, inverse: bool, coset: bool) -> Result<(), GpuError> {
+    pub fn transform(
+        &self,
+        gpu: &Gpu,
+        data: &DevBuf,
+        out: &DevBuf,
+        inverse: bool,
+        coset: bool,
+    ) -> Result<(), GpuError> {
         if self.lg == 0 {
             // size 1: the transform is the identity (times 1/n = 1).
-            return gpu.launch("ntt_bitrev_scale", 1, 1, &[data.ptr(), out.ptr(), 0, 0, 0, 0, 0]);
+            return gpu.launch(
+                "ntt_bitrev_scale",
+                1,
+                1,
+                &[data.ptr(), out.ptr(), 0, 0, 0, 0, 0],
+            );
         }
         if !inverse && coset {
             let n = self.size() as u64;

@@ -27,10 +27,17 @@ impl GpuBackend {
         let da = g.upload_new(as_bytes(&a[..n]))?;
         let db = g.upload_new(as_bytes(&b[..n]))?;
         let out = g.alloc(n * 4 * 48)?;
-        g.launch("selftest_fp", (n as u64).div_ceil(64), 64, &[da.ptr(), db.ptr(), out.ptr(), n as u64])?;
+        g.launch(
+            "selftest_fp",
+            (n as u64).div_ceil(64),
+            64,
+            &[da.ptr(), db.ptr(), out.ptr(), n as u64],
+        )?;
         let mut h = vec![0u64; n * 4 * 6];
         g.download(&out, u64s_as_bytes_mut(&mut h))?;
-        Ok(h.chunks(6).map(|c| [c[0], c[1], c[2], c[3], c[4], c[5]]).collect())
+        Ok(h.chunks(6)
+            .map(|c| [c[0], c[1], c[2], c[3], c[4], c[5]])
+            .collect())
     }
 
     /// Canonical little-endian limbs of each scalar, computed on the device.
@@ -40,21 +47,35 @@ impl GpuBackend {
         let g = &s.gpu;
         let d = g.upload_new(scalar_bytes(v))?;
         let out = g.alloc(n * 32)?;
-        g.launch("selftest_fr_from_mont", (n as u64).div_ceil(64), 64, &[d.ptr(), out.ptr(), n as u64])?;
+        g.launch(
+            "selftest_fr_from_mont",
+            (n as u64).div_ceil(64),
+            64,
+            &[d.ptr(), out.ptr(), n as u64],
+        )?;
         let mut h = vec![0u64; n * 4];
         g.download(&out, u64s_as_bytes_mut(&mut h))?;
         Ok(h.chunks(4).map(|c| [c[0], c[1], c[2], c[3]]).collect())
     }
 
     /// For each i: [2P, P+Q (mixed), P+Q (XYZZ), P+P (mixed), P−P (mixed)].
-    pub fn selftest_g1(&self, p: &[G1Affine], q: &[G1Affine]) -> Result<Vec<G1Projective>, GpuError> {
+    pub fn selftest_g1(
+        &self,
+        p: &[G1Affine],
+        q: &[G1Affine],
+    ) -> Result<Vec<G1Projective>, GpuError> {
         let n = p.len().min(q.len());
         let s = self.lock()?;
         let g = &s.gpu;
         let dp = g.upload_new(as_bytes(&p[..n]))?;
         let dq = g.upload_new(as_bytes(&q[..n]))?;
         let out = g.alloc(n * 5 * 144)?;
-        g.launch("selftest_g1", (n as u64).div_ceil(64), 64, &[dp.ptr(), dq.ptr(), out.ptr(), n as u64])?;
+        g.launch(
+            "selftest_g1",
+            (n as u64).div_ceil(64),
+            64,
+            &[dp.ptr(), dq.ptr(), out.ptr(), n as u64],
+        )?;
         let mut h = vec![0u64; n * 5 * 18];
         g.download(&out, u64s_as_bytes_mut(&mut h))?;
         Ok(h.chunks(18).map(g1_point).collect())
