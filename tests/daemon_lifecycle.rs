@@ -465,3 +465,37 @@ fn root_is_refused_unless_allowed_and_capabilities_are_dropped() {
         }
     }
 }
+
+/// A notify socket nobody reads fills up after a few datagrams (net.unix.max_dgram_qlen);
+/// cuzkd must keep serving and still stop cleanly rather than block on sd_notify.
+#[test]
+fn an_unread_notify_socket_never_stalls_the_daemon() {
+    let env = Env::new();
+    let config = env.config().set("debug.job_delay", "\"300ms\"");
+    let mut cmd = env.command(&config);
+    cmd.env("WATCHDOG_USEC", "20000"); // a keep-alive every 10 ms, never read
+    let mut child = cmd.spawn().unwrap();
+    env.wait_notify("READY=1", Duration::from_secs(60), &mut child);
+    let daemon = Daemon {
+        env,
+        child,
+        startup: Vec::new(),
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let mut client = daemon.client();
+    for i in 0..3 {
+        let job = client.submit(bogus_porep(&format!("{i}"))).unwrap().job_id;
+        assert_eq!(
+            code(&client.await_job(job, None).unwrap_err()),
+            ErrorCode::InvalidInput
+        );
+    }
+    let mut daemon = daemon;
+    daemon.signal(Signal::SIGTERM);
+    assert_eq!(
+        daemon.wait_exit(Duration::from_secs(10)).code(),
+        Some(0),
+        "{}",
+        daemon.env.stderr()
+    );
+}

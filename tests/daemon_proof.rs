@@ -226,3 +226,28 @@ fn the_cli_gets_a_real_proof_through_a_sigterm_drain() {
         "{log}"
     );
 }
+
+/// `cuzk demo`: parameters, in-process daemon, fresh sector, proof over the socket, checked
+/// by filecoin-proofs, timing table.
+#[test]
+fn cuzk_demo_runs_the_whole_path() {
+    let dir = params();
+    let out = Command::new(CUZK)
+        .args(["demo", "--json", "--cpu"])
+        .env("CUZK_TEST_PARAMS", &dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cuzk demo");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cuzk demo failed: {stderr}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("demo --json prints JSON");
+    assert_eq!(doc["verified_by_filecoin_proofs"], true);
+    assert_eq!(
+        doc["proof"].as_str().map(str::len),
+        Some(384),
+        "one 192-byte partition proof"
+    );
+    assert!(doc["timings_us"]["proving_us"].as_u64().unwrap() > 0);
+    assert!(stderr.contains("daemon listening on"), "{stderr}");
+}

@@ -214,7 +214,7 @@ fn run(config: Config) -> Result<(), DaemonError> {
     privileges::check_root(&config)?;
     // Environment first, while cuzkd is single-threaded.
     let watchdog = notify::watchdog_interval();
-    let notifier = Notifier::new(std::env::var_os("NOTIFY_SOCKET").is_some());
+    let notifier = Notifier::new(true);
     let listener = match listener::take_activated()? {
         Some(socket) => Listener {
             socket,
@@ -263,10 +263,10 @@ fn run_bound(
         let line = notify::status_line(&ctx.engine);
         notifier.send(&[NotifyState::Ready, NotifyState::Status(&line)]);
         tracing::info!(backend = %ctx.backend, "ready");
-        tokio::spawn(notify::status_loop(notifier, ctx.engine.clone()));
+        tokio::spawn(notify::status_loop(notifier.clone(), ctx.engine.clone()));
         if let Some(interval) = watchdog {
             tokio::spawn(notify::watchdog_loop(
-                notifier,
+                notifier.clone(),
                 ctx.engine.clone(),
                 interval,
             ));
@@ -274,10 +274,11 @@ fn run_bound(
         tokio::spawn(reap_loop(ctx.engine.clone()));
         let force = Arc::new(AtomicBool::new(false));
         let force_on_second = force.clone();
+        let stopping = notifier.clone();
         let shutdown = async move {
             let name = tokio::select! { _ = term.recv() => "SIGTERM", _ = int.recv() => "SIGINT" };
             tracing::info!(signal = name, "stopping");
-            notifier.send(&[
+            stopping.send(&[
                 NotifyState::Stopping,
                 NotifyState::Status("stopping: draining"),
             ]);

@@ -3,6 +3,7 @@
 //! Every function is a no-op when `NOTIFY_SOCKET` is not set (or when disabled, as for the
 //! in-process daemon of `cuzk demo`).
 
+use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,25 +12,55 @@ use sd_notify::NotifyState;
 use crate::engine::{Engine, JobState};
 
 /// Sends notifications to systemd, or nowhere.
-#[derive(Clone, Copy, Debug)]
+///
+/// Datagrams are sent non-blocking: a service manager that does not read its socket (a full
+/// queue holds only `net.unix.max_dgram_qlen` datagrams, 10 by default) must never stall the
+/// daemon, so a notification that does not fit is dropped (and logged at debug level).
+#[derive(Clone, Debug)]
 pub struct Notifier {
-    enabled: bool,
+    target: Option<Arc<SocketAddr>>,
 }
 
 impl Notifier {
-    /// A notifier that talks to `NOTIFY_SOCKET` when `enabled`.
+    /// A notifier that talks to `$NOTIFY_SOCKET` (a path, or `@name` in the abstract
+    /// namespace) when `enabled` and the variable is set. Read once, at start.
     pub fn new(enabled: bool) -> Self {
-        Self { enabled }
+        let target = enabled
+            .then(|| std::env::var_os("NOTIFY_SOCKET"))
+            .flatten()
+            .and_then(|raw| match notify_addr(&raw) {
+                Ok(addr) => Some(Arc::new(addr)),
+                Err(e) => {
+                    tracing::warn!("ignoring NOTIFY_SOCKET={raw:?}: {e}");
+                    None
+                }
+            });
+        Self { target }
     }
 
-    /// Sends `states`; failures are logged, never fatal.
+    /// Sends `states`; failures are logged, never fatal, and never block.
     pub fn send(&self, states: &[NotifyState<'_>]) {
-        if !self.enabled {
-            return;
+        let Some(addr) = &self.target else { return };
+        let mut msg = String::new();
+        for s in states {
+            msg.push_str(&format!("{s}\n"));
         }
-        if let Err(e) = sd_notify::notify(false, states) {
-            tracing::debug!("sd_notify failed: {e}");
+        let sent = UnixDatagram::unbound().and_then(|sock| {
+            sock.set_nonblocking(true)?;
+            sock.send_to_addr(msg.as_bytes(), addr)
+        });
+        if let Err(e) = sent {
+            tracing::debug!("sd_notify {:?} not delivered: {e}", msg.trim_end());
         }
+    }
+}
+
+fn notify_addr(raw: &std::ffi::OsStr) -> std::io::Result<SocketAddr> {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::ffi::OsStrExt;
+    match raw.as_bytes().strip_prefix(b"@") {
+        Some(name) => SocketAddr::from_abstract_name(name),
+        None => SocketAddr::from_pathname(raw),
     }
 }
 

@@ -66,14 +66,14 @@ pub async fn serve(
         }
     }
     drop(listener);
-    drain(&ctx, &force, notifier).await;
+    drain(&ctx, &force, &notifier).await;
     let _ = closing_tx.send(true);
     drop(alive_tx);
     let _ = tokio::time::timeout(CLOSE_GRACE, alive_rx.recv()).await;
 }
 
 /// Stops the engine and waits for running jobs: the drain grace, then cancellation.
-async fn drain(ctx: &Context, force: &AtomicBool, notifier: Notifier) {
+async fn drain(ctx: &Context, force: &AtomicBool, notifier: &Notifier) {
     let grace = ctx.config.daemon.drain_grace;
     tracing::info!(
         running = ctx.engine.running(),
