@@ -95,7 +95,7 @@ impl GpuBackend {
         Ok(())
     }
 
-    fn domain<'a>(s: &'a mut State, lg: u32) -> Result<&'a Domain, GpuError> {
+    fn domain(s: &mut State, lg: u32) -> Result<&Domain, GpuError> {
         if !s.domains.contains_key(&lg) {
             let d = Domain::new(&s.gpu, lg)?;
             s.domains.insert(lg, d);

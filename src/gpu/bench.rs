@@ -262,8 +262,8 @@ pub fn run(args: GpuBenchArgs) -> anyhow::Result<()> {
         args.runs
     );
     println!(
-        "{:<10} {:>5} {:>12} {:>19} {:>10} {:>7}  {}",
-        "op", "size", "ours ms", "min–max", "sppark ms", "ratio", "note"
+        "{:<10} {:>5} {:>12} {:>19} {:>10} {:>7}  note",
+        "op", "size", "ours ms", "min–max", "sppark ms", "ratio"
     );
     for r in &rows {
         let (med, lo, hi) = stats(&r.ms);
