@@ -39,7 +39,10 @@ pub enum GenOutcome {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> GenError + '_ {
-    move |source| GenError::Io { path: path.to_path_buf(), source }
+    move |source| GenError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Holds an exclusive `flock` on a lock file, so that concurrent generators (parallel tests,
@@ -53,17 +56,25 @@ impl DirLock {
         // released when the file is closed (on drop).
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
         if rc != 0 {
-            return Err(GenError::Io { path: path.to_path_buf(), source: std::io::Error::last_os_error() });
+            return Err(GenError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::last_os_error(),
+            });
         }
         Ok(Self(file))
     }
 }
 
-fn write_atomically(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>) -> Result<(), GenError> {
+fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> Result<(), GenError> {
     let tmp = path.with_extension("tmp-cuzk");
     let file = File::create(&tmp).map_err(io_err(&tmp))?;
     let mut w = BufWriter::new(file);
-    write(&mut w).and_then(|_| w.flush()).map_err(io_err(&tmp))?;
+    write(&mut w)
+        .and_then(|_| w.flush())
+        .map_err(io_err(&tmp))?;
     w.get_ref().sync_all().map_err(io_err(&tmp))?;
     fs::rename(&tmp, path).map_err(io_err(path))
 }
@@ -83,7 +94,10 @@ pub fn ensure_params(
     if params.exists() && vk.exists() {
         return Ok((id, GenOutcome::Existing));
     }
-    progress(&format!("generating {kind} parameters ({}) …", params.display()));
+    progress(&format!(
+        "generating {kind} parameters ({}) …",
+        params.display()
+    ));
     let start = Instant::now();
     let generated = registry::generate(kind, sector_size)?;
     progress(&format!("writing {} …", params.display()));

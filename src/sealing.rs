@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{ensure, Context, Result};
 use filecoin_proofs_api::seal::{self, SealPreCommitPhase2Output};
 use filecoin_proofs_api::{
-    post, update, ApiFeature, PieceInfo, PrivateReplicaInfo, PublicReplicaInfo, RegisteredPoStProof,
-    RegisteredSealProof, RegisteredUpdateProof, SectorId, UnpaddedBytesAmount,
+    post, update, ApiFeature, PieceInfo, PrivateReplicaInfo, PublicReplicaInfo,
+    RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof, SectorId, UnpaddedBytesAmount,
 };
 use rand::RngCore;
 
@@ -156,7 +156,10 @@ impl SealedSector {
     /// an aggregate) each partition proof is checked against filecoin-proofs'
     /// `get_seal_inputs` with the verifying key instead.
     pub fn verify_porep(&self, proof: &[u8], vk_dir: &Path) -> Result<bool> {
-        if self.registered_proof.feature_enabled(ApiFeature::NonInteractivePoRep) {
+        if self
+            .registered_proof
+            .feature_enabled(ApiFeature::NonInteractivePoRep)
+        {
             return self.verify_ni_partitions(proof, vk_dir);
         }
         seal::verify_seal(
@@ -185,29 +188,61 @@ impl SealedSector {
         let vk_bytes = std::fs::read(id.vk_file(vk_dir))?;
         let vk = bellperson::groth16::VerifyingKey::<blstrs::Bls12>::read(&vk_bytes[..])?;
         let pvk = bellperson::groth16::prepare_verifying_key(&vk);
-        ensure!(proof.len() == 192 * inputs.len(), "{} bytes for {} partitions", proof.len(), inputs.len());
+        ensure!(
+            proof.len() == 192 * inputs.len(),
+            "{} bytes for {} partitions",
+            proof.len(),
+            inputs.len()
+        );
         let proofs = bellperson::groth16::Proof::read_many(proof, inputs.len())?;
         let refs: Vec<_> = proofs.iter().collect();
-        Ok(bellperson::groth16::verify_proofs_batch(&pvk, &mut rand::rngs::OsRng, &refs, &inputs)?)
+        Ok(bellperson::groth16::verify_proofs_batch(
+            &pvk,
+            &mut rand::rngs::OsRng,
+            &refs,
+            &inputs,
+        )?)
     }
 
     fn post_proof(&self, winning: bool) -> Result<RegisteredPoStProof> {
-        let kind = if winning { ProofKind::WinningPoSt } else { ProofKind::WindowPoSt };
-        Ok(crate::proofs::registry::post_proof(kind, u64::from(self.registered_proof.sector_size()))?)
+        let kind = if winning {
+            ProofKind::WinningPoSt
+        } else {
+            ProofKind::WindowPoSt
+        };
+        Ok(crate::proofs::registry::post_proof(
+            kind,
+            u64::from(self.registered_proof.sector_size()),
+        )?)
     }
 
-    fn vanilla_post(&self, proof: RegisteredPoStProof, randomness: &[u8; 32]) -> Result<Vec<Vec<u8>>> {
+    fn vanilla_post(
+        &self,
+        proof: RegisteredPoStProof,
+        randomness: &[u8; 32],
+    ) -> Result<Vec<Vec<u8>>> {
         let sector_id = SectorId::from(self.sector_number);
-        let challenges =
-            post::generate_fallback_sector_challenges(proof, randomness, &[sector_id], self.prover_id())?;
+        let challenges = post::generate_fallback_sector_challenges(
+            proof,
+            randomness,
+            &[sector_id],
+            self.prover_id(),
+        )?;
         let replica = PrivateReplicaInfo::new(
             proof,
             self.comm_r,
             self.cache_path.clone(),
             self.replica_path.clone(),
         );
-        let sector_challenges = challenges.get(&sector_id).context("no challenges for the sector")?;
-        Ok(vec![post::generate_single_vanilla_proof(proof, sector_id, &replica, sector_challenges)?])
+        let sector_challenges = challenges
+            .get(&sector_id)
+            .context("no challenges for the sector")?;
+        Ok(vec![post::generate_single_vanilla_proof(
+            proof,
+            sector_id,
+            &replica,
+            sector_challenges,
+        )?])
     }
 
     /// The WinningPoSt input a miner would send for this sector and `randomness`.
@@ -234,7 +269,10 @@ impl SealedSector {
     }
 
     fn replicas(&self, proof: RegisteredPoStProof) -> BTreeMap<SectorId, PublicReplicaInfo> {
-        BTreeMap::from([(SectorId::from(self.sector_number), PublicReplicaInfo::new(proof, self.comm_r))])
+        BTreeMap::from([(
+            SectorId::from(self.sector_number),
+            PublicReplicaInfo::new(proof, self.comm_r),
+        )])
     }
 
     /// filecoin-proofs' `verify_winning_post`.
@@ -246,7 +284,12 @@ impl SealedSector {
     /// filecoin-proofs' `verify_window_post`.
     pub fn verify_window_post(&self, randomness: &[u8; 32], proof: &[u8]) -> Result<bool> {
         let p = self.post_proof(false)?;
-        post::verify_window_post(randomness, &[(p, proof)], &self.replicas(p), self.prover_id())
+        post::verify_window_post(
+            randomness,
+            &[(p, proof)],
+            &self.replicas(p),
+            self.prover_id(),
+        )
     }
 
     /// Encodes new random data into this (CC) sector as a SnapDeals update under `dir` and
@@ -259,7 +302,11 @@ impl SealedSector {
         let new_cache = dir.join("update-cache");
         std::fs::create_dir_all(&new_cache)?;
         let sector_size = u64::from(self.registered_proof.sector_size());
-        let f = OpenOptions::new().create(true).truncate(true).write(true).open(&new_replica)?;
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&new_replica)?;
         f.set_len(sector_size)?;
         let piece = stage_random_piece(self.registered_proof, &staged)?;
         let encoded = update::empty_sector_update_encode_into(

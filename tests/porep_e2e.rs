@@ -41,10 +41,15 @@ fn porep_v1_1_proof_verifies_with_filecoin_proofs_and_bad_inputs_are_errors() {
     let (_dir, sealed) = seal(RegisteredSealProof::StackedDrg2KiBV1_1, 7);
     let svc = service(&params);
 
-    let out = svc.prove(&request(&sealed, MINER), &JobControl::new()).expect("C2");
+    let out = svc
+        .prove(&request(&sealed, MINER), &JobControl::new())
+        .expect("C2");
     assert_eq!(out.partitions, 1);
     assert_eq!(out.proof.len(), 192);
-    assert!(sealed.verify_porep(&out.proof, &params).unwrap(), "filecoin-proofs rejects our proof");
+    assert!(
+        sealed.verify_porep(&out.proof, &params).unwrap(),
+        "filecoin-proofs rejects our proof"
+    );
 
     // lotus-bench's c1.json wrapper, sector number taken from it; parameters now resident.
     let wrapped = ProofRequest::PoRep(PoRepRequest {
@@ -52,57 +57,91 @@ fn porep_v1_1_proof_verifies_with_filecoin_proofs_and_bad_inputs_are_errors() {
         miner_id: MINER,
         sector_number: None,
     });
-    let out = svc.prove(&wrapped, &JobControl::new()).expect("C2 from the wrapper");
+    let out = svc
+        .prove(&wrapped, &JobControl::new())
+        .expect("C2 from the wrapper");
     assert_eq!(out.timings.param_load, std::time::Duration::ZERO);
     assert!(sealed.verify_porep(&out.proof, &params).unwrap());
 
     // Another miner's id: the proof is made but does not verify, and that is an error.
     match svc.prove(&request(&sealed, MINER + 1), &JobControl::new()) {
         Err(ProveError::VerificationFailed(_)) => {}
-        other => panic!("expected a verification failure, got {:?}", other.map(|o| o.proof.len())),
+        other => panic!(
+            "expected a verification failure, got {:?}",
+            other.map(|o| o.proof.len())
+        ),
     }
 
     // Corrupt, truncated and mismatched C1 inputs.
     let json = &sealed.c1_json;
     let mut corrupt = json.clone();
     corrupt[json.len() / 2] = b'#';
-    let mut wrong_size: serde_json::Value = serde_json::from_slice(&sealed.lotus_c1_wrapper()).unwrap();
+    let mut wrong_size: serde_json::Value =
+        serde_json::from_slice(&sealed.lotus_c1_wrapper()).unwrap();
     wrong_size["SectorSize"] = serde_json::json!(8u64 << 20);
     let mut wrong_type: serde_json::Value = serde_json::from_slice(json).unwrap();
     wrong_type["registered_proof"] = serde_json::json!("StackedDrg8MiBV1_1");
     for (what, c1, sector) in [
         ("corrupt JSON", corrupt, Some(7)),
         ("truncated JSON", json[..json.len() / 3].to_vec(), Some(7)),
-        ("wrapper size mismatch", wrong_size.to_string().into_bytes(), None),
-        ("vanilla proofs of another sector size", wrong_type.to_string().into_bytes(), Some(7)),
+        (
+            "wrapper size mismatch",
+            wrong_size.to_string().into_bytes(),
+            None,
+        ),
+        (
+            "vanilla proofs of another sector size",
+            wrong_type.to_string().into_bytes(),
+            Some(7),
+        ),
         ("no sector number", json.clone(), None),
     ] {
-        let req = ProofRequest::PoRep(PoRepRequest { c1, miner_id: MINER, sector_number: sector });
+        let req = ProofRequest::PoRep(PoRepRequest {
+            c1,
+            miner_id: MINER,
+            sector_number: sector,
+        });
         match svc.prove(&req, &JobControl::new()) {
             Err(ProveError::InvalidInput(msg)) => assert!(!msg.is_empty()),
-            other => panic!("{what}: expected InvalidInput, got {:?}", other.map(|o| o.proof.len())),
+            other => panic!(
+                "{what}: expected InvalidInput, got {:?}",
+                other.map(|o| o.proof.len())
+            ),
         }
     }
 
     // A cancelled job stops before proving anything.
     let control = JobControl::new();
     control.cancel();
-    assert!(matches!(svc.prove(&request(&sealed, MINER), &control), Err(ProveError::Cancelled)));
+    assert!(matches!(
+        svc.prove(&request(&sealed, MINER), &control),
+        Err(ProveError::Cancelled)
+    ));
 }
 
 #[test]
 fn synthetic_porep_proof_verifies() {
     let params = common::init(&[ProofKind::PoRep]);
-    let (_dir, sealed) = seal(RegisteredSealProof::StackedDrg2KiBV1_1_Feat_SyntheticPoRep, 8);
-    let out = service(&params).prove(&request(&sealed, MINER), &JobControl::new()).expect("C2");
+    let (_dir, sealed) = seal(
+        RegisteredSealProof::StackedDrg2KiBV1_1_Feat_SyntheticPoRep,
+        8,
+    );
+    let out = service(&params)
+        .prove(&request(&sealed, MINER), &JobControl::new())
+        .expect("C2");
     assert!(sealed.verify_porep(&out.proof, &params).unwrap());
 }
 
 #[test]
 fn ni_porep_partition_proofs_verify() {
     let params = common::init(&[ProofKind::PoRep]);
-    let (_dir, sealed) = seal(RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep, 9);
-    let out = service(&params).prove(&request(&sealed, MINER), &JobControl::new()).expect("C2");
+    let (_dir, sealed) = seal(
+        RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
+        9,
+    );
+    let out = service(&params)
+        .prove(&request(&sealed, MINER), &JobControl::new())
+        .expect("C2");
     assert_eq!(out.partitions, 13);
     assert_eq!(out.proof.len(), 13 * 192);
     assert!(sealed.verify_porep(&out.proof, &params).unwrap());
@@ -117,13 +156,25 @@ struct CompareWithBellperson {
 
 impl PartitionVisitor for CompareWithBellperson {
     type Output = ();
-    fn visit<C: bellperson::Circuit<Scalar> + Clone + Send>(self, circuit: C, public_inputs: Vec<Scalar>) {
+    fn visit<C: bellperson::Circuit<Scalar> + Clone + Send>(
+        self,
+        circuit: C,
+        public_inputs: Vec<Scalar>,
+    ) {
         let synthesized = cuzk::synth::synthesize(circuit.clone()).unwrap();
         assert!(synthesized.is_satisfied(), "a constraint does not hold");
         assert_eq!(synthesized.input[0], Scalar::ONE);
-        assert_eq!(synthesized.input[1..], public_inputs[..], "inputs differ from generate_public_inputs");
+        assert_eq!(
+            synthesized.input[1..],
+            public_inputs[..],
+            "inputs differ from generate_public_inputs"
+        );
         // 2,687,921 circuit constraints plus one `x · 0 = 0` constraint per public input (40).
-        assert_eq!(synthesized.num_constraints(), 2_687_921 + 40, "2 KiB PoRep partition size");
+        assert_eq!(
+            synthesized.num_constraints(),
+            2_687_921 + 40,
+            "2 KiB PoRep partition size"
+        );
         let mut rng = rand::thread_rng();
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let (ours, _) = prove_with_randomness(&CpuBackend, &self.srs, synthesized, r, s).unwrap();
@@ -141,5 +192,13 @@ fn porep_partition_synthesis_and_proof_equal_bellpersons() {
     let (srs, _) = cache.get(&id).unwrap();
     let file = std::fs::File::open(id.params_file(&params)).unwrap();
     let theirs = Parameters::<Bls12>::read(std::io::BufReader::new(file), false).unwrap();
-    visit_partition(&sealed.c1_json, 0, CompareWithBellperson { params: theirs, srs }).unwrap();
+    visit_partition(
+        &sealed.c1_json,
+        0,
+        CompareWithBellperson {
+            params: theirs,
+            srs,
+        },
+    )
+    .unwrap();
 }

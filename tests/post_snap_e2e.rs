@@ -20,14 +20,20 @@ fn random32() -> [u8; 32] {
 fn expect_invalid(svc: &ProvingService, req: ProofRequest, what: &str) {
     match svc.prove(&req, &JobControl::new()) {
         Err(ProveError::InvalidInput(_)) => {}
-        other => panic!("{what}: expected InvalidInput, got {:?}", other.map(|o| o.proof.len())),
+        other => panic!(
+            "{what}: expected InvalidInput, got {:?}",
+            other.map(|o| o.proof.len())
+        ),
     }
 }
 
 fn expect_rejected(svc: &ProvingService, req: ProofRequest, what: &str) {
     match svc.prove(&req, &JobControl::new()) {
         Err(ProveError::VerificationFailed(_)) | Err(ProveError::InvalidInput(_)) => {}
-        other => panic!("{what}: expected a verification failure, got {:?}", other.map(|o| o.proof.len())),
+        other => panic!(
+            "{what}: expected a verification failure, got {:?}",
+            other.map(|o| o.proof.len())
+        ),
     }
 }
 
@@ -35,65 +41,140 @@ fn expect_rejected(svc: &ProvingService, req: ProofRequest, what: &str) {
 fn post_proofs_verify_with_filecoin_proofs() {
     let params = common::init(&[ProofKind::WinningPoSt, ProofKind::WindowPoSt]);
     let dir = tempfile::tempdir().unwrap();
-    let sealed = seal_sector(dir.path(), RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 11).unwrap();
+    let sealed = seal_sector(
+        dir.path(),
+        RegisteredSealProof::StackedDrg2KiBV1_1,
+        1000,
+        11,
+    )
+    .unwrap();
     let other_dir = tempfile::tempdir().unwrap();
-    let other = seal_sector(other_dir.path(), RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 12).unwrap();
+    let other = seal_sector(
+        other_dir.path(),
+        RegisteredSealProof::StackedDrg2KiBV1_1,
+        1000,
+        12,
+    )
+    .unwrap();
     let svc = ProvingService::new(params, Arc::new(CpuBackend));
     let randomness = random32();
 
     // WinningPoSt.
     let input = sealed.winning_post_input(randomness).unwrap();
-    let req = ProofRequest::WinningPoSt { input: serde_json::to_vec(&input).unwrap() };
+    let req = ProofRequest::WinningPoSt {
+        input: serde_json::to_vec(&input).unwrap(),
+    };
     let out = svc.prove(&req, &JobControl::new()).expect("WinningPoSt");
     assert_eq!(out.proof.len(), 192);
     assert!(sealed.verify_winning_post(&randomness, &out.proof).unwrap());
     // Vanilla proofs made for other randomness do not prove this randomness.
     let mut stale = sealed.winning_post_input(random32()).unwrap();
     stale.randomness = randomness;
-    expect_rejected(&svc, ProofRequest::WinningPoSt { input: serde_json::to_vec(&stale).unwrap() }, "stale randomness");
+    expect_rejected(
+        &svc,
+        ProofRequest::WinningPoSt {
+            input: serde_json::to_vec(&stale).unwrap(),
+        },
+        "stale randomness",
+    );
 
     // WindowPoSt.
     let input = sealed.window_post_input(randomness).unwrap();
-    let req = ProofRequest::WindowPoSt { input: serde_json::to_vec(&input).unwrap() };
+    let req = ProofRequest::WindowPoSt {
+        input: serde_json::to_vec(&input).unwrap(),
+    };
     let out = svc.prove(&req, &JobControl::new()).expect("WindowPoSt");
     assert!(sealed.verify_window_post(&randomness, &out.proof).unwrap());
-    assert!(!other.verify_window_post(&randomness, &out.proof).unwrap_or(false));
+    assert!(!other
+        .verify_window_post(&randomness, &out.proof)
+        .unwrap_or(false));
     // Another sector's vanilla proofs, made for other randomness: rejected. (The miner id is
     // not a public input of PoSt circuits, so it cannot be used to make a proof fail.)
     let mut stale = other.window_post_input(random32()).unwrap();
     stale.randomness = randomness;
-    expect_rejected(&svc, ProofRequest::WindowPoSt { input: serde_json::to_vec(&stale).unwrap() }, "stale randomness");
+    expect_rejected(
+        &svc,
+        ProofRequest::WindowPoSt {
+            input: serde_json::to_vec(&stale).unwrap(),
+        },
+        "stale randomness",
+    );
 
     // Malformed inputs.
-    expect_invalid(&svc, ProofRequest::WinningPoSt { input: b"{".to_vec() }, "truncated JSON");
+    expect_invalid(
+        &svc,
+        ProofRequest::WinningPoSt {
+            input: b"{".to_vec(),
+        },
+        "truncated JSON",
+    );
     let mut garbage = serde_json::to_value(&input).unwrap();
     garbage["vanilla_proofs"] = serde_json::json!(["AAAA"]);
-    expect_invalid(&svc, ProofRequest::WindowPoSt { input: garbage.to_string().into_bytes() }, "garbage vanilla proof");
+    expect_invalid(
+        &svc,
+        ProofRequest::WindowPoSt {
+            input: garbage.to_string().into_bytes(),
+        },
+        "garbage vanilla proof",
+    );
     // A WindowPoSt input sent as WinningPoSt.
-    expect_invalid(&svc, ProofRequest::WinningPoSt { input: serde_json::to_vec(&input).unwrap() }, "wrong kind");
+    expect_invalid(
+        &svc,
+        ProofRequest::WinningPoSt {
+            input: serde_json::to_vec(&input).unwrap(),
+        },
+        "wrong kind",
+    );
 }
 
 #[test]
 fn snap_deals_proof_verifies_with_filecoin_proofs() {
     let params = common::init(&[ProofKind::SnapDeals]);
     let dir = tempfile::tempdir().unwrap();
-    let sealed = seal_sector(dir.path(), RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 13).unwrap();
+    let sealed = seal_sector(
+        dir.path(),
+        RegisteredSealProof::StackedDrg2KiBV1_1,
+        1000,
+        13,
+    )
+    .unwrap();
     let input = sealed.snap_update(&dir.path().join("snap")).unwrap();
     let svc = ProvingService::new(params, Arc::new(CpuBackend));
-    let req = ProofRequest::SnapDeals { input: serde_json::to_vec(&input).unwrap() };
+    let req = ProofRequest::SnapDeals {
+        input: serde_json::to_vec(&input).unwrap(),
+    };
     let out = svc.prove(&req, &JobControl::new()).expect("SnapDeals");
     assert!(verify_snap(&input, &out.proof).unwrap());
 
     // The update's vanilla proofs against another sector's commitments.
     let mut wrong = input.clone();
     wrong.comm_r_old = sealed_other_comm_r();
-    expect_rejected(&svc, ProofRequest::SnapDeals { input: serde_json::to_vec(&wrong).unwrap() }, "other comm_r_old");
+    expect_rejected(
+        &svc,
+        ProofRequest::SnapDeals {
+            input: serde_json::to_vec(&wrong).unwrap(),
+        },
+        "other comm_r_old",
+    );
     let mut short = input.clone();
     short.vanilla_proofs.clear();
-    expect_invalid(&svc, ProofRequest::SnapDeals { input: serde_json::to_vec(&short).unwrap() }, "no partitions");
+    expect_invalid(
+        &svc,
+        ProofRequest::SnapDeals {
+            input: serde_json::to_vec(&short).unwrap(),
+        },
+        "no partitions",
+    );
 }
 
 fn sealed_other_comm_r() -> [u8; 32] {
     let dir = tempfile::tempdir().unwrap();
-    seal_sector(dir.path(), RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 14).unwrap().comm_r
+    seal_sector(
+        dir.path(),
+        RegisteredSealProof::StackedDrg2KiBV1_1,
+        1000,
+        14,
+    )
+    .unwrap()
+    .comm_r
 }

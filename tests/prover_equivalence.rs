@@ -4,7 +4,9 @@
 
 use std::io::Write;
 
-use bellperson::groth16::{create_proof, generate_random_parameters, verify_proof, prepare_verifying_key, Parameters};
+use bellperson::groth16::{
+    create_proof, generate_random_parameters, prepare_verifying_key, verify_proof, Parameters,
+};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
 use cuzk::prover::{cpu::CpuBackend, prove_with_randomness};
@@ -39,9 +41,18 @@ impl Circuit<Scalar> for BitsCircuit {
             let b = if bit { Scalar::ONE } else { Scalar::ZERO };
             let v = cs.alloc(|| format!("bit{i}"), || Ok(b))?;
             // Booleanity: v · (1 − v) = 0.
-            cs.enforce(|| format!("bool{i}"), |lc| lc + v, |lc| lc + CS::one() - v, |lc| lc);
+            cs.enforce(
+                || format!("bool{i}"),
+                |lc| lc + v,
+                |lc| lc + CS::one() - v,
+                |lc| lc,
+            );
             // acc' = acc + v · coeff, with the coefficient sometimes 1, sometimes random.
-            let coeff = if i % 3 == 0 { Scalar::ONE } else { Scalar::random(&mut rng) };
+            let coeff = if i % 3 == 0 {
+                Scalar::ONE
+            } else {
+                Scalar::random(&mut rng)
+            };
             let next_val = acc_val + b * coeff;
             let next = cs.alloc(|| format!("acc{}", i + 1), || Ok(next_val))?;
             let (input_var, input_val) = inputs[i % inputs.len().max(1)];
@@ -53,7 +64,12 @@ impl Circuit<Scalar> for BitsCircuit {
                 |lc| lc + next,
             );
             let prod = cs.alloc(|| format!("prod{i}"), || Ok(input_val * b))?;
-            cs.enforce(|| format!("mul{i}"), |lc| lc + v, |lc| lc + input_var, |lc| lc + prod);
+            cs.enforce(
+                || format!("mul{i}"),
+                |lc| lc + v,
+                |lc| lc + input_var,
+                |lc| lc + prod,
+            );
             acc_var = next;
             acc_val = next_val;
         }
@@ -75,7 +91,11 @@ fn write_params(params: &Parameters<Bls12>) -> tempfile::TempDir {
 fn proofs_equal_bellpersons_for_the_same_randomness() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
     for (bits, inputs) in [(1usize, 1usize), (7, 2), (300, 3), (2000, 5)] {
-        let circuit = BitsCircuit { seed: bits as u64, bits, inputs };
+        let circuit = BitsCircuit {
+            seed: bits as u64,
+            bits,
+            inputs,
+        };
         let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
         let dir = write_params(&params);
         let srs = load_srs(&dir.path().join("p.params")).unwrap();
@@ -94,19 +114,40 @@ fn proofs_equal_bellpersons_for_the_same_randomness() {
 #[test]
 fn another_circuits_parameters_are_a_typed_error() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-    let small = BitsCircuit { seed: 1, bits: 10, inputs: 2 };
+    let small = BitsCircuit {
+        seed: 1,
+        bits: 10,
+        inputs: 2,
+    };
     let params = generate_random_parameters::<Bls12, _, _>(small, &mut rng).unwrap();
     let dir = write_params(&params);
     let srs = load_srs(&dir.path().join("p.params")).unwrap();
-    let other = synthesize(BitsCircuit { seed: 2, bits: 40, inputs: 2 }).unwrap();
-    let err = prove_with_randomness(&CpuBackend, &srs, other, Scalar::ONE, Scalar::ONE).unwrap_err();
-    assert!(err.to_string().contains("does not match") || err.to_string().contains("points"), "{err}");
+    let other = synthesize(BitsCircuit {
+        seed: 2,
+        bits: 40,
+        inputs: 2,
+    })
+    .unwrap();
+    let err =
+        prove_with_randomness(&CpuBackend, &srs, other, Scalar::ONE, Scalar::ONE).unwrap_err();
+    assert!(
+        err.to_string().contains("does not match") || err.to_string().contains("points"),
+        "{err}"
+    );
 }
 
 #[test]
 fn truncated_and_corrupt_parameter_files_name_the_section() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(6);
-    let params = generate_random_parameters::<Bls12, _, _>(BitsCircuit { seed: 3, bits: 50, inputs: 2 }, &mut rng).unwrap();
+    let params = generate_random_parameters::<Bls12, _, _>(
+        BitsCircuit {
+            seed: 3,
+            bits: 50,
+            inputs: 2,
+        },
+        &mut rng,
+    )
+    .unwrap();
     let dir = write_params(&params);
     let path = dir.path().join("p.params");
     let bytes = std::fs::read(&path).unwrap();
@@ -119,7 +160,10 @@ fn truncated_and_corrupt_parameter_files_name_the_section() {
     }
     // Cut inside the verifying key.
     std::fs::write(&path, &bytes[..100]).unwrap();
-    assert!(matches!(load_srs(&path), Err(SrsError::Truncated { section: "vk", .. })));
+    assert!(matches!(
+        load_srs(&path),
+        Err(SrsError::Truncated { section: "vk", .. })
+    ));
     // An absurd count in h must be caught before any allocation or read.
     let vk_len = {
         let mut v = Vec::new();
@@ -129,7 +173,10 @@ fn truncated_and_corrupt_parameter_files_name_the_section() {
     let mut huge = bytes.clone();
     huge[vk_len..vk_len + 4].copy_from_slice(&u32::MAX.to_be_bytes());
     std::fs::write(&path, &huge).unwrap();
-    assert!(matches!(load_srs(&path), Err(SrsError::Truncated { section: "h", .. })));
+    assert!(matches!(
+        load_srs(&path),
+        Err(SrsError::Truncated { section: "h", .. })
+    ));
     // Flip a coordinate of the first l point: off the curve.
     let h_len = u32::from_be_bytes(bytes[vk_len..vk_len + 4].try_into().unwrap()) as usize;
     let l_first = vk_len + 4 + h_len * 96 + 4;
@@ -137,7 +184,9 @@ fn truncated_and_corrupt_parameter_files_name_the_section() {
     corrupt[l_first + 50] ^= 0x01;
     std::fs::write(&path, &corrupt).unwrap();
     match load_srs(&path) {
-        Err(SrsError::InvalidPoint { section, index, .. }) => assert_eq!((section, index), ("l", 0)),
+        Err(SrsError::InvalidPoint { section, index, .. }) => {
+            assert_eq!((section, index), ("l", 0))
+        }
         other => panic!("expected an invalid point, got {:?}", other.err()),
     }
     // A .vk that belongs to another parameter set.
@@ -147,5 +196,8 @@ fn truncated_and_corrupt_parameter_files_name_the_section() {
     std::fs::write(dir.path().join("p.vk"), &vk).unwrap();
     assert!(matches!(load_srs(&path), Err(SrsError::Mismatch { .. })));
     // Missing.
-    assert!(matches!(load_srs(&dir.path().join("nope.params")), Err(SrsError::Missing { .. })));
+    assert!(matches!(
+        load_srs(&dir.path().join("nope.params")),
+        Err(SrsError::Missing { .. })
+    ));
 }

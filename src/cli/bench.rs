@@ -81,7 +81,11 @@ fn proof_bench(what: &ProveWhat, b: &BenchArgs) -> anyhow::Result<()> {
         let out = svc.prove(&request, &JobControl::new())?;
         let t = &out.timings;
         rows.push(Row {
-            label: format!("cuzk {} ({})", if run == 0 { "cold" } else { "warm" }, out.backend),
+            label: format!(
+                "cuzk {} ({})",
+                if run == 0 { "cold" } else { "warm" },
+                out.backend
+            ),
             time: start.elapsed(),
             peak: peak_rss(),
             detail: format!(
@@ -108,7 +112,10 @@ fn proof_bench(what: &ProveWhat, b: &BenchArgs) -> anyhow::Result<()> {
 
 fn print_table(rows: &[Row]) {
     let reference = rows.last().map(|r| r.time.as_secs_f64()).unwrap_or(1.0);
-    println!("{:<34} {:>9} {:>7} {:>10}  detail", "run", "time", "ratio", "peak RSS");
+    println!(
+        "{:<34} {:>9} {:>7} {:>10}  detail",
+        "run", "time", "ratio", "peak RSS"
+    );
     for r in rows {
         println!(
             "{:<34} {:>8.2}s {:>6.3}x {:>8.2}GB  {}",
@@ -137,7 +144,10 @@ fn reference(request: &ProofRequest) -> anyhow::Result<()> {
             let i: crate::proofs::snap::SnapInput = serde_json::from_slice(input)?;
             filecoin_proofs_api::update::generate_empty_sector_update_proof_with_vanilla(
                 i.registered_proof,
-                i.vanilla_proofs.into_iter().map(filecoin_proofs_api::PartitionProofBytes).collect(),
+                i.vanilla_proofs
+                    .into_iter()
+                    .map(filecoin_proofs_api::PartitionProofBytes)
+                    .collect(),
                 i.comm_r_old,
                 i.comm_r_new,
                 i.comm_d_new,

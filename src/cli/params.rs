@@ -93,7 +93,9 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         let mut progress = |m: &str| eprintln!("cuzk: {m}");
         let (id, outcome) = ensure_params(&dir, kind, args.sector_size, &mut progress)?;
         match outcome {
-            GenOutcome::Existing => println!("{kind:<13} {} exists", id.params_file(&dir).display()),
+            GenOutcome::Existing => {
+                println!("{kind:<13} {} exists", id.params_file(&dir).display())
+            }
             GenOutcome::Generated(t) => println!(
                 "{kind:<13} {} generated in {:.1} s",
                 id.params_file(&dir).display(),
@@ -108,7 +110,10 @@ fn list(args: ListArgs) -> anyhow::Result<()> {
     let dir = args.dir.unwrap_or_else(default_param_dir);
     let listed = list_param_dir(&dir, &known_params())
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?;
-    println!("{:<13} {:>7} {:>10}  {:<8} file", "kind", "sector", "size", "status");
+    println!(
+        "{:<13} {:>7} {:>10}  {:<8} file",
+        "kind", "sector", "size", "status"
+    );
     for p in listed {
         let (kind, size) = match &p.id {
             Some(id) => (id.kind.to_string(), format_sector_size(id.sector_size)),
@@ -131,7 +136,10 @@ fn list(args: ListArgs) -> anyhow::Result<()> {
         println!(
             "{kind:<13} {size:>7} {:>9.1}M  {status:<8} {}",
             p.size as f64 / 1e6,
-            p.path.file_name().map(|f| f.to_string_lossy()).unwrap_or_default()
+            p.path
+                .file_name()
+                .map(|f| f.to_string_lossy())
+                .unwrap_or_default()
         );
     }
     Ok(())

@@ -76,14 +76,24 @@ fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
 /// Builds the request a `cuzk prove` command line describes.
 pub fn request_of(what: &ProveWhat) -> anyhow::Result<ProofRequest> {
     Ok(match what {
-        ProveWhat::Porep { c1, miner_id, sector_number } => ProofRequest::PoRep(PoRepRequest {
+        ProveWhat::Porep {
+            c1,
+            miner_id,
+            sector_number,
+        } => ProofRequest::PoRep(PoRepRequest {
             c1: read(c1)?,
             miner_id: *miner_id,
             sector_number: *sector_number,
         }),
-        ProveWhat::Snap { input } => ProofRequest::SnapDeals { input: read(input)? },
-        ProveWhat::WindowPost { input } => ProofRequest::WindowPoSt { input: read(input)? },
-        ProveWhat::WinningPost { input } => ProofRequest::WinningPoSt { input: read(input)? },
+        ProveWhat::Snap { input } => ProofRequest::SnapDeals {
+            input: read(input)?,
+        },
+        ProveWhat::WindowPost { input } => ProofRequest::WindowPoSt {
+            input: read(input)?,
+        },
+        ProveWhat::WinningPost { input } => ProofRequest::WinningPoSt {
+            input: read(input)?,
+        },
     })
 }
 

@@ -26,8 +26,9 @@ pub struct SampleArgs {
 
 /// Runs `cuzk sample`.
 pub fn run(args: SampleArgs) -> anyhow::Result<()> {
-    let proof: RegisteredSealProof = serde_json::from_value(serde_json::Value::String(args.proof.clone()))
-        .map_err(|_| anyhow::anyhow!("unknown seal proof type {:?}", args.proof))?;
+    let proof: RegisteredSealProof =
+        serde_json::from_value(serde_json::Value::String(args.proof.clone()))
+            .map_err(|_| anyhow::anyhow!("unknown seal proof type {:?}", args.proof))?;
     let sector_dir = args.out.join("sector");
     eprintln!("sealing a {:?} sector in {} …", proof, sector_dir.display());
     let sealed = seal_sector(&sector_dir, proof, args.miner_id, args.sector_number)?;
@@ -38,15 +39,25 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     };
     let write = |name: &str, bytes: &[u8]| -> anyhow::Result<()> {
         let path = args.out.join(name);
-        std::fs::write(&path, bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(&path, bytes)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         println!("{}", path.display());
         Ok(())
     };
     write("c1.json", &sealed.c1_json)?;
     write("c1-lotus.json", &sealed.lotus_c1_wrapper())?;
-    write("winning-post.json", &serde_json::to_vec_pretty(&sealed.winning_post_input(randomness)?)?)?;
-    write("window-post.json", &serde_json::to_vec_pretty(&sealed.window_post_input(randomness)?)?)?;
-    write("snap.json", &serde_json::to_vec_pretty(&sealed.snap_update(&args.out.join("snap"))?)?)?;
+    write(
+        "winning-post.json",
+        &serde_json::to_vec_pretty(&sealed.winning_post_input(randomness)?)?,
+    )?;
+    write(
+        "window-post.json",
+        &serde_json::to_vec_pretty(&sealed.window_post_input(randomness)?)?,
+    )?;
+    write(
+        "snap.json",
+        &serde_json::to_vec_pretty(&sealed.snap_update(&args.out.join("snap"))?)?,
+    )?;
     eprintln!(
         "prove with e.g.: cuzk prove porep --standalone --c1 {} --miner-id {} --sector-number {}",
         args.out.join("c1.json").display(),

@@ -30,7 +30,9 @@ pub mod b64_list {
     /// Parses base64 strings.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
         let v = Vec::<String>::deserialize(d)?;
-        v.iter().map(|s| B64.decode(s.trim()).map_err(serde::de::Error::custom)).collect()
+        v.iter()
+            .map(|s| B64.decode(s.trim()).map_err(serde::de::Error::custom))
+            .collect()
     }
 }
 

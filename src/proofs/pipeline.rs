@@ -41,7 +41,10 @@ where
     control.check()?;
     control.set_total(partitions);
     let (srs, param_load) = svc.srs.get(id)?;
-    let mut timings = StageTimings { param_load, ..Default::default() };
+    let mut timings = StageTimings {
+        param_load,
+        ..Default::default()
+    };
     let (tx, rx) = mpsc::sync_channel::<Result<(Synthesized, Duration), ProveError>>(SYNTH_AHEAD);
     let mut proofs = Vec::with_capacity(partitions);
     std::thread::scope(|scope| -> Result<(), ProveError> {
@@ -73,14 +76,25 @@ where
             timings.synthesis += synth_time;
             control.check()?;
             let start = Instant::now();
-            let (proof, _) = prover::prove(svc.backend.as_ref(), &srs, synthesized)?;
+            let (proof, stages) = prover::prove(svc.backend.as_ref(), &srs, synthesized)?;
             timings.proving += start.elapsed();
+            tracing::debug!(
+                partition = proofs.len(),
+                synthesis_ms = synth_time.as_millis() as u64,
+                quotient_ms = stages.quotient.as_millis() as u64,
+                msm_ms = stages.msm.as_millis() as u64,
+                "partition proved"
+            );
             proofs.push(proof);
             control.partition_done();
         }
         Ok(())
     })?;
-    Ok(Proved { proofs, srs, timings })
+    Ok(Proved {
+        proofs,
+        srs,
+        timings,
+    })
 }
 
 /// Runs `f`, turning a panic into an error. The storage-proofs circuits assert on inputs
@@ -96,7 +110,9 @@ pub(crate) fn catch_panic<T>(
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        Err(ProveError::InvalidInput(format!("{what} rejected the input: {msg}")))
+        Err(ProveError::InvalidInput(format!(
+            "{what} rejected the input: {msg}"
+        )))
     })
 }
 

@@ -56,11 +56,17 @@ pub fn parse_c1(bytes: &[u8]) -> Result<ParsedC1, ProveError> {
                 w.sector_size, output.registered_proof, declared
             )));
         }
-        ParsedC1 { output, sector_number: Some(w.sector_num) }
+        ParsedC1 {
+            output,
+            sector_number: Some(w.sector_num),
+        }
     } else {
         let output =
             serde_json::from_value(value).map_err(|e| bad("not a SealCommitPhase1Output", &e))?;
-        ParsedC1 { output, sector_number: None }
+        ParsedC1 {
+            output,
+            sector_number: None,
+        }
     };
     check_vanilla_size(parsed)
 }
@@ -109,10 +115,13 @@ type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
 
 fn compound_params<Tree: 'static + MerkleTreeTrait>(
     config: &PoRepConfig,
-) -> Result<compound_proof::PublicParams<'static, StackedDrg<'static, Tree, DefaultPieceHasher>>, ProveError>
-{
+) -> Result<
+    compound_proof::PublicParams<'static, StackedDrg<'static, Tree, DefaultPieceHasher>>,
+    ProveError,
+> {
     let setup = compound_proof::SetupParams {
-        vanilla_params: setup_params(config).map_err(|e| ProveError::InvalidInput(e.to_string()))?,
+        vanilla_params: setup_params(config)
+            .map_err(|e| ProveError::InvalidInput(e.to_string()))?,
         partitions: Some(usize::from(config.partitions)),
         priority: false,
     };
@@ -130,10 +139,15 @@ fn params_id_shape<Tree: 'static + MerkleTreeTrait>(
     proof: RegisteredSealProof,
 ) -> Result<ParamsId, ProveError> {
     let pp = compound_params::<Tree>(&proof.as_v1_config())?;
-    let cache_id = <Compound<Tree> as CacheableParameters<StackedCircuit<Tree, DefaultPieceHasher>, _>>::cache_identifier(
-        &pp.vanilla_params,
-    );
-    Ok(ParamsId { kind: ProofKind::PoRep, sector_size: u64::from(proof.sector_size()), cache_id })
+    let cache_id = <Compound<Tree> as CacheableParameters<
+        StackedCircuit<Tree, DefaultPieceHasher>,
+        _,
+    >>::cache_identifier(&pp.vanilla_params);
+    Ok(ParamsId {
+        kind: ProofKind::PoRep,
+        sector_size: u64::from(proof.sector_size()),
+        cache_id,
+    })
 }
 
 /// The blank circuit of a registered seal proof, for parameter generation.
@@ -163,7 +177,9 @@ pub(crate) fn prove(
 ) -> Result<ProofOutput, ProveError> {
     let parsed = parse_c1(&req.c1)?;
     let sector_number = req.sector_number.or(parsed.sector_number).ok_or_else(|| {
-        ProveError::InvalidInput("the sector number is required (the C1 output carries none)".into())
+        ProveError::InvalidInput(
+            "the sector number is required (the C1 output carries none)".into(),
+        )
     })?;
     let c1 = parsed.output;
     if c1.registered_proof.major_version() != 1 {
@@ -173,14 +189,25 @@ pub(crate) fn prove(
         )));
     }
     let size = u64::from(c1.registered_proof.sector_size());
-    with_shape!(size, prove_shape, svc, c1, prover_id(req.miner_id), sector_number, control)
+    with_shape!(
+        size,
+        prove_shape,
+        svc,
+        c1,
+        prover_id(req.miner_id),
+        sector_number,
+        control
+    )
 }
 
 /// Everything needed to build the partition circuits of one C1 output.
 struct PoRepJob<Tree: 'static + MerkleTreeTrait> {
     registered_proof: RegisteredSealProof,
     config: PoRepConfig,
-    public_inputs: stacked::PublicInputs<<Tree::Hasher as filecoin_hashers::Hasher>::Domain, <DefaultPieceHasher as filecoin_hashers::Hasher>::Domain>,
+    public_inputs: stacked::PublicInputs<
+        <Tree::Hasher as filecoin_hashers::Hasher>::Domain,
+        <DefaultPieceHasher as filecoin_hashers::Hasher>::Domain,
+    >,
     pp: compound_proof::PublicParams<'static, StackedDrg<'static, Tree, DefaultPieceHasher>>,
     vanilla: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>>,
     comm_r: [u8; 32],
@@ -191,8 +218,15 @@ struct PoRepJob<Tree: 'static + MerkleTreeTrait> {
 
 impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
     fn new(c1: SealCommitPhase1Output) -> Result<Self, ProveError> {
-        let SealCommitPhase1Output { registered_proof, vanilla_proofs, comm_r, comm_d, replica_id, seed, ticket } =
-            c1;
+        let SealCommitPhase1Output {
+            registered_proof,
+            vanilla_proofs,
+            comm_r,
+            comm_d,
+            replica_id,
+            seed,
+            ticket,
+        } = c1;
         let config = registered_proof.as_v1_config();
         let vanilla: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>> =
             vanilla_proofs.try_into().map_err(|e: anyhow::Error| {
@@ -201,16 +235,22 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
                 ))
             })?;
         if comm_d == [0; 32] || comm_r == [0; 32] || seed == [0; 32] {
-            return Err(ProveError::InvalidInput("C1 output: all-zero comm_d, comm_r or seed".into()));
+            return Err(ProveError::InvalidInput(
+                "C1 output: all-zero comm_d, comm_r or seed".into(),
+            ));
         }
         let invalid = |e: anyhow::Error| ProveError::InvalidInput(format!("C1 output: {e}"));
-        let comm_r_safe = filecoin_proofs::as_safe_commitment(&comm_r, "comm_r").map_err(invalid)?;
+        let comm_r_safe =
+            filecoin_proofs::as_safe_commitment(&comm_r, "comm_r").map_err(invalid)?;
         let comm_d_safe = <<DefaultPieceHasher as filecoin_hashers::Hasher>::Domain as filecoin_hashers::Domain>::try_from_bytes(&comm_d)
             .map_err(invalid)?;
         let replica_fr: blstrs::Scalar = replica_id.into();
         let public_inputs = stacked::PublicInputs {
             replica_id: replica_fr.into(),
-            tau: Some(stacked::Tau { comm_d: comm_d_safe, comm_r: comm_r_safe }),
+            tau: Some(stacked::Tau {
+                comm_d: comm_d_safe,
+                comm_r: comm_r_safe,
+            }),
             k: None,
             seed: Some(seed),
         };
@@ -222,7 +262,17 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
                 vanilla.len()
             )));
         }
-        Ok(Self { registered_proof, config, public_inputs, pp, vanilla, comm_r, comm_d, seed, ticket })
+        Ok(Self {
+            registered_proof,
+            config,
+            public_inputs,
+            pp,
+            vanilla,
+            comm_r,
+            comm_d,
+            seed,
+            ticket,
+        })
     }
 
     fn partitions(&self) -> usize {
@@ -307,7 +357,7 @@ pub fn visit_partition<V: PartitionVisitor>(
 ) -> Result<V::Output, ProveError> {
     let parsed = parse_c1(c1)?;
     let size = u64::from(parsed.output.registered_proof.sector_size());
-    with_shape!(size, visit_shape [V], parsed.output, k, visitor)
+    with_shape!(size, visit_shape[V], parsed.output, k, visitor)
 }
 
 fn visit_shape<Tree: 'static + MerkleTreeTrait, V: PartitionVisitor>(
@@ -332,13 +382,25 @@ mod tests {
         assert_eq!(prover_id(1000)[..3], [0xe8, 0x07, 0]);
         assert_eq!(prover_id(127)[..2], [0x7f, 0]);
         assert_eq!(prover_id(128)[..3], [0x80, 0x01, 0]);
-        assert!(prover_id(u64::MAX)[..10].iter().take(9).all(|b| b & 0x80 != 0));
+        assert!(prover_id(u64::MAX)[..10]
+            .iter()
+            .take(9)
+            .all(|b| b & 0x80 != 0));
     }
 
     #[test]
     fn garbage_c1_is_a_typed_error() {
-        for bad in [&b"not json"[..], b"{}", b"{\"Phase1Out\": 5}", b"{\"SectorNum\":1,\"Phase1Out\":\"!!\",\"SectorSize\":2048}"] {
-            assert!(matches!(parse_c1(bad), Err(ProveError::InvalidInput(_))), "{:?}", String::from_utf8_lossy(bad));
+        for bad in [
+            &b"not json"[..],
+            b"{}",
+            b"{\"Phase1Out\": 5}",
+            b"{\"SectorNum\":1,\"Phase1Out\":\"!!\",\"SectorSize\":2048}",
+        ] {
+            assert!(
+                matches!(parse_c1(bad), Err(ProveError::InvalidInput(_))),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 }

@@ -2,9 +2,10 @@
 
 use filecoin_hashers::Hasher;
 use filecoin_proofs::{
-    as_safe_commitment, parameters::window_post_setup_params, parameters::winning_post_setup_params,
-    partition_vanilla_proofs, single_partition_vanilla_proofs, FallbackPoStSectorProof,
-    MerkleTreeTrait, PoStConfig, PoStType,
+    as_safe_commitment, parameters::window_post_setup_params,
+    parameters::winning_post_setup_params, partition_vanilla_proofs,
+    single_partition_vanilla_proofs, FallbackPoStSectorProof, MerkleTreeTrait, PoStConfig,
+    PoStType,
 };
 use filecoin_proofs_api::RegisteredPoStProof;
 use serde::{Deserialize, Serialize};
@@ -79,21 +80,29 @@ fn decode_vanilla<Tree: 'static + MerkleTreeTrait>(
 }
 
 type Compound<Tree> = FallbackPoStCompound<Tree>;
-type PublicInputs<Tree> = fallback::PublicInputs<<<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain>;
+type PublicInputs<Tree> =
+    fallback::PublicInputs<<<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain>;
 
 fn setup<Tree: 'static + MerkleTreeTrait>(
     vanilla_params: fallback::SetupParams,
     partitions: Option<usize>,
 ) -> Result<compound_proof::PublicParams<'static, FallbackPoSt<'static, Tree>>, ProveError> {
-    let setup = compound_proof::SetupParams { vanilla_params, partitions, priority: false };
-    <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::setup(&setup)
-        .map_err(|e| ProveError::InvalidInput(format!("PoSt setup: {e}")))
+    let setup = compound_proof::SetupParams {
+        vanilla_params,
+        partitions,
+        priority: false,
+    };
+    <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::setup(
+        &setup,
+    )
+    .map_err(|e| ProveError::InvalidInput(format!("PoSt setup: {e}")))
 }
 
 fn setup_params(config: &PoStConfig) -> Result<fallback::SetupParams, ProveError> {
     match config.typ {
-        PoStType::Winning => winning_post_setup_params(config)
-            .map_err(|e| ProveError::InvalidInput(e.to_string())),
+        PoStType::Winning => {
+            winning_post_setup_params(config).map_err(|e| ProveError::InvalidInput(e.to_string()))
+        }
         PoStType::Window => Ok(window_post_setup_params(config)),
     }
 }
@@ -114,10 +123,15 @@ fn params_id_shape<Tree: 'static + MerkleTreeTrait>(
     proof: RegisteredPoStProof,
 ) -> Result<ParamsId, ProveError> {
     let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
-    let cache_id = <Compound<Tree> as CacheableParameters<FallbackPoStCircuit<Tree>, _>>::cache_identifier(
-        &pp.vanilla_params,
-    );
-    Ok(ParamsId { kind: kind_of(proof), sector_size: u64::from(proof.sector_size()), cache_id })
+    let cache_id =
+        <Compound<Tree> as CacheableParameters<FallbackPoStCircuit<Tree>, _>>::cache_identifier(
+            &pp.vanilla_params,
+        );
+    Ok(ParamsId {
+        kind: kind_of(proof),
+        sector_size: u64::from(proof.sector_size()),
+        cache_id,
+    })
 }
 
 pub(crate) fn generate_params(
@@ -130,9 +144,10 @@ fn generate_params_shape<Tree: 'static + MerkleTreeTrait>(
     proof: RegisteredPoStProof,
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
     let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
-    let blank = <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::blank_circuit(
-        &pp.vanilla_params,
-    );
+    let blank = <Compound<Tree> as CompoundProof<
+        FallbackPoSt<'_, Tree>,
+        FallbackPoStCircuit<Tree>,
+    >>::blank_circuit(&pp.vanilla_params);
     bellperson::groth16::generate_random_parameters(blank, &mut rand_core::OsRng)
         .map_err(|e| ProveError::Synthesis(format!("parameter generation: {e}")))
 }
@@ -155,7 +170,13 @@ fn public_inputs<Tree: 'static + MerkleTreeTrait>(
 fn sectors_of<Tree: 'static + MerkleTreeTrait>(
     vanilla: &[FallbackPoStSectorProof<Tree>],
 ) -> Vec<PublicSector<<Tree::Hasher as Hasher>::Domain>> {
-    vanilla.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect()
+    vanilla
+        .iter()
+        .map(|p| PublicSector {
+            id: p.sector_id,
+            comm_r: p.comm_r,
+        })
+        .collect()
 }
 
 /// Checks the proofs with storage-proofs' own compound verifier.
@@ -183,7 +204,12 @@ fn verify_compound<Tree: 'static + MerkleTreeTrait>(
     Ok(start.elapsed())
 }
 
-fn output(kind: ProofKind, svc: &ProvingService, proved: Proved, verification: std::time::Duration) -> ProofOutput {
+fn output(
+    kind: ProofKind,
+    svc: &ProvingService,
+    proved: Proved,
+    verification: std::time::Duration,
+) -> ProofOutput {
     let mut timings = proved.timings;
     timings.verification = verification;
     ProofOutput {
@@ -203,9 +229,18 @@ pub(crate) fn prove_winning(
 ) -> Result<ProofOutput, ProveError> {
     let input: WinningPostInput = parse("WinningPoSt input", input)?;
     if input.registered_proof.typ() != PoStType::Winning {
-        return Err(ProveError::InvalidInput(format!("{:?} is not a WinningPoSt proof", input.registered_proof)));
+        return Err(ProveError::InvalidInput(format!(
+            "{:?} is not a WinningPoSt proof",
+            input.registered_proof
+        )));
     }
-    with_shape!(u64::from(input.registered_proof.sector_size()), prove_winning_shape, svc, input, control)
+    with_shape!(
+        u64::from(input.registered_proof.sector_size()),
+        prove_winning_shape,
+        svc,
+        input,
+        control
+    )
 }
 
 fn prove_winning_shape<Tree: 'static + MerkleTreeTrait>(
@@ -225,10 +260,21 @@ fn prove_winning_shape<Tree: 'static + MerkleTreeTrait>(
     let vanilla_params = setup_params(&config)?;
     let param_sector_count = vanilla_params.sector_count;
     let pp = setup::<Tree>(vanilla_params, None)?;
-    let pub_inputs = public_inputs::<Tree>(&input.randomness, input.miner_id, sectors_of(&vanilla), None)?;
+    let pub_inputs = public_inputs::<Tree>(
+        &input.randomness,
+        input.miner_id,
+        sectors_of(&vanilla),
+        None,
+    )?;
     let partitions = pp.partitions.unwrap_or(1);
-    let partitioned = partition_vanilla_proofs(&config, &pp.vanilla_params, &pub_inputs, partitions, &vanilla)
-        .map_err(|e| ProveError::InvalidInput(format!("vanilla proofs: {e}")))?;
+    let partitioned = partition_vanilla_proofs(
+        &config,
+        &pp.vanilla_params,
+        &pub_inputs,
+        partitions,
+        &vanilla,
+    )
+    .map_err(|e| ProveError::InvalidInput(format!("vanilla proofs: {e}")))?;
     let id = params_id_shape::<Tree>(input.registered_proof)?;
     let make = |k: usize| {
         <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
@@ -244,9 +290,16 @@ fn prove_winning_shape<Tree: 'static + MerkleTreeTrait>(
     // The verifier repeats the sector list once per challenged sector slot
     // (verify_winning_post); so do we.
     let sectors = sectors_of(&vanilla);
-    let repeated = (0..param_sector_count).flat_map(|_| sectors.iter().cloned()).collect();
+    let repeated = (0..param_sector_count)
+        .flat_map(|_| sectors.iter().cloned())
+        .collect();
     let verify_inputs = public_inputs::<Tree>(&input.randomness, input.miner_id, repeated, None)?;
-    let v = verify_compound::<Tree>(&proved, &pp, &verify_inputs, config.challenge_count * config.sector_count)?;
+    let v = verify_compound::<Tree>(
+        &proved,
+        &pp,
+        &verify_inputs,
+        config.challenge_count * config.sector_count,
+    )?;
     Ok(output(ProofKind::WinningPoSt, svc, proved, v))
 }
 
@@ -258,9 +311,18 @@ pub(crate) fn prove_window(
 ) -> Result<ProofOutput, ProveError> {
     let input: WindowPostInput = parse("WindowPoSt input", input)?;
     if input.registered_proof.typ() != PoStType::Window {
-        return Err(ProveError::InvalidInput(format!("{:?} is not a WindowPoSt proof", input.registered_proof)));
+        return Err(ProveError::InvalidInput(format!(
+            "{:?} is not a WindowPoSt proof",
+            input.registered_proof
+        )));
     }
-    with_shape!(u64::from(input.registered_proof.sector_size()), prove_window_shape, svc, input, control)
+    with_shape!(
+        u64::from(input.registered_proof.sector_size()),
+        prove_window_shape,
+        svc,
+        input,
+        control
+    )
 }
 
 fn prove_window_shape<Tree: 'static + MerkleTreeTrait>(
@@ -285,8 +347,9 @@ fn prove_window_shape<Tree: 'static + MerkleTreeTrait>(
         sectors_of(&vanilla),
         Some(input.partition_index),
     )?;
-    let partition = single_partition_vanilla_proofs(&config, &pp.vanilla_params, &pub_inputs, &vanilla)
-        .map_err(|e| ProveError::InvalidInput(format!("vanilla proofs: {e}")))?;
+    let partition =
+        single_partition_vanilla_proofs(&config, &pp.vanilla_params, &pub_inputs, &vanilla)
+            .map_err(|e| ProveError::InvalidInput(format!("vanilla proofs: {e}")))?;
     let id = params_id_shape::<Tree>(input.registered_proof)?;
     // As filecoin-proofs' generate_single_window_post_with_vanilla: the partition's sectors
     // are the whole public sector list, so the circuit takes chunk 0 of it.

@@ -48,7 +48,9 @@ impl std::str::FromStr for ProofKind {
         ProofKind::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown proof kind {s:?} (porep, snap, window-post, winning-post)"))
+            .ok_or_else(|| {
+                format!("unknown proof kind {s:?} (porep, snap, window-post, winning-post)")
+            })
     }
 }
 

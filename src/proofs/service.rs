@@ -116,7 +116,10 @@ pub struct ProvingService {
 impl ProvingService {
     /// A service reading parameters from `param_dir` and proving on `backend`.
     pub fn new(param_dir: PathBuf, backend: Arc<dyn Backend>) -> Self {
-        Self { srs: SrsCache::new(param_dir), backend }
+        Self {
+            srs: SrsCache::new(param_dir),
+            backend,
+        }
     }
 
     /// The parameter cache.

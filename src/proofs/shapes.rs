@@ -41,12 +41,19 @@ pub fn parse_sector_size(s: &str) -> Result<u64, String> {
     } else {
         (t, 1)
     };
-    let v: u64 = num.trim().parse().map_err(|_| format!("bad sector size {s:?}"))?;
-    let size = v.checked_mul(mult).ok_or_else(|| format!("sector size {s:?} overflows"))?;
+    let v: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad sector size {s:?}"))?;
+    let size = v
+        .checked_mul(mult)
+        .ok_or_else(|| format!("sector size {s:?} overflows"))?;
     if SECTOR_SIZES.contains(&size) {
         Ok(size)
     } else {
-        Err(format!("unsupported sector size {s:?} (2KiB, 8MiB, 512MiB, 32GiB, 64GiB)"))
+        Err(format!(
+            "unsupported sector size {s:?} (2KiB, 8MiB, 512MiB, 32GiB, 64GiB)"
+        ))
     }
 }
 

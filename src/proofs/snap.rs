@@ -1,7 +1,9 @@
 //! SnapDeals: the empty-sector-update proof from its partition vanilla proofs.
 
 use filecoin_hashers::{Domain, Hasher};
-use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait, PoRepConfig, SectorUpdateConfig, TreeRHasher};
+use filecoin_proofs::{
+    DefaultPieceHasher, MerkleTreeTrait, PoRepConfig, SectorUpdateConfig, TreeRHasher,
+};
 use filecoin_proofs_api::RegisteredUpdateProof;
 use serde::{Deserialize, Serialize};
 use storage_proofs_core::compound_proof::{self, CompoundProof};
@@ -64,7 +66,9 @@ fn compound_params<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     config: &SectorUpdateConfig,
 ) -> Result<compound_proof::PublicParams<'static, EmptySectorUpdate<Tree>>, ProveError> {
     let setup = compound_proof::SetupParams {
-        vanilla_params: SetupParams { sector_bytes: u64::from(config.sector_size) },
+        vanilla_params: SetupParams {
+            sector_bytes: u64::from(config.sector_size),
+        },
         partitions: Some(usize::from(config.update_partitions)),
         priority: false,
     };
@@ -84,7 +88,11 @@ fn params_id_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let pp = PublicParams::from_sector_size(size);
     let cache_id =
         <Compound<Tree> as CacheableParameters<EmptySectorUpdateCircuit<Tree>, _>>::cache_identifier(&pp);
-    Ok(ParamsId { kind: ProofKind::SnapDeals, sector_size: size, cache_id })
+    Ok(ParamsId {
+        kind: ProofKind::SnapDeals,
+        sector_size: size,
+        cache_id,
+    })
 }
 
 pub(crate) fn generate_params(
@@ -97,7 +105,10 @@ fn generate_params_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     proof: RegisteredUpdateProof,
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
     let pp = PublicParams::from_sector_size(u64::from(proof.sector_size()));
-    let blank = <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::blank_circuit(&pp);
+    let blank = <Compound<Tree> as CompoundProof<
+        EmptySectorUpdate<Tree>,
+        EmptySectorUpdateCircuit<Tree>,
+    >>::blank_circuit(&pp);
     bellperson::groth16::generate_random_parameters(blank, &mut rand_core::OsRng)
         .map_err(|e| ProveError::Synthesis(format!("parameter generation: {e}")))
 }
@@ -111,9 +122,18 @@ pub(crate) fn prove(
     let input: SnapInput = serde_json::from_slice(input)
         .map_err(|e| ProveError::InvalidInput(format!("SnapDeals input: {e}")))?;
     if input.registered_proof.major_version() != 1 {
-        return Err(ProveError::InvalidInput(format!("unsupported proof {:?}", input.registered_proof)));
+        return Err(ProveError::InvalidInput(format!(
+            "unsupported proof {:?}",
+            input.registered_proof
+        )));
     }
-    with_update_shape!(u64::from(input.registered_proof.sector_size()), prove_shape, svc, input, control)
+    with_update_shape!(
+        u64::from(input.registered_proof.sector_size()),
+        prove_shape,
+        svc,
+        input,
+        control
+    )
 }
 
 fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
@@ -130,7 +150,9 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         .enumerate()
         .map(|(i, b)| {
             bincode::deserialize(b).map_err(|e| {
-                ProveError::InvalidInput(format!("partition vanilla proof {i} does not decode: {e}"))
+                ProveError::InvalidInput(format!(
+                    "partition vanilla proof {i} does not decode: {e}"
+                ))
             })
         })
         .collect::<Result<_, _>>()?;
@@ -143,10 +165,12 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     }
     let public_inputs = PublicInputs {
         k: partitions,
-        comm_r_old: <TreeRHasher as Hasher>::Domain::try_from_bytes(&input.comm_r_old).map_err(invalid)?,
+        comm_r_old: <TreeRHasher as Hasher>::Domain::try_from_bytes(&input.comm_r_old)
+            .map_err(invalid)?,
         comm_d_new: <DefaultPieceHasher as Hasher>::Domain::try_from_bytes(&input.comm_d_new)
             .map_err(invalid)?,
-        comm_r_new: <TreeRHasher as Hasher>::Domain::try_from_bytes(&input.comm_r_new).map_err(invalid)?,
+        comm_r_new: <TreeRHasher as Hasher>::Domain::try_from_bytes(&input.comm_r_new)
+            .map_err(invalid)?,
         h: config.h,
     };
     let pp = compound_params::<Tree>(&config)?;
@@ -164,13 +188,15 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let proved = prove_partitions(svc, &id, partitions, make, control)?;
     let start = std::time::Instant::now();
     let multi = MultiProof::new(proved.proofs.clone(), &proved.srs.pvk);
-    let ok = <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::verify(
-        &pp, &public_inputs, &multi, &(),
-    )
+    let ok = <Compound<Tree> as CompoundProof<
+        EmptySectorUpdate<Tree>,
+        EmptySectorUpdateCircuit<Tree>,
+    >>::verify(&pp, &public_inputs, &multi, &())
     .map_err(|e| ProveError::VerificationFailed(e.to_string()))?;
     if !ok {
         return Err(ProveError::VerificationFailed(
-            "the update verifier rejected the proof (vanilla proofs of another sector or update?)".into(),
+            "the update verifier rejected the proof (vanilla proofs of another sector or update?)"
+                .into(),
         ));
     }
     let mut timings = proved.timings;

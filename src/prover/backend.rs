@@ -24,8 +24,12 @@ pub trait Backend: Send + Sync {
     /// constraints included). The domain is the smallest power of two `m ≥ n`; the vectors are
     /// zero-padded to `m`. Returns the `m − 1` lowest coefficients of H (its degree is at most
     /// `m − 2` when every constraint is satisfied).
-    fn quotient(&self, a: Vec<Scalar>, b: Vec<Scalar>, c: Vec<Scalar>)
-        -> Result<Vec<Scalar>, ProverError>;
+    fn quotient(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+    ) -> Result<Vec<Scalar>, ProverError>;
 
     /// Σ scalars[i] · bases[i] in G1. `bases.len() == scalars.len()`.
     fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError>;

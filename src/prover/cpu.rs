@@ -37,6 +37,8 @@ fn check_len(bases: usize, scalars: usize) -> Result<(), ProverError> {
     if bases == scalars {
         Ok(())
     } else {
-        Err(ProverError::Backend(format!("{bases} bases for {scalars} scalars")))
+        Err(ProverError::Backend(format!(
+            "{bases} bases for {scalars} scalars"
+        )))
     }
 }

@@ -34,7 +34,12 @@ pub fn prove(
 
 /// Selects `values[i]` where `density[i]` is set.
 fn dense(values: &[Scalar], density: &[bool]) -> Vec<Scalar> {
-    values.iter().zip(density).filter(|(_, &d)| d).map(|(v, _)| *v).collect()
+    values
+        .iter()
+        .zip(density)
+        .filter(|(_, &d)| d)
+        .map(|(v, _)| *v)
+        .collect()
 }
 
 fn count(density: &[bool]) -> usize {
@@ -81,26 +86,48 @@ pub fn prove_with_randomness(
 ) -> Result<(Proof<Bls12>, ProofTimings), ProverError> {
     let domain = circuit.num_constraints().next_power_of_two().max(2);
     let (n_in, b_in) = check_shape(srs, &circuit, domain)?;
-    let Synthesized { a, b, c, input, aux, a_aux_density, b_input_density, b_aux_density } =
-        circuit;
+    let Synthesized {
+        a,
+        b,
+        c,
+        input,
+        aux,
+        a_aux_density,
+        b_input_density,
+        b_aux_density,
+    } = circuit;
 
     let t = Instant::now();
     let h = backend.quotient(a, b, c)?;
     let quotient = t.elapsed();
 
     let t = Instant::now();
+    let mut lap = Instant::now();
+    let mut mark = |what: &str| {
+        tracing::trace!(
+            msm = what,
+            ms = lap.elapsed().as_millis() as u64,
+            "msm done"
+        );
+        lap = Instant::now();
+    };
     let h_acc = backend.msm_g1(&srs.h, &h)?;
     drop(h);
+    mark("h");
     let l_acc = backend.msm_g1(&srs.l, &aux)?;
+    mark("l");
     let a_acc = backend.msm_g1(&srs.a[..n_in], &input)?
         + backend.msm_g1(&srs.a[n_in..], &dense(&aux, &a_aux_density))?;
+    mark("a");
     let b_input = dense(&input, &b_input_density);
     let b_aux = dense(&aux, &b_aux_density);
     drop(aux);
-    let b1_acc = backend.msm_g1(&srs.b_g1[..b_in], &b_input)?
-        + backend.msm_g1(&srs.b_g1[b_in..], &b_aux)?;
-    let b2_acc = backend.msm_g2(&srs.b_g2[..b_in], &b_input)?
-        + backend.msm_g2(&srs.b_g2[b_in..], &b_aux)?;
+    let b1_acc =
+        backend.msm_g1(&srs.b_g1[..b_in], &b_input)? + backend.msm_g1(&srs.b_g1[b_in..], &b_aux)?;
+    mark("b_g1");
+    let b2_acc =
+        backend.msm_g2(&srs.b_g2[..b_in], &b_input)? + backend.msm_g2(&srs.b_g2[b_in..], &b_aux)?;
+    mark("b_g2");
     let msm = t.elapsed();
 
     let vk = &srs.vk;
@@ -113,6 +140,10 @@ pub fn prove_with_randomness(
         + vk.beta_g1 * r
         + h_acc
         + l_acc;
-    let proof = Proof { a: g_a.to_affine(), b: g_b.to_affine(), c: g_c.to_affine() };
+    let proof = Proof {
+        a: g_a.to_affine(),
+        b: g_b.to_affine(),
+        c: g_c.to_affine(),
+    };
     Ok((proof, ProofTimings { quotient, msm }))
 }

@@ -56,14 +56,20 @@ fn classify(scalars: &[Scalar]) -> (Vec<usize>, Vec<usize>) {
 /// Counts zeros, ones and full scalars (for logs and benchmarks).
 pub fn scalar_classes(scalars: &[Scalar]) -> ScalarClasses {
     let (ones, full) = classify(scalars);
-    ScalarClasses { zeros: scalars.len() - ones.len() - full.len(), ones: ones.len(), full: full.len() }
+    ScalarClasses {
+        zeros: scalars.len() - ones.len() - full.len(),
+        ones: ones.len(),
+        full: full.len(),
+    }
 }
 
 fn scalar_bytes(scalars: &[Scalar], idx: &[usize]) -> Vec<u8> {
     let mut out = vec![0u8; idx.len() * 32];
-    out.par_chunks_mut(32).zip(idx.par_iter()).for_each(|(dst, &i)| {
-        dst.copy_from_slice(&scalars[i].to_bytes_le());
-    });
+    out.par_chunks_mut(32)
+        .zip(idx.par_iter())
+        .for_each(|(dst, &i)| {
+            dst.copy_from_slice(&scalars[i].to_bytes_le());
+        });
     out
 }
 
@@ -71,11 +77,21 @@ macro_rules! cpu_msm {
     ($name:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty) => {
         /// Σ scalars[i]·bases[i] on the CPU.
         pub fn $name(bases: &[$affine], scalars: &[Scalar]) -> $proj {
-            assert_eq!(bases.len(), scalars.len(), "bases and scalars differ in length");
+            assert_eq!(
+                bases.len(),
+                scalars.len(),
+                "bases and scalars differ in length"
+            );
             if bases.len() <= NAIVE_LIMIT {
                 return bases.iter().zip(scalars).map(|(p, s)| *p * s).sum();
             }
             let (ones, full) = classify(scalars);
+            tracing::trace!(
+                n = scalars.len(),
+                ones = ones.len(),
+                full = full.len(),
+                "msm scalars"
+            );
             let gather = |idx: &[usize]| -> Vec<$raw_affine> {
                 // SAFETY: the blstrs affine type is `#[repr(transparent)]` over blst's raw
                 // affine point, so the reference cast reads the same bytes.
@@ -121,8 +137,9 @@ mod tests {
     fn matches_naive_on_mixed_scalars() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         for n in [0usize, 1, 3, 17, 100, 1000] {
-            let bases: Vec<G1Affine> =
-                (0..n).map(|_| G1Projective::random(&mut rng).to_affine()).collect();
+            let bases: Vec<G1Affine> = (0..n)
+                .map(|_| G1Projective::random(&mut rng).to_affine())
+                .collect();
             let scalars: Vec<Scalar> = (0..n)
                 .map(|i| match i % 4 {
                     0 => Scalar::ZERO,
@@ -139,10 +156,18 @@ mod tests {
     fn g2_matches_naive() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(8);
         let n = 300;
-        let bases: Vec<G2Affine> =
-            (0..n).map(|_| G2Projective::random(&mut rng).to_affine()).collect();
-        let scalars: Vec<Scalar> =
-            (0..n).map(|i| if i % 3 == 0 { Scalar::ONE } else { Scalar::random(&mut rng) }).collect();
+        let bases: Vec<G2Affine> = (0..n)
+            .map(|_| G2Projective::random(&mut rng).to_affine())
+            .collect();
+        let scalars: Vec<Scalar> = (0..n)
+            .map(|i| {
+                if i % 3 == 0 {
+                    Scalar::ONE
+                } else {
+                    Scalar::random(&mut rng)
+                }
+            })
+            .collect();
         let want: G2Projective = bases.iter().zip(&scalars).map(|(p, s)| *p * s).sum();
         assert_eq!(msm_g2(&bases, &scalars), want);
     }
@@ -150,6 +175,13 @@ mod tests {
     #[test]
     fn classes_count_every_scalar() {
         let s = [Scalar::ZERO, Scalar::ONE, Scalar::ONE, Scalar::from(5u64)];
-        assert_eq!(scalar_classes(&s), ScalarClasses { zeros: 1, ones: 2, full: 1 });
+        assert_eq!(
+            scalar_classes(&s),
+            ScalarClasses {
+                zeros: 1,
+                ones: 2,
+                full: 1
+            }
+        );
     }
 }

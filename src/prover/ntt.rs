@@ -29,101 +29,182 @@ pub fn root_of_unity(log_n: u32) -> Scalar {
 /// `[start, start·step, start·step², …]` of length `len`, computed in parallel chunks.
 pub fn powers(start: Scalar, step: Scalar, len: usize) -> Vec<Scalar> {
     let mut out = vec![Scalar::ZERO; len];
-    out.par_chunks_mut(MIN_TASK).enumerate().for_each(|(k, chunk)| {
-        let mut cur = start * step.pow_vartime([(k * MIN_TASK) as u64]);
-        for v in chunk {
-            *v = cur;
-            cur *= step;
-        }
-    });
+    out.par_chunks_mut(MIN_TASK)
+        .enumerate()
+        .for_each(|(k, chunk)| {
+            let mut cur = start * step.pow_vartime([(k * MIN_TASK) as u64]);
+            for v in chunk {
+                *v = cur;
+                cur *= step;
+            }
+        });
     out
 }
 
-fn bit_reverse_permute(values: &mut [Scalar]) {
+/// `i` with its lowest `bits` bits reversed.
+#[inline]
+fn rev(i: usize, bits: u32) -> usize {
+    if bits == 0 {
+        0
+    } else {
+        i.reverse_bits() >> (usize::BITS - bits)
+    }
+}
+
+/// Reorders `values` into bit-reversed index order, in parallel (out of place).
+pub fn bit_reverse_permute(values: &mut Vec<Scalar>) {
     let n = values.len();
-    let log_n = n.trailing_zeros();
-    if n < 2 {
+    let bits = n.trailing_zeros();
+    if n <= 2 {
         return;
     }
-    for i in 0..n {
-        let j = i.reverse_bits() >> (usize::BITS - log_n);
-        if i < j {
-            values.swap(i, j);
-        }
+    let src = std::mem::take(values);
+    let mut dst = vec![Scalar::ZERO; n];
+    dst.par_chunks_mut(MIN_TASK)
+        .enumerate()
+        .for_each(|(k, chunk)| {
+            for (i, d) in chunk.iter_mut().enumerate() {
+                *d = src[rev(k * MIN_TASK + i, bits)];
+            }
+        });
+    *values = dst;
+}
+
+/// Blocks of this many elements are transformed through their first (DIT) or last (DIF)
+/// stages while they sit in the core's cache: 2^13 elements are 256 KiB.
+const CACHE_BLOCK: usize = 1 << 13;
+
+/// Cooley–Tukey butterflies of one stage over a block of `2·half` elements.
+#[inline]
+fn dit_stage(block: &mut [Scalar], half: usize, twiddles: &[Scalar], stride: usize) {
+    let (lo, hi) = block.split_at_mut(half);
+    for (j, (l, h)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
+        let t = *h * twiddles[j * stride];
+        *h = *l - t;
+        *l += t;
     }
+}
+
+/// Gentleman–Sande butterflies of one stage over a block of `2·half` elements.
+#[inline]
+fn dif_stage(block: &mut [Scalar], half: usize, twiddles: &[Scalar], stride: usize) {
+    let (lo, hi) = block.split_at_mut(half);
+    for (j, (l, h)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
+        let u = *l;
+        *l = u + *h;
+        *h = (u - *h) * twiddles[j * stride];
+    }
+}
+
+/// Runs one stage over the whole vector: in parallel over blocks when there are many, else
+/// over slices of the butterflies inside each block.
+fn wide_stage(values: &mut [Scalar], half: usize, twiddles: &[Scalar], stride: usize, dit: bool) {
+    for block in values.chunks_mut(2 * half) {
+        let (lo, hi) = block.split_at_mut(half);
+        lo.par_chunks_mut(MIN_TASK)
+            .zip(hi.par_chunks_mut(MIN_TASK))
+            .enumerate()
+            .for_each(|(k, (lo, hi))| {
+                let base = k * MIN_TASK;
+                for j in 0..lo.len() {
+                    let w = twiddles[(base + j) * stride];
+                    if dit {
+                        let t = hi[j] * w;
+                        hi[j] = lo[j] - t;
+                        lo[j] += t;
+                    } else {
+                        let u = lo[j];
+                        lo[j] = u + hi[j];
+                        hi[j] = (u - hi[j]) * w;
+                    }
+                }
+            });
+    }
+}
+
+/// DIT transform: bit-reversed input, natural-order output.
+fn dit_from_bitrev(values: &mut [Scalar], twiddles: &[Scalar]) {
+    let n = values.len();
+    let block = CACHE_BLOCK.min(n);
+    // Stages whose butterflies stay inside one cache block: all of them per block.
+    values.par_chunks_mut(block).for_each(|chunk| {
+        let mut half = 1;
+        while 2 * half <= block {
+            let stride = n / (2 * half);
+            for b in chunk.chunks_mut(2 * half) {
+                dit_stage(b, half, twiddles, stride);
+            }
+            half *= 2;
+        }
+    });
+    let mut half = block;
+    while half < n {
+        wide_stage(values, half, twiddles, n / (2 * half), true);
+        half *= 2;
+    }
+}
+
+/// DIF transform: natural-order input, bit-reversed output.
+fn dif_to_bitrev(values: &mut [Scalar], twiddles: &[Scalar]) {
+    let n = values.len();
+    let block = CACHE_BLOCK.min(n);
+    let mut half = n / 2;
+    while half >= block {
+        wide_stage(values, half, twiddles, n / (2 * half), false);
+        half /= 2;
+    }
+    values.par_chunks_mut(block).for_each(|chunk| {
+        let mut half = block / 2;
+        while half >= 1 {
+            let stride = n / (2 * half);
+            for b in chunk.chunks_mut(2 * half) {
+                dif_stage(b, half, twiddles, stride);
+            }
+            half /= 2;
+        }
+    });
 }
 
 /// In-place NTT of `values` (length a power of two) with the primitive root `omega` of that
 /// length: `values[k] ← Σ_j values[j]·omega^(jk)`.
-pub fn ntt_in_place(values: &mut [Scalar], omega: Scalar) {
+pub fn ntt_in_place(values: &mut Vec<Scalar>, omega: Scalar) {
     let n = values.len();
     assert!(n.is_power_of_two(), "NTT size must be a power of two");
     if n < 2 {
         return;
     }
-    bit_reverse_permute(values);
     let twiddles = powers(Scalar::ONE, omega, n / 2);
-    let mut half = 1;
-    while half < n {
-        let stride = n / (2 * half);
-        let blocks = n / (2 * half);
-        if blocks * half >= MIN_TASK && blocks >= rayon::current_num_threads() * 4 {
-            values
-                .par_chunks_mut(2 * half)
-                .for_each(|block| butterflies(block, half, 0, half, &twiddles, stride));
-        } else {
-            for block in values.chunks_mut(2 * half) {
-                let (lo, hi) = block.split_at_mut(half);
-                lo.par_chunks_mut(MIN_TASK)
-                    .zip(hi.par_chunks_mut(MIN_TASK))
-                    .enumerate()
-                    .for_each(|(k, (lo, hi))| {
-                        let base = k * MIN_TASK;
-                        for j in 0..lo.len() {
-                            let t = hi[j] * twiddles[(base + j) * stride];
-                            hi[j] = lo[j] - t;
-                            lo[j] += t;
-                        }
-                    });
+    dif_to_bitrev(values, &twiddles);
+    bit_reverse_permute(values);
+}
+
+/// Multiplies `values[j]` by `scale · step^rev(j)` (the coset twist of bit-reversed
+/// coefficients). `rev(j)` splits into a low and a high half of the index bits, so two small
+/// tables replace a 2^L-entry gather: `step^rev(j) = lo[j mod 2^k] · hi[j >> k]`.
+fn scale_by_bitrev_powers(values: &mut [Scalar], scale: Scalar, step: Scalar) {
+    let n = values.len();
+    let bits = n.trailing_zeros();
+    let k = bits / 2;
+    let big = step.pow_vartime([1u64 << (bits - k)]);
+    let lo_nat = powers(Scalar::ONE, big, 1 << k);
+    let lo: Vec<Scalar> = (0..1usize << k).map(|x| lo_nat[rev(x, k)]).collect();
+    let hi_nat = powers(scale, step, 1 << (bits - k));
+    values
+        .par_chunks_mut(1 << k)
+        .enumerate()
+        .for_each(|(y, chunk)| {
+            let f = hi_nat[rev(y, bits - k)];
+            for (v, l) in chunk.iter_mut().zip(&lo) {
+                *v *= *l * f;
             }
-        }
-        half *= 2;
-    }
-}
-
-#[inline]
-fn butterflies(
-    block: &mut [Scalar],
-    half: usize,
-    from: usize,
-    to: usize,
-    twiddles: &[Scalar],
-    stride: usize,
-) {
-    let (lo, hi) = block.split_at_mut(half);
-    for j in from..to {
-        let t = hi[j] * twiddles[j * stride];
-        hi[j] = lo[j] - t;
-        lo[j] += t;
-    }
-}
-
-/// Multiplies `values[i]` by `scale · step^i`.
-fn scale_by_powers(values: &mut [Scalar], scale: Scalar, step: Scalar) {
-    values.par_chunks_mut(MIN_TASK).enumerate().for_each(|(k, chunk)| {
-        let mut cur = scale * step.pow_vartime([(k * MIN_TASK) as u64]);
-        for v in chunk {
-            *v *= cur;
-            cur *= step;
-        }
-    });
+        });
 }
 
 /// The evaluation domain of size `2^log_n` and the constants the quotient needs.
 struct Domain {
     size: usize,
-    omega: Scalar,
-    omega_inv: Scalar,
+    twiddles: Vec<Scalar>,
+    twiddles_inv: Vec<Scalar>,
     size_inv: Scalar,
     g: Scalar,
     g_inv: Scalar,
@@ -138,28 +219,32 @@ impl Domain {
         let omega = root_of_unity(log_n);
         let inv = |x: Scalar| Option::<Scalar>::from(x.invert()).unwrap_or(Scalar::ZERO);
         let g = Scalar::MULTIPLICATIVE_GENERATOR;
+        let omega_inv = inv(omega);
         Ok(Self {
             size,
-            omega,
-            omega_inv: inv(omega),
+            twiddles: powers(Scalar::ONE, omega, size / 2),
+            twiddles_inv: powers(Scalar::ONE, omega_inv, size / 2),
             size_inv: inv(Scalar::from(size as u64)),
             g,
             g_inv: inv(g),
         })
     }
 
-    /// Evaluations on the domain → evaluations on the coset g·domain.
+    /// Evaluations on the domain → evaluations on the coset g·domain, both natural order.
     fn domain_to_coset(&self, v: &mut [Scalar]) {
-        ntt_in_place(v, self.omega_inv);
-        // The inverse transform's 1/n and the coset shift g^i are one pass.
-        scale_by_powers(v, self.size_inv, self.g);
-        ntt_in_place(v, self.omega);
+        // DIF inverse transform leaves n·coefficients in bit-reversed order; the 1/n and the
+        // coset shift g^i are one pass in that order; the DIT forward transform takes
+        // bit-reversed input and gives natural order back. No permutation is needed.
+        dif_to_bitrev(v, &self.twiddles_inv);
+        scale_by_bitrev_powers(v, self.size_inv, self.g);
+        dit_from_bitrev(v, &self.twiddles);
     }
 
-    /// Evaluations on the coset → coefficients.
-    fn coset_to_coefficients(&self, v: &mut [Scalar]) {
-        ntt_in_place(v, self.omega_inv);
-        scale_by_powers(v, self.size_inv, self.g_inv);
+    /// Evaluations on the coset → coefficients in natural order.
+    fn coset_to_coefficients(&self, v: &mut Vec<Scalar>) {
+        dif_to_bitrev(v, &self.twiddles_inv);
+        scale_by_bitrev_powers(v, self.size_inv, self.g_inv);
+        bit_reverse_permute(v);
     }
 
     /// 1 / Z(x) on the coset, where Z(x) = x^n − 1 is the constant g^n − 1 there.
@@ -177,7 +262,9 @@ pub fn quotient(
 ) -> Result<Vec<Scalar>, ProverError> {
     let n = a.len();
     if b.len() != n || c.len() != n {
-        return Err(ProverError::Backend("A, B and C have different lengths".into()));
+        return Err(ProverError::Backend(
+            "A, B and C have different lengths".into(),
+        ));
     }
     let domain = Domain::new(n.next_power_of_two().max(2))?;
     for v in [&mut a, &mut b, &mut c] {
@@ -185,7 +272,12 @@ pub fn quotient(
     }
     rayon::join(
         || domain.domain_to_coset(&mut a),
-        || rayon::join(|| domain.domain_to_coset(&mut b), || domain.domain_to_coset(&mut c)),
+        || {
+            rayon::join(
+                || domain.domain_to_coset(&mut b),
+                || domain.domain_to_coset(&mut c),
+            )
+        },
     );
     let z_inv = domain.z_inv_on_coset();
     a.par_iter_mut()
@@ -237,6 +329,22 @@ mod tests {
     }
 
     #[test]
+    fn large_ntt_matches_the_dft_at_sampled_points() {
+        // Larger than a cache block, so the wide stages run too; checked at a few outputs.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        let log_n = 15;
+        let v: Vec<Scalar> = (0..1 << log_n).map(|_| Scalar::random(&mut rng)).collect();
+        let omega = root_of_unity(log_n);
+        let mut fast = v.clone();
+        ntt_in_place(&mut fast, omega);
+        for k in [0usize, 1, 2, 4097, (1 << log_n) - 1] {
+            let wk = omega.pow_vartime([k as u64]);
+            let want = v.iter().rev().fold(Scalar::ZERO, |acc, x| acc * wk + x);
+            assert_eq!(fast[k], want, "output {k}");
+        }
+    }
+
+    #[test]
     fn large_parallel_ntt_round_trips() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
         let log_n = 16;
@@ -254,7 +362,10 @@ mod tests {
     fn coefficients(evals: &[Scalar]) -> Vec<Scalar> {
         let n = evals.len();
         let mut v = evals.to_vec();
-        ntt_in_place(&mut v, Option::from(root_of_unity(n.trailing_zeros()).invert()).unwrap());
+        ntt_in_place(
+            &mut v,
+            Option::from(root_of_unity(n.trailing_zeros()).invert()).unwrap(),
+        );
         let n_inv: Scalar = Option::from(Scalar::from(n as u64).invert()).unwrap();
         v.iter_mut().for_each(|x| *x *= n_inv);
         v
@@ -269,7 +380,7 @@ mod tests {
         // With c = a·b on the domain, A·B − C = H·Z must hold as polynomials: check it at a
         // random point.
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        for n in [3usize, 1000, 1 << 12] {
+        for n in [3usize, 1000, (1 << 15) + 1] {
             let m = n.next_power_of_two();
             let a: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
             let b: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
@@ -284,7 +395,11 @@ mod tests {
             let (ac, bc, cc) = (pad(&a), pad(&b), pad(&c));
             let x = Scalar::random(&mut rng);
             let z = x.pow_vartime([m as u64]) - Scalar::ONE;
-            assert_eq!(eval(&ac, x) * eval(&bc, x) - eval(&cc, x), eval(&h, x) * z, "n = {n}");
+            assert_eq!(
+                eval(&ac, x) * eval(&bc, x) - eval(&cc, x),
+                eval(&h, x) * z,
+                "n = {n}"
+            );
         }
     }
 }

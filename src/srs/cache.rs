@@ -34,7 +34,10 @@ pub struct SrsCache {
 impl SrsCache {
     /// A cache over the parameter directory `dir`.
     pub fn new(dir: PathBuf) -> Self {
-        Self { dir, slots: Mutex::new(HashMap::new()) }
+        Self {
+            dir,
+            slots: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The parameter directory.
@@ -99,7 +102,11 @@ impl SrsCache {
                 // A slot being loaded right now is skipped rather than waited for.
                 let guard = slot.try_lock().ok()?;
                 let srs = guard.as_ref()?;
-                Some(LoadedParams { id, resident_bytes: srs.resident_bytes(), load_time: srs.load_time })
+                Some(LoadedParams {
+                    id,
+                    resident_bytes: srs.resident_bytes(),
+                    load_time: srs.load_time,
+                })
             })
             .collect()
     }

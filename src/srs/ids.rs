@@ -70,7 +70,12 @@ pub fn list_param_dir(dir: &Path, known: &[ParamsId]) -> std::io::Result<Vec<Lis
         let size = std::fs::metadata(&path)?.len();
         let id = known.iter().find(|k| k.params_file(dir) == path).cloned();
         let has_vk = path.with_extension("vk").exists();
-        out.push(ListedParams { path, id, size, has_vk });
+        out.push(ListedParams {
+            path,
+            id,
+            size,
+            has_vk,
+        });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)

@@ -92,7 +92,10 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, section: Section, len: usize) -> Result<&'a [u8], SrsError> {
-        let end = self.offset.checked_add(len).filter(|&end| end <= self.bytes.len());
+        let end = self
+            .offset
+            .checked_add(len)
+            .filter(|&end| end <= self.bytes.len());
         match end {
             Some(end) => {
                 let out = &self.bytes[self.offset..end];
@@ -143,7 +146,11 @@ impl<'a> Cursor<'a> {
 }
 
 fn invalid(path: &Path, section: Section, index: usize) -> SrsError {
-    SrsError::InvalidPoint { path: path.to_path_buf(), section: section.name(), index }
+    SrsError::InvalidPoint {
+        path: path.to_path_buf(),
+        section: section.name(),
+        index,
+    }
 }
 
 /// Decodes an uncompressed G1 point, checking that it is on the curve. The subgroup check is
@@ -168,19 +175,35 @@ fn read_vk(cur: &mut Cursor<'_>) -> Result<VerifyingKey<Bls12>, SrsError> {
     let delta_g1 = cur.g1(s)?;
     let delta_g2 = cur.g2(s)?;
     let ic = cur.points(s, G1_LEN, decode_g1)?;
-    Ok(VerifyingKey { alpha_g1, beta_g1, beta_g2, gamma_g2, delta_g1, delta_g2, ic })
+    Ok(VerifyingKey {
+        alpha_g1,
+        beta_g1,
+        beta_g2,
+        gamma_g2,
+        delta_g1,
+        delta_g2,
+        ic,
+    })
 }
 
 fn map_file(path: &Path) -> Result<Mmap, SrsError> {
     let file = File::open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => SrsError::Missing { path: path.to_path_buf() },
-        _ => SrsError::Io { path: path.to_path_buf(), source: e },
+        std::io::ErrorKind::NotFound => SrsError::Missing {
+            path: path.to_path_buf(),
+        },
+        _ => SrsError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        },
     })?;
     // SAFETY: the map is read-only and private to this function's caller for the duration of
     // the parse. Parameter files are written once and never modified in place; a concurrent
     // truncation would at worst raise SIGBUS, which is the same exposure every Filecoin
     // prover accepts for its parameter cache.
-    unsafe { Mmap::map(&file) }.map_err(|e| SrsError::Io { path: path.to_path_buf(), source: e })
+    unsafe { Mmap::map(&file) }.map_err(|e| SrsError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })
 }
 
 /// Maps `params_path`, checks and converts every section, and checks that the `.vk` file next
@@ -188,7 +211,11 @@ fn map_file(path: &Path) -> Result<Mmap, SrsError> {
 pub fn load_srs(params_path: &Path) -> Result<Srs, SrsError> {
     let start = Instant::now();
     let map = map_file(params_path)?;
-    let mut cur = Cursor { path: params_path, bytes: &map, offset: 0 };
+    let mut cur = Cursor {
+        path: params_path,
+        bytes: &map,
+        offset: 0,
+    };
     let vk = read_vk(&mut cur)?;
     let vk_len = cur.offset;
     let h = cur.points(Section::H, G1_LEN, decode_g1)?;
@@ -199,7 +226,10 @@ pub fn load_srs(params_path: &Path) -> Result<Srs, SrsError> {
     if cur.offset != map.len() {
         return Err(SrsError::Mismatch {
             path: params_path.to_path_buf(),
-            detail: format!("{} unexpected bytes after section b_g2", map.len() - cur.offset),
+            detail: format!(
+                "{} unexpected bytes after section b_g2",
+                map.len() - cur.offset
+            ),
         });
     }
     check_vk_file(params_path, &map[..vk_len])?;
@@ -226,9 +256,15 @@ fn check_vk_file(params_path: &Path, vk_bytes: &[u8]) -> Result<(), SrsError> {
         Ok(file) if file == vk_bytes => Ok(()),
         Ok(_) => Err(SrsError::Mismatch {
             path: vk_path,
-            detail: format!("it differs from the verifying key in {}", params_path.display()),
+            detail: format!(
+                "it differs from the verifying key in {}",
+                params_path.display()
+            ),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(SrsError::Io { path: vk_path, source: e }),
+        Err(e) => Err(SrsError::Io {
+            path: vk_path,
+            source: e,
+        }),
     }
 }

@@ -117,7 +117,9 @@ impl ConstraintSystem<Scalar> for RecordingCs {
     {
         self.out.input.push(f()?);
         self.out.b_input_density.push(false);
-        Ok(Variable::new_unchecked(Index::Input(self.out.input.len() - 1)))
+        Ok(Variable::new_unchecked(Index::Input(
+            self.out.input.len() - 1,
+        )))
     }
 
     fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
@@ -176,7 +178,9 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         o.aux.extend_from_slice(&x.aux);
         o.a_aux_density.extend_from_slice(&x.a_aux_density);
         o.b_aux_density.extend_from_slice(&x.b_aux_density);
-        if let (Some(first), Some(theirs)) = (o.b_input_density.first_mut(), x.b_input_density.first()) {
+        if let (Some(first), Some(theirs)) =
+            (o.b_input_density.first_mut(), x.b_input_density.first())
+        {
             *first |= *theirs;
         }
         o.input.extend(x.input.iter().skip(1));
