@@ -17,6 +17,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod engine;
+pub mod gpu;
 pub mod params_gen;
 pub mod proofs;
 pub mod proto;
