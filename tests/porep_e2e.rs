@@ -139,7 +139,9 @@ fn ni_porep_partition_proofs_verify() {
         RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
         9,
     );
-    let out = service(&params)
+    // Three partitions synthesized at a time (13 = 3+3+3+3+1 exercises the short last group).
+    let svc = service(&params).with_synthesis_parallelism(3);
+    let out = svc
         .prove(&request(&sealed, MINER), &JobControl::new())
         .expect("C2");
     assert_eq!(out.partitions, 13);

@@ -7,16 +7,12 @@ use bellperson::groth16::{verify_proofs_batch, Proof};
 use bellperson::Circuit;
 use blstrs::{Bls12, Scalar};
 use rand_core::OsRng;
+use rayon::prelude::*;
 
 use super::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::prover;
 use crate::srs::{ParamsId, Srs};
 use crate::synth::{synthesize, Synthesized};
-
-/// Synthesized partitions queued for the prover. With the one being synthesized and the one
-/// being proved, at most three partitions are in memory (a 32 GiB PoRep partition is ~16 GiB
-/// of evaluations and assignment), and the prover never waits when synthesis keeps up.
-const SYNTH_AHEAD: usize = 1;
 
 /// Proofs of all partitions, the parameters used and the timings so far.
 pub(crate) struct Proved {
@@ -45,27 +41,36 @@ where
         param_load,
         ..Default::default()
     };
-    let (tx, rx) = mpsc::sync_channel::<Result<(Synthesized, Duration), ProveError>>(SYNTH_AHEAD);
+    let group = svc.synthesis_parallelism.clamp(1, partitions.max(1));
+    let (tx, rx) = mpsc::sync_channel::<Result<(Synthesized, Duration), ProveError>>(group);
     let mut proofs = Vec::with_capacity(partitions);
     std::thread::scope(|scope| -> Result<(), ProveError> {
         let make_circuit = &make_circuit;
+        let synth_one = move |k: usize| {
+            let start = Instant::now();
+            catch_panic(&format!("partition {k} synthesis"), || {
+                make_circuit(k).and_then(|c| {
+                    synthesize(c).map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
+                })
+            })
+            .map(|s| (s, start.elapsed()))
+        };
         // `tx` moves into the thread, so that the channel closes however the thread ends
         // (a panic in a circuit included) and the prover's `recv` cannot wait forever.
+        // Partitions are synthesized `group` at a time (each circuit's synthesis is mostly
+        // sequential), handed over in order.
         scope.spawn(move || {
-            for k in 0..partitions {
+            for first in (0..partitions).step_by(group) {
                 if control.is_cancelled() {
                     let _ = tx.send(Err(ProveError::Cancelled));
                     return;
                 }
-                let start = Instant::now();
-                let synthesized = catch_panic(&format!("partition {k} synthesis"), || {
-                    make_circuit(k).and_then(|c| {
-                        synthesize(c)
-                            .map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
-                    })
-                });
-                if tx.send(synthesized.map(|s| (s, start.elapsed()))).is_err() {
-                    return; // The prover stopped; nobody wants the rest.
+                let ks: Vec<usize> = (first..(first + group).min(partitions)).collect();
+                let done: Vec<_> = ks.into_par_iter().map(synth_one).collect();
+                for result in done {
+                    if tx.send(result).is_err() {
+                        return; // The prover stopped; nobody wants the rest.
+                    }
                 }
             }
         });

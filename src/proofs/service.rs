@@ -111,6 +111,19 @@ pub enum ProveError {
 pub struct ProvingService {
     pub(crate) srs: SrsCache,
     pub(crate) backend: Arc<dyn Backend>,
+    /// Partitions synthesized at once. Memory grows with it: up to twice this many
+    /// synthesized partitions wait for the prover (a 32 GiB PoRep partition is ~16 GiB of
+    /// evaluations and assignment), plus the one being proved.
+    pub(crate) synthesis_parallelism: usize,
+}
+
+/// One partition synthesized at a time per 8 CPUs, at most 4: keeps a GPU fed on large hosts
+/// without letting 32 GiB partitions (~16 GiB each) exhaust memory.
+fn default_synthesis_parallelism() -> usize {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    (cpus / 8).clamp(1, 4)
 }
 
 impl ProvingService {
@@ -119,7 +132,14 @@ impl ProvingService {
         Self {
             srs: SrsCache::new(param_dir),
             backend,
+            synthesis_parallelism: default_synthesis_parallelism(),
         }
+    }
+
+    /// Sets how many partitions are synthesized at once (at least 1).
+    pub fn with_synthesis_parallelism(mut self, partitions: usize) -> Self {
+        self.synthesis_parallelism = partitions.max(1);
+        self
     }
 
     /// The parameter cache.
