@@ -27,7 +27,7 @@ fn ready_arrives_only_once_the_socket_accepts() {
         child,
         startup: seen,
     };
-    let mut client = daemon.client();
+    let client = daemon.client();
     let welcome = client.welcome().clone();
     assert_eq!(welcome.protocol_version, cuzk::proto::PROTOCOL_VERSION);
     assert_eq!(welcome.proof_kinds.len(), 4);
@@ -496,6 +496,143 @@ fn an_unread_notify_socket_never_stalls_the_daemon() {
         daemon.wait_exit(Duration::from_secs(10)).code(),
         Some(0),
         "{}",
+        daemon.env.stderr()
+    );
+}
+
+/// Parses one journald native-protocol datagram: `KEY=value\n` or `KEY\n<u64 LE len><value>\n`.
+fn journal_fields(mut d: &[u8]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    while !d.is_empty() {
+        let end = d
+            .iter()
+            .position(|&b| b == b'\n' || b == b'=')
+            .expect("field name");
+        let name = String::from_utf8_lossy(&d[..end]).into_owned();
+        if d[end] == b'=' {
+            let rest = &d[end + 1..];
+            let nl = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            out.push((name, String::from_utf8_lossy(&rest[..nl]).into_owned()));
+            d = &rest[(nl + 1).min(rest.len())..];
+        } else {
+            let rest = &d[end + 1..];
+            let len = u64::from_le_bytes(rest[..8].try_into().unwrap()) as usize;
+            out.push((
+                name,
+                String::from_utf8_lossy(&rest[8..8 + len]).into_owned(),
+            ));
+            d = &rest[(8 + len + 1).min(rest.len())..];
+        }
+    }
+    out
+}
+
+/// With JOURNAL_STREAM naming its stderr, cuzkd logs natively to journald: structured fields,
+/// no timestamps of its own, nothing on stderr. Needs root and no journald on this machine
+/// (the test plays journald at its fixed socket path).
+#[test]
+fn logs_natively_to_journald_with_job_fields() {
+    use std::os::unix::net::UnixDatagram;
+    let journal_dir = std::path::Path::new("/run/systemd/journal");
+    let journal = journal_dir.join("socket");
+    if !nix::unistd::geteuid().is_root() || exists(&journal) {
+        eprintln!(
+            "skipped: needs root and no journald at {}",
+            journal.display()
+        );
+        return;
+    }
+    std::fs::create_dir_all(journal_dir).unwrap();
+    let sink = UnixDatagram::bind(&journal).unwrap();
+    struct Remove<'a>(&'a std::path::Path);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(self.0);
+        }
+    }
+    let _cleanup = Remove(&journal);
+    sink.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    // Read continuously, as journald does: a full queue would block the daemon's logging.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut records = Vec::new();
+            let mut buf = vec![0u8; 1 << 16];
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Ok(n) = sink.recv(&mut buf) {
+                    if n > 0 {
+                        records.push(journal_fields(&buf[..n]));
+                    }
+                }
+            }
+            records
+        })
+    };
+
+    let env = Env::new();
+    let config = env.config();
+    let mut cmd = env.command(&config);
+    let stderr_meta = std::fs::metadata(env.dir.path().join("stderr.log")).unwrap();
+    cmd.env(
+        "JOURNAL_STREAM",
+        format!("{}:{}", stderr_meta.dev(), stderr_meta.ino()),
+    );
+    let mut child = cmd.spawn().unwrap();
+    env.wait_notify("READY=1", Duration::from_secs(60), &mut child);
+    let mut daemon = Daemon {
+        env,
+        child,
+        startup: Vec::new(),
+    };
+    let job = daemon
+        .client()
+        .submit(bogus_porep("journal"))
+        .unwrap()
+        .job_id;
+    let _ = daemon.client().await_job(job, None);
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+
+    std::thread::sleep(Duration::from_millis(200));
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let records = reader.join().unwrap();
+    let get =
+        |r: &Vec<(String, String)>, k: &str| r.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let find = |msg: &str| {
+        records
+            .iter()
+            .find(|r| get(r, "MESSAGE").as_deref() == Some(msg))
+            .unwrap_or_else(|| panic!("no {msg:?} record in {records:?}"))
+    };
+    for msg in ["job accepted", "job finished"] {
+        let r = find(msg);
+        assert_eq!(get(r, "JOB_ID"), Some(job.to_string()), "{msg}: {r:?}");
+        assert_eq!(get(r, "PROOF_KIND").as_deref(), Some("porep"));
+        assert_eq!(get(r, "MINER").as_deref(), Some("1000"));
+        assert_eq!(get(r, "SECTOR").as_deref(), Some("1"));
+        assert_eq!(get(r, "JOB_PRIORITY").as_deref(), Some("normal"));
+        // PRIORITY stays journald's syslog level (tracing-journald maps info to 5), so that
+        // `journalctl -p` keeps working.
+        assert_eq!(r.iter().filter(|(n, _)| n == "PRIORITY").count(), 1);
+        assert_eq!(get(r, "PRIORITY").as_deref(), Some("5"));
+        assert_eq!(get(r, "SYSLOG_IDENTIFIER").as_deref(), Some("cuzkd"));
+    }
+    assert_eq!(
+        get(find("job finished"), "OUTCOME").as_deref(),
+        Some("failed")
+    );
+    for r in &records {
+        let m = get(r, "MESSAGE").unwrap_or_default();
+        assert!(
+            !m.contains("2026-") && !m.contains(" INFO "),
+            "no timestamp or level in the message: {m:?}"
+        );
+    }
+    assert!(
+        !daemon.env.stderr().contains("job accepted"),
+        "logs go to the journal, not twice: {}",
         daemon.env.stderr()
     );
 }

@@ -51,7 +51,12 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
     };
     let (uid, gid, pid) = (cred.uid(), cred.gid(), cred.pid());
     if !allowed(&ctx, uid, gid) {
-        tracing::warn!(uid, gid, pid = ?pid, "connection refused: peer not in socket.allowed_uids/allowed_gids");
+        tracing::warn!(
+            uid,
+            gid,
+            pid,
+            "connection refused: peer not in socket.allowed_uids/allowed_gids"
+        );
         ctx.connections_refused.fetch_add(1, Ordering::Relaxed);
         refuse(
             stream,
@@ -62,7 +67,7 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
         .await;
         return;
     }
-    tracing::info!(uid, gid, pid = ?pid, "client connected");
+    tracing::info!(uid, gid, pid, "client connected");
     let mut session = Session {
         hello: false,
         client: String::new(),
@@ -75,7 +80,7 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
             f = framed.next() => f,
             _ = wait_closing(&mut closing) => break,
             _ = tokio::time::sleep_until(hello_deadline), if !session.hello => {
-                tracing::info!(uid, pid = ?pid, "closing: no Hello in time");
+                tracing::info!(uid, pid, "closing: no Hello in time");
                 let timeout = wire::error(ErrorCode::HelloRequired, "no Hello in time; closing", None);
                 let _ = send(&mut framed, &timeout).await;
                 break;
@@ -84,7 +89,13 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
         let response = match frame {
             None => break,
             Some(Err(FrameError::TooLarge { len, max })) => {
-                tracing::warn!(uid, pid = ?pid, len, max, "frame too large; closing the connection");
+                tracing::warn!(
+                    uid,
+                    pid,
+                    len,
+                    max,
+                    "frame too large; closing the connection"
+                );
                 let msg = format!("frame of {len} bytes exceeds the limit of {max} bytes; closing");
                 let _ = send(
                     &mut framed,

@@ -120,10 +120,10 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
         tracing::info!(
             job_id = submitted.id,
             proof_kind = %kind,
-            miner = ?miner,
-            sector = ?sector,
-            priority = submitted.priority.as_str(),
-            request_id = ?s.request_id,
+            miner,
+            sector,
+            job_priority = submitted.priority.as_str(),
+            request_id = s.request_id.as_deref(),
             client = %session.client,
             uid = session.uid,
             "job accepted"

@@ -72,7 +72,7 @@ fn listener_from_fd(fd: RawFd) -> Result<UnixListener, DaemonError> {
     }
     let listener = UnixListener::from(owned);
     let addr = listener.local_addr().map_err(|e| bad(&e.to_string()))?;
-    tracing::info!(path = ?addr.as_pathname(), "using the socket passed by systemd");
+    tracing::info!(path = ?addr.as_pathname().unwrap_or(Path::new("(unnamed)")), "using the socket passed by systemd");
     Ok(listener)
 }
 
@@ -102,7 +102,7 @@ pub fn bind(config: &SocketConfig) -> Result<UnixListener, DaemonError> {
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(config.mode))
         .map_err(io(format!("chmod {:o} {}", config.mode, path.display())))?;
-    tracing::info!(path = %path.display(), mode = format!("{:04o}", config.mode), group = ?config.group, "listening");
+    tracing::info!(path = %path.display(), mode = format!("{:04o}", config.mode), group = config.group.as_deref(), "listening");
     Ok(listener)
 }
 

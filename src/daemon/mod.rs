@@ -129,7 +129,10 @@ fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
 
-/// Logs job starts (debug) and ends (info, with timings), with journald-friendly fields.
+/// Logs job starts (debug) and ends (info, with timings), with journald-friendly fields:
+/// JOB_ID, PROOF_KIND, MINER, SECTOR (PoRep) and JOB_PRIORITY. The priority class is not
+/// called PRIORITY because journald reserves that field for the syslog level that
+/// `journalctl -p` filters on.
 fn log_event(event: JobEvent) {
     match event {
         JobEvent::Started(s) => tracing::debug!(
@@ -137,7 +140,7 @@ fn log_event(event: JobEvent) {
             proof_kind = %s.kind,
             miner = s.miner,
             sector = s.sector,
-            priority = s.priority.as_str(),
+            job_priority = s.priority.as_str(),
             queue_wait_ms = ms(s.age),
             "job started"
         ),
@@ -154,7 +157,7 @@ fn log_finished(s: &JobSnapshot, result: &JobResult) {
                 proof_kind = %s.kind,
                 miner = s.miner,
                 sector = s.sector,
-                priority = s.priority.as_str(),
+                job_priority = s.priority.as_str(),
                 outcome = "succeeded",
                 queue_wait_ms = ms(t.queue_wait),
                 param_load_ms = ms(t.param_load),
@@ -172,7 +175,7 @@ fn log_finished(s: &JobSnapshot, result: &JobResult) {
             proof_kind = %s.kind,
             miner = s.miner,
             sector = s.sector,
-            priority = s.priority.as_str(),
+            job_priority = s.priority.as_str(),
             outcome = s.state.as_str(),
             total_ms = ms(s.age),
             error = %f.message,
