@@ -109,9 +109,20 @@ macro_rules! cpu_msm {
             if full.len() <= NAIVE_LIMIT {
                 acc += full.iter().map(|&i| bases[i] * scalars[i]).sum::<$proj>();
             } else {
-                let points = gather(&full);
                 let bytes = scalar_bytes(scalars, &full);
-                let raw: $raw_proj = points.as_slice().mult(&bytes, 255);
+                let raw: $raw_proj = if full.len() == bases.len() {
+                    // Every scalar is full-width (the H query): no copy of the bases.
+                    // SAFETY: transparent wrapper, as above; the slice keeps its length.
+                    let raw_bases = unsafe {
+                        std::slice::from_raw_parts(
+                            bases.as_ptr() as *const $raw_affine,
+                            bases.len(),
+                        )
+                    };
+                    raw_bases.mult(&bytes, 255)
+                } else {
+                    gather(&full).as_slice().mult(&bytes, 255)
+                };
                 // SAFETY: as above, a transparent wrapper over the same raw point.
                 acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
             }
@@ -170,6 +181,18 @@ mod tests {
             .collect();
         let want: G2Projective = bases.iter().zip(&scalars).map(|(p, s)| *p * s).sum();
         assert_eq!(msm_g2(&bases, &scalars), want);
+    }
+
+    #[test]
+    fn all_full_scalars_take_the_no_copy_path() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        let n = 257;
+        let bases: Vec<G1Affine> = (0..n)
+            .map(|_| G1Projective::random(&mut rng).to_affine())
+            .collect();
+        let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+        assert_eq!(scalar_classes(&scalars).full, n);
+        assert_eq!(msm_g1(&bases, &scalars), naive(&bases, &scalars));
     }
 
     #[test]
