@@ -47,7 +47,10 @@ pub static KEYS: &[KeyDoc] = &[
         description:
             "Unix socket to listen on. Ignored when systemd passes a socket (LISTEN_FDS). \
                       An existing file there is replaced only if it is a stale socket.",
-        apply: |c, v| Ok(c.socket.path = PathBuf::from(string(v)?)),
+        apply: |c, v| {
+            c.socket.path = PathBuf::from(string(v)?);
+            Ok(())
+        },
         show: |c| Value::String(c.socket.path.display().to_string()),
     },
     KeyDoc {
@@ -55,7 +58,10 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "octal string",
         default: "\"0660\"",
         description: "Permission bits of the socket file.",
-        apply: |c, v| Ok(c.socket.mode = mode(v)?),
+        apply: |c, v| {
+            c.socket.mode = mode(v)?;
+            Ok(())
+        },
         show: |c| Value::String(format!("{:04o}", c.socket.mode)),
     },
     KeyDoc {
@@ -66,7 +72,8 @@ pub static KEYS: &[KeyDoc] = &[
                       daemon's own group.",
         apply: |c, v| {
             let g = string(v)?;
-            Ok(c.socket.group = (!g.is_empty()).then_some(g))
+            c.socket.group = (!g.is_empty()).then_some(g);
+            Ok(())
         },
         show: |c| Value::String(c.socket.group.clone().unwrap_or_default()),
     },
@@ -76,7 +83,10 @@ pub static KEYS: &[KeyDoc] = &[
         default: "[]",
         description: "Peer uids (read with SO_PEERCRED) allowed to connect. When this and \
                       allowed_gids are both empty, anyone the file permissions let in may connect.",
-        apply: |c, v| Ok(c.socket.allowed_uids = id_list(v)?),
+        apply: |c, v| {
+            c.socket.allowed_uids = id_list(v)?;
+            Ok(())
+        },
         show: |c| ids(&c.socket.allowed_uids),
     },
     KeyDoc {
@@ -84,7 +94,10 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "array of integers",
         default: "[]",
         description: "Peer primary gids allowed to connect (see allowed_uids).",
-        apply: |c, v| Ok(c.socket.allowed_gids = id_list(v)?),
+        apply: |c, v| {
+            c.socket.allowed_gids = id_list(v)?;
+            Ok(())
+        },
         show: |c| ids(&c.socket.allowed_gids),
     },
     KeyDoc {
@@ -92,7 +105,10 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "integer",
         default: "64",
         description: "Connections served at once; one more is answered \"busy\" and closed.",
-        apply: |c, v| Ok(c.socket.max_connections = integer(v, 1, 65_536)?),
+        apply: |c, v| {
+            c.socket.max_connections = integer(v, 1, 65_536)?;
+            Ok(())
+        },
         show: |c| Value::Integer(c.socket.max_connections as i64),
     },
     KeyDoc {
@@ -107,7 +123,8 @@ pub static KEYS: &[KeyDoc] = &[
             if !(1024..=1 << 31).contains(&n) {
                 return Err("must be between 1KiB and 2GiB".into());
             }
-            Ok(c.protocol.max_frame_size = n as u32)
+            c.protocol.max_frame_size = n as u32;
+            Ok(())
         },
         show: |c| Value::String(format_size(c.protocol.max_frame_size.into())),
     },
@@ -116,7 +133,10 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "duration",
         default: "\"10s\"",
         description: "How long a new connection may take to send Hello before it is closed.",
-        apply: |c, v| Ok(c.protocol.hello_timeout = nonzero_duration(v)?),
+        apply: |c, v| {
+            c.protocol.hello_timeout = nonzero_duration(v)?;
+            Ok(())
+        },
         show: |c| Value::String(format_duration(c.protocol.hello_timeout)),
     },
     KeyDoc {
@@ -124,7 +144,10 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "path",
         default: "\"/var/tmp/filecoin-proof-parameters\"",
         description: "Parameter cache: the directory of the .params/.vk files.",
-        apply: |c, v| Ok(c.params.dir = PathBuf::from(string(v)?)),
+        apply: |c, v| {
+            c.params.dir = PathBuf::from(string(v)?);
+            Ok(())
+        },
         show: |c| Value::String(c.params.dir.display().to_string()),
     },
     KeyDoc {
@@ -133,7 +156,10 @@ pub static KEYS: &[KeyDoc] = &[
         default: "64",
         description: "Jobs waiting at once, all priorities; a Submit beyond it is answered \
                       \"queue full\".",
-        apply: |c, v| Ok(c.queue.max_queued = integer(v, 1, 1_000_000)?),
+        apply: |c, v| {
+            c.queue.max_queued = integer(v, 1, 1_000_000)?;
+            Ok(())
+        },
         show: |c| Value::Integer(c.queue.max_queued as i64),
     },
     KeyDoc {
@@ -142,7 +168,10 @@ pub static KEYS: &[KeyDoc] = &[
         default: "4",
         description: "Of max_queued, slots only critical jobs (WinningPoSt) may take, so that a \
                       full PoRep queue never blocks a WinningPoSt.",
-        apply: |c, v| Ok(c.queue.critical_reserve = integer(v, 0, 1_000_000)?),
+        apply: |c, v| {
+            c.queue.critical_reserve = integer(v, 0, 1_000_000)?;
+            Ok(())
+        },
         show: |c| Value::Integer(c.queue.critical_reserve as i64),
     },
     KeyDoc {
@@ -151,7 +180,10 @@ pub static KEYS: &[KeyDoc] = &[
         default: "\"10m\"",
         description: "How long a finished job (proof or error) stays available to Await and \
                       Status before it is dropped.",
-        apply: |c, v| Ok(c.queue.result_retention = duration(v)?),
+        apply: |c, v| {
+            c.queue.result_retention = duration(v)?;
+            Ok(())
+        },
         show: |c| Value::String(format_duration(c.queue.result_retention)),
     },
     KeyDoc {
@@ -159,7 +191,10 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "integer",
         default: "1024",
         description: "Finished jobs kept at most; beyond it the oldest are dropped early.",
-        apply: |c, v| Ok(c.queue.max_finished = integer(v, 1, 1_000_000)?),
+        apply: |c, v| {
+            c.queue.max_finished = integer(v, 1, 1_000_000)?;
+            Ok(())
+        },
         show: |c| Value::Integer(c.queue.max_finished as i64),
     },
     KeyDoc {
@@ -168,7 +203,10 @@ pub static KEYS: &[KeyDoc] = &[
         default: "1",
         description:
             "Proofs run at once. One is right for one GPU: a proof already uses every core.",
-        apply: |c, v| Ok(c.proving.workers = integer(v, 1, 64)?),
+        apply: |c, v| {
+            c.proving.workers = integer(v, 1, 64)?;
+            Ok(())
+        },
         show: |c| Value::Integer(c.proving.workers as i64),
     },
     KeyDoc {
@@ -177,7 +215,10 @@ pub static KEYS: &[KeyDoc] = &[
         default: "0",
         description:
             "Threads for circuit synthesis and CPU proving (the rayon pool); 0 = one per CPU.",
-        apply: |c, v| Ok(c.proving.synthesis_threads = integer(v, 0, 4096)?),
+        apply: |c, v| {
+            c.proving.synthesis_threads = integer(v, 0, 4096)?;
+            Ok(())
+        },
         show: |c| Value::Integer(c.proving.synthesis_threads as i64),
     },
     KeyDoc {
@@ -187,7 +228,7 @@ pub static KEYS: &[KeyDoc] = &[
         description: "Proving backend: the GPU when usable (auto), always the CPU, or the GPU or \
                       fail to start.",
         apply: |c, v| {
-            Ok(c.proving.backend = match string(v)?.as_str() {
+            c.proving.backend = match string(v)?.as_str() {
                 "auto" => BackendChoice::Auto,
                 "cpu" => BackendChoice::Cpu,
                 "gpu" => BackendChoice::Gpu,
@@ -196,7 +237,8 @@ pub static KEYS: &[KeyDoc] = &[
                         "expected \"auto\", \"cpu\" or \"gpu\", not {other:?}"
                     ))
                 }
-            })
+            };
+            Ok(())
         },
         show: |c| {
             Value::String(
@@ -215,7 +257,10 @@ pub static KEYS: &[KeyDoc] = &[
         default: "\"0\"",
         description: "Host memory the GPU backend pins. CAP_IPC_LOCK is kept only when this \
                       exceeds RLIMIT_MEMLOCK; every other capability is dropped at start.",
-        apply: |c, v| Ok(c.proving.pinned_memory = size(v)?),
+        apply: |c, v| {
+            c.proving.pinned_memory = size(v)?;
+            Ok(())
+        },
         show: |c| Value::String(format_size(c.proving.pinned_memory)),
     },
     KeyDoc {
@@ -224,7 +269,10 @@ pub static KEYS: &[KeyDoc] = &[
         default: "\"10m\"",
         description: "After SIGTERM/SIGINT, how long running jobs may take to finish before they \
                       are cancelled. Queued jobs are answered \"shutting down\" at once.",
-        apply: |c, v| Ok(c.daemon.drain_grace = duration(v)?),
+        apply: |c, v| {
+            c.daemon.drain_grace = duration(v)?;
+            Ok(())
+        },
         show: |c| Value::String(format_duration(c.daemon.drain_grace)),
     },
     KeyDoc {
@@ -232,7 +280,10 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "boolean",
         default: "false",
         description: "Allow running as root (uid 0). Without it cuzkd refuses to start as root.",
-        apply: |c, v| Ok(c.daemon.allow_root = v.as_bool().ok_or("expected true or false")?),
+        apply: |c, v| {
+            c.daemon.allow_root = v.as_bool().ok_or("expected true or false")?;
+            Ok(())
+        },
         show: |c| Value::Boolean(c.daemon.allow_root),
     },
     KeyDoc {
@@ -245,7 +296,8 @@ pub static KEYS: &[KeyDoc] = &[
             let s = string(v)?;
             tracing_subscriber::EnvFilter::try_new(&s)
                 .map_err(|e| format!("invalid filter: {e}"))?;
-            Ok(c.daemon.log_level = s)
+            c.daemon.log_level = s;
+            Ok(())
         },
         show: |c| Value::String(c.daemon.log_level.clone()),
     },
@@ -255,7 +307,10 @@ pub static KEYS: &[KeyDoc] = &[
         default: "\"0s\"",
         description: "Testing aid, never for production: a cancellable pause at the start of \
                       every job, before proving, to make scheduling observable.",
-        apply: |c, v| Ok(c.debug.job_delay = duration(v)?),
+        apply: |c, v| {
+            c.debug.job_delay = duration(v)?;
+            Ok(())
+        },
         show: |c| Value::String(format_duration(c.debug.job_delay)),
     },
 ];

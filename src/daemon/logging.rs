@@ -22,7 +22,7 @@ fn stderr_is_journal() -> bool {
         return false;
     };
     match nix::sys::stat::fstat(std::io::stderr().as_raw_fd()) {
-        Ok(st) => st.st_dev as u64 == dev && st.st_ino as u64 == ino,
+        Ok(st) => st.st_dev == dev && st.st_ino == ino,
         Err(_) => false,
     }
 }

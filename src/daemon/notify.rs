@@ -109,11 +109,14 @@ pub async fn watchdog_loop(notifier: Notifier, engine: Arc<Engine>, interval: Du
     }
 }
 
-/// Keeps `STATUS=` up to date as jobs change state.
+/// Keeps `STATUS=` up to date as jobs change state, until the drain takes over the line.
 pub async fn status_loop(notifier: Notifier, engine: Arc<Engine>) {
     let mut changes = engine.changes();
     let mut last = String::new();
     loop {
+        if engine.is_shutting_down() {
+            return;
+        }
         let line = status_line(&engine);
         if line != last {
             notifier.send(&[NotifyState::Status(&line)]);

@@ -265,6 +265,11 @@ impl Engine {
         self.shared.lock().cancel_running();
     }
 
+    /// Whether [`Engine::shut_down`] was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.lock().shutting_down
+    }
+
     /// Jobs being proved.
     pub fn running(&self) -> usize {
         self.shared.lock().stats.running
