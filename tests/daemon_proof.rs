@@ -67,6 +67,13 @@ fn two_clients_get_verified_2k_porep_proofs_at_once() {
     let dir = params();
     let daemon = Daemon::start(&[("proving.backend", "\"cpu\"")]);
     let sector = sealed(daemon.env.dir.path(), 1);
+    // Preload the parameters: both proofs then find them resident.
+    let porep_2k = cuzk::proto::ParamSpec {
+        kind: ProofKind::PoRep,
+        sector_size: 2048,
+    };
+    let loaded = daemon.client().preload(porep_2k.clone()).expect("preload");
+    assert_eq!(loaded.loaded, vec![porep_2k.clone()]);
     let clients: Vec<_> = (0..2)
         .map(|i| {
             let (socket, submit) = (daemon.env.socket.clone(), porep(&sector));
@@ -94,6 +101,7 @@ fn two_clients_get_verified_2k_porep_proofs_at_once() {
             t.synthesis_us > 0 && t.proving_us > 0 && t.verification_us > 0,
             "{t:?}"
         );
+        assert_eq!(t.param_load_us, 0, "parameters were preloaded: {t:?}");
         let stages =
             t.queue_wait_us + t.param_load_us + t.synthesis_us + t.proving_us + t.verification_us;
         assert!(t.total_us >= stages, "total covers the stages: {t:?}");
@@ -115,6 +123,7 @@ fn two_clients_get_verified_2k_porep_proofs_at_once() {
         .params_loaded
         .iter()
         .any(|p| p.kind == ProofKind::PoRep && p.sector_size == 2048));
+    assert!(c.evict(porep_2k).expect("evict").loaded.is_empty());
     let metrics = c.metrics().unwrap();
     assert!(
         metrics.contains("cuzk_jobs_finished_total{kind=\"porep\",outcome=\"succeeded\"} 2"),

@@ -253,3 +253,31 @@ fn metrics_are_prometheus_text() {
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());
 }
+
+#[test]
+fn preload_and_evict_report_typed_errors() {
+    let env = Env::new();
+    let empty = env.dir.path().join("no-params");
+    std::fs::create_dir_all(&empty).unwrap();
+    let config = env
+        .config()
+        .set("params.dir", &format!("{:?}", empty.display().to_string()));
+    let mut daemon = Daemon::start_with(env, config);
+    let mut c = daemon.client();
+    let spec = |kind, sector_size| cuzk::proto::ParamSpec { kind, sector_size };
+    let err = c
+        .preload(spec(cuzk::proto::ProofKind::PoRep, 2048))
+        .unwrap_err();
+    assert_eq!(code(&err), ErrorCode::ParamsUnavailable, "{err}");
+    let err = c
+        .preload(spec(cuzk::proto::ProofKind::PoRep, 12345))
+        .unwrap_err();
+    assert_eq!(code(&err), ErrorCode::InvalidInput, "{err}");
+    let report = c
+        .evict(spec(cuzk::proto::ProofKind::WinningPoSt, 2048))
+        .unwrap();
+    assert!(report.loaded.is_empty());
+    c.status(None).expect("still usable");
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
