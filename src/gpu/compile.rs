@@ -3,7 +3,8 @@
 //! The kernels are one translation unit: the files of [`SOURCES`] concatenated with their
 //! `#include "..."` lines dropped (NVRTC gets no file system). NVRTC compiles it straight to a
 //! cubin for the device's architecture. The cubin is cached under
-//! `$CUZK_GPU_CACHE` (default `$XDG_CACHE_HOME/cuzk` or `~/.cache/cuzk`), named by the SHA-256 of
+//! `$CUZK_KERNEL_CACHE` (else `$CACHE_DIRECTORY/kernels`, `$XDG_CACHE_HOME/cuzk` or
+//! `~/.cache/cuzk`), named by the SHA-256 of
 //! the source and options, the architecture and the driver version, so only the first start
 //! after a change pays the compilation (seconds).
 
@@ -64,8 +65,15 @@ pub fn cache_key(arch: u32, driver_version: i32) -> String {
 }
 
 fn cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("CUZK_GPU_CACHE") {
-        return Some(PathBuf::from(d));
+    // `CUZK_KERNEL_CACHE` is what the systemd unit and cuzkd(8) name; `CUZK_GPU_CACHE` is
+    // its older spelling; systemd's `CacheDirectory=` sets `CACHE_DIRECTORY`.
+    for var in ["CUZK_KERNEL_CACHE", "CUZK_GPU_CACHE"] {
+        if let Some(d) = std::env::var_os(var) {
+            return Some(PathBuf::from(d));
+        }
+    }
+    if let Some(d) = std::env::var_os("CACHE_DIRECTORY") {
+        return Some(PathBuf::from(d).join("kernels"));
     }
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
         return Some(PathBuf::from(d).join("cuzk"));
