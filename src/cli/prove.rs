@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 
-use super::client::{prove_via_daemon, DaemonOpts};
+use super::client::{prove_via_daemon_with, DaemonOpts, JobOpts};
 use crate::proofs::{PoRepRequest, ProofRequest, ProvingService};
 use crate::prover::Backend;
 use crate::srs::default_param_dir;
@@ -32,6 +32,9 @@ pub struct ProveArgs {
     /// Daemon connection.
     #[command(flatten)]
     pub daemon: DaemonOpts,
+    /// Priority and request id of the job (daemon only).
+    #[command(flatten)]
+    pub job: JobOpts,
 }
 
 /// The proof kinds `cuzk prove` accepts.
@@ -130,7 +133,7 @@ pub fn run(args: ProveArgs) -> anyhow::Result<()> {
         );
         out.proof
     } else {
-        prove_via_daemon(request, &args.daemon)?
+        prove_via_daemon_with(request, &args.daemon, &args.job)?
     };
     match &args.out {
         Some(path) => std::fs::write(path, &proof)
