@@ -16,6 +16,7 @@ use storage_proofs_update::{
 
 use super::bytes::{b64_32, b64_list};
 use super::pipeline::{proof_bytes, prove_partitions};
+use super::shapes::with_shape;
 use super::{JobControl, ProofKind, ProofOutput, ProveError, ProvingService};
 use crate::srs::ParamsId;
 
@@ -37,23 +38,6 @@ pub struct SnapInput {
     /// returns them, base64.
     #[serde(with = "b64_list")]
     pub vanilla_proofs: Vec<Vec<u8>>,
-}
-
-macro_rules! with_update_shape {
-    ($size:expr, $f:ident $(, $args:expr)* $(,)?) => {{
-        use filecoin_proofs::{
-            SectorShape2KiB, SectorShape32GiB, SectorShape512MiB, SectorShape64GiB,
-            SectorShape8MiB,
-        };
-        match $size {
-            2048 => $f::<SectorShape2KiB>($($args),*),
-            s if s == 8 << 20 => $f::<SectorShape8MiB>($($args),*),
-            s if s == 512 << 20 => $f::<SectorShape512MiB>($($args),*),
-            s if s == 32 << 30 => $f::<SectorShape32GiB>($($args),*),
-            s if s == 64 << 30 => $f::<SectorShape64GiB>($($args),*),
-            other => Err(ProveError::InvalidInput(format!("unsupported sector size {other}"))),
-        }
-    }};
 }
 
 type Compound<Tree> = EmptySectorUpdateCompound<Tree>;
@@ -78,7 +62,7 @@ fn compound_params<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 
 /// The parameter set of a registered update proof.
 pub fn params_id(proof: RegisteredUpdateProof) -> Result<ParamsId, ProveError> {
-    with_update_shape!(u64::from(proof.sector_size()), params_id_shape, proof)
+    with_shape!(u64::from(proof.sector_size()), params_id_shape, proof)
 }
 
 fn params_id_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
@@ -98,7 +82,7 @@ fn params_id_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 pub(crate) fn generate_params(
     proof: RegisteredUpdateProof,
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
-    with_update_shape!(u64::from(proof.sector_size()), generate_params_shape, proof)
+    with_shape!(u64::from(proof.sector_size()), generate_params_shape, proof)
 }
 
 fn generate_params_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
@@ -127,7 +111,7 @@ pub(crate) fn prove(
             input.registered_proof
         )));
     }
-    with_update_shape!(
+    with_shape!(
         u64::from(input.registered_proof.sector_size()),
         prove_shape,
         svc,
