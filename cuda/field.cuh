@@ -44,8 +44,13 @@ struct FpParams {
     }
     static const u32 INV = 0xfffcfffd;
     // Fp products sit inside large point formulas (G2 above all): calling one out-of-line copy
-    // keeps NVRTC/ptxas time and code size small.
+    // keeps NVRTC/ptxas time and code size small. CUZK_FP_INLINE (a tuning variant, see
+    // CUZK_NVRTC_DEFINES in src/gpu/compile.rs) inlines them instead.
+#ifdef CUZK_FP_INLINE
+    static const bool INLINE_MUL = true;
+#else
     static const bool INLINE_MUL = false;
+#endif
 };
 
 struct FrParams {
@@ -147,26 +152,80 @@ struct Field {
         if (P::INLINE_MUL) return mul_inline(a, b);
         return mul_call(a, b);
     }
-    __device__ __noinline__ static Field mul_call(const Field& a, const Field& b) { return mul_inline(a, b); }
+    // By value, not by reference: the ABI then passes both operands and the result in registers
+    // instead of through the stack, and ptxas keeps the limb pairs of mul_inline fused into
+    // IMAD.WIDE.U32.X (with reference parameters it split half of them into lo/hi/add triples).
+    __device__ __noinline__ static Field mul_call(Field a, Field b) { return mul_inline(a, b); }
 
-    __device__ __forceinline__ static Field mul_inline(const Field& a, const Field& b) {
-        u32 t[2 * N];
+    // One carry chain: acc[0 .. N) += b * (a[s] + a[s+2] 2^64 + a[s+4] 2^128 + ...), s = 0 or 1,
+    // and the chain's carry into acc[N]. Each limb's 64-bit product a[j]*b lands on the aligned
+    // word pair acc[k], acc[k+1], so the lo/hi pair of one limb is a single IMAD.WIDE.U32.X in
+    // SASS (ptxas fuses mad.lo.cc + madc.hi.cc on the same operands into it). acc[N] only ever
+    // holds a few carries when a chain ends on it (see mul_inline), so the final addc cannot
+    // overflow.
+    template <class Limb>
+    __device__ __forceinline__ static void mac_half(u32* acc, Limb limb, int s, u32 b) {
+        acc[0] = ptx::madlo_cc(limb(s), b, acc[0]);
+        acc[1] = ptx::madhic_cc(limb(s), b, acc[1]);
 #pragma unroll
-        for (int i = 0; i < 2 * N; i++) t[i] = 0;
-        // Product rows. Row i adds a*b[i] at limb i: the low halves in one chain whose carry
-        // lands in the still-empty t[i+N], then the high halves one limb up. The partial sum
-        // stays below 2^(32(i+N+1)), so the second chain cannot carry out of t[i+N].
+        for (int j = 2; j < N; j += 2) {
+            acc[j] = ptx::madloc_cc(limb(s + j), b, acc[j]);
+            acc[j + 1] = ptx::madhic_cc(limb(s + j), b, acc[j + 1]);
+        }
+        acc[N] = ptx::addc(acc[N], 0);
+    }
+
+    // Adds b * A * 2^(32 i) to the split accumulator (x, y) of mul_inline: the even limbs of A
+    // and the odd limbs of A go to whichever of x (aligned at even absolute words) and y
+    // (aligned at odd absolute words) keeps every 64-bit product on an aligned word pair.
+    template <class Limb>
+    __device__ __forceinline__ static void mac_row(u32* x, u32* y, int i, Limb limb, u32 b) {
+        if ((i & 1) == 0) {
+            mac_half(x + i, limb, 0, b);      // a[2k] b at absolute words i+2k, i+2k+1
+            mac_half(y + i, limb, 1, b);      // a[2k+1] b at absolute words i+2k+1, i+2k+2
+        } else {
+            mac_half(y + i - 1, limb, 0, b);  // a[2k] b at absolute i+2k (odd)
+            mac_half(x + i + 1, limb, 1, b);  // a[2k+1] b at absolute i+2k+1 (even)
+        }
+    }
+
+    // Montgomery product a*b/R mod p, coarsely integrated operand scanning with the partial
+    // products split by limb parity. The running value T is kept as two accumulators:
+    //   T = sum_k x[k] 2^(32k) + sum_k y[k] 2^(32(k+1)) + c 2^(32i)
+    // Round i adds b[i]*a and then m*p with m = (word i of T) * -p^-1, which clears word i;
+    // c carries what words < i+1 passed upwards (0..2). Every 64-bit partial product falls on
+    // an aligned pair of x or of y, so the whole product is 4N IMAD.WIDE.U32.X chains of N/2
+    // instructions plus a few adds per round, instead of separate lo/hi multiplies with an
+    // add-with-carry each (about a third of the instructions of the row-by-row version).
+    // Bounds: x <= T < 2^(64N) and y <= T/2^32, and a word just above a chain has only received
+    // carries (at most four) before a later chain covers it, so no top carry is lost.
+    __device__ __forceinline__ static Field mul_inline(const Field& a, const Field& b) {
+        u32 x[2 * N + 2], y[2 * N + 2];
+#pragma unroll
+        for (int k = 0; k < 2 * N + 2; k++) { x[k] = 0; y[k] = 0; }
+        u32 c = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            t[i] = ptx::madlo_cc(a.v[0], b.v[i], t[i]);
-#pragma unroll
-            for (int j = 1; j < N; j++) t[i + j] = ptx::madloc_cc(a.v[j], b.v[i], t[i + j]);
-            t[i + N] = ptx::addc(t[i + N], 0);
-            t[i + 1] = ptx::madhi_cc(a.v[0], b.v[i], t[i + 1]);
-#pragma unroll
-            for (int j = 1; j < N; j++) t[i + j + 1] = ptx::madhic_cc(a.v[j], b.v[i], t[i + j + 1]);
+            mac_row(x, y, i, [&](int j) { return a.v[j]; }, b.v[i]);
+            const u32 yl = i == 0 ? 0u : y[i - 1];
+            const u32 m = (x[i] + yl + c) * P::INV;
+            mac_row(x, y, i, [](int j) { return P::mod(j); }, m);
+            // Word i is now 0 mod 2^32 (m p[0] went to x[i] for even i, to y[i-1] for odd i);
+            // its sum x[i] + y[i-1] + c is 0, 2^32 or 2^33.
+            u32 t = ptx::add_cc(x[i], i == 0 ? 0u : y[i - 1]);
+            const u32 h = ptx::addc(0, 0);
+            t = ptx::add_cc(t, c);
+            c = ptx::addc(h, 0);
         }
-        return reduce_wide(t);
+        // T/2^(32N) < 2p: words N .. 2N-1 of x, plus y shifted by one word, plus c at word N.
+        Field r;
+        r.v[0] = ptx::add_cc(x[N], y[N - 1]);
+#pragma unroll
+        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(x[N + k], y[N - 1 + k]);
+        r.v[0] = ptx::add_cc(r.v[0], c);
+#pragma unroll
+        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(r.v[k], 0);
+        return reduce_once(r);
     }
 
     __device__ __forceinline__ static Field sqr(const Field& a) { return mul(a, a); }

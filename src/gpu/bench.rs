@@ -17,14 +17,14 @@ use super::ntt::{scalar_bytes, Domain, FR_BYTES};
 /// Options of `cuzk bench gpu`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct GpuBenchArgs {
-    /// log2 sizes of the G1 MSMs.
-    #[arg(long, value_delimiter = ',', default_value = "20,22,24,26,27")]
+    /// log2 sizes of the G1 MSMs (`--g1` with no value: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "20,22,24,26,27")]
     pub g1: Vec<u32>,
-    /// log2 sizes of the G2 MSMs.
-    #[arg(long, value_delimiter = ',', default_value = "20,22,24,26")]
+    /// log2 sizes of the G2 MSMs (`--g2` with no value: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "20,22,24,26")]
     pub g2: Vec<u32>,
-    /// log2 sizes of the NTTs.
-    #[arg(long, value_delimiter = ',', default_value = "20,22,24,26,27")]
+    /// log2 sizes of the NTTs (`--ntt` with no value: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "20,22,24,26,27")]
     pub ntt: Vec<u32>,
     /// Timed runs per measurement, after one warm-up (named apart from `cuzk bench --runs`,
     /// which counts proof runs).

@@ -44,11 +44,22 @@ pub fn translation_unit() -> String {
 }
 
 fn options(arch: u32) -> Vec<String> {
-    vec![
+    let mut o = vec![
         format!("--gpu-architecture=sm_{arch}"),
         "--std=c++17".into(),
         "-default-device".into(),
-    ]
+    ];
+    // Kernel variants for tuning (e.g. `CUZK_NVRTC_DEFINES=CUZK_FP_INLINE`): each name becomes a
+    // `-D` option. The cache key covers the options, so variants get their own cubins.
+    if let Ok(defs) = std::env::var("CUZK_NVRTC_DEFINES") {
+        o.extend(
+            defs.split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .map(|d| format!("-D{d}")),
+        );
+    }
+    o
 }
 
 /// The cache file name for this source, architecture and driver version.
