@@ -1,9 +1,22 @@
 //! Number-theoretic transforms over Fr on the CPU, and the quotient polynomial built on them.
 //!
-//! The transform is an iterative radix-2 decimation-in-time NTT after a bit-reversal
-//! permutation. Early stages (many small blocks) parallelise over blocks; late stages (few
-//! large blocks) parallelise over the butterflies inside a block, so both cores stay busy at
-//! every stage.
+//! Both directions use per-block twiddles: a Cooley–Tukey pass (natural order in, bit-reversed
+//! out) splits a block of `2t` elements with one constant `c`, `(x, y) ↦ (x + c·y, x − c·y)`,
+//! and a Gentleman–Sande pass (bit-reversed in, natural out) undoes it,
+//! `(x, y) ↦ (x + y, (x − y)·c)`. The constants of the `m` blocks of a stage are the first
+//! `m` entries of one table of powers of the root in bit-reversed exponent order, read
+//! sequentially; every stage's first block has `c = 1` and multiplies nothing. In a prime
+//! field a radix-4 butterfly saves no multiplication (the fourth root of unity is not free as
+//! it is over the complex numbers), so the passes stay radix-2 and the gain comes from doing
+//! many stages per trip through memory instead.
+//!
+//! A vector of `n = R·B` elements is seen as `R` rows of `B` (one cache block, [`BLOCK_LOG`]).
+//! Stages whose butterflies stay inside a row run on one row at a time; the other stages pair
+//! whole rows, so they run on tiles of a few columns and all `R` rows, copied into a buffer
+//! that stays in the core's cache. An NTT is then two passes over memory, and the quotient
+//! fuses neighbouring steps of its seven transforms into five passes (see [`quotient`]).
+
+use std::marker::PhantomData;
 
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
@@ -11,8 +24,19 @@ use rayon::prelude::*;
 
 use super::ProverError;
 
-/// Work per rayon task, in butterflies; below this, splitting costs more than it saves.
+/// Work per rayon task, in elements, for the simple element-wise passes.
 const MIN_TASK: usize = 1 << 12;
+
+/// Log2 of the row length `B`: 2^12 elements are 128 KiB, so a row, its share of the twist
+/// table and the twiddles it reads stay in a core's L2 cache.
+const BLOCK_LOG: u32 = 12;
+
+/// Elements per column tile: the columns of a tile times the rows. 4096 elements are 128 KiB;
+/// the quotient's fused pass holds three such tiles at once.
+const TILE: usize = 1 << 12;
+
+/// Fewest columns per tile: eight elements are four 64-byte cache lines of each row.
+const MIN_TILE_COLS: usize = 8;
 
 /// The largest transform Fr supports (its two-adicity).
 pub const MAX_LOG_SIZE: u32 = Scalar::S;
@@ -41,6 +65,36 @@ pub fn powers(start: Scalar, step: Scalar, len: usize) -> Vec<Scalar> {
     out
 }
 
+/// `base^rev(k)` for `k < 2^bits`, where `rev` reverses the low `bits` bits.
+///
+/// Built by doubling: the indices in `[m, 2m)` are `m + k` with `k < m`, whose reversal is
+/// `rev(m) + rev(k)` because the bits do not overlap, so `out[m + k] = out[m] · out[k]`.
+fn bitrev_powers(base: Scalar, bits: u32) -> Vec<Scalar> {
+    let mut out = vec![Scalar::ZERO; 1 << bits];
+    out[0] = Scalar::ONE;
+    // base^(2^(bits − 1 − j)) is the entry at index 2^j.
+    let mut squares = Vec::with_capacity(bits as usize);
+    let mut p = base;
+    for _ in 0..bits {
+        squares.push(p);
+        p = p.square();
+    }
+    for j in 0..bits as usize {
+        let m = 1usize << j;
+        let step = squares[bits as usize - 1 - j];
+        let (done, next) = out.split_at_mut(m);
+        next[..m]
+            .par_chunks_mut(MIN_TASK)
+            .zip(done.par_chunks(MIN_TASK))
+            .for_each(|(dst, src)| {
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d = *s * step;
+                }
+            });
+    }
+    out
+}
+
 /// `i` with its lowest `bits` bits reversed.
 #[inline]
 fn rev(i: usize, bits: u32) -> usize {
@@ -51,15 +105,10 @@ fn rev(i: usize, bits: u32) -> usize {
     }
 }
 
-/// Reorders `values` into bit-reversed index order, in parallel (out of place).
-pub fn bit_reverse_permute(values: &mut Vec<Scalar>) {
-    let n = values.len();
-    let bits = n.trailing_zeros();
-    if n <= 2 {
-        return;
-    }
-    let src = std::mem::take(values);
-    let mut dst = vec![Scalar::ZERO; n];
+/// `dst[i] = src[rev(i)]` for the first `dst.len()` indices, where `rev` reverses
+/// `log2(src.len())` bits; in parallel.
+fn permute_into(src: &[Scalar], dst: &mut [Scalar]) {
+    let bits = src.len().trailing_zeros();
     dst.par_chunks_mut(MIN_TASK)
         .enumerate()
         .for_each(|(k, chunk)| {
@@ -67,102 +116,298 @@ pub fn bit_reverse_permute(values: &mut Vec<Scalar>) {
                 *d = src[rev(k * MIN_TASK + i, bits)];
             }
         });
+}
+
+/// Reorders `values` into bit-reversed index order, in parallel (out of place).
+pub fn bit_reverse_permute(values: &mut Vec<Scalar>) {
+    if values.len() <= 2 {
+        return;
+    }
+    let mut dst = vec![Scalar::ZERO; values.len()];
+    permute_into(values, &mut dst);
     *values = dst;
 }
 
-/// Blocks of this many elements are transformed through their first (DIT) or last (DIF)
-/// stages while they sit in the core's cache: 2^13 elements are 256 KiB.
-const CACHE_BLOCK: usize = 1 << 13;
+/// The modulus r of Fr, little-endian 64-bit limbs.
+const MODULUS: [u64; 4] = [
+    0xffff_ffff_0000_0001,
+    0x53bd_a402_fffe_5bfe,
+    0x3339_d808_09a1_d805,
+    0x73ed_a753_299d_7d48,
+];
 
-/// Cooley–Tukey butterflies of one stage over a block of `2·half` elements.
+// `limbs` and `set_limbs` rely on this layout: blstrs' `Scalar` is a `#[repr(transparent)]`
+// wrapper of blst's `#[repr(C)] blst_fr { l: [u64; 4] }`, the Montgomery form, always reduced
+// below r.
+const _: () = assert!(
+    std::mem::size_of::<Scalar>() == 32 && std::mem::align_of::<Scalar>() == 8,
+    "blstrs::Scalar is no longer four u64 limbs"
+);
+
+/// The Montgomery limbs of `x`.
+///
+/// The butterflies add and subtract inline on the limbs instead of calling blst: a call and
+/// its return cost more than the dozen instructions of a 256-bit modular addition, and a
+/// result that blst stores with 8-byte writes and Rust then copies with 16-byte reads stalls
+/// store-to-load forwarding. Multiplications still go through blst, in place.
+#[inline(always)]
+fn limbs(x: &Scalar) -> [u64; 4] {
+    // SAFETY: `Scalar` is `#[repr(transparent)]` over `blst_fr`, a `#[repr(C)]` struct of one
+    // `[u64; 4]` (size and alignment are checked at compile time above), so a `&Scalar` is a
+    // valid, aligned `&[u64; 4]` and every bit pattern of it is a valid array.
+    unsafe { *(x as *const Scalar).cast::<[u64; 4]>() }
+}
+
+/// Stores the Montgomery limbs `l` (reduced below r) into `x`.
+#[inline(always)]
+fn set_limbs(x: &mut Scalar, l: [u64; 4]) {
+    // SAFETY: the layout argument of `limbs`; the callers only store sums and differences
+    // reduced below r, so `x` stays a valid field element.
+    unsafe { *(x as *mut Scalar).cast::<[u64; 4]>() = l }
+}
+
+/// `a + b mod r` for reduced limbs.
+#[inline(always)]
+fn add_limbs(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
+    // r < 2^255, so the sum of two reduced values fits in 256 bits.
+    let mut sum = [0u64; 4];
+    let mut carry = false;
+    for i in 0..4 {
+        let (s, c1) = a[i].overflowing_add(b[i]);
+        let (s, c2) = s.overflowing_add(u64::from(carry));
+        sum[i] = s;
+        carry = c1 | c2;
+    }
+    let mut diff = [0u64; 4];
+    let mut borrow = false;
+    for i in 0..4 {
+        let (d, b1) = sum[i].overflowing_sub(MODULUS[i]);
+        let (d, b2) = d.overflowing_sub(u64::from(borrow));
+        diff[i] = d;
+        borrow = b1 | b2;
+    }
+    // A borrow means sum < r: keep the sum.
+    let keep = 0u64.wrapping_sub(u64::from(borrow));
+    [0, 1, 2, 3].map(|i| (sum[i] & keep) | (diff[i] & !keep))
+}
+
+/// `a − b mod r` for reduced limbs.
+#[inline(always)]
+fn sub_limbs(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
+    let mut diff = [0u64; 4];
+    let mut borrow = false;
+    for i in 0..4 {
+        let (d, b1) = a[i].overflowing_sub(b[i]);
+        let (d, b2) = d.overflowing_sub(u64::from(borrow));
+        diff[i] = d;
+        borrow = b1 | b2;
+    }
+    // A borrow means a < b: add r back.
+    let mask = 0u64.wrapping_sub(u64::from(borrow));
+    let mut out = [0u64; 4];
+    let mut carry = false;
+    for i in 0..4 {
+        let (s, c1) = diff[i].overflowing_add(MODULUS[i] & mask);
+        let (s, c2) = s.overflowing_add(u64::from(carry));
+        out[i] = s;
+        carry = c1 | c2;
+    }
+    out
+}
+
+/// `(x, y) ← (x + y, x − y)`.
+#[inline(always)]
+fn add_sub(x: &mut Scalar, y: &mut Scalar) {
+    let (u, v) = (limbs(x), limbs(y));
+    set_limbs(x, add_limbs(u, v));
+    set_limbs(y, sub_limbs(u, v));
+}
+
+/// One Cooley–Tukey stage over `v`: blocks of `2t` elements, block `k` split with `tw[k]`:
+/// `(x, y) ← (x + c·y, x − c·y)`.
 #[inline]
-fn dit_stage(block: &mut [Scalar], half: usize, twiddles: &[Scalar], stride: usize) {
-    let (lo, hi) = block.split_at_mut(half);
-    for (j, (l, h)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
-        let t = *h * twiddles[j * stride];
-        *h = *l - t;
-        *l += t;
-    }
-}
-
-/// Gentleman–Sande butterflies of one stage over a block of `2·half` elements.
-#[inline]
-fn dif_stage(block: &mut [Scalar], half: usize, twiddles: &[Scalar], stride: usize) {
-    let (lo, hi) = block.split_at_mut(half);
-    for (j, (l, h)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
-        let u = *l;
-        *l = u + *h;
-        *h = (u - *h) * twiddles[j * stride];
-    }
-}
-
-/// Runs one stage over the whole vector: in parallel over blocks when there are many, else
-/// over slices of the butterflies inside each block.
-fn wide_stage(values: &mut [Scalar], half: usize, twiddles: &[Scalar], stride: usize, dit: bool) {
-    for block in values.chunks_mut(2 * half) {
-        let (lo, hi) = block.split_at_mut(half);
-        lo.par_chunks_mut(MIN_TASK)
-            .zip(hi.par_chunks_mut(MIN_TASK))
-            .enumerate()
-            .for_each(|(k, (lo, hi))| {
-                let base = k * MIN_TASK;
-                for j in 0..lo.len() {
-                    let w = twiddles[(base + j) * stride];
-                    if dit {
-                        let t = hi[j] * w;
-                        hi[j] = lo[j] - t;
-                        lo[j] += t;
-                    } else {
-                        let u = lo[j];
-                        lo[j] = u + hi[j];
-                        hi[j] = (u - hi[j]) * w;
-                    }
-                }
-            });
-    }
-}
-
-/// DIT transform: bit-reversed input, natural-order output.
-fn dit_from_bitrev(values: &mut [Scalar], twiddles: &[Scalar]) {
-    let n = values.len();
-    let block = CACHE_BLOCK.min(n);
-    // Stages whose butterflies stay inside one cache block: all of them per block.
-    values.par_chunks_mut(block).for_each(|chunk| {
-        let mut half = 1;
-        while 2 * half <= block {
-            let stride = n / (2 * half);
-            for b in chunk.chunks_mut(2 * half) {
-                dit_stage(b, half, twiddles, stride);
+fn ct_stage(v: &mut [Scalar], t: usize, tw: &[Scalar]) {
+    for (block, c) in v.chunks_exact_mut(2 * t).zip(tw) {
+        let (xs, ys) = block.split_at_mut(t);
+        let trivial = *c == Scalar::ONE;
+        for (x, y) in xs.iter_mut().zip(ys.iter_mut()) {
+            if !trivial {
+                *y *= c;
             }
-            half *= 2;
+            add_sub(x, y);
         }
-    });
-    let mut half = block;
-    while half < n {
-        wide_stage(values, half, twiddles, n / (2 * half), true);
+    }
+}
+
+/// One Gentleman–Sande stage over `v`: blocks of `2t` elements, block `k` joined with `tw[k]`:
+/// `(x, y) ← (x + y, (x − y)·c)`.
+#[inline]
+fn gs_stage(v: &mut [Scalar], t: usize, tw: &[Scalar]) {
+    for (block, c) in v.chunks_exact_mut(2 * t).zip(tw) {
+        let (xs, ys) = block.split_at_mut(t);
+        let trivial = *c == Scalar::ONE;
+        for (x, y) in xs.iter_mut().zip(ys.iter_mut()) {
+            add_sub(x, y);
+            if !trivial {
+                *y *= c;
+            }
+        }
+    }
+}
+
+/// The Cooley–Tukey stages that stay inside one row: `row` starts at element `start` of the
+/// whole vector, and `tw` is the whole vector's twiddle table.
+fn ct_row(row: &mut [Scalar], start: usize, tw: &[Scalar]) {
+    let mut t = row.len() / 2;
+    while t >= 1 {
+        let first = start / (2 * t);
+        ct_stage(row, t, &tw[first..first + row.len() / (2 * t)]);
+        t /= 2;
+    }
+}
+
+/// The Gentleman–Sande stages that stay inside one row; arguments as for [`ct_row`].
+fn gs_row(row: &mut [Scalar], start: usize, tw: &[Scalar]) {
+    let mut t = 1;
+    while t < row.len() {
+        let first = start / (2 * t);
+        gs_stage(row, t, &tw[first..first + row.len() / (2 * t)]);
+        t *= 2;
+    }
+}
+
+/// The Cooley–Tukey stages that pair whole rows, on a tile of `cols` columns of every row
+/// (`tile[r·cols + j]`): row-block `k` of a stage is the vector's block `k`.
+fn ct_tile(tile: &mut [Scalar], cols: usize, tw: &[Scalar]) {
+    let rows = tile.len() / cols;
+    let mut half = rows / 2;
+    while half >= 1 {
+        ct_stage(tile, half * cols, &tw[..rows / (2 * half)]);
+        half /= 2;
+    }
+}
+
+/// The Gentleman–Sande stages that pair whole rows; arguments as for [`ct_tile`].
+fn gs_tile(tile: &mut [Scalar], cols: usize, tw: &[Scalar]) {
+    let rows = tile.len() / cols;
+    let mut half = 1;
+    while half < rows {
+        gs_stage(tile, half * cols, &tw[..rows / (2 * half)]);
         half *= 2;
     }
 }
 
-/// DIF transform: natural-order input, bit-reversed output.
-fn dif_to_bitrev(values: &mut [Scalar], twiddles: &[Scalar]) {
-    let n = values.len();
-    let block = CACHE_BLOCK.min(n);
-    let mut half = n / 2;
-    while half >= block {
-        wide_stage(values, half, twiddles, n / (2 * half), false);
-        half /= 2;
+/// How a vector of `n` elements is cut into rows and column tiles.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    /// Elements in a row (`B`).
+    row: usize,
+    /// Number of rows (`R = n / B`).
+    rows: usize,
+    /// Columns in a tile.
+    cols: usize,
+}
+
+impl Layout {
+    fn new(n: usize) -> Self {
+        let row = n.min(1 << BLOCK_LOG);
+        let rows = n / row;
+        let cols = (TILE / rows).clamp(MIN_TILE_COLS.min(row), row);
+        Self { row, rows, cols }
     }
-    values.par_chunks_mut(block).for_each(|chunk| {
-        let mut half = block / 2;
-        while half >= 1 {
-            let stride = n / (2 * half);
-            for b in chunk.chunks_mut(2 * half) {
-                dif_stage(b, half, twiddles, stride);
-            }
-            half /= 2;
+
+    fn tiles(&self) -> usize {
+        self.row / self.cols
+    }
+}
+
+/// A vector that tasks on disjoint column tiles read and write at the same time.
+///
+/// Rust's borrows cannot split a slice into interleaved strided pieces, so the tile passes go
+/// through a raw pointer; [`SharedRows::gather`] and [`SharedRows::scatter`] only form
+/// references to the row segments of the tile they are given.
+struct SharedRows<'a> {
+    ptr: *mut Scalar,
+    len: usize,
+    layout: Layout,
+    _borrow: PhantomData<&'a mut [Scalar]>,
+}
+
+// SAFETY: a `SharedRows` is only a mutable borrow of a `[Scalar]` spread over threads; its
+// methods are unsafe and require callers on different threads to use disjoint tiles, so no
+// element is reached from two threads at once. `Scalar` itself is `Send` and `Sync`.
+unsafe impl Send for SharedRows<'_> {}
+// SAFETY: as for `Send` above.
+unsafe impl Sync for SharedRows<'_> {}
+
+impl<'a> SharedRows<'a> {
+    fn new(v: &'a mut [Scalar], layout: Layout) -> Self {
+        assert_eq!(v.len(), layout.row * layout.rows);
+        Self {
+            ptr: v.as_mut_ptr(),
+            len: v.len(),
+            layout,
+            _borrow: PhantomData,
         }
-    });
+    }
+
+    /// The offsets of tile `tile`'s row segments.
+    fn segments(&self, tile: usize) -> impl Iterator<Item = usize> + '_ {
+        let first = tile * self.layout.cols;
+        assert!(first + self.layout.cols <= self.layout.row);
+        (0..self.layout.rows).map(move |r| r * self.layout.row + first)
+    }
+
+    /// Copies tile `tile` into `buf` (row-major, `cols` per row).
+    ///
+    /// # Safety
+    /// No other thread may write tile `tile` of this vector during the call.
+    unsafe fn gather(&self, tile: usize, buf: &mut [Scalar]) {
+        let cols = self.layout.cols;
+        for (dst, off) in buf.chunks_exact_mut(cols).zip(self.segments(tile)) {
+            debug_assert!(off + cols <= self.len);
+            // SAFETY: `off + cols ≤ len` because the tile's columns end within a row
+            // (`segments` asserts it) and the row is one of the vector's; no other thread
+            // writes these elements now (the caller's promise).
+            dst.copy_from_slice(unsafe { std::slice::from_raw_parts(self.ptr.add(off), cols) });
+        }
+    }
+
+    /// Copies `buf` back into tile `tile`.
+    ///
+    /// # Safety
+    /// No other thread may read or write tile `tile` of this vector during the call.
+    unsafe fn scatter(&self, tile: usize, buf: &[Scalar]) {
+        let cols = self.layout.cols;
+        for (src, off) in buf.chunks_exact(cols).zip(self.segments(tile)) {
+            debug_assert!(off + cols <= self.len);
+            // SAFETY: in bounds as in `gather`; this thread is the only one touching these
+            // elements now (the caller's promise), so the mutable slice is unique.
+            unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), cols) }.copy_from_slice(src);
+        }
+    }
+}
+
+/// Cooley–Tukey transform of `v` in place: natural order in, bit-reversed order out, with
+/// the bit-reversed twiddle table `tw` (`tw[k] = ω^rev(k)`, `n/2` entries).
+fn ct_transform(v: &mut [Scalar], tw: &[Scalar]) {
+    let layout = Layout::new(v.len());
+    if layout.rows > 1 {
+        let shared = SharedRows::new(v, layout);
+        (0..layout.tiles()).into_par_iter().for_each_init(
+            || vec![Scalar::ZERO; layout.cols * layout.rows],
+            |buf, tile| {
+                // SAFETY: every task has its own tile, so tiles are disjoint across threads.
+                unsafe { shared.gather(tile, buf) };
+                ct_tile(buf, layout.cols, tw);
+                // SAFETY: as for `gather`.
+                unsafe { shared.scatter(tile, buf) };
+            },
+        );
+    }
+    v.par_chunks_mut(layout.row)
+        .enumerate()
+        .for_each(|(r, row)| ct_row(row, r * layout.row, tw));
 }
 
 /// In-place NTT of `values` (length a power of two) with the primitive root `omega` of that
@@ -173,41 +418,25 @@ pub fn ntt_in_place(values: &mut Vec<Scalar>, omega: Scalar) {
     if n < 2 {
         return;
     }
-    let twiddles = powers(Scalar::ONE, omega, n / 2);
-    dif_to_bitrev(values, &twiddles);
+    let tw = bitrev_powers(omega, n.trailing_zeros() - 1);
+    ct_transform(values, &tw);
     bit_reverse_permute(values);
 }
 
-/// Multiplies `values[j]` by `scale · step^rev(j)` (the coset twist of bit-reversed
-/// coefficients). `rev(j)` splits into a low and a high half of the index bits, so two small
-/// tables replace a 2^L-entry gather: `step^rev(j) = lo[j mod 2^k] · hi[j >> k]`.
-fn scale_by_bitrev_powers(values: &mut [Scalar], scale: Scalar, step: Scalar) {
-    let n = values.len();
-    let bits = n.trailing_zeros();
-    let k = bits / 2;
-    let big = step.pow_vartime([1u64 << (bits - k)]);
-    let lo_nat = powers(Scalar::ONE, big, 1 << k);
-    let lo: Vec<Scalar> = (0..1usize << k).map(|x| lo_nat[rev(x, k)]).collect();
-    let hi_nat = powers(scale, step, 1 << (bits - k));
-    values
-        .par_chunks_mut(1 << k)
-        .enumerate()
-        .for_each(|(y, chunk)| {
-            let f = hi_nat[rev(y, bits - k)];
-            for (v, l) in chunk.iter_mut().zip(&lo) {
-                *v *= *l * f;
-            }
-        });
-}
-
-/// The evaluation domain of size `2^log_n` and the constants the quotient needs.
+/// The evaluation domain of size `2^log_n` and the tables the quotient needs.
 struct Domain {
     size: usize,
-    twiddles: Vec<Scalar>,
-    twiddles_inv: Vec<Scalar>,
-    size_inv: Scalar,
-    g: Scalar,
-    g_inv: Scalar,
+    layout: Layout,
+    /// `ω^rev(k)`, `n/2` entries: the forward transform's twiddles.
+    tw: Vec<Scalar>,
+    /// `ω^−rev(k)`, `n/2` entries: the inverse transform's twiddles.
+    tw_inv: Vec<Scalar>,
+    /// The coset twist of bit-reversed coefficients, `g^rev(p) / n = lo[p mod B] · hi[p / B]`.
+    twist_lo: Vec<Scalar>,
+    twist_hi: Vec<Scalar>,
+    /// The final untwist, `g^−rev(p) / (n · Z(g))`, split the same way.
+    untwist_lo: Vec<Scalar>,
+    untwist_hi: Vec<Scalar>,
 }
 
 impl Domain {
@@ -216,45 +445,72 @@ impl Domain {
         if !size.is_power_of_two() || log_n > MAX_LOG_SIZE {
             return Err(ProverError::Unsupported(format!("domain of size {size}")));
         }
-        let omega = root_of_unity(log_n);
         let inv = |x: Scalar| Option::<Scalar>::from(x.invert()).unwrap_or(Scalar::ZERO);
+        let omega = root_of_unity(log_n);
+        let layout = Layout::new(size);
+        let (row_bits, rows_bits) = (layout.row.trailing_zeros(), layout.rows.trailing_zeros());
         let g = Scalar::MULTIPLICATIVE_GENERATOR;
-        let omega_inv = inv(omega);
+        let g_inv = inv(g);
+        let size_inv = inv(Scalar::from(size as u64));
+        // Z(x) = x^n − 1 is the constant g^n − 1 on the coset g·domain.
+        let z_inv = inv(g.pow_vartime([size as u64]) - Scalar::ONE);
+        // For p = hi·B + lo, rev(p) over log n bits is rev(lo)·R + rev(hi), so
+        // g^rev(p) = (g^R)^rev(lo) · g^rev(hi).
+        let rows = layout.rows as u64;
+        let scaled = |base: Scalar, s: Scalar| {
+            let mut v = bitrev_powers(base, rows_bits);
+            v.iter_mut().for_each(|x| *x *= s);
+            v
+        };
+        let ((tw, tw_inv), (twist, untwist)) = rayon::join(
+            || {
+                rayon::join(
+                    || bitrev_powers(omega, log_n - 1),
+                    || bitrev_powers(inv(omega), log_n - 1),
+                )
+            },
+            || {
+                (
+                    (
+                        bitrev_powers(g.pow_vartime([rows]), row_bits),
+                        scaled(g, size_inv),
+                    ),
+                    (
+                        bitrev_powers(g_inv.pow_vartime([rows]), row_bits),
+                        scaled(g_inv, size_inv * z_inv),
+                    ),
+                )
+            },
+        );
         Ok(Self {
             size,
-            twiddles: powers(Scalar::ONE, omega, size / 2),
-            twiddles_inv: powers(Scalar::ONE, omega_inv, size / 2),
-            size_inv: inv(Scalar::from(size as u64)),
-            g,
-            g_inv: inv(g),
+            layout,
+            tw,
+            tw_inv,
+            twist_lo: twist.0,
+            twist_hi: twist.1,
+            untwist_lo: untwist.0,
+            untwist_hi: untwist.1,
         })
-    }
-
-    /// Evaluations on the domain → evaluations on the coset g·domain, both natural order.
-    fn domain_to_coset(&self, v: &mut [Scalar]) {
-        // DIF inverse transform leaves n·coefficients in bit-reversed order; the 1/n and the
-        // coset shift g^i are one pass in that order; the DIT forward transform takes
-        // bit-reversed input and gives natural order back. No permutation is needed.
-        dif_to_bitrev(v, &self.twiddles_inv);
-        scale_by_bitrev_powers(v, self.size_inv, self.g);
-        dit_from_bitrev(v, &self.twiddles);
-    }
-
-    /// Evaluations on the coset → coefficients in natural order.
-    fn coset_to_coefficients(&self, v: &mut Vec<Scalar>) {
-        dif_to_bitrev(v, &self.twiddles_inv);
-        scale_by_bitrev_powers(v, self.size_inv, self.g_inv);
-        bit_reverse_permute(v);
-    }
-
-    /// 1 / Z(x) on the coset, where Z(x) = x^n − 1 is the constant g^n − 1 there.
-    fn z_inv_on_coset(&self) -> Scalar {
-        let z = self.g.pow_vartime([self.size as u64]) - Scalar::ONE;
-        Option::<Scalar>::from(z.invert()).unwrap_or(Scalar::ZERO)
     }
 }
 
 /// H(X) = (A·B − C)/Z on the CPU; see [`super::Backend::quotient`].
+///
+/// With ω the domain's root and g the coset generator, each of A, B, C goes through an
+/// inverse transform (Cooley–Tukey with ω⁻¹, leaving `n`·coefficients in bit-reversed order),
+/// the twist by `g^i / n`, and a forward transform (Gentleman–Sande with ω, back to natural
+/// order: the values on the coset). Then `A·B − C` is transformed back with ω⁻¹ and untwisted
+/// by `g^−i / (n·Z(g))`, and a last permutation puts the coefficients in natural order. The
+/// work is arranged in five passes over memory:
+///
+/// 1. the row-pairing stages of the three inverse transforms (column tiles);
+/// 2. per row, for A, B and C in turn: the rest of the inverse transform, the twist and the
+///    forward transform's in-row stages, sharing one twist row `g^rev(p)/n` between the three;
+/// 3. per column tile: the forward transforms' row-pairing stages for all three, `A·B − C`,
+///    and the final inverse transform's row-pairing stages;
+/// 4. per row: the rest of the final inverse transform and the untwist;
+/// 5. the bit-reversal permutation, into B's buffer, which is returned.
 pub fn quotient(
     mut a: Vec<Scalar>,
     mut b: Vec<Scalar>,
@@ -270,24 +526,97 @@ pub fn quotient(
     for v in [&mut a, &mut b, &mut c] {
         v.resize(domain.size, Scalar::ZERO);
     }
-    rayon::join(
-        || domain.domain_to_coset(&mut a),
-        || {
-            rayon::join(
-                || domain.domain_to_coset(&mut b),
-                || domain.domain_to_coset(&mut c),
-            )
+    let layout = domain.layout;
+    let tile_len = layout.cols * layout.rows;
+    let (tw, tw_inv) = (&domain.tw[..], &domain.tw_inv[..]);
+
+    // 1. Row-pairing stages of the inverse transforms.
+    if layout.rows > 1 {
+        let shared = [&mut a, &mut b, &mut c].map(|v| SharedRows::new(v, layout));
+        (0..3 * layout.tiles()).into_par_iter().for_each_init(
+            || vec![Scalar::ZERO; tile_len],
+            |buf, job| {
+                let (v, tile) = (&shared[job % 3], job / 3);
+                // SAFETY: each job is one tile of one vector, so no two threads share a tile.
+                unsafe { v.gather(tile, buf) };
+                ct_tile(buf, layout.cols, tw_inv);
+                // SAFETY: as for `gather`.
+                unsafe { v.scatter(tile, buf) };
+            },
+        );
+    }
+
+    // 2. In-row stages of the inverse transforms, twist, in-row stages of the forward ones.
+    a.par_chunks_mut(layout.row)
+        .zip(b.par_chunks_mut(layout.row))
+        .zip(c.par_chunks_mut(layout.row))
+        .enumerate()
+        .for_each_init(
+            || vec![Scalar::ZERO; layout.row],
+            |twist, (r, ((ra, rb), rc))| {
+                let hi = domain.twist_hi[r];
+                for (t, lo) in twist.iter_mut().zip(&domain.twist_lo) {
+                    *t = *lo * hi;
+                }
+                let start = r * layout.row;
+                for row in [ra, rb, rc] {
+                    ct_row(row, start, tw_inv);
+                    for (x, t) in row.iter_mut().zip(twist.iter()) {
+                        *x *= t;
+                    }
+                    gs_row(row, start, tw);
+                }
+            },
+        );
+
+    // 3. Row-pairing stages of the forward transforms, A·B − C, and the row-pairing stages of
+    // the final inverse transform.
+    {
+        let [sa, sb, sc] = [&mut a, &mut b, &mut c].map(|v| SharedRows::new(v, layout));
+        (0..layout.tiles()).into_par_iter().for_each_init(
+            || [(); 3].map(|_| vec![Scalar::ZERO; tile_len]),
+            |[ta, tb, tc], tile| {
+                // SAFETY: each job is one tile, the same in all three vectors, so no two
+                // threads share a tile.
+                unsafe {
+                    sa.gather(tile, ta);
+                    sb.gather(tile, tb);
+                    sc.gather(tile, tc);
+                }
+                for t in [&mut *ta, &mut *tb, &mut *tc] {
+                    gs_tile(t, layout.cols, tw);
+                }
+                for ((x, y), z) in ta.iter_mut().zip(tb.iter()).zip(tc.iter()) {
+                    *x *= y;
+                    set_limbs(x, sub_limbs(limbs(x), limbs(z)));
+                }
+                ct_tile(ta, layout.cols, tw_inv);
+                // SAFETY: as for `gather`; B and C are not written back, they are done with.
+                unsafe { sa.scatter(tile, ta) };
+            },
+        );
+    }
+    drop(c);
+
+    // 4. In-row stages of the final inverse transform and the untwist.
+    a.par_chunks_mut(layout.row).enumerate().for_each_init(
+        || vec![Scalar::ZERO; layout.row],
+        |untwist, (r, row)| {
+            ct_row(row, r * layout.row, tw_inv);
+            let hi = domain.untwist_hi[r];
+            for (t, lo) in untwist.iter_mut().zip(&domain.untwist_lo) {
+                *t = *lo * hi;
+            }
+            for (x, t) in row.iter_mut().zip(untwist.iter()) {
+                *x *= t;
+            }
         },
     );
-    let z_inv = domain.z_inv_on_coset();
-    a.par_iter_mut()
-        .zip(b.par_iter())
-        .zip(c.par_iter())
-        .for_each(|((a, b), c)| *a = (*a * b - c) * z_inv);
-    drop((b, c));
-    domain.coset_to_coefficients(&mut a);
-    a.truncate(domain.size - 1);
-    Ok(a)
+
+    // 5. Natural order, into B's buffer; H has n − 1 coefficients.
+    b.truncate(domain.size - 1);
+    permute_into(&a, &mut b);
+    Ok(b)
 }
 
 #[cfg(test)]
