@@ -35,12 +35,15 @@ pub enum BenchWhat {
     Proof(ProveWhat),
     /// GPU kernels (MSM, NTT) against sppark's figures on the H200.
     Gpu(crate::gpu::bench::GpuBenchArgs),
+    /// The CPU backend's multi-scalar multiplication against blst's Pippenger.
+    Msm(super::bench_msm::MsmBenchArgs),
 }
 
 /// Runs `cuzk bench …`.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::Gpu(g) => crate::gpu::bench::run(g),
+        BenchWhat::Msm(m) => super::bench_msm::run(m),
         BenchWhat::Proof(ref what) => proof_bench(what, &args),
     }
 }

@@ -5,6 +5,7 @@
 //! `bench` work in-process.
 
 pub mod bench;
+mod bench_msm;
 pub mod client;
 pub mod params;
 pub mod prove;

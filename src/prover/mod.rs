@@ -9,6 +9,7 @@ pub mod cpu;
 mod groth16;
 pub mod msm;
 pub mod ntt;
+pub mod pippenger;
 
 pub use backend::Backend;
 pub use groth16::{prove, prove_with_randomness, ProofTimings};

@@ -7,6 +7,8 @@
 //! queries.
 
 use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine, MultiPoint};
+
+use super::pippenger;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
 use group::Group;
@@ -63,18 +65,23 @@ pub fn scalar_classes(scalars: &[Scalar]) -> ScalarClasses {
     }
 }
 
-fn scalar_bytes(scalars: &[Scalar], idx: &[usize]) -> Vec<u8> {
-    let mut out = vec![0u8; idx.len() * 32];
-    out.par_chunks_mut(32)
-        .zip(idx.par_iter())
-        .for_each(|(dst, &i)| {
-            dst.copy_from_slice(&scalars[i].to_bytes_le());
-        });
-    out
+/// The canonical little-endian limbs of the selected scalars (all of them when `idx` is
+/// `None`).
+fn scalar_limbs(scalars: &[Scalar], idx: Option<&[usize]>) -> Vec<[u64; 4]> {
+    let limbs = |s: &Scalar| {
+        let b = s.to_bytes_le();
+        std::array::from_fn(|k| {
+            u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8-byte chunk"))
+        })
+    };
+    match idx {
+        Some(idx) => idx.par_iter().map(|&i| limbs(&scalars[i])).collect(),
+        None => scalars.par_iter().map(limbs).collect(),
+    }
 }
 
 macro_rules! cpu_msm {
-    ($name:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty) => {
+    ($name:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty, $curve:ty) => {
         /// Σ scalars[i]·bases[i] on the CPU.
         pub fn $name(bases: &[$affine], scalars: &[Scalar]) -> $proj {
             assert_eq!(
@@ -108,21 +115,18 @@ macro_rules! cpu_msm {
             }
             if full.len() <= NAIVE_LIMIT {
                 acc += full.iter().map(|&i| bases[i] * scalars[i]).sum::<$proj>();
-            } else {
-                let bytes = scalar_bytes(scalars, &full);
-                let raw: $raw_proj = if full.len() == bases.len() {
-                    // Every scalar is full-width (the H query): no copy of the bases.
-                    // SAFETY: transparent wrapper, as above; the slice keeps its length.
-                    let raw_bases = unsafe {
-                        std::slice::from_raw_parts(
-                            bases.as_ptr() as *const $raw_affine,
-                            bases.len(),
-                        )
-                    };
-                    raw_bases.mult(&bytes, 255)
-                } else {
-                    gather(&full).as_slice().mult(&bytes, 255)
+            } else if full.len() == bases.len() {
+                // Every scalar is full-width (the H query): no copy of the bases.
+                // SAFETY: transparent wrapper, as above; the slice keeps its length.
+                let raw_bases = unsafe {
+                    std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, bases.len())
                 };
+                let raw = pippenger::msm::<$curve>(raw_bases, &scalar_limbs(scalars, None));
+                // SAFETY: as above, a transparent wrapper over the same raw point.
+                acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
+            } else {
+                let raw =
+                    pippenger::msm::<$curve>(&gather(&full), &scalar_limbs(scalars, Some(&full)));
                 // SAFETY: as above, a transparent wrapper over the same raw point.
                 acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
             }
@@ -131,8 +135,22 @@ macro_rules! cpu_msm {
     };
 }
 
-cpu_msm!(msm_g1, G1Affine, G1Projective, blst_p1_affine, blst_p1);
-cpu_msm!(msm_g2, G2Affine, G2Projective, blst_p2_affine, blst_p2);
+cpu_msm!(
+    msm_g1,
+    G1Affine,
+    G1Projective,
+    blst_p1_affine,
+    blst_p1,
+    pippenger::curve::G1
+);
+cpu_msm!(
+    msm_g2,
+    G2Affine,
+    G2Projective,
+    blst_p2_affine,
+    blst_p2,
+    pippenger::curve::G2
+);
 
 #[cfg(test)]
 mod tests {

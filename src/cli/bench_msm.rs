@@ -1,0 +1,134 @@
+//! `cuzk bench msm`: the CPU backend's MSM against blst's Pippenger, in one process.
+
+use std::time::{Duration, Instant};
+
+use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine, MultiPoint};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use ff::Field;
+use group::{Curve, Group};
+use rand::SeedableRng;
+
+use crate::prover::msm;
+
+/// Options of `cuzk bench msm`.
+#[derive(Debug, clap::Args)]
+pub struct MsmBenchArgs {
+    /// log2 of the G1 sizes to measure (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "16,18,20,22")]
+    pub g1: Vec<u32>,
+    /// log2 of the G2 sizes to measure (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "16,18")]
+    pub g2: Vec<u32>,
+    /// Timed runs of each implementation per size (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub timed_runs: usize,
+}
+
+/// Distinct random bases; larger inputs tile them (as sppark's and our GPU benchmarks do).
+const DISTINCT_BASES: usize = 1 << 12;
+
+/// Runs the benchmark and prints one row per curve and size.
+pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.timed_runs > 0, "--timed-runs must be at least 1");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x6d736d);
+    println!(
+        "median of {} runs, {} threads; scalars uniformly random; cpu = process CPU time",
+        args.timed_runs,
+        rayon::current_num_threads()
+    );
+    println!(
+        "{:<6} {:>6} {:>10} {:>10} {:>8} {:>10} {:>10} {:>8}",
+        "curve", "size", "blst ms", "cuzk ms", "ratio", "blst cpu", "cuzk cpu", "ratio"
+    );
+    for &log in &args.g1 {
+        let n = 1usize << log;
+        let distinct: Vec<G1Affine> = (0..DISTINCT_BASES.min(n))
+            .map(|_| G1Projective::random(&mut rng).to_affine())
+            .collect();
+        let bases: Vec<G1Affine> = (0..n).map(|i| distinct[i % distinct.len()]).collect();
+        let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+        let bytes = scalar_bytes(&scalars);
+        // SAFETY: blstrs' affine and projective points are transparent wrappers over blst's.
+        let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const blst_p1_affine, n) };
+        let (t_ref, reference) = median(args.timed_runs, || raw.mult(&bytes, 255));
+        let (t_ours, ours) = median(args.timed_runs, || msm::msm_g1(&bases, &scalars));
+        // SAFETY: as above.
+        let reference = unsafe { std::mem::transmute::<blst_p1, G1Projective>(reference) };
+        anyhow::ensure!(reference == ours, "G1 2^{log}: results differ from blst's");
+        row("G1", log, t_ref, t_ours);
+    }
+    for &log in &args.g2 {
+        let n = 1usize << log;
+        let distinct: Vec<G2Affine> = (0..DISTINCT_BASES.min(n))
+            .map(|_| G2Projective::random(&mut rng).to_affine())
+            .collect();
+        let bases: Vec<G2Affine> = (0..n).map(|i| distinct[i % distinct.len()]).collect();
+        let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+        let bytes = scalar_bytes(&scalars);
+        // SAFETY: as for G1.
+        let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const blst_p2_affine, n) };
+        let (t_ref, reference) = median(args.timed_runs, || raw.mult(&bytes, 255));
+        let (t_ours, ours) = median(args.timed_runs, || msm::msm_g2(&bases, &scalars));
+        // SAFETY: as above.
+        let reference = unsafe { std::mem::transmute::<blst_p2, G2Projective>(reference) };
+        anyhow::ensure!(reference == ours, "G2 2^{log}: results differ from blst's");
+        row("G2", log, t_ref, t_ours);
+    }
+    Ok(())
+}
+
+fn scalar_bytes(scalars: &[Scalar]) -> Vec<u8> {
+    scalars.iter().flat_map(|s| s.to_bytes_le()).collect()
+}
+
+/// Wall and CPU time of one run.
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+struct Timing {
+    wall: Duration,
+    cpu: Duration,
+}
+
+/// User + system CPU time of the whole process so far.
+fn process_cpu_time() -> Duration {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_SELF)
+        .map(|u| {
+            let t = |tv: nix::sys::time::TimeVal| {
+                Duration::new(tv.tv_sec() as u64, tv.tv_usec() as u32 * 1000)
+            };
+            t(u.user_time()) + t(u.system_time())
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `f` `runs` times; the median wall time (with that run's CPU time) and the last
+/// result. CPU time stays meaningful on a machine shared with other work, where wall time
+/// is not.
+fn median<T>(runs: usize, mut f: impl FnMut() -> T) -> (Timing, T) {
+    let mut times = Vec::with_capacity(runs);
+    let mut out = None;
+    for _ in 0..runs {
+        let (t, c) = (Instant::now(), process_cpu_time());
+        out = Some(f());
+        times.push(Timing {
+            wall: t.elapsed(),
+            cpu: process_cpu_time().saturating_sub(c),
+        });
+    }
+    times.sort_by_key(|t| t.wall);
+    (times[runs / 2], out.expect("at least one run"))
+}
+
+fn row(curve: &str, log: u32, reference: Timing, ours: Timing) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "{curve:<6} {:>6} {:>10.1} {:>10.1} {:>7.2}x {:>10.1} {:>10.1} {:>7.2}x",
+        format!("2^{log}"),
+        ms(reference.wall),
+        ms(ours.wall),
+        ms(ours.wall) / ms(reference.wall),
+        ms(reference.cpu),
+        ms(ours.cpu),
+        ms(ours.cpu) / ms(reference.cpu),
+    );
+}

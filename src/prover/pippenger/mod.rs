@@ -1,0 +1,210 @@
+//! Pippenger's multi-scalar multiplication with batch-affine bucket accumulation.
+//!
+//! Used by the CPU backend for the full-width scalars (the H query, and the Poseidon-heavy
+//! witnesses of PoSt and SnapDeals). Compared with blst's Pippenger (XYZZ buckets, about ten
+//! field products per addition), affine buckets with batched inversions need about six.
+//!
+//! Work is split into independent tasks, one per (window, chunk of points): each task
+//! recodes its window's digits on its own (see [`digits`]), fills its buckets and reduces
+//! them, and the window sums are combined by doubling at the end.
+
+mod buckets;
+pub mod curve;
+mod digits;
+mod fp;
+
+use rayon::prelude::*;
+
+use buckets::Buckets;
+use curve::Curve;
+use digits::{window_count, WindowDigits};
+
+/// Below this many points the window bookkeeping outweighs the savings.
+pub const MIN_POINTS: usize = 64;
+
+/// Relative cost of one batch-affine bucket addition and of one bucket in the final running
+/// sum (two projective additions), in field products; only their ratio matters.
+const COST_ADD: usize = 7;
+const COST_BUCKET: usize = 27;
+
+/// The window width that minimises the estimated work for `n` points in one chunk.
+fn window_width(n: usize) -> u32 {
+    if let Some(c) = std::env::var("CUZK_CPU_MSM_C")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return c;
+    }
+    (2u32..=20)
+        .min_by_key(|&c| {
+            window_count(c) as usize * (n * COST_ADD + (1usize << (c - 1)) * COST_BUCKET)
+        })
+        .unwrap_or(8)
+}
+
+/// Σ scalars[i]·points[i], scalars as canonical little-endian limbs below 2^255.
+///
+/// # Panics
+/// When the lengths differ.
+pub fn msm<C: Curve>(points: &[C::Affine], scalars: &[[u64; 4]]) -> C::Proj {
+    assert_eq!(
+        points.len(),
+        scalars.len(),
+        "points and scalars differ in length"
+    );
+    let n = points.len();
+    if n == 0 {
+        return C::Proj::default();
+    }
+    let threads = rayon::current_num_threads().max(1);
+    // Windows are the natural unit of parallel work; split the points as well only when
+    // there are fewer windows than threads.
+    let c0 = window_width(n);
+    let chunks = threads
+        .div_ceil(window_count(c0) as usize)
+        .min(n.div_ceil(MIN_POINTS));
+    let chunk_len = n.div_ceil(chunks);
+    let c = window_width(chunk_len);
+    let windows = window_count(c);
+
+    let tasks: Vec<(u32, usize)> = (0..windows)
+        .flat_map(|j| (0..chunks).map(move |k| (j, k)))
+        .collect();
+    let partial: Vec<(u32, C::Proj)> = tasks
+        .par_iter()
+        .map(|&(j, k)| {
+            let lo = k * chunk_len;
+            let hi = (lo + chunk_len).min(n);
+            (j, window_sum::<C>(&points[lo..hi], &scalars[lo..hi], c, j))
+        })
+        .collect();
+
+    let mut per_window = vec![C::Proj::default(); windows as usize];
+    for (j, s) in &partial {
+        C::add(&mut per_window[*j as usize], s);
+    }
+    let mut acc = C::Proj::default();
+    for s in per_window.iter().rev() {
+        for _ in 0..c {
+            C::double(&mut acc);
+        }
+        C::add(&mut acc, s);
+    }
+    acc
+}
+
+/// Σ d_j(scalars[i])·points[i] for window `j` of width `c`.
+fn window_sum<C: Curve>(points: &[C::Affine], scalars: &[[u64; 4]], c: u32, j: u32) -> C::Proj {
+    let digits = WindowDigits::new(c, j);
+    let mut buckets = Buckets::<C>::new(points, 1 << (c - 1));
+    for (i, s) in scalars.iter().enumerate() {
+        let d = digits.digit(s);
+        if d != 0 {
+            buckets.add((d.unsigned_abs() - 1) as usize, i, d < 0);
+        }
+    }
+    buckets.finish();
+    buckets.weighted_sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine};
+    use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+    use ff::Field;
+    use group::{prime::PrimeCurveAffine, Curve as _, Group};
+    use rand::SeedableRng;
+
+    fn limbs(s: &Scalar) -> [u64; 4] {
+        let b = s.to_bytes_le();
+        std::array::from_fn(|k| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().unwrap()))
+    }
+
+    fn g1_msm(points: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
+        // SAFETY: blstrs' G1Affine is a transparent wrapper over blst_p1_affine.
+        let raw = unsafe {
+            std::slice::from_raw_parts(points.as_ptr() as *const blst_p1_affine, points.len())
+        };
+        let limbs: Vec<[u64; 4]> = scalars.iter().map(limbs).collect();
+        let out: blst_p1 = msm::<curve::G1>(raw, &limbs);
+        // SAFETY: blstrs' G1Projective is a transparent wrapper over blst_p1.
+        unsafe { std::mem::transmute::<blst_p1, G1Projective>(out) }
+    }
+
+    fn g2_msm(points: &[G2Affine], scalars: &[Scalar]) -> G2Projective {
+        // SAFETY: blstrs' G2Affine is a transparent wrapper over blst_p2_affine.
+        let raw = unsafe {
+            std::slice::from_raw_parts(points.as_ptr() as *const blst_p2_affine, points.len())
+        };
+        let limbs: Vec<[u64; 4]> = scalars.iter().map(limbs).collect();
+        let out: blst_p2 = msm::<curve::G2>(raw, &limbs);
+        // SAFETY: blstrs' G2Projective is a transparent wrapper over blst_p2.
+        unsafe { std::mem::transmute::<blst_p2, G2Projective>(out) }
+    }
+
+    /// Scalars with the edge cases mixed in: 0, 1, −1 (r − 1), 2, and random ones.
+    fn scalars(n: usize, rng: &mut rand::rngs::StdRng) -> Vec<Scalar> {
+        (0..n)
+            .map(|i| match i % 7 {
+                0 => Scalar::ZERO,
+                1 => Scalar::ONE,
+                2 => -Scalar::ONE,
+                3 => Scalar::from(2u64),
+                _ => Scalar::random(&mut *rng),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn g1_matches_the_naive_sum_on_random_and_edge_inputs() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for n in [1usize, 2, 3, 63, 64, 65, 1000, 5000] {
+            let points: Vec<G1Affine> = (0..n)
+                .map(|_| G1Projective::random(&mut rng).to_affine())
+                .collect();
+            let s = scalars(n, &mut rng);
+            let want: G1Projective = points.iter().zip(&s).map(|(p, k)| *p * k).sum();
+            assert_eq!(g1_msm(&points, &s), want, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn repeated_negated_and_identity_points_take_the_special_cases() {
+        // Few distinct points and many equal scalars make the same bucket receive the same
+        // point (doubling) and its negation (cancellation) within one batch.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(12);
+        let p = G1Projective::random(&mut rng).to_affine();
+        let q = G1Projective::random(&mut rng).to_affine();
+        let n = 4000;
+        let points: Vec<G1Affine> = (0..n)
+            .map(|i| match i % 5 {
+                0 | 1 => p,
+                2 => -p,
+                3 => G1Affine::identity(),
+                _ => q,
+            })
+            .collect();
+        let small: Vec<Scalar> = (0..n).map(|i| Scalar::from((i % 3 + 1) as u64)).collect();
+        let want: G1Projective = points.iter().zip(&small).map(|(p, k)| *p * k).sum();
+        assert_eq!(g1_msm(&points, &small), want);
+        let big: Vec<Scalar> = (0..n).map(|i| -Scalar::from((i % 2) as u64)).collect();
+        let want: G1Projective = points.iter().zip(&big).map(|(p, k)| *p * k).sum();
+        assert_eq!(g1_msm(&points, &big), want);
+    }
+
+    #[test]
+    fn g2_matches_the_naive_sum() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        for n in [5usize, 100, 700] {
+            let mut points: Vec<G2Affine> = (0..n)
+                .map(|_| G2Projective::random(&mut rng).to_affine())
+                .collect();
+            points[1] = points[0];
+            points[2] = -points[0];
+            let s = scalars(n, &mut rng);
+            let want: G2Projective = points.iter().zip(&s).map(|(p, k)| *p * k).sum();
+            assert_eq!(g2_msm(&points, &s), want, "n = {n}");
+        }
+    }
+}
