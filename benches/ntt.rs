@@ -17,8 +17,8 @@ use cuzk::prover::ntt;
 use ff::Field;
 use rand::SeedableRng;
 
-/// The CPU quotient as it was before the per-block-twiddle rewrite (commit 98df371), for same-process
-/// before/after numbers.
+/// The CPU quotient as it was before the per-block-twiddle rewrite (commit 98df371), for
+/// same-process before/after numbers.
 mod old {
     use blstrs::Scalar;
     use cuzk::prover::ProverError;
@@ -330,6 +330,14 @@ fn inputs(n: usize, seed: u64) -> (Vec<Scalar>, Vec<Scalar>, Vec<Scalar>) {
     (a, b, c)
 }
 
+/// A copy of `v` with the capacity a vector grown by `push` has (synthesis records A, B and C
+/// that way): the next power of two, so padding to the domain does not reallocate.
+fn grown(v: &[Scalar]) -> Vec<Scalar> {
+    let mut out = Vec::with_capacity(v.len().next_power_of_two());
+    out.extend_from_slice(v);
+    out
+}
+
 /// Median, minimum and maximum of a set of timings.
 fn stats(mut times: Vec<Duration>) -> Stats {
     times.sort();
@@ -366,25 +374,43 @@ impl std::fmt::Display for Stats {
     }
 }
 
+/// CPU time of this process so far (all threads), which other processes' load inflates less
+/// than wall time.
+fn cpu_time() -> Duration {
+    // SAFETY: `getrusage` only writes the `rusage` it is given; zeroes are a valid one.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
 /// With `NTT_BENCH_ONLY=cuzk|before|bellperson`, runs only that implementation, `runs`
-/// times per size, unchecked (for `perf record`).
+/// times per size, unchecked (for `perf record`), and prints wall and CPU times.
 fn only(which: &str, sizes: &[u32], runs: usize) {
     for &log_n in sizes {
         let n = 1usize << log_n;
         let (a, b, c) = inputs(n - n / 64, u64::from(log_n));
-        let times = (0..runs)
-            .map(|_| {
-                let (x, y, z) = (a.clone(), b.clone(), c.clone());
-                let (_, t) = timed(|| match which {
-                    "cuzk" => ntt::quotient(x, y, z).expect("quotient"),
-                    "before" => old::quotient(x, y, z).expect("old quotient"),
-                    "bellperson" => bellperson_quotient(x, y, z),
-                    _ => panic!("NTT_BENCH_ONLY is cuzk, before or bellperson"),
-                });
-                t
-            })
-            .collect();
-        println!("2^{log_n}  {which}  {}", stats(times));
+        let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let (x, y, z) = (grown(&a), grown(&b), grown(&c));
+            let cpu0 = cpu_time();
+            let (_, t) = timed(|| match which {
+                "cuzk" => ntt::quotient(x, y, z).expect("quotient"),
+                "before" => old::quotient(x, y, z).expect("old quotient"),
+                "bellperson" => bellperson_quotient(x, y, z),
+                _ => panic!("NTT_BENCH_ONLY is cuzk, before or bellperson"),
+            });
+            cpu.push(cpu_time() - cpu0);
+            wall.push(t);
+        }
+        println!(
+            "2^{log_n}  {which}  wall {}  cpu {}",
+            stats(wall),
+            stats(cpu)
+        );
     }
 }
 
@@ -417,17 +443,17 @@ fn main() {
         // The three run in turn, so that load from other processes hits them alike.
         let (mut t_bell, mut t_old, mut t_new) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs {
-            let (x, y, z) = (a.clone(), b.clone(), c.clone());
+            let (x, y, z) = (grown(&a), grown(&b), grown(&c));
             let (want, t) = timed(|| bellperson_quotient(x, y, z));
             t_bell.push(t);
-            let (x, y, z) = (a.clone(), b.clone(), c.clone());
+            let (x, y, z) = (grown(&a), grown(&b), grown(&c));
             let (got, t) = timed(|| old::quotient(x, y, z));
             t_old.push(t);
             assert!(
                 got.expect("old quotient") == want,
                 "old quotient differs from bellperson's at 2^{log_n}"
             );
-            let (x, y, z) = (a.clone(), b.clone(), c.clone());
+            let (x, y, z) = (grown(&a), grown(&b), grown(&c));
             let (got, t) = timed(|| ntt::quotient(x, y, z));
             t_new.push(t);
             assert!(

@@ -169,25 +169,24 @@ fn set_limbs(x: &mut Scalar, l: [u64; 4]) {
 /// `a + b mod r` for reduced limbs.
 #[inline(always)]
 fn add_limbs(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
-    // r < 2^255, so the sum of two reduced values fits in 256 bits.
+    // r < 2^255, so the sum of two reduced values fits in 256 bits. The u128 carries compile
+    // to add-with-carry chains.
     let mut sum = [0u64; 4];
-    let mut carry = false;
+    let mut carry = 0u128;
     for i in 0..4 {
-        let (s, c1) = a[i].overflowing_add(b[i]);
-        let (s, c2) = s.overflowing_add(u64::from(carry));
-        sum[i] = s;
-        carry = c1 | c2;
+        let t = u128::from(a[i]) + u128::from(b[i]) + carry;
+        sum[i] = t as u64;
+        carry = t >> 64;
     }
     let mut diff = [0u64; 4];
-    let mut borrow = false;
+    let mut borrow = 0u128;
     for i in 0..4 {
-        let (d, b1) = sum[i].overflowing_sub(MODULUS[i]);
-        let (d, b2) = d.overflowing_sub(u64::from(borrow));
-        diff[i] = d;
-        borrow = b1 | b2;
+        let t = u128::from(sum[i]).wrapping_sub(u128::from(MODULUS[i]) + borrow);
+        diff[i] = t as u64;
+        borrow = t >> 127;
     }
     // A borrow means sum < r: keep the sum.
-    let keep = 0u64.wrapping_sub(u64::from(borrow));
+    let keep = 0u64.wrapping_sub(borrow as u64);
     [0, 1, 2, 3].map(|i| (sum[i] & keep) | (diff[i] & !keep))
 }
 
@@ -195,22 +194,20 @@ fn add_limbs(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
 #[inline(always)]
 fn sub_limbs(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
     let mut diff = [0u64; 4];
-    let mut borrow = false;
+    let mut borrow = 0u128;
     for i in 0..4 {
-        let (d, b1) = a[i].overflowing_sub(b[i]);
-        let (d, b2) = d.overflowing_sub(u64::from(borrow));
-        diff[i] = d;
-        borrow = b1 | b2;
+        let t = u128::from(a[i]).wrapping_sub(u128::from(b[i]) + borrow);
+        diff[i] = t as u64;
+        borrow = t >> 127;
     }
     // A borrow means a < b: add r back.
-    let mask = 0u64.wrapping_sub(u64::from(borrow));
+    let mask = 0u64.wrapping_sub(borrow as u64);
     let mut out = [0u64; 4];
-    let mut carry = false;
+    let mut carry = 0u128;
     for i in 0..4 {
-        let (s, c1) = diff[i].overflowing_add(MODULUS[i] & mask);
-        let (s, c2) = s.overflowing_add(u64::from(carry));
-        out[i] = s;
-        carry = c1 | c2;
+        let t = u128::from(diff[i]) + u128::from(MODULUS[i] & mask) + carry;
+        out[i] = t as u64;
+        carry = t >> 64;
     }
     out
 }
@@ -223,18 +220,29 @@ fn add_sub(x: &mut Scalar, y: &mut Scalar) {
     set_limbs(y, sub_limbs(u, v));
 }
 
+/// Elements a Cooley–Tukey stage multiplies before it adds: see [`ct_stage`].
+const CT_GROUP: usize = 32;
+
 /// One Cooley–Tukey stage over `v`: blocks of `2t` elements, block `k` split with `tw[k]`:
 /// `(x, y) ← (x + c·y, x − c·y)`.
+///
+/// The products of a group of blocks are all formed before any of them is added: an addition
+/// right after the multiplication it needs would wait for blst's result on every butterfly,
+/// whereas independent multiplications in a row overlap.
 #[inline]
 fn ct_stage(v: &mut [Scalar], t: usize, tw: &[Scalar]) {
-    for (block, c) in v.chunks_exact_mut(2 * t).zip(tw) {
-        let (xs, ys) = block.split_at_mut(t);
-        let trivial = *c == Scalar::ONE;
-        for (x, y) in xs.iter_mut().zip(ys.iter_mut()) {
-            if !trivial {
-                *y *= c;
+    let group = CT_GROUP.max(2 * t);
+    for (chunk, tw) in v.chunks_mut(group).zip(tw.chunks(group / (2 * t))) {
+        for (block, c) in chunk.chunks_exact_mut(2 * t).zip(tw) {
+            if *c != Scalar::ONE {
+                block[t..].iter_mut().for_each(|y| *y *= c);
             }
-            add_sub(x, y);
+        }
+        for block in chunk.chunks_exact_mut(2 * t) {
+            let (xs, ys) = block.split_at_mut(t);
+            for (x, y) in xs.iter_mut().zip(ys.iter_mut()) {
+                add_sub(x, y);
+            }
         }
     }
 }
@@ -637,6 +645,33 @@ mod tests {
                 acc
             })
             .collect()
+    }
+
+    #[test]
+    fn inline_add_and_sub_match_blst() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+        let mut edge = vec![Scalar::ZERO, Scalar::ONE, -Scalar::ONE, -Scalar::from(2u64)];
+        // Values around 2^64 and 2^128 exercise the carries between limbs.
+        edge.push(Scalar::from(u64::MAX));
+        edge.push(Scalar::from(u64::MAX) * Scalar::from(u64::MAX));
+        // The extreme Montgomery forms: limbs 1 and r − 1.
+        for l in [
+            [1, 0, 0, 0],
+            [MODULUS[0] - 1, MODULUS[1], MODULUS[2], MODULUS[3]],
+        ] {
+            let mut x = Scalar::ZERO;
+            set_limbs(&mut x, l);
+            edge.push(x);
+        }
+        let mut values = edge.clone();
+        values.extend((0..200).map(|_| Scalar::random(&mut rng)));
+        for x in &values {
+            for y in values.iter().take(edge.len() + 20) {
+                assert_eq!(add_limbs(limbs(x), limbs(y)), limbs(&(*x + y)));
+                assert_eq!(sub_limbs(limbs(x), limbs(y)), limbs(&(*x - y)));
+                assert_eq!(sub_limbs(limbs(y), limbs(x)), limbs(&(*y - x)));
+            }
+        }
     }
 
     #[test]
