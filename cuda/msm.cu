@@ -78,17 +78,20 @@ extern "C" __global__ void msm_digits(const Fr* scalars, const u32* rest, u32 m,
     }
 }
 
-// list[cursor[bucket]++] = point index | sign << 31.
-extern "C" __global__ void msm_scatter(const u32* digits, const u32* rest, u32 m, u32 nw, u32* cursor, u32* list) {
-    const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= m) return;
-    const u32 idx = rest[k];
-    for (u32 w = 0; w < nw; w++) {
-        const u32 b = digits[(u64)w * m + k];
-        if (b == NO_BUCKET) continue;
-        const u32 pos = atomicAdd(cursor + (b & 0x7fffffffu), 1u);
-        list[pos] = idx | (b & 0x80000000u);
-    }
+// list[cursor[bucket]++] = point index | sign << 31, one thread per (window, point) with the
+// windows in block order: the blocks that run together write into one window's part of the list,
+// a region that can stay in L2 while its scattered 4-byte writes are merged, instead of touching
+// the whole list at once (H200: 2^27 points 183 -> 114 ms, 2^24 20.6 -> 13.1 ms).
+extern "C" __global__ void msm_scatter(const u32* digits, const u32* rest, u32 m, u32 nw, u32* cursor,
+                                         u32* list) {
+    const u32 per_window = (m + blockDim.x - 1) / blockDim.x;
+    const u32 w = blockIdx.x / per_window;
+    const u32 k = (blockIdx.x - w * per_window) * blockDim.x + threadIdx.x;
+    if (w >= nw || k >= m) return;
+    const u32 b = digits[(u64)w * m + k];
+    if (b == NO_BUCKET) return;
+    const u32 pos = atomicAdd(cursor + (b & 0x7fffffffu), 1u);
+    list[pos] = rest[k] | (b & 0x80000000u);
 }
 
 // Buckets are summed in work units of at most L points, so that a bucket holding a large share
@@ -188,8 +191,16 @@ __device__ void to_jacobian(const Xyzz<F>* in, F* out, u32 n) {
     store_field(out + 3 * t + 2, j[2]);
 }
 
+// Tuning variant (CUZK_NVRTC_DEFINES=CUZK_ACC_MINB=<blocks>): cap the bucket kernel's registers so
+// that <blocks> blocks of 128 threads fit on one SM.
+#ifdef CUZK_ACC_MINB
+#define ACC_BOUNDS __launch_bounds__(128, CUZK_ACC_MINB)
+#else
+#define ACC_BOUNDS
+#endif
+
 #define MSM_KERNELS(G, F)                                                                                     \
-    extern "C" __global__ void msm_accumulate_##G(const Affine<F>* bases, const u32* list, const u32* offsets,   \
+    extern "C" __global__ void ACC_BOUNDS msm_accumulate_##G(const Affine<F>* bases, const u32* list, const u32* offsets,   \
                                                   const u32* unit_off, const u32* unit_bucket, u32 units, u32 L, \
                                                   Xyzz<F>* partial) {                                             \
         accumulate_units<F>(bases, list, offsets, unit_off, unit_bucket, units, L, partial);                     \

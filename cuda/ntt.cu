@@ -28,12 +28,36 @@ extern "C" __global__ void pow_tables(Fr* lo, Fr* hi, const Fr* base) {
     store_field(hi + j, Fr::pow(w, (u64)j << POW_LO_BITS));
 }
 
+// Twiddle i of a pass (0 <= i < 2^t - 1): stage u's 2^(t-1-u) values sit at offset
+// 2^t - 2^(t-u); pair m of stage u uses w^(k * 2^(s0+u)) with k = base_low + m*stride.
+__device__ __forceinline__ Fr pass_twiddle(const Fr* lo, const Fr* hi, u32 i, u32 t, u32 s0, u64 base_low,
+                                           u64 stride) {
+    const u32 half = 1u << (t - 1);
+    u32 u = 0;
+    u32 off = 0;
+    while (i >= off + (half >> u)) { off += half >> u; u++; }
+    const u64 m = i - off;
+    return pow_from_tables(lo, hi, (base_low + m * stride) << (s0 + u));
+}
+
+// The twiddles of a pass with stride 1 (the last pass of a transform), the same for every
+// block: computed once per domain instead of once per block.
+extern "C" __global__ void ntt_pass_twiddles(Fr* out, const Fr* lo, const Fr* hi, u32 s0, u32 t) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (1u << t) - 1) return;
+    store_field(out + i, pass_twiddle(lo, hi, i, t, s0, 0, 1));
+}
+
 // Stages s0 .. s0+t-1 of a DIF transform of size 2^lgn over `data` (in place). One block of
 // 2^(t-1) threads per group of 2^t elements spaced `stride` apart. lo/hi: power tables of the
-// transform's root (w or w^-1).
-extern "C" __global__ void ntt_dif_pass(Fr* data, const Fr* lo, const Fr* hi, u32 lgn, u32 s0, u32 t) {
-    __shared__ Fr sd[1 << NTT_MAX_T];
-    __shared__ Fr stw[1 << NTT_MAX_T];
+// transform's root (w or w^-1). `tw`: for the last pass (stride 1) its precomputed twiddles
+// (ntt_pass_twiddles), else null.
+extern "C" __global__ void ntt_dif_pass(Fr* data, const Fr* lo, const Fr* hi, u32 lgn, u32 s0, u32 t,
+                                        const Fr* tw) {
+    // Dynamic shared memory, 2^t elements then 2^t twiddles (the host sizes it per pass).
+    extern __shared__ uint4 smem_raw[];
+    Fr* sd = reinterpret_cast<Fr*>(smem_raw);
+    Fr* stw = sd + (1u << t);
     const u32 half = 1u << (t - 1);
     const u32 tid = threadIdx.x;
     const u32 lgstride = lgn - s0 - t;
@@ -45,15 +69,12 @@ extern "C" __global__ void ntt_dif_pass(Fr* data, const Fr* lo, const Fr* hi, u3
     sd[tid] = load_field(data + base + (u64)tid * stride);
     sd[tid + half] = load_field(data + base + (u64)(tid + half) * stride);
 
-    // Twiddles of stage u, pair m: w^(k * 2^(s0+u)) with k = base_low + m*stride < n/2^(s0+u+1).
-    // Stage u's 2^(t-1-u) values sit at offset 2^t - 2^(t-u).
-    for (u32 i = tid; i < (1u << t) - 1; i += blockDim.x) {
-        u32 u = 0;
-        u32 off = 0;
-        while (i >= off + (half >> u)) { off += half >> u; u++; }
-        u64 m = i - off;
-        u64 e = (base_low + m * stride) << (s0 + u);
-        stw[i] = pow_from_tables(lo, hi, e);
+    const bool last = lgstride == 0;
+    if (last && tw != nullptr) {
+        for (u32 i = tid; i < (1u << t) - 1; i += blockDim.x) stw[i] = load_field(tw + i);
+    } else {
+        for (u32 i = tid; i < (1u << t) - 1; i += blockDim.x)
+            stw[i] = pass_twiddle(lo, hi, i, t, s0, base_low, stride);
     }
     __syncthreads();
 
@@ -66,7 +87,9 @@ extern "C" __global__ void ntt_dif_pass(Fr* data, const Fr* lo, const Fr* hi, u3
         Fr x = sd[j];
         Fr y = sd[j + h];
         sd[j] = Fr::add(x, y);
-        sd[j + h] = Fr::mul(Fr::sub(x, y), stw[off + m]);
+        // The last stage of the last pass has only w^0 = 1 (m = 0, base_low = 0).
+        if (last && lh == 0) sd[j + h] = Fr::sub(x, y);
+        else sd[j + h] = Fr::mul(Fr::sub(x, y), stw[off + m]);
         off += h;
         __syncthreads();
     }
@@ -89,11 +112,13 @@ extern "C" __global__ void ntt_bitrev_scale(const Fr* in, Fr* out, u32 lgn, u32 
     store_field(out + i, v);
 }
 
-// data[i] *= c * g^i (natural order), the coset shift before a forward coset transform.
+// data[i] *= c * g^i (natural order), the coset shift before a forward coset transform; a null
+// c stands for 1.
 extern "C" __global__ void ntt_scale_powers(Fr* data, u64 n, const Fr* c, const Fr* glo, const Fr* ghi) {
     u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x;
     if (i >= n) return;
-    Fr v = Fr::mul(load_field(data + i), load_field(c));
+    Fr v = load_field(data + i);
+    if (c != nullptr) v = Fr::mul(v, load_field(c));
     store_field(data + i, Fr::mul(v, pow_from_tables(glo, ghi, i)));
 }
 

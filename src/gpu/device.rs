@@ -40,6 +40,7 @@ pub struct DeviceInfo {
 const KERNELS: &[&str] = &[
     "pow_tables",
     "ntt_dif_pass",
+    "ntt_pass_twiddles",
     "ntt_bitrev_scale",
     "ntt_scale_powers",
     "quotient_pointwise",
@@ -308,6 +309,19 @@ impl Gpu {
         block: u32,
         args: &[u64],
     ) -> Result<(), GpuError> {
+        self.launch_smem(name, grid, block, 0, args)
+    }
+
+    /// As [`Gpu::launch`], with `smem` bytes of dynamic shared memory per block (at most 48 KiB,
+    /// the limit without an opt-in attribute).
+    pub fn launch_smem(
+        &self,
+        name: &'static str,
+        grid: u64,
+        block: u32,
+        smem: u32,
+        args: &[u64],
+    ) -> Result<(), GpuError> {
         if grid == 0 {
             return Ok(());
         }
@@ -324,7 +338,7 @@ impl Gpu {
         let cfg = LaunchConfig {
             grid_dim: (grid, 1, 1),
             block_dim: (block, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: smem,
         };
         // SAFETY: each kernel's parameters are device pointers, u64 or u32 values, matched by
         // the callers in ntt.rs/msm.rs to the kernel signatures; buffers outlive the launch

@@ -74,9 +74,9 @@ const UNIT_MIN: u64 = 64;
 /// Buckets per thread in the window reduction.
 const SEGMENT: u32 = 16;
 
-/// Window width for `m` full scalars, from a sweep on the H200 (docs/gpu-notes.md): 16-bit
-/// windows (16 windows, the top one balanced) up to 2^22 points; 19/16 (G1/G2) up to 2^24;
-/// then 20 and 22. Larger windows shrink the m·(255/c + 1) bucket additions but grow the
+/// Window width for `m` full scalars, from sweeps on the H200 (docs/gpu-notes.md): 16-bit
+/// windows (16 windows, the top one balanced) up to 2^22 points; G1 19 up to 2^24 and 20 up to
+/// 2^27; G2 16 up to 2^27; 22 above (fewer windows keep the bucket lists within u32 offsets). Larger windows shrink the m·(255/c + 1) bucket additions but grow the
 /// per-bucket reduction and memory. `CUZK_MSM_C` overrides (for tuning).
 pub fn window_bits(m: usize, curve: Curve) -> u32 {
     if let Some(c) = std::env::var("CUZK_MSM_C")
@@ -91,8 +91,8 @@ pub fn window_bits(m: usize, curve: Curve) -> u32 {
         (10..=15, _) => k,
         (16..=22, _) => 16,
         (23..=24, Curve::G1) => 19,
-        (23..=24, Curve::G2) => 16,
-        (25, _) => 20,
+        (25..=27, Curve::G1) => 20,
+        (23..=27, Curve::G2) => 16,
         _ => 22,
     }
 }
@@ -367,9 +367,10 @@ pub fn msm(
     let mut cursor = gpu.alloc((nb + 1) as usize * 4)?;
     gpu.copy(&offsets, &mut cursor, (nb + 1) as usize * 4)?;
     let list = gpu.alloc((nw * m) as usize * 4)?;
+    // One thread per (window, point), window-major.
     gpu.launch(
         "msm_scatter",
-        m.div_ceil(256),
+        nw * m.div_ceil(256),
         256,
         &[
             digits.ptr(),

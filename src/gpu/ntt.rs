@@ -65,8 +65,24 @@ pub struct Domain {
     omega_inv: PowTables,
     g: PowTables,
     g_inv: PowTables,
-    /// Device constants: [1/n, 1, 1/(g^n - 1)].
+    /// Device constants: [1/n, 1, 1/(g^n - 1)] (the 1 is no longer read; the layout stays).
     consts: DevBuf,
+    /// Twiddles of the last DIF pass (stride 1, the same for every block) for w and w^-1.
+    last_tw: [DevBuf; 2],
+}
+
+/// The stages of each DIF pass of a size-2^lg transform: at most MAX_STAGES, spread evenly
+/// (e.g. 20 = 7 + 7 + 6).
+fn pass_stages(lg: u32) -> Vec<u32> {
+    let passes = lg.div_ceil(MAX_STAGES);
+    let mut s0 = 0;
+    (0..passes)
+        .map(|p| {
+            let stages = (lg - s0).div_ceil(passes - p);
+            s0 += stages;
+            stages
+        })
+        .collect()
 }
 
 impl Domain {
@@ -82,14 +98,43 @@ impl Domain {
         let n = Scalar::from(1u64 << lg);
         let z = g.pow_vartime([1u64 << lg]) - Scalar::ONE;
         let consts = [inv(n)?, Scalar::ONE, inv(z)?];
+        let omega = PowTables::new(gpu, w)?;
+        let omega_inv = PowTables::new(gpu, inv(w)?)?;
+        let last_tw = [
+            Self::last_pass_twiddles(gpu, lg, &omega)?,
+            Self::last_pass_twiddles(gpu, lg, &omega_inv)?,
+        ];
         Ok(Domain {
             lg,
-            omega: PowTables::new(gpu, w)?,
-            omega_inv: PowTables::new(gpu, inv(w)?)?,
+            omega,
+            omega_inv,
             g: PowTables::new(gpu, g)?,
             g_inv: PowTables::new(gpu, inv(g)?)?,
             consts: gpu.upload_new(scalar_bytes(&consts))?,
+            last_tw,
         })
+    }
+
+    fn last_pass_twiddles(gpu: &Gpu, lg: u32, t: &PowTables) -> Result<DevBuf, GpuError> {
+        let stages = pass_stages(lg);
+        let last = stages.last().copied().unwrap_or(0);
+        let count = (1u64 << last).saturating_sub(1).max(1);
+        let out = gpu.alloc(count as usize * FR_BYTES)?;
+        if last > 0 {
+            gpu.launch(
+                "ntt_pass_twiddles",
+                count.div_ceil(256),
+                256,
+                &[
+                    out.ptr(),
+                    t.lo.ptr(),
+                    t.hi.ptr(),
+                    (lg - last) as u64,
+                    last as u64,
+                ],
+            )?;
+        }
+        Ok(out)
     }
 
     /// Size in elements.
@@ -99,9 +144,6 @@ impl Domain {
 
     fn n_inv(&self) -> u64 {
         self.consts.ptr()
-    }
-    fn one(&self) -> u64 {
-        self.consts.ptr() + FR_BYTES as u64
     }
     fn z_inv(&self) -> u64 {
         self.consts.ptr() + 2 * FR_BYTES as u64
@@ -114,18 +156,19 @@ impl Domain {
         } else {
             &self.omega
         };
-        let passes = self.lg.div_ceil(MAX_STAGES);
+        let tw = &self.last_tw[inverse as usize];
         let mut s0 = 0;
-        for p in 0..passes {
-            // Spread the stages evenly over the passes (e.g. 20 = 7 + 7 + 6).
-            let left = self.lg - s0;
-            let stages = left.div_ceil(passes - p);
+        for stages in pass_stages(self.lg) {
             let groups = 1u64 << (self.lg - stages);
             let threads = 1u32 << (stages - 1);
-            gpu.launch(
+            // Shared memory sized to this pass (the elements and the twiddles, 2^stages each),
+            // so that passes of fewer stages fit more blocks on an SM.
+            let smem = (2 * FR_BYTES as u32) << stages;
+            gpu.launch_smem(
                 "ntt_dif_pass",
                 groups,
                 threads,
+                smem,
                 &[
                     data.ptr(),
                     t.lo.ptr(),
@@ -133,6 +176,7 @@ impl Domain {
                     self.lg as u64,
                     s0 as u64,
                     stages as u64,
+                    tw.ptr(),
                 ],
             )?;
             s0 += stages;
@@ -193,7 +237,8 @@ impl Domain {
                 "ntt_scale_powers",
                 n.div_ceil(256),
                 256,
-                &[data.ptr(), n, self.one(), self.g.lo.ptr(), self.g.hi.ptr()],
+                // No constant factor (the kernel skips it for a null pointer).
+                &[data.ptr(), n, 0, self.g.lo.ptr(), self.g.hi.ptr()],
             )?;
         }
         self.dif(gpu, data, inverse)?;
