@@ -10,7 +10,7 @@ use super::curve::{Coord, Curve};
 
 /// Additions per batch: large enough that the one inversion per batch is cheap, small
 /// enough that the batch's buckets and points stay in the L1/L2 cache.
-const BATCH: usize = 256;
+const BATCH: usize = 1024;
 
 /// The bucket holds a value (else it is the identity).
 const FILLED: u8 = 1;
