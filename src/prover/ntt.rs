@@ -166,9 +166,109 @@ fn set_limbs(x: &mut Scalar, l: [u64; 4]) {
     unsafe { *(x as *mut Scalar).cast::<[u64; 4]>() = l }
 }
 
+/// The modulus as a static, for the assembly below to address it.
+#[cfg(target_arch = "x86_64")]
+static MODULUS_LIMBS: [u64; 4] = MODULUS;
+
 /// `a + b mod r` for reduced limbs.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn add_limbs(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
+    let (t0, t1, t2, t3): (u64, u64, u64, u64);
+    // SAFETY: register arithmetic and reads of the static modulus only. r < 2^255, so the
+    // sum of two reduced values fits in 256 bits; `sum − r` borrows exactly when sum < r,
+    // and then the sum is kept.
+    unsafe {
+        std::arch::asm!(
+            "add {s0}, {b0}",
+            "adc {s1}, {b1}",
+            "adc {s2}, {b2}",
+            "adc {s3}, {b3}",
+            "mov {t0}, {s0}",
+            "sub {t0}, qword ptr [rip + {m}]",
+            "mov {t1}, {s1}",
+            "sbb {t1}, qword ptr [rip + {m} + 8]",
+            "mov {t2}, {s2}",
+            "sbb {t2}, qword ptr [rip + {m} + 16]",
+            "mov {t3}, {s3}",
+            "sbb {t3}, qword ptr [rip + {m} + 24]",
+            "cmovc {t0}, {s0}",
+            "cmovc {t1}, {s1}",
+            "cmovc {t2}, {s2}",
+            "cmovc {t3}, {s3}",
+            s0 = inout(reg) a[0] => _,
+            s1 = inout(reg) a[1] => _,
+            s2 = inout(reg) a[2] => _,
+            s3 = inout(reg) a[3] => _,
+            b0 = in(reg) b[0],
+            b1 = in(reg) b[1],
+            b2 = in(reg) b[2],
+            b3 = in(reg) b[3],
+            t0 = lateout(reg) t0,
+            t1 = lateout(reg) t1,
+            t2 = lateout(reg) t2,
+            t3 = lateout(reg) t3,
+            m = sym MODULUS_LIMBS,
+            options(pure, readonly, nostack),
+        );
+    }
+    [t0, t1, t2, t3]
+}
+
+/// `a − b mod r` for reduced limbs.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn sub_limbs(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
+    let [mut d0, mut d1, mut d2, mut d3] = a;
+    // SAFETY: register arithmetic and reads of the static modulus only. A borrow out of
+    // `a − b` means a < b; the mask is then all ones and r is added back.
+    unsafe {
+        std::arch::asm!(
+            "sub {d0}, {b0}",
+            "sbb {d1}, {b1}",
+            "sbb {d2}, {b2}",
+            "sbb {d3}, {b3}",
+            "sbb {k}, {k}",
+            "mov {q0}, qword ptr [rip + {m}]",
+            "and {q0}, {k}",
+            "mov {q1}, qword ptr [rip + {m} + 8]",
+            "and {q1}, {k}",
+            "mov {q2}, qword ptr [rip + {m} + 16]",
+            "and {q2}, {k}",
+            "mov {q3}, qword ptr [rip + {m} + 24]",
+            "and {q3}, {k}",
+            "add {d0}, {q0}",
+            "adc {d1}, {q1}",
+            "adc {d2}, {q2}",
+            "adc {d3}, {q3}",
+            d0 = inout(reg) d0,
+            d1 = inout(reg) d1,
+            d2 = inout(reg) d2,
+            d3 = inout(reg) d3,
+            b0 = in(reg) b[0],
+            b1 = in(reg) b[1],
+            b2 = in(reg) b[2],
+            b3 = in(reg) b[3],
+            k = lateout(reg) _,
+            q0 = lateout(reg) _,
+            q1 = lateout(reg) _,
+            q2 = lateout(reg) _,
+            q3 = lateout(reg) _,
+            m = sym MODULUS_LIMBS,
+            options(pure, readonly, nostack),
+        );
+    }
+    [d0, d1, d2, d3]
+}
+
+// Elsewhere than on x86-64 the portable additions below are the ones used.
+#[cfg(not(target_arch = "x86_64"))]
+use {add_portable as add_limbs, sub_portable as sub_limbs};
+
+/// `a + b mod r` for reduced limbs, in portable Rust.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline(always)]
+fn add_portable(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
     // r < 2^255, so the sum of two reduced values fits in 256 bits. The u128 carries compile
     // to add-with-carry chains.
     let mut sum = [0u64; 4];
@@ -190,9 +290,10 @@ fn add_limbs(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
     [0, 1, 2, 3].map(|i| (sum[i] & keep) | (diff[i] & !keep))
 }
 
-/// `a − b mod r` for reduced limbs.
+/// `a − b mod r` for reduced limbs, in portable Rust.
+#[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline(always)]
-fn sub_limbs(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
+fn sub_portable(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
     let mut diff = [0u64; 4];
     let mut borrow = 0u128;
     for i in 0..4 {
@@ -667,9 +768,15 @@ mod tests {
         values.extend((0..200).map(|_| Scalar::random(&mut rng)));
         for x in &values {
             for y in values.iter().take(edge.len() + 20) {
-                assert_eq!(add_limbs(limbs(x), limbs(y)), limbs(&(*x + y)));
-                assert_eq!(sub_limbs(limbs(x), limbs(y)), limbs(&(*x - y)));
-                assert_eq!(sub_limbs(limbs(y), limbs(x)), limbs(&(*y - x)));
+                let (lx, ly) = (limbs(x), limbs(y));
+                for (add, sub) in [
+                    (add_limbs as fn(_, _) -> _, sub_limbs as fn(_, _) -> _),
+                    (add_portable, sub_portable),
+                ] {
+                    assert_eq!(add(lx, ly), limbs(&(*x + y)));
+                    assert_eq!(sub(lx, ly), limbs(&(*x - y)));
+                    assert_eq!(sub(ly, lx), limbs(&(*y - x)));
+                }
             }
         }
     }
