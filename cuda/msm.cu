@@ -6,8 +6,9 @@
 //    its window, with the point negated when d < 0. Bucket sizes are counted with atomics.
 // 3. scan (scan.cu) of the counts gives each bucket's slice of one list; msm_scatter fills it
 //    (a counting sort by bucket: the order inside a bucket does not matter).
-// 4. msm_units/msm_unit_map cut each bucket into units of at most L points; msm_accumulate sums
-//    one unit per thread (mixed XYZZ additions), msm_bucket_sums adds a bucket's units.
+// 4. msm_chunks sums the list in chunks of K points per thread (mixed XYZZ additions), writing
+//    whole buckets directly and the pieces of buckets that cross chunks aside; msm_combine adds
+//    those pieces.
 // 5. msm_reduce_segments: window sum  sum_k (k+1) B_k  in segments of S buckets, one thread each:
 //    running sums from the top give T = sum (k-lo+1) B_k and R = sum B_k; the segment is worth
 //    T + lo*R.
@@ -94,53 +95,71 @@ extern "C" __global__ void msm_scatter(const u32* digits, const u32* rest, u32 m
     list[pos] = rest[k] | (b & 0x80000000u);
 }
 
-// Buckets are summed in work units of at most L points, so that a bucket holding a large share
-// of the points (the top window has few distinct digits; real witnesses repeat values) is
-// spread over many threads instead of serialising one.
-
-// units[b] = ceil(size of bucket b / L); units[nb] = 0 (the scan turns it into the total).
-extern "C" __global__ void msm_units(const u32* offsets, u32 nb, u32 L, u32* units, u32* max_size) {
-    const u32 b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b > nb) return;
-    if (b == nb) { units[nb] = 0; return; }
-    const u32 size = offsets[b + 1] - offsets[b];
-    units[b] = (size + L - 1) / L;
-    if (max_size) atomicMax(max_size, size);
-}
-
-// unit_bucket[u] = the bucket of unit u, for every unit of every bucket.
-extern "C" __global__ void msm_unit_map(const u32* unit_off, u32 nb, u32* unit_bucket) {
+// *max_size = the largest bucket size (the accumulation sizes its chunks from it).
+extern "C" __global__ void msm_max_bucket(const u32* offsets, u32 nb, u32* max_size) {
     const u32 b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb) return;
-    for (u32 u = unit_off[b]; u < unit_off[b + 1]; u++) unit_bucket[u] = b;
+    atomicMax(max_size, offsets[b + 1] - offsets[b]);
 }
 
-// partial[u] = sum of the (signed) points of unit u.
+// Bucket sums. The bucket-sorted list is cut into chunks of exactly K points, one thread each,
+// whatever the bucket boundaries. (The earlier units of at most L points of one bucket left a
+// warp waiting for its longest unit: about 80% useful work at 2^24 points, where buckets hold
+// 64 +- 8 points; H200 2^24: 131 -> 108 ms for this phase.) A
+// thread sums each bucket segment of its chunk and stores it where the combination finds it:
+// a bucket wholly inside the chunk goes straight to buckets[b]; otherwise the segment that
+// starts the chunk goes to head[t] and one that starts later (its bucket then goes on past the
+// chunk) to tail[t].
 template <class F>
-__device__ void accumulate_units(const Affine<F>* bases, const u32* list, const u32* offsets, const u32* unit_off,
-                                 const u32* unit_bucket, u32 units, u32 L, Xyzz<F>* partial) {
-    const u32 u = blockIdx.x * blockDim.x + threadIdx.x;
-    if (u >= units) return;
-    const u32 b = unit_bucket[u];
-    const u32 start = offsets[b] + (u - unit_off[b]) * L;
-    const u32 end = min(start + L, offsets[b + 1]);
-    Xyzz<F> acc = Xyzz<F>::inf();
-    for (u32 k = start; k < end; k++) {
-        const u32 e = list[k];
-        Affine<F> p = load_affine(bases + (e & 0x7fffffffu));
-        if (e & 0x80000000u) p.y = F::neg(p.y);
-        acc = Xyzz<F>::madd(acc, p);
+__device__ void accumulate_chunks(const Affine<F>* bases, const u32* list, const u32* offsets, u32 nb, u32 total,
+                                  u32 K, Xyzz<F>* buckets, Xyzz<F>* head, Xyzz<F>* tail) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    const u64 s64 = (u64)t * K;
+    if (s64 >= total) return;
+    const u32 s = (u32)s64;
+    const u32 e = (u32)min(s64 + K, (u64)total);
+    // The bucket holding position s: the last b with offsets[b] <= s (then offsets[b+1] > s).
+    u32 lo = 0, hi = nb;
+    while (hi - lo > 1) {
+        const u32 mid = (lo + hi) >> 1;
+        if (offsets[mid] <= s) lo = mid; else hi = mid;
     }
-    store_xyzz(partial + u, acc);
+    u32 b = lo;
+    u32 bstart = offsets[b], bend = offsets[b + 1];
+    Xyzz<F> acc = Xyzz<F>::inf();
+    for (u32 p = s; p < e; p++) {
+        const u32 en = list[p];
+        Affine<F> pt = load_affine(bases + (en & 0x7fffffffu));
+        if (en & 0x80000000u) pt.y = F::neg(pt.y);
+        acc = Xyzz<F>::madd(acc, pt);
+        if (p + 1 == bend || p + 1 == e) {
+            if (bstart >= s && bend <= e) store_xyzz(buckets + b, acc);
+            else if (bstart <= s) store_xyzz(head + t, acc);  // the segment starts the chunk
+            else store_xyzz(tail + t, acc);
+            acc = Xyzz<F>::inf();
+            if (p + 1 == bend && p + 1 < e) {
+                // Next non-empty bucket (empty ones have offsets[b] == offsets[b+1]).
+                do { b++; } while (offsets[b + 1] == offsets[b]);
+                bstart = offsets[b];
+                bend = offsets[b + 1];
+            }
+        }
+    }
 }
 
-// buckets[b] = sum of the partial sums of bucket b's units.
+// Buckets that cross a chunk boundary: the tail (or head) of the first chunk plus the heads of
+// the following ones. Empty buckets become infinity; buckets inside one chunk are left alone.
 template <class F>
-__device__ void bucket_sums(const Xyzz<F>* partial, const u32* unit_off, u32 nb, Xyzz<F>* buckets) {
+__device__ void combine_chunks(const u32* offsets, u32 nb, u32 K, const Xyzz<F>* head, const Xyzz<F>* tail,
+                               Xyzz<F>* buckets) {
     const u32 b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb) return;
-    Xyzz<F> acc = Xyzz<F>::inf();
-    for (u32 u = unit_off[b]; u < unit_off[b + 1]; u++) acc = Xyzz<F>::add(acc, load_xyzz(partial + u));
+    const u32 start = offsets[b], end = offsets[b + 1];
+    if (start == end) { store_xyzz(buckets + b, Xyzz<F>::inf()); return; }
+    const u32 t0 = start / K, t1 = (end - 1) / K;
+    if (t0 == t1) return;
+    Xyzz<F> acc = load_xyzz(start == t0 * K ? head + t0 : tail + t0);
+    for (u32 t = t0 + 1; t <= t1; t++) acc = Xyzz<F>::add(acc, load_xyzz(head + t));
     store_xyzz(buckets + b, acc);
 }
 
@@ -191,7 +210,7 @@ __device__ void to_jacobian(const Xyzz<F>* in, F* out, u32 n) {
     store_field(out + 3 * t + 2, j[2]);
 }
 
-// Tuning variant (CUZK_NVRTC_DEFINES=CUZK_ACC_MINB=<blocks>): cap the bucket kernel's registers so
+// Tuning variant (CUZK_NVRTC_DEFINES=CUZK_ACC_MINB=<blocks>): cap the bucket kernels' registers so
 // that <blocks> blocks of 128 threads fit on one SM.
 #ifdef CUZK_ACC_MINB
 #define ACC_BOUNDS __launch_bounds__(128, CUZK_ACC_MINB)
@@ -200,14 +219,14 @@ __device__ void to_jacobian(const Xyzz<F>* in, F* out, u32 n) {
 #endif
 
 #define MSM_KERNELS(G, F)                                                                                     \
-    extern "C" __global__ void ACC_BOUNDS msm_accumulate_##G(const Affine<F>* bases, const u32* list, const u32* offsets,   \
-                                                  const u32* unit_off, const u32* unit_bucket, u32 units, u32 L, \
-                                                  Xyzz<F>* partial) {                                             \
-        accumulate_units<F>(bases, list, offsets, unit_off, unit_bucket, units, L, partial);                     \
+    extern "C" __global__ void ACC_BOUNDS msm_chunks_##G(const Affine<F>* bases, const u32* list,              \
+                                                      const u32* offsets, u32 nb, u32 total, u32 K,             \
+                                                      Xyzz<F>* buckets, Xyzz<F>* head, Xyzz<F>* tail) {         \
+        accumulate_chunks<F>(bases, list, offsets, nb, total, K, buckets, head, tail);                           \
     }                                                                                                           \
-    extern "C" __global__ void msm_bucket_sums_##G(const Xyzz<F>* partial, const u32* unit_off, u32 nb,         \
-                                                   Xyzz<F>* buckets) {                                          \
-        bucket_sums<F>(partial, unit_off, nb, buckets);                                                         \
+    extern "C" __global__ void msm_combine_##G(const u32* offsets, u32 nb, u32 K, const Xyzz<F>* head,         \
+                                               const Xyzz<F>* tail, Xyzz<F>* buckets) {                         \
+        combine_chunks<F>(offsets, nb, K, head, tail, buckets);                                                 \
     }                                                                                                           \
     extern "C" __global__ void msm_reduce_segments_##G(const Xyzz<F>* buckets, u32 nw, u32 B, u32 S,         \
                                                        Xyzz<F>* out) {                                        \

@@ -16,7 +16,8 @@ fn translation_unit_is_self_contained() {
     for k in [
         "ntt_dif_pass",
         "msm_digits",
-        "msm_units",
+        "msm_max_bucket",
+        "msm_scatter",
         "batch_add_g1",
         "batch_add_g2",
         "scan_blocks",

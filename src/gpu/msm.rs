@@ -39,16 +39,16 @@ impl Curve {
     }
     fn kernel(self, which: Kernel) -> &'static str {
         match (self, which) {
-            (Curve::G1, Kernel::BucketSums) => "msm_bucket_sums_g1",
-            (Curve::G2, Kernel::BucketSums) => "msm_bucket_sums_g2",
-            (Curve::G1, Kernel::Accumulate) => "msm_accumulate_g1",
-            (Curve::G2, Kernel::Accumulate) => "msm_accumulate_g2",
             (Curve::G1, Kernel::Segments) => "msm_reduce_segments_g1",
             (Curve::G2, Kernel::Segments) => "msm_reduce_segments_g2",
             (Curve::G1, Kernel::Groups) => "msm_reduce_groups_g1",
             (Curve::G2, Kernel::Groups) => "msm_reduce_groups_g2",
             (Curve::G1, Kernel::Jacobian) => "msm_to_jacobian_g1",
             (Curve::G2, Kernel::Jacobian) => "msm_to_jacobian_g2",
+            (Curve::G1, Kernel::Chunks) => "msm_chunks_g1",
+            (Curve::G2, Kernel::Chunks) => "msm_chunks_g2",
+            (Curve::G1, Kernel::Combine) => "msm_combine_g1",
+            (Curve::G2, Kernel::Combine) => "msm_combine_g2",
             (Curve::G1, Kernel::BatchAdd) => "batch_add_g1",
             (Curve::G2, Kernel::BatchAdd) => "batch_add_g2",
         }
@@ -57,8 +57,8 @@ impl Curve {
 
 #[derive(Clone, Copy)]
 enum Kernel {
-    Accumulate,
-    BucketSums,
+    Chunks,
+    Combine,
     Segments,
     Groups,
     Jacobian,
@@ -69,8 +69,8 @@ enum Kernel {
 const ONES_PER_THREAD: u64 = 32;
 /// Points summed per thread and round of the tree reduction.
 const TREE_FANIN: u64 = 8;
-/// Smallest work unit of the bucket accumulation, in points.
-const UNIT_MIN: u64 = 64;
+/// Smallest chunk of the balanced bucket accumulation, in points (`CUZK_MSM_CHUNK` overrides).
+const CHUNK_MIN: u64 = 128;
 /// Buckets per thread in the window reduction.
 const SEGMENT: u32 = 16;
 
@@ -203,8 +203,11 @@ fn exclusive_scan(gpu: &Gpu, ptr: u64, n: u64) -> Result<(), GpuError> {
     gpu.sync()
 }
 
-/// Bucket sums (XYZZ, `nb` of them) from the bucket-sorted `list`: units of at most L points,
-/// L ≥ 64 and about √(largest bucket), so that no thread sums more than ~2·max(64, √max) points.
+/// Bucket sums (XYZZ, `nb` of them) from the bucket-sorted `list` of `total` entries: chunks of
+/// exactly K points per thread (msm_chunks_*, balanced whatever the bucket sizes), then the
+/// buckets that cross chunks (msm_combine_*). K ≥ CHUNK_MIN and about √(largest bucket), so
+/// that combining a bucket takes at most about √max additions (a few buckets hold a large share
+/// of the points when the top window is narrow or real witnesses repeat values).
 fn accumulate(
     gpu: &Gpu,
     curve: Curve,
@@ -212,58 +215,49 @@ fn accumulate(
     list: &DevBuf,
     offsets: &DevBuf,
     nb: u64,
+    total: u64,
 ) -> Result<DevBuf, GpuError> {
-    let units = gpu.alloc_zeroed((nb + 1) as usize * 4)?;
     let max = gpu.alloc_zeroed(4)?;
     gpu.launch(
-        "msm_units",
-        (nb + 1).div_ceil(256),
+        "msm_max_bucket",
+        nb.div_ceil(256),
         256,
-        &[offsets.ptr(), nb, 1, units.ptr(), max.ptr()],
+        &[offsets.ptr(), nb, max.ptr()],
     )?;
     let mut m = [0u8; 4];
     gpu.download(&max, &mut m)?;
     let max_size = u32::from_le_bytes(m) as f64;
-    let l = (max_size.sqrt().ceil() as u64).max(UNIT_MIN);
+    let k_min = std::env::var("CUZK_MSM_CHUNK")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(CHUNK_MIN)
+        .max(1);
+    let k = (max_size.sqrt().ceil() as u64).max(k_min);
+    let chunks = total.div_ceil(k);
+    let buckets = gpu.alloc(nb as usize * curve.xyzz_bytes())?;
+    let head = gpu.alloc(chunks as usize * curve.xyzz_bytes())?;
+    let tail = gpu.alloc(chunks as usize * curve.xyzz_bytes())?;
     gpu.launch(
-        "msm_units",
-        (nb + 1).div_ceil(256),
-        256,
-        &[offsets.ptr(), nb, l, units.ptr(), 0],
-    )?;
-    exclusive_scan(gpu, units.ptr(), nb + 1)?;
-    let mut tail = [0u8; 4];
-    gpu.download_at(&units, nb as usize * 4, &mut tail)?;
-    let total = u32::from_le_bytes(tail) as u64;
-    let unit_bucket = gpu.alloc(total as usize * 4)?;
-    gpu.launch(
-        "msm_unit_map",
-        nb.div_ceil(256),
-        256,
-        &[units.ptr(), nb, unit_bucket.ptr()],
-    )?;
-    let partial = gpu.alloc(total as usize * curve.xyzz_bytes())?;
-    gpu.launch(
-        curve.kernel(Kernel::Accumulate),
-        total.div_ceil(128),
+        curve.kernel(Kernel::Chunks),
+        chunks.div_ceil(128),
         128,
         &[
             bases.ptr(),
             list.ptr(),
             offsets.ptr(),
-            units.ptr(),
-            unit_bucket.ptr(),
+            nb,
             total,
-            l,
-            partial.ptr(),
+            k,
+            buckets.ptr(),
+            head.ptr(),
+            tail.ptr(),
         ],
     )?;
-    let buckets = gpu.alloc(nb as usize * curve.xyzz_bytes())?;
     gpu.launch(
-        curve.kernel(Kernel::BucketSums),
+        curve.kernel(Kernel::Combine),
         nb.div_ceil(128),
         128,
-        &[partial.ptr(), units.ptr(), nb, buckets.ptr()],
+        &[offsets.ptr(), nb, k, head.ptr(), tail.ptr(), buckets.ptr()],
     )?;
     Ok(buckets)
 }
@@ -384,7 +378,10 @@ pub fn msm(
     drop((digits, cursor, rest_idx, sc));
     tr.mark(gpu, "scatter")?;
 
-    let buckets = accumulate(gpu, curve, bases, &list, &offsets, nb)?;
+    let mut last = [0u8; 4];
+    gpu.download_at(&offsets, nb as usize * 4, &mut last)?;
+    let total = u32::from_le_bytes(last) as u64;
+    let buckets = accumulate(gpu, curve, bases, &list, &offsets, nb, total)?;
     drop(list);
     tr.mark(gpu, "accumulate")?;
     let seg = (SEGMENT as u64).min(buckets_per_window);
