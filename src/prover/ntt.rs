@@ -31,8 +31,9 @@ const MIN_TASK: usize = 1 << 12;
 /// table and the twiddles it reads stay in a core's L2 cache.
 const BLOCK_LOG: u32 = 12;
 
-/// Elements per column tile: the columns of a tile times the rows. 4096 elements are 128 KiB;
-/// the quotient's fused pass holds three such tiles at once.
+/// Elements per column tile we aim for (columns times rows): 4096 elements are 128 KiB, and the
+/// quotient's fused pass holds three tiles at once. A tile has at least [`MIN_TILE_COLS`]
+/// columns, so above 2^21 (512 rows) tiles grow with the domain: 256 KiB at 2^22.
 const TILE: usize = 1 << 12;
 
 /// Fewest columns per tile: eight elements are four 64-byte cache lines of each row.
