@@ -210,16 +210,20 @@ __device__ void to_jacobian(const Xyzz<F>* in, F* out, u32 n) {
     store_field(out + 3 * t + 2, j[2]);
 }
 
-// Tuning variant (CUZK_NVRTC_DEFINES=CUZK_ACC_MINB=<blocks>): cap the bucket kernels' registers so
-// that <blocks> blocks of 128 threads fit on one SM.
+// Register caps of the bucket kernel. G2's uses 204 registers uncapped (2 blocks of 128 threads
+// per SM); capped for 3 blocks it spills a few bytes and runs 5% faster on the H200 (G2 2^24
+// 407 -> 387 ms; 4 blocks: 390 ms). G1's (124 registers, 4 blocks) gained nothing from 5 or 6
+// blocks. CUZK_NVRTC_DEFINES=CUZK_ACC_MINB=<blocks> overrides both, for tuning.
 #ifdef CUZK_ACC_MINB
-#define ACC_BOUNDS __launch_bounds__(128, CUZK_ACC_MINB)
+#define ACC_BOUNDS_g1 __launch_bounds__(128, CUZK_ACC_MINB)
+#define ACC_BOUNDS_g2 __launch_bounds__(128, CUZK_ACC_MINB)
 #else
-#define ACC_BOUNDS
+#define ACC_BOUNDS_g1
+#define ACC_BOUNDS_g2 __launch_bounds__(128, 3)
 #endif
 
 #define MSM_KERNELS(G, F)                                                                                     \
-    extern "C" __global__ void ACC_BOUNDS msm_chunks_##G(const Affine<F>* bases, const u32* list,              \
+    extern "C" __global__ void ACC_BOUNDS_##G msm_chunks_##G(const Affine<F>* bases, const u32* list,              \
                                                       const u32* offsets, u32 nb, u32 total, u32 K,             \
                                                       Xyzz<F>* buckets, Xyzz<F>* head, Xyzz<F>* tail) {         \
         accumulate_chunks<F>(bases, list, offsets, nb, total, K, buckets, head, tail);                           \

@@ -75,8 +75,8 @@ const CHUNK_MIN: u64 = 128;
 const SEGMENT: u32 = 16;
 
 /// Window width for `m` full scalars, from sweeps on the H200 (docs/gpu-notes.md): 16-bit
-/// windows (16 windows, the top one balanced) up to 2^22 points; G1 19 up to 2^24 and 20 up to
-/// 2^27; G2 16 up to 2^27; 22 above (fewer windows keep the bucket lists within u32 offsets). Larger windows shrink the m·(255/c + 1) bucket additions but grow the
+/// windows (16 windows, the top one balanced) up to 2^22 points; G1 19 at 2^23 and 20 from 2^24
+/// to 2^27; G2 16 up to 2^27; 22 above (fewer windows keep the bucket lists within u32 offsets). Larger windows shrink the m·(255/c + 1) bucket additions but grow the
 /// per-bucket reduction and memory. `CUZK_MSM_C` overrides (for tuning).
 pub fn window_bits(m: usize, curve: Curve) -> u32 {
     if let Some(c) = std::env::var("CUZK_MSM_C")
@@ -90,8 +90,8 @@ pub fn window_bits(m: usize, curve: Curve) -> u32 {
         (0..=9, _) => (k + 2).max(4),
         (10..=15, _) => k,
         (16..=22, _) => 16,
-        (23..=24, Curve::G1) => 19,
-        (25..=27, Curve::G1) => 20,
+        (23, Curve::G1) => 19,
+        (24..=27, Curve::G1) => 20,
         (23..=27, Curve::G2) => 16,
         _ => 22,
     }
