@@ -48,8 +48,9 @@ impl<'a, C: Curve> Buckets<'a, C> {
             points.len() <= u32::MAX as usize && count <= u32::MAX as usize,
             "chunk too large for 32-bit indices"
         );
-        // With few buckets a large batch would mostly defer; keep it well below the count.
-        let cap = BATCH.min(count.div_ceil(4)).max(1);
+        // With few buckets a large batch would mostly defer (a point whose bucket is already
+        // queued must wait); an eighth of the buckets keeps such collisions rare.
+        let cap = BATCH.min(count.div_ceil(8)).max(1);
         let zero = C::from_xy(C::F::default(), C::F::default());
         Buckets {
             points,
