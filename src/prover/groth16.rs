@@ -17,8 +17,38 @@ use crate::synth::Synthesized;
 pub struct ProofTimings {
     /// The quotient polynomial (NTTs).
     pub quotient: Duration,
-    /// All multi-scalar multiplications.
+    /// The multi-scalar multiplications: the wall time of the proof beyond the quotient (on
+    /// backends that overlap stages, the witness MSMs run while the quotient does).
     pub msm: Duration,
+}
+
+/// The MSMs over the witness.
+struct WitnessSums {
+    l: G1Projective,
+    a: G1Projective,
+    b_g1: G1Projective,
+    b_g2: G2Projective,
+}
+
+/// Runs `f` and `g`, side by side on rayon when `parallel`, else one after the other.
+fn both<A: Send, B: Send>(
+    parallel: bool,
+    f: impl FnOnce() -> A + Send,
+    g: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if parallel {
+        rayon::join(f, g)
+    } else {
+        (f(), g())
+    }
+}
+
+/// Runs one MSM stage and traces how long it took.
+fn timed<T>(what: &str, f: impl FnOnce() -> Result<T, ProverError>) -> Result<T, ProverError> {
+    let t = Instant::now();
+    let out = f();
+    tracing::trace!(msm = what, ms = t.elapsed().as_millis() as u64, "msm done");
+    out
 }
 
 /// Proves `circuit` with fresh `r` and `s` from the operating system's random source.
@@ -97,38 +127,68 @@ pub fn prove_with_randomness(
         b_aux_density,
     } = circuit;
 
-    let t = Instant::now();
-    let h = backend.quotient(a, b, c)?;
-    let quotient = t.elapsed();
-
-    let t = Instant::now();
-    let mut lap = Instant::now();
-    let mut mark = |what: &str| {
-        tracing::trace!(
-            msm = what,
-            ms = lap.elapsed().as_millis() as u64,
-            "msm done"
-        );
-        lap = Instant::now();
+    let overlap = backend.overlap_stages();
+    let start = Instant::now();
+    // The quotient and the H query form one chain; the other four queries depend only on the
+    // witness, so they can run beside it.
+    let h_chain = || -> Result<(G1Projective, Duration), ProverError> {
+        let t = Instant::now();
+        let h = backend.quotient(a, b, c)?;
+        let quotient = t.elapsed();
+        let h_acc = timed("h", || backend.msm_g1(&srs.h, &h))?;
+        Ok((h_acc, quotient))
     };
-    let h_acc = backend.msm_g1(&srs.h, &h)?;
-    drop(h);
-    mark("h");
-    let l_acc = backend.msm_g1(&srs.l, &aux)?;
-    mark("l");
-    let a_acc = backend.msm_g1(&srs.a[..n_in], &input)?
-        + backend.msm_g1(&srs.a[n_in..], &dense(&aux, &a_aux_density))?;
-    mark("a");
-    let b_input = dense(&input, &b_input_density);
-    let b_aux = dense(&aux, &b_aux_density);
-    drop(aux);
-    let b1_acc =
-        backend.msm_g1(&srs.b_g1[..b_in], &b_input)? + backend.msm_g1(&srs.b_g1[b_in..], &b_aux)?;
-    mark("b_g1");
-    let b2_acc =
-        backend.msm_g2(&srs.b_g2[..b_in], &b_input)? + backend.msm_g2(&srs.b_g2[b_in..], &b_aux)?;
-    mark("b_g2");
-    let msm = t.elapsed();
+    let witness = || -> Result<WitnessSums, ProverError> {
+        let b_input = dense(&input, &b_input_density);
+        let b_aux = dense(&aux, &b_aux_density);
+        let ((l, a), (b_g1, b_g2)) = both(
+            overlap,
+            || {
+                both(
+                    overlap,
+                    || timed("l", || backend.msm_g1(&srs.l, &aux)),
+                    || {
+                        timed("a", || {
+                            Ok(backend.msm_g1(&srs.a[..n_in], &input)?
+                                + backend.msm_g1(&srs.a[n_in..], &dense(&aux, &a_aux_density))?)
+                        })
+                    },
+                )
+            },
+            || {
+                both(
+                    overlap,
+                    || {
+                        timed("b_g1", || {
+                            Ok(backend.msm_g1(&srs.b_g1[..b_in], &b_input)?
+                                + backend.msm_g1(&srs.b_g1[b_in..], &b_aux)?)
+                        })
+                    },
+                    || {
+                        timed("b_g2", || {
+                            Ok(backend.msm_g2(&srs.b_g2[..b_in], &b_input)?
+                                + backend.msm_g2(&srs.b_g2[b_in..], &b_aux)?)
+                        })
+                    },
+                )
+            },
+        );
+        Ok(WitnessSums {
+            l: l?,
+            a: a?,
+            b_g1: b_g1?,
+            b_g2: b_g2?,
+        })
+    };
+    let (h_result, witness_result) = both(overlap, h_chain, witness);
+    let (h_acc, quotient) = h_result?;
+    let WitnessSums {
+        l: l_acc,
+        a: a_acc,
+        b_g1: b1_acc,
+        b_g2: b2_acc,
+    } = witness_result?;
+    let msm = start.elapsed().saturating_sub(quotient);
 
     let vk = &srs.vk;
     let g_a = vk.delta_g1 * r + vk.alpha_g1 + a_acc;

@@ -19,8 +19,8 @@ use buckets::Buckets;
 use curve::Curve;
 use digits::{window_count, WindowDigits};
 
-/// Below this many points the window bookkeeping outweighs the savings.
-pub const MIN_POINTS: usize = 64;
+/// The smallest chunk of points worth its own buckets when an MSM is split for more tasks.
+const MIN_CHUNK: usize = 1 << 15;
 
 /// Relative cost of one batch-affine bucket addition and of one bucket in the final running
 /// sum (two projective additions), in field products; only their ratio matters.
@@ -42,6 +42,17 @@ fn window_width(n: usize) -> u32 {
         .unwrap_or(8)
 }
 
+/// Into how many chunks to split `n` points so that `threads` have enough tasks.
+///
+/// Windows are the natural unit of parallel work. With fewer than about two windows per
+/// thread (small MSMs on many cores) the points are split as well, but never into chunks
+/// below [`MIN_CHUNK`] points, where each chunk's own bucket reduction would start to cost
+/// more than the better balance saves.
+fn chunk_count(n: usize, threads: usize) -> usize {
+    let windows = window_count(window_width(n)) as usize;
+    (2 * threads).div_ceil(windows).min(n / MIN_CHUNK).max(1)
+}
+
 /// Σ scalars[i]·points[i], scalars as canonical little-endian limbs below 2^255.
 ///
 /// # Panics
@@ -57,12 +68,7 @@ pub fn msm<C: Curve>(points: &[C::Affine], scalars: &[[u64; 4]]) -> C::Proj {
         return C::Proj::default();
     }
     let threads = rayon::current_num_threads().max(1);
-    // Windows are the natural unit of parallel work; split the points as well only when
-    // there are fewer windows than threads.
-    let c0 = window_width(n);
-    let chunks = threads
-        .div_ceil(window_count(c0) as usize)
-        .min(n.div_ceil(MIN_POINTS));
+    let chunks = chunk_count(n, threads);
     let chunk_len = n.div_ceil(chunks);
     let c = window_width(chunk_len);
     let windows = window_count(c);
@@ -206,5 +212,31 @@ mod tests {
             let want: G2Projective = points.iter().zip(&s).map(|(p, k)| *p * k).sum();
             assert_eq!(g2_msm(&points, &s), want, "n = {n}");
         }
+    }
+
+    #[test]
+    fn split_into_chunks_on_many_threads_matches_blst() {
+        // 16 threads and 2^16 + 3 points make two chunks per window (and a short last one).
+        let n = (1 << 16) + 3;
+        assert!(chunk_count(n, 16) > 1);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(14);
+        let distinct: Vec<G1Affine> = (0..256)
+            .map(|_| G1Projective::random(&mut rng).to_affine())
+            .collect();
+        let points: Vec<G1Affine> = (0..n).map(|i| distinct[i % 256]).collect();
+        let s = scalars(n, &mut rng);
+        let bytes: Vec<u8> = s.iter().flat_map(|k| k.to_bytes_le()).collect();
+        // SAFETY: blstrs' G1Affine is a transparent wrapper over blst_p1_affine.
+        let raw = unsafe {
+            std::slice::from_raw_parts(points.as_ptr() as *const blst_p1_affine, points.len())
+        };
+        let want: blst_p1 = blst::MultiPoint::mult(raw, &bytes, 255);
+        // SAFETY: blstrs' G1Projective is a transparent wrapper over blst_p1.
+        let want = unsafe { std::mem::transmute::<blst_p1, G1Projective>(want) };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(16)
+            .build()
+            .unwrap();
+        assert_eq!(pool.install(|| g1_msm(&points, &s)), want);
     }
 }
