@@ -282,7 +282,8 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
     fn circuit(&self, k: usize) -> Result<StackedCircuit<Tree, DefaultPieceHasher>, ProveError> {
         <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
             &self.public_inputs,
-            Default::default(),
+            // The compound proof's component-private inputs are `()` for this circuit.
+            (),
             &self.vanilla[k],
             &self.pp.vanilla_params,
             Some(k),

@@ -162,7 +162,8 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let make = |k: usize| {
         <Compound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, EmptySectorUpdateCircuit<Tree>>>::circuit(
             &public_inputs,
-            Default::default(),
+            // The compound proof's component-private inputs are `()` for this circuit.
+            (),
             &vanilla[k],
             &pp.vanilla_params,
             Some(k),
