@@ -27,6 +27,34 @@ pub struct MsmBenchArgs {
 /// Distinct random bases; larger inputs tile them (as sppark's and our GPU benchmarks do).
 const DISTINCT_BASES: usize = 1 << 12;
 
+/// Times blst's Pippenger and ours on one curve at size 2^log, checks that both agree and
+/// prints a row. (A macro because blst's `MultiPoint` is implemented per raw point type.)
+macro_rules! bench_size {
+    ($curve:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty, $ours:path,
+     $log:expr, $args:expr, $rng:expr) => {{
+        let log = $log;
+        let n = 1usize << log;
+        let distinct: Vec<$affine> = (0..DISTINCT_BASES.min(n))
+            .map(|_| <$proj>::random(&mut $rng).to_affine())
+            .collect();
+        let bases: Vec<$affine> = (0..n).map(|i| distinct[i % distinct.len()]).collect();
+        let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut $rng)).collect();
+        let bytes = scalar_bytes(&scalars);
+        // SAFETY: blstrs' affine and projective points are transparent wrappers over blst's.
+        let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, n) };
+        let (t_ref, reference) = median($args.timed_runs, || raw.mult(&bytes, 255));
+        let (t_ours, ours) = median($args.timed_runs, || $ours(&bases, &scalars));
+        // SAFETY: as above.
+        let reference = unsafe { std::mem::transmute::<$raw_proj, $proj>(reference) };
+        let name = stringify!($curve);
+        anyhow::ensure!(
+            reference == ours,
+            "{name} 2^{log}: results differ from blst's"
+        );
+        row(name, log, t_ref, t_ours);
+    }};
+}
+
 /// Runs the benchmark and prints one row per curve and size.
 pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.timed_runs > 0, "--timed-runs must be at least 1");
@@ -41,38 +69,30 @@ pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
         "curve", "size", "blst ms", "cuzk ms", "ratio", "blst cpu", "cuzk cpu", "ratio"
     );
     for &log in &args.g1 {
-        let n = 1usize << log;
-        let distinct: Vec<G1Affine> = (0..DISTINCT_BASES.min(n))
-            .map(|_| G1Projective::random(&mut rng).to_affine())
-            .collect();
-        let bases: Vec<G1Affine> = (0..n).map(|i| distinct[i % distinct.len()]).collect();
-        let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
-        let bytes = scalar_bytes(&scalars);
-        // SAFETY: blstrs' affine and projective points are transparent wrappers over blst's.
-        let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const blst_p1_affine, n) };
-        let (t_ref, reference) = median(args.timed_runs, || raw.mult(&bytes, 255));
-        let (t_ours, ours) = median(args.timed_runs, || msm::msm_g1(&bases, &scalars));
-        // SAFETY: as above.
-        let reference = unsafe { std::mem::transmute::<blst_p1, G1Projective>(reference) };
-        anyhow::ensure!(reference == ours, "G1 2^{log}: results differ from blst's");
-        row("G1", log, t_ref, t_ours);
+        bench_size!(
+            G1,
+            G1Affine,
+            G1Projective,
+            blst_p1_affine,
+            blst_p1,
+            msm::msm_g1,
+            log,
+            args,
+            rng
+        );
     }
     for &log in &args.g2 {
-        let n = 1usize << log;
-        let distinct: Vec<G2Affine> = (0..DISTINCT_BASES.min(n))
-            .map(|_| G2Projective::random(&mut rng).to_affine())
-            .collect();
-        let bases: Vec<G2Affine> = (0..n).map(|i| distinct[i % distinct.len()]).collect();
-        let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
-        let bytes = scalar_bytes(&scalars);
-        // SAFETY: as for G1.
-        let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const blst_p2_affine, n) };
-        let (t_ref, reference) = median(args.timed_runs, || raw.mult(&bytes, 255));
-        let (t_ours, ours) = median(args.timed_runs, || msm::msm_g2(&bases, &scalars));
-        // SAFETY: as above.
-        let reference = unsafe { std::mem::transmute::<blst_p2, G2Projective>(reference) };
-        anyhow::ensure!(reference == ours, "G2 2^{log}: results differ from blst's");
-        row("G2", log, t_ref, t_ours);
+        bench_size!(
+            G2,
+            G2Affine,
+            G2Projective,
+            blst_p2_affine,
+            blst_p2,
+            msm::msm_g2,
+            log,
+            args,
+            rng
+        );
     }
     Ok(())
 }

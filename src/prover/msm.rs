@@ -2,9 +2,10 @@
 //!
 //! Most of a Filecoin witness is 0 or 1 (the boolean gadgets of SHA-256 and the Merkle
 //! paths). Scalars are classified first: zeros are dropped, the points of ones are summed with
-//! blst's batch-affine addition, and only the remaining scalars go through blst's (multi-
-//! threaded) Pippenger. On a PoRep partition this removes most of the work of the A, B and L
-//! queries.
+//! blst's batch-affine addition, and only the remaining scalars go through a Pippenger
+//! multiplication: ours (`super::pippenger`, batch-affine buckets) from
+//! [`pippenger::MIN_POINTS`] on, blst's below. On a PoRep partition this removes most of the
+//! work of the A, B and L queries.
 
 use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine, MultiPoint};
 
@@ -115,6 +116,14 @@ macro_rules! cpu_msm {
             }
             if full.len() <= NAIVE_LIMIT {
                 acc += full.iter().map(|&i| bases[i] * scalars[i]).sum::<$proj>();
+            } else if full.len() < pippenger::MIN_POINTS {
+                let bytes: Vec<u8> = full
+                    .iter()
+                    .flat_map(|&i| scalars[i].to_bytes_le())
+                    .collect();
+                let raw: $raw_proj = gather(&full).as_slice().mult(&bytes, 255);
+                // SAFETY: as above, a transparent wrapper over the same raw point.
+                acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
             } else if full.len() == bases.len() {
                 // Every scalar is full-width (the H query): no copy of the bases.
                 // SAFETY: transparent wrapper, as above; the slice keeps its length.
@@ -204,13 +213,41 @@ mod tests {
     #[test]
     fn all_full_scalars_take_the_no_copy_path() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(9);
-        let n = 257;
+        let n = pippenger::MIN_POINTS + 1;
         let bases: Vec<G1Affine> = (0..n)
             .map(|_| G1Projective::random(&mut rng).to_affine())
             .collect();
         let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
         assert_eq!(scalar_classes(&scalars).full, n);
         assert_eq!(msm_g1(&bases, &scalars), naive(&bases, &scalars));
+    }
+
+    #[test]
+    fn large_mixed_msm_takes_our_pippenger_and_matches_blst() {
+        // Enough full-width scalars (3/4 of 12,000) for the Pippenger path with gathered bases.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(10);
+        let n = 12_000;
+        let distinct: Vec<G1Affine> = (0..64)
+            .map(|_| G1Projective::random(&mut rng).to_affine())
+            .collect();
+        let bases: Vec<G1Affine> = (0..n).map(|i| distinct[i % 64]).collect();
+        let scalars: Vec<Scalar> = (0..n)
+            .map(|i| {
+                if i % 4 == 0 {
+                    Scalar::ONE
+                } else {
+                    Scalar::random(&mut rng)
+                }
+            })
+            .collect();
+        assert!(scalar_classes(&scalars).full >= pippenger::MIN_POINTS);
+        let bytes: Vec<u8> = scalars.iter().flat_map(|s| s.to_bytes_le()).collect();
+        // SAFETY: transparent wrappers over blst's raw points, as in the code under test.
+        let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const blst_p1_affine, n) };
+        let want = raw.mult(&bytes, 255);
+        // SAFETY: as above.
+        let want = unsafe { std::mem::transmute::<blst_p1, G1Projective>(want) };
+        assert_eq!(msm_g1(&bases, &scalars), want);
     }
 
     #[test]
