@@ -1,10 +1,10 @@
-//! The CPU backend: rayon NTTs and blst's Pippenger.
+//! The CPU backend: rayon NTTs and a batch-affine Pippenger (blst's for small MSMs).
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 
 use super::{msm, ntt, Backend, ProverError};
 
-/// Proves on the CPU with every core rayon and blst are given.
+/// Proves on the CPU with every core rayon (and, for small MSMs, blst) is given.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CpuBackend;
 
