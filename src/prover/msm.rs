@@ -66,18 +66,14 @@ pub fn scalar_classes(scalars: &[Scalar]) -> ScalarClasses {
     }
 }
 
-/// The canonical little-endian limbs of the selected scalars (all of them when `idx` is
-/// `None`).
+/// The canonical limbs of the selected scalars (all of them when `idx` is `None`).
 fn scalar_limbs(scalars: &[Scalar], idx: Option<&[usize]>) -> Vec<[u64; 4]> {
-    let limbs = |s: &Scalar| {
-        let b = s.to_bytes_le();
-        std::array::from_fn(|k| {
-            u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8-byte chunk"))
-        })
-    };
     match idx {
-        Some(idx) => idx.par_iter().map(|&i| limbs(&scalars[i])).collect(),
-        None => scalars.par_iter().map(limbs).collect(),
+        Some(idx) => idx
+            .par_iter()
+            .map(|&i| pippenger::scalar_limbs(&scalars[i]))
+            .collect(),
+        None => scalars.par_iter().map(pippenger::scalar_limbs).collect(),
     }
 }
 

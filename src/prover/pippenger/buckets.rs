@@ -39,6 +39,8 @@ pub struct Buckets<'a, C: Curve> {
     denominators: Vec<C::F>,
     prefix: Vec<C::F>,
     cap: usize,
+    /// The field's one, kept because blst makes it with a product.
+    one: C::F,
 }
 
 impl<'a, C: Curve> Buckets<'a, C> {
@@ -62,6 +64,7 @@ impl<'a, C: Curve> Buckets<'a, C> {
             denominators: vec![C::F::default(); cap],
             prefix: vec![C::F::default(); cap],
             cap,
+            one: C::F::one(),
         }
     }
 
@@ -178,7 +181,7 @@ impl<'a, C: Curve> Buckets<'a, C> {
         if n == 0 {
             return;
         }
-        let one = C::F::one();
+        let one = self.one;
         let mut running = one;
         for k in 0..n {
             let (x1, y1, x2, y2) = self.operands(&self.batch[k]);

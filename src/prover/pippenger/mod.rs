@@ -31,12 +31,20 @@ const MIN_CHUNK: usize = 1 << 15;
 const COST_ADD: usize = 7;
 const COST_BUCKET: usize = 27;
 
+/// `CUZK_CPU_MSM_C`, a window width forced for sweeps, read once per process.
+fn forced_window_width() -> Option<u32> {
+    static FORCED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| {
+        std::env::var("CUZK_CPU_MSM_C")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|c| (2..=24).contains(c))
+    })
+}
+
 /// The window width that minimises the estimated work for `n` points in one chunk.
 fn window_width(n: usize) -> u32 {
-    if let Some(c) = std::env::var("CUZK_CPU_MSM_C")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(c) = forced_window_width() {
         return c;
     }
     (2u32..=20)
@@ -55,6 +63,16 @@ fn window_width(n: usize) -> u32 {
 fn chunk_count(n: usize, threads: usize) -> usize {
     let windows = window_count(window_width(n)) as usize;
     (2 * threads).div_ceil(windows).min(n / MIN_CHUNK).max(1)
+}
+
+/// The canonical little-endian 64-bit limbs of `s`, the form [`msm`] takes its scalars in.
+pub fn scalar_limbs(s: &blstrs::Scalar) -> [u64; 4] {
+    let b = s.to_bytes_le();
+    std::array::from_fn(|k| {
+        let mut limb = [0u8; 8];
+        limb.copy_from_slice(&b[8 * k..8 * k + 8]);
+        u64::from_le_bytes(limb)
+    })
 }
 
 /// Σ scalars[i]·points[i], scalars as canonical little-endian limbs below 2^255.
@@ -126,17 +144,12 @@ mod tests {
     use group::{prime::PrimeCurveAffine, Curve as _, Group};
     use rand::SeedableRng;
 
-    fn limbs(s: &Scalar) -> [u64; 4] {
-        let b = s.to_bytes_le();
-        std::array::from_fn(|k| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().unwrap()))
-    }
-
     fn g1_msm(points: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
         // SAFETY: blstrs' G1Affine is a transparent wrapper over blst_p1_affine.
         let raw = unsafe {
             std::slice::from_raw_parts(points.as_ptr() as *const blst_p1_affine, points.len())
         };
-        let limbs: Vec<[u64; 4]> = scalars.iter().map(limbs).collect();
+        let limbs: Vec<[u64; 4]> = scalars.iter().map(scalar_limbs).collect();
         let out: blst_p1 = msm::<curve::G1>(raw, &limbs);
         // SAFETY: blstrs' G1Projective is a transparent wrapper over blst_p1.
         unsafe { std::mem::transmute::<blst_p1, G1Projective>(out) }
@@ -147,7 +160,7 @@ mod tests {
         let raw = unsafe {
             std::slice::from_raw_parts(points.as_ptr() as *const blst_p2_affine, points.len())
         };
-        let limbs: Vec<[u64; 4]> = scalars.iter().map(limbs).collect();
+        let limbs: Vec<[u64; 4]> = scalars.iter().map(scalar_limbs).collect();
         let out: blst_p2 = msm::<curve::G2>(raw, &limbs);
         // SAFETY: blstrs' G2Projective is a transparent wrapper over blst_p2.
         unsafe { std::mem::transmute::<blst_p2, G2Projective>(out) }
