@@ -6,6 +6,7 @@
 //! only one addition per batch (its value changes), so a second point for a busy bucket
 //! waits in a deferred list until the batch has been applied.
 
+use super::batch::{Addition, AffineBatch};
 use super::curve::{Coord, Curve};
 
 /// Additions per batch: large enough that the one inversion per batch is cheap, small
@@ -36,8 +37,11 @@ pub struct Buckets<'a, C: Curve> {
     deferred: Vec<Pending>,
     /// Projective overflow buckets, allocated on first use.
     spill: Vec<C::Proj>,
-    denominators: Vec<C::F>,
-    prefix: Vec<C::F>,
+    /// The batch's additions as the solver takes them, whether each cancels, and the sums.
+    adds: Vec<Addition<C::F>>,
+    cancels: Vec<bool>,
+    sums: Vec<(C::F, C::F)>,
+    solver: <C::F as Coord>::Batch,
     cap: usize,
     /// The field's one, kept because blst makes it with a product.
     one: C::F,
@@ -61,8 +65,10 @@ impl<'a, C: Curve> Buckets<'a, C> {
             batch: Vec::with_capacity(cap),
             deferred: Vec::with_capacity(cap),
             spill: Vec::new(),
-            denominators: vec![C::F::default(); cap],
-            prefix: vec![C::F::default(); cap],
+            adds: vec![Addition::default(); cap],
+            cancels: vec![false; cap],
+            sums: vec![(C::F::default(), C::F::default()); cap],
+            solver: <C::F as Coord>::Batch::new(cap),
             cap,
             one: C::F::one(),
         }
@@ -181,46 +187,59 @@ impl<'a, C: Curve> Buckets<'a, C> {
         if n == 0 {
             return;
         }
-        let one = self.one;
-        let mut running = one;
         for k in 0..n {
             let (x1, y1, x2, y2) = self.operands(&self.batch[k]);
-            // x₁ = x₂ means the same point (doubling, denominator 2y) or its negation (the
-            // sum is the identity; a dummy denominator keeps the product invertible).
-            let d = if !x1.eq(&x2) {
-                x2.sub(&x1)
-            } else if y1.eq(&y2) && !y1.is_zero() {
-                y1.add(&y1)
-            } else {
-                one
-            };
-            self.denominators[k] = d;
-            self.prefix[k] = running;
-            running = running.mul(&d);
+            (self.adds[k], self.cancels[k]) = addition(x1, y1, x2, y2, self.one);
         }
-        let mut inv = running.inverse();
-        for k in (0..n).rev() {
-            let p = self.batch[k];
-            let b = p.bucket as usize;
-            let d_inv = inv.mul(&self.prefix[k]);
-            inv = inv.mul(&self.denominators[k]);
-            self.state[b] = FILLED;
-            let (x1, y1, x2, y2) = self.operands(&p);
-            let lambda = if !x1.eq(&x2) {
-                y2.sub(&y1).mul(&d_inv)
-            } else if y1.eq(&y2) && !y1.is_zero() {
-                let xx = x1.sqr();
-                xx.add(&xx).add(&xx).mul(&d_inv)
-            } else {
+        self.solver.solve(&self.adds[..n], &mut self.sums[..n]);
+        for k in 0..n {
+            let b = self.batch[k].bucket as usize;
+            if self.cancels[k] {
                 self.state[b] = 0;
-                continue;
-            };
-            let x3 = lambda.sqr().sub(&x1).sub(&x2);
-            let y3 = lambda.mul(&x1.sub(&x3)).sub(&y1);
-            self.value[b] = C::from_xy(x3, y3);
+            } else {
+                let (x3, y3) = self.sums[k];
+                self.value[b] = C::from_xy(x3, y3);
+                self.state[b] = FILLED;
+            }
         }
         self.batch.clear();
     }
+}
+
+/// The affine addition (x₁, y₁) + (x₂, y₂) as the batch solver takes it, and whether the
+/// two points cancel (their sum is the identity).
+#[inline(always)]
+fn addition<F: Coord>(x1: F, y1: F, x2: F, y2: F, one: F) -> (Addition<F>, bool) {
+    if !x1.eq(&x2) {
+        let add = Addition {
+            den: x2.sub(&x1),
+            num: y2.sub(&y1),
+            sum_x: x1.add(&x2),
+            x1,
+            y1,
+        };
+        return (add, false);
+    }
+    // x₁ = x₂: the same point (a doubling, slope 3x²/2y) or its negation (the identity; a
+    // dummy denominator of one keeps the batch's product invertible).
+    if y1.eq(&y2) && !y1.is_zero() {
+        let xx = x1.sqr();
+        let add = Addition {
+            den: y1.add(&y1),
+            num: xx.add(&xx).add(&xx),
+            sum_x: x1.add(&x1),
+            x1,
+            y1,
+        };
+        return (add, false);
+    }
+    let add = Addition {
+        den: one,
+        x1,
+        y1,
+        ..Addition::default()
+    };
+    (add, true)
 }
 
 /// Asks the CPU to bring `value` into the cache: the batch reads each bucket only when it

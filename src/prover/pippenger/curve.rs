@@ -6,6 +6,7 @@
 //! about six products. The traits below expose exactly the operations that scheme uses, for
 //! G1 (coordinates in Fp) and G2 (coordinates in Fp2), on blst's Montgomery-form values.
 
+use super::batch::{AffineBatch, ScalarBatch};
 use super::fp;
 use blst::{
     blst_fp, blst_fp2, blst_p1, blst_p1_add_or_double, blst_p1_add_or_double_affine,
@@ -17,6 +18,8 @@ use blst::{
 ///
 /// blst keeps every result fully reduced, so equal field elements have equal limbs.
 pub trait Coord: Copy + Default + Send + Sync {
+    /// The fastest solver of batched affine additions for this field on this CPU.
+    type Batch: AffineBatch<Self>;
     /// The multiplicative identity.
     fn one() -> Self;
     /// `self + b`.
@@ -55,6 +58,10 @@ fn fp_one() -> blst_fp {
 }
 
 impl Coord for blst_fp {
+    #[cfg(target_arch = "x86_64")]
+    type Batch = super::fp52::Fp52Batch;
+    #[cfg(not(target_arch = "x86_64"))]
+    type Batch = ScalarBatch<blst_fp>;
     fn one() -> Self {
         fp_one()
     }
@@ -101,6 +108,7 @@ macro_rules! fp2_map {
 }
 
 impl Coord for blst_fp2 {
+    type Batch = ScalarBatch<blst_fp2>;
     fn one() -> Self {
         blst_fp2 {
             fp: [fp_one(), blst_fp::default()],

@@ -8,10 +8,12 @@
 //! recodes its window's digits on its own (see [`digits`]), fills its buckets and reduces
 //! them, and the window sums are combined by doubling at the end.
 
+mod batch;
 mod buckets;
 pub mod curve;
 mod digits;
 mod fp;
+mod fp52;
 
 use rayon::prelude::*;
 
