@@ -60,7 +60,7 @@ pub fn format_size(bytes: u64) -> String {
         ("MiB", 1 << 20),
         ("KiB", 1 << 10),
     ] {
-        if bytes >= m && bytes % m == 0 {
+        if bytes >= m && bytes.is_multiple_of(m) {
             return format!("{}{name}", bytes / m);
         }
     }
@@ -113,12 +113,12 @@ pub fn format_duration(d: Duration) -> String {
     if ms == 0 {
         return "0s".into();
     }
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let s = ms / 1000;
     for (unit, n) in [("d", 86_400u128), ("h", 3600), ("m", 60)] {
-        if s % n == 0 {
+        if s.is_multiple_of(n) {
             return format!("{}{unit}", s / n);
         }
     }

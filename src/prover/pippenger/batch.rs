@@ -52,9 +52,9 @@ impl<F: Coord> AffineBatch<F> for ScalarBatch<F> {
         }
         let mut running = adds[0].den;
         self.prefix[0] = F::one();
-        for k in 1..n {
-            self.prefix[k] = running;
-            running = running.mul(&adds[k].den);
+        for (prefix, a) in self.prefix[1..n].iter_mut().zip(&adds[1..]) {
+            *prefix = running;
+            running = running.mul(&a.den);
         }
         let mut inv = running.inverse();
         for k in (0..n).rev() {
