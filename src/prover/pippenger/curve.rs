@@ -6,7 +6,9 @@
 //! about six products. The traits below expose exactly the operations that scheme uses, for
 //! G1 (coordinates in Fp) and G2 (coordinates in Fp2), on blst's Montgomery-form values.
 
-use super::batch::{AffineBatch, ScalarBatch};
+use super::batch::AffineBatch;
+#[cfg(not(target_arch = "x86_64"))]
+use super::batch::ScalarBatch;
 use super::fp;
 use blst::{
     blst_fp, blst_fp2, blst_p1, blst_p1_add_or_double, blst_p1_add_or_double_affine,
@@ -59,7 +61,7 @@ fn fp_one() -> blst_fp {
 
 impl Coord for blst_fp {
     #[cfg(target_arch = "x86_64")]
-    type Batch = super::fp52::Fp52Batch;
+    type Batch = super::simd_batch::G1Batch;
     #[cfg(not(target_arch = "x86_64"))]
     type Batch = ScalarBatch<blst_fp>;
     fn one() -> Self {
@@ -108,6 +110,9 @@ macro_rules! fp2_map {
 }
 
 impl Coord for blst_fp2 {
+    #[cfg(target_arch = "x86_64")]
+    type Batch = super::simd_batch::G2Batch;
+    #[cfg(not(target_arch = "x86_64"))]
     type Batch = ScalarBatch<blst_fp2>;
     fn one() -> Self {
         blst_fp2 {

@@ -1,4 +1,4 @@
-//! Eight Fp products at once with AVX-512 IFMA, for the G1 batch of affine additions.
+//! Eight Fp (and Fp2) products at once with AVX-512 IFMA, for batches of affine additions.
 //!
 //! blst multiplies one Fp element at a time with 64-bit `mulx`; in the bucket phase of an MSM
 //! those products are most of the time. The additions of a batch are independent, so eight
@@ -24,7 +24,8 @@ use std::arch::x86_64::{
 
 use blst::blst_fp;
 
-use super::batch::{Addition, AffineBatch, ScalarBatch};
+use blst::blst_fp2;
+
 use super::curve::Coord;
 
 /// Field elements per vector.
@@ -62,7 +63,7 @@ pub fn available() -> bool {
 /// so that a word of all lanes is one vector load.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
-struct Words([[u64; LANES]; 6]);
+pub struct Words([[u64; LANES]; 6]);
 
 impl Words {
     fn set(&mut self, lane: usize, x: &blst_fp) {
@@ -80,7 +81,7 @@ impl Words {
 
 /// Eight field elements in radix 2^52, limb i of every lane in `l[i]`.
 #[derive(Clone, Copy)]
-struct Fp8 {
+pub struct Fp8 {
     l: [__m512i; 8],
 }
 
@@ -263,151 +264,174 @@ impl Fp8 {
     }
 }
 
-/// The G1 batch solver: eight additions per vector where the CPU has IFMA, else
-/// [`ScalarBatch`].
-pub enum Fp52Batch {
-    /// The vector path, with its scratch space.
-    Vector(Box<VectorScratch>),
-    /// No IFMA on this CPU (or `CUZK_CPU_SIMD=off`).
-    Scalar(ScalarBatch<blst_fp>),
+/// Eight Fp2 elements c₀ + c₁·u (u² = −1), as two [`Fp8`].
+#[derive(Clone, Copy)]
+pub struct Fp2x8 {
+    c0: Fp8,
+    c1: Fp8,
 }
 
-/// Staged inputs and outputs of one batch, grouped by eight, and the prefix products.
-#[derive(Default)]
-pub struct VectorScratch {
-    den: Vec<Words>,
-    num: Vec<Words>,
-    sum_x: Vec<Words>,
-    x1: Vec<Words>,
-    y1: Vec<Words>,
-    prefix: Vec<Words>,
-    out_x: Vec<Words>,
-    out_y: Vec<Words>,
-}
-
-impl AffineBatch<blst_fp> for Fp52Batch {
-    fn new(cap: usize) -> Self {
-        if !available() {
-            return Fp52Batch::Scalar(ScalarBatch::new(cap));
-        }
-        let groups = cap.div_ceil(LANES);
-        let rows = || vec![Words::default(); groups];
-        Fp52Batch::Vector(Box::new(VectorScratch {
-            den: rows(),
-            num: rows(),
-            sum_x: rows(),
-            x1: rows(),
-            y1: rows(),
-            prefix: rows(),
-            out_x: rows(),
-            out_y: rows(),
-        }))
-    }
-
-    fn solve(&mut self, adds: &[Addition<blst_fp>], out: &mut [(blst_fp, blst_fp)]) {
-        match self {
-            Fp52Batch::Scalar(s) => s.solve(adds, out),
-            Fp52Batch::Vector(v) => {
-                v.stage(adds);
-                let groups = adds.len().div_ceil(LANES);
-                let totals = {
-                    // SAFETY: `Vector` is only built when `available()` found AVX-512F and
-                    // IFMA on this CPU.
-                    unsafe { v.prefix_products(groups) }
-                };
-                let inverses = lane_inverses(&totals);
-                // SAFETY: as above.
-                unsafe { v.backward(groups, &inverses) };
-                v.unstage(out);
-            }
-        }
-    }
-}
-
-impl VectorScratch {
-    /// Copies the additions into word-major groups of eight; the lanes past the end get
-    /// denominator one, so the products stay invertible.
-    fn stage(&mut self, adds: &[Addition<blst_fp>]) {
-        let one = blst_fp::one();
-        let groups = adds.len().div_ceil(LANES);
-        for k in adds.len()..groups * LANES {
-            self.den[k / LANES].set(k % LANES, &one);
-        }
-        for (k, a) in adds.iter().enumerate() {
-            let (g, lane) = (k / LANES, k % LANES);
-            self.den[g].set(lane, &a.den);
-            self.num[g].set(lane, &a.num);
-            self.sum_x[g].set(lane, &a.sum_x);
-            self.x1[g].set(lane, &a.x1);
-            self.y1[g].set(lane, &a.y1);
-        }
-    }
-
-    fn unstage(&self, out: &mut [(blst_fp, blst_fp)]) {
-        for (k, o) in out.iter_mut().enumerate() {
-            let (g, lane) = (k / LANES, k % LANES);
-            *o = (self.out_x[g].get(lane), self.out_y[g].get(lane));
-        }
-    }
-
-    /// Running products of the denominators per lane, each group's value before its own
-    /// factor kept in `prefix`; returns the eight lane totals.
+impl Fp2x8 {
+    /// Karatsuba: three Fp products. The sums a₀ + a₁ stay below 2p, which the product
+    /// accepts.
+    #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
-    fn prefix_products(&mut self, groups: usize) -> Words {
-        let mut ones = Words::default();
-        let one = blst_fp::one();
-        for lane in 0..LANES {
-            ones.set(lane, &one);
+    fn mul(a: &Fp2x8, b: &Fp2x8) -> Fp2x8 {
+        let t0 = Fp8::mul(&a.c0, &b.c0);
+        let t1 = Fp8::mul(&a.c1, &b.c1);
+        let t2 = Fp8::mul(&Fp8::add_raw(&a.c0, &a.c1), &Fp8::add_raw(&b.c0, &b.c1));
+        Fp2x8 {
+            c0: Fp8::sub(&t0, &t1),
+            c1: Fp8::sub(&Fp8::sub(&t2, &t0), &t1),
         }
-        let mut running = Fp8::load(&ones);
-        for g in 0..groups {
-            running.store(&mut self.prefix[g]);
-            running = Fp8::mul(&running, &Fp8::load(&self.den[g]));
-        }
-        let mut totals = Words::default();
-        running.store(&mut totals);
-        totals
     }
 
-    /// Walks the groups backwards: each denominator's inverse from the lane's running
-    /// inverse and prefix, then the slope and the sum.
+    /// (a₀ + a₁)(a₀ − a₁) + 2a₀a₁·u: two Fp products.
+    #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
-    fn backward(&mut self, groups: usize, inverses: &Words) {
-        let mut inv = Fp8::load(inverses);
-        for g in (0..groups).rev() {
-            let den_inv = Fp8::mul(&inv, &Fp8::load(&self.prefix[g]));
-            inv = Fp8::mul(&inv, &Fp8::load(&self.den[g]));
-            let lambda = Fp8::mul(&Fp8::load(&self.num[g]), &den_inv);
-            let x3 = Fp8::sub(&Fp8::mul(&lambda, &lambda), &Fp8::load(&self.sum_x[g]));
-            let dx = Fp8::sub(&Fp8::load(&self.x1[g]), &x3);
-            let y3 = Fp8::sub(&Fp8::mul(&lambda, &dx), &Fp8::load(&self.y1[g]));
-            x3.store(&mut self.out_x[g]);
-            y3.store(&mut self.out_y[g]);
+    fn sqr(a: &Fp2x8) -> Fp2x8 {
+        let sum = Fp8::add_raw(&a.c0, &a.c1);
+        let diff = Fp8::sub(&a.c0, &a.c1);
+        Fp2x8 {
+            c0: Fp8::mul(&sum, &diff),
+            c1: Fp8::mul(&Fp8::add_raw(&a.c0, &a.c0), &a.c1),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn sub(a: &Fp2x8, b: &Fp2x8) -> Fp2x8 {
+        Fp2x8 {
+            c0: Fp8::sub(&a.c0, &b.c0),
+            c1: Fp8::sub(&a.c1, &b.c1),
         }
     }
 }
 
-/// The inverses of the eight lane totals with one field inversion (Montgomery's trick again,
-/// in scalar code: it runs once per batch).
-fn lane_inverses(totals: &Words) -> Words {
-    let t: [blst_fp; LANES] = std::array::from_fn(|lane| totals.get(lane));
-    let mut prefix = [blst_fp::one(); LANES];
-    for lane in 1..LANES {
-        prefix[lane] = prefix[lane - 1].mul(&t[lane - 1]);
+/// Eight elements of a coordinate field in vector registers, and their form in memory.
+pub trait Packed: Copy {
+    /// The element as blst stores it.
+    type Elem: Coord;
+    /// Eight elements, word-major.
+    type Store: Copy + Default + Send;
+
+    /// Writes lane `lane` of `store`.
+    fn set(store: &mut Self::Store, lane: usize, x: &Self::Elem);
+    /// Reads lane `lane` of `store`.
+    fn get(store: &Self::Store, lane: usize) -> Self::Elem;
+
+    /// Loads eight elements.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F and IFMA ([`available`]); likewise for every method below.
+    unsafe fn load(src: &Self::Store) -> Self;
+    /// Stores eight elements.
+    ///
+    /// # Safety
+    /// As for [`Packed::load`].
+    unsafe fn store(&self, dst: &mut Self::Store);
+    /// `a·b`.
+    ///
+    /// # Safety
+    /// As for [`Packed::load`].
+    unsafe fn mul(a: &Self, b: &Self) -> Self;
+    /// `a²`.
+    ///
+    /// # Safety
+    /// As for [`Packed::load`].
+    unsafe fn sqr(a: &Self) -> Self;
+    /// `a − b`.
+    ///
+    /// # Safety
+    /// As for [`Packed::load`].
+    unsafe fn sub(a: &Self, b: &Self) -> Self;
+}
+
+impl Packed for Fp8 {
+    type Elem = blst_fp;
+    type Store = Words;
+
+    fn set(store: &mut Words, lane: usize, x: &blst_fp) {
+        store.set(lane, x);
     }
-    let mut inv = prefix[LANES - 1].mul(&t[LANES - 1]).inverse();
-    let mut out = Words::default();
-    for lane in (0..LANES).rev() {
-        out.set(lane, &inv.mul(&prefix[lane]));
-        inv = inv.mul(&t[lane]);
+    fn get(store: &Words, lane: usize) -> blst_fp {
+        store.get(lane)
     }
-    out
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    unsafe fn load(src: &Words) -> Fp8 {
+        Fp8::load(src)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    unsafe fn store(&self, dst: &mut Words) {
+        Fp8::store(self, dst)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    unsafe fn mul(a: &Fp8, b: &Fp8) -> Fp8 {
+        Fp8::mul(a, b)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    unsafe fn sqr(a: &Fp8) -> Fp8 {
+        Fp8::mul(a, a)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    unsafe fn sub(a: &Fp8, b: &Fp8) -> Fp8 {
+        Fp8::sub(a, b)
+    }
+}
+
+impl Packed for Fp2x8 {
+    type Elem = blst_fp2;
+    type Store = [Words; 2];
+
+    fn set(store: &mut [Words; 2], lane: usize, x: &blst_fp2) {
+        store[0].set(lane, &x.fp[0]);
+        store[1].set(lane, &x.fp[1]);
+    }
+    fn get(store: &[Words; 2], lane: usize) -> blst_fp2 {
+        blst_fp2 {
+            fp: [store[0].get(lane), store[1].get(lane)],
+        }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    unsafe fn load(src: &[Words; 2]) -> Fp2x8 {
+        Fp2x8 {
+            c0: Fp8::load(&src[0]),
+            c1: Fp8::load(&src[1]),
+        }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    unsafe fn store(&self, dst: &mut [Words; 2]) {
+        self.c0.store(&mut dst[0]);
+        self.c1.store(&mut dst[1]);
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    unsafe fn mul(a: &Fp2x8, b: &Fp2x8) -> Fp2x8 {
+        Fp2x8::mul(a, b)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    unsafe fn sqr(a: &Fp2x8) -> Fp2x8 {
+        Fp2x8::sqr(a)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    unsafe fn sub(a: &Fp2x8, b: &Fp2x8) -> Fp2x8 {
+        Fp2x8::sub(a, b)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use blstrs::Fp;
+    use blstrs::{Fp, Fp2};
     use ff::Field;
     use rand::SeedableRng;
 
@@ -472,29 +496,52 @@ mod tests {
     }
 
     #[test]
-    fn vector_and_scalar_batches_agree() {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(53);
-        for n in [1usize, 7, 8, 9, 100, 1024] {
-            let adds: Vec<Addition<blst_fp>> = (0..n)
-                .map(|_| Addition {
-                    den: raw(Fp::random(&mut rng)),
-                    num: raw(Fp::random(&mut rng)),
-                    sum_x: raw(Fp::random(&mut rng)),
-                    x1: raw(Fp::random(&mut rng)),
-                    y1: raw(Fp::random(&mut rng)),
-                })
-                .collect();
-            let mut want = vec![(blst_fp::default(), blst_fp::default()); n];
-            ScalarBatch::new(n).solve(&adds, &mut want);
-            let mut got = want.clone();
-            got.fill((blst_fp::default(), blst_fp::default()));
-            let mut solver = Fp52Batch::new(n);
-            if matches!(solver, Fp52Batch::Scalar(_)) {
-                eprintln!("skipped: no AVX-512 IFMA on this CPU; the vector batch was not run");
-                return;
-            }
-            solver.solve(&adds, &mut got);
-            assert_eq!(got, want, "n = {n}");
+    fn fp2_products_and_squares_match_blst() {
+        if !available() {
+            eprintln!("skipped: no AVX-512 IFMA on this CPU (the scalar path is tested elsewhere)");
+            return;
         }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(54);
+        let v = values(&mut rng);
+        let elems: Vec<Fp2> = v
+            .iter()
+            .zip(v.iter().rev())
+            .map(|(&a, &b)| Fp2::new(a, b))
+            .chain([Fp2::ZERO, Fp2::ONE, -Fp2::ONE])
+            .collect();
+        for group in elems.chunks(LANES) {
+            for shift in [0, 1, 3] {
+                let mut wa = [Words::default(); 2];
+                let mut wb = [Words::default(); 2];
+                for (lane, a) in group.iter().enumerate() {
+                    let b = group[(lane + shift) % group.len()];
+                    Fp2x8::set(&mut wa, lane, &raw2(*a));
+                    Fp2x8::set(&mut wb, lane, &raw2(b));
+                }
+                let (mut prod, mut sq, mut diff) = (
+                    [Words::default(); 2],
+                    [Words::default(); 2],
+                    [Words::default(); 2],
+                );
+                // SAFETY: `available()` holds, so AVX-512F and IFMA are present.
+                unsafe {
+                    let (a, b) = (<Fp2x8 as Packed>::load(&wa), <Fp2x8 as Packed>::load(&wb));
+                    <Fp2x8 as Packed>::mul(&a, &b).store(&mut prod);
+                    <Fp2x8 as Packed>::sqr(&a).store(&mut sq);
+                    <Fp2x8 as Packed>::sub(&a, &b).store(&mut diff);
+                }
+                for (lane, a) in group.iter().enumerate() {
+                    let b = group[(lane + shift) % group.len()];
+                    assert_eq!(Fp2x8::get(&prod, lane), raw2(a * b));
+                    assert_eq!(Fp2x8::get(&sq, lane), raw2(a.square()));
+                    assert_eq!(Fp2x8::get(&diff, lane), raw2(a - b));
+                }
+            }
+        }
+    }
+
+    fn raw2(x: Fp2) -> blst::blst_fp2 {
+        // SAFETY: blstrs' Fp2 is a transparent wrapper over blst_fp2.
+        unsafe { std::mem::transmute::<Fp2, blst::blst_fp2>(x) }
     }
 }

@@ -14,6 +14,7 @@ pub mod curve;
 mod digits;
 mod fp;
 mod fp52;
+mod simd_batch;
 
 use rayon::prelude::*;
 
