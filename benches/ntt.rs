@@ -1,19 +1,21 @@
 //! CPU quotient benchmark: `cargo bench --bench ntt [-- LOG_SIZE…]`.
 //!
 //! For each domain size (2^18 … 2^22 unless sizes are given), times in one process
-//! `cuzk::prover::ntt::quotient`, the implementation it replaced (kept below, only here, as
-//! the "before" of docs/benchmarks.md) and bellperson 0.27's own CPU path — the
+//! `cuzk::prover::ntt::quotient` with blst's scalar products and with eight-lane AVX-512 IFMA
+//! products (where the CPU has them), the implementation it replaced (kept below, only here,
+//! as the "before" of docs/benchmarks.md) and bellperson 0.27's own CPU path — the
 //! `EvaluationDomain` sequence its prover runs (`ifft_many`, `coset_fft_many`, `mul_assign`,
 //! `sub_assign`, `divide_by_z_on_coset`, `icoset_fft`). Every result is checked to be
 //! identical to bellperson's. Prints the median, minimum and maximum of the runs and the ratios.
 //! `NTT_BENCH_RUNS` sets the number of runs (default 5, at least 3); `NTT_BENCH_ONLY` runs a
-//! single implementation, for profiling.
+//! single implementation, for profiling. The CPU time of each implementation's runs is
+//! printed beside the wall time, since other processes' load inflates it less.
 
 use std::time::{Duration, Instant};
 
 use bellperson::domain::EvaluationDomain;
 use blstrs::Scalar;
-use cuzk::prover::ntt;
+use cuzk::prover::ntt::{self, Arith};
 use ff::Field;
 use rand::SeedableRng;
 
@@ -387,7 +389,7 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// With `NTT_BENCH_ONLY=cuzk|before|bellperson`, runs only that implementation, `runs`
+/// With `NTT_BENCH_ONLY=cuzk|scalar|ifma|before|bellperson`, runs only that implementation, `runs`
 /// times per size, unchecked (for `perf record`), and prints wall and CPU times.
 fn only(which: &str, sizes: &[u32], runs: usize) {
     for &log_n in sizes {
@@ -399,9 +401,11 @@ fn only(which: &str, sizes: &[u32], runs: usize) {
             let cpu0 = cpu_time();
             let (_, t) = timed(|| match which {
                 "cuzk" => ntt::quotient(x, y, z).expect("quotient"),
+                "scalar" => ntt::quotient_using(x, y, z, Arith::Scalar).expect("quotient"),
+                "ifma" => ntt::quotient_using(x, y, z, Arith::Ifma).expect("quotient"),
                 "before" => old::quotient(x, y, z).expect("old quotient"),
                 "bellperson" => bellperson_quotient(x, y, z),
-                _ => panic!("NTT_BENCH_ONLY is cuzk, before or bellperson"),
+                _ => panic!("NTT_BENCH_ONLY is cuzk, scalar, ifma, before or bellperson"),
             });
             cpu.push(cpu_time() - cpu0);
             wall.push(t);
@@ -432,46 +436,111 @@ fn main() {
         only(&which, &sizes, runs);
         return;
     }
+    let ifma = Arith::best() == Arith::Ifma;
     println!(
-        "CPU quotient, {} rayon threads, median of {runs} runs [min–max]",
-        rayon::current_num_threads()
+        "CPU quotient, {} rayon threads, median of {runs} runs [min–max], wall and CPU time{}",
+        rayon::current_num_threads(),
+        if ifma {
+            ""
+        } else {
+            "; no IFMA row: this CPU lacks AVX-512 IFMA or CUZK_CPU_SIMD=off"
+        }
     );
     for log_n in sizes {
         let n = 1usize << log_n;
         // Like a real circuit, a little short of the power of two, so the padding runs too.
         let (a, b, c) = inputs(n - n / 64, u64::from(log_n));
-        // The three run in turn, so that load from other processes hits them alike.
-        let (mut t_bell, mut t_old, mut t_new) = (Vec::new(), Vec::new(), Vec::new());
+        // The four run in turn, so that load from other processes hits them alike.
+        let mut rows: Vec<Row> = ["bellperson", "cuzk before", "cuzk scalar", "cuzk IFMA"]
+            .into_iter()
+            .take(if ifma { 4 } else { 3 })
+            .map(Row::new)
+            .collect();
         for _ in 0..runs {
-            let (x, y, z) = (grown(&a), grown(&b), grown(&c));
-            let (want, t) = timed(|| bellperson_quotient(x, y, z));
-            t_bell.push(t);
-            let (x, y, z) = (grown(&a), grown(&b), grown(&c));
-            let (got, t) = timed(|| old::quotient(x, y, z));
-            t_old.push(t);
-            assert!(
-                got.expect("old quotient") == want,
-                "old quotient differs from bellperson's at 2^{log_n}"
-            );
-            let (x, y, z) = (grown(&a), grown(&b), grown(&c));
-            let (got, t) = timed(|| ntt::quotient(x, y, z));
-            t_new.push(t);
-            assert!(
-                got.expect("quotient") == want,
-                "quotient differs from bellperson's at 2^{log_n}"
+            let want = rows[0].run(&a, &b, &c, bellperson_quotient);
+            for row in &mut rows[1..] {
+                let got = match row.name {
+                    "cuzk before" => row.run(&a, &b, &c, |x, y, z| {
+                        old::quotient(x, y, z).expect("old quotient")
+                    }),
+                    "cuzk scalar" => row.run(&a, &b, &c, |x, y, z| {
+                        ntt::quotient_using(x, y, z, Arith::Scalar).expect("quotient")
+                    }),
+                    _ => row.run(&a, &b, &c, |x, y, z| {
+                        ntt::quotient_using(x, y, z, Arith::Ifma).expect("quotient")
+                    }),
+                };
+                assert!(
+                    got == want,
+                    "{} differs from bellperson's at 2^{log_n}",
+                    row.name
+                );
+            }
+        }
+        let stats: Vec<(Stats, Stats)> = rows
+            .into_iter()
+            .map(|r| (stats(r.wall), stats(r.cpu)))
+            .collect();
+        let ratio =
+            |i: usize, j: usize| stats[i].0.median.as_secs_f64() / stats[j].0.median.as_secs_f64();
+        let cpu_ratio =
+            |i: usize, j: usize| stats[i].1.median.as_secs_f64() / stats[j].1.median.as_secs_f64();
+        println!("2^{log_n}  bellperson  {}  cpu {}", stats[0].0, stats[0].1);
+        println!(
+            "2^{log_n}  cuzk before {}  cpu {}  {:.3}× bellperson",
+            stats[1].0,
+            stats[1].1,
+            ratio(1, 0)
+        );
+        println!(
+            "2^{log_n}  cuzk scalar {}  cpu {}  {:.3}× bellperson, {:.3}× before",
+            stats[2].0,
+            stats[2].1,
+            ratio(2, 0),
+            ratio(2, 1)
+        );
+        if ifma {
+            println!(
+                "2^{log_n}  cuzk IFMA   {}  cpu {}  {:.3}× bellperson, {:.3}× scalar (cpu {:.3}×)",
+                stats[3].0,
+                stats[3].1,
+                ratio(3, 0),
+                ratio(3, 2),
+                cpu_ratio(3, 2)
             );
         }
-        let (bell, old, new) = (stats(t_bell), stats(t_old), stats(t_new));
-        let ratio = |s: &Stats| s.median.as_secs_f64() / bell.median.as_secs_f64();
-        println!("2^{log_n}  bellperson  {bell}");
-        println!(
-            "2^{log_n}  cuzk before {old}  {:.3}× bellperson",
-            ratio(&old)
-        );
-        println!(
-            "2^{log_n}  cuzk now    {new}  {:.3}× bellperson, {:.3}× before",
-            ratio(&new),
-            new.median.as_secs_f64() / old.median.as_secs_f64()
-        );
+    }
+}
+
+/// One implementation's wall and CPU times over the runs.
+struct Row {
+    name: &'static str,
+    wall: Vec<Duration>,
+    cpu: Vec<Duration>,
+}
+
+impl Row {
+    fn new(name: &'static str) -> Row {
+        Row {
+            name,
+            wall: Vec::new(),
+            cpu: Vec::new(),
+        }
+    }
+
+    /// Runs `f` on fresh copies of the inputs, records its times and returns its result.
+    fn run(
+        &mut self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        f: impl FnOnce(Vec<Scalar>, Vec<Scalar>, Vec<Scalar>) -> Vec<Scalar>,
+    ) -> Vec<Scalar> {
+        let (x, y, z) = (grown(a), grown(b), grown(c));
+        let cpu0 = cpu_time();
+        let (out, t) = timed(|| f(x, y, z));
+        self.cpu.push(cpu_time() - cpu0);
+        self.wall.push(t);
+        out
     }
 }

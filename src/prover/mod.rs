@@ -6,6 +6,7 @@
 
 mod backend;
 pub mod cpu;
+pub mod fr52;
 mod groth16;
 pub mod msm;
 pub mod ntt;

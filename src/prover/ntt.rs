@@ -24,6 +24,12 @@ use rayon::prelude::*;
 
 use super::ProverError;
 
+// The eight-lane passes of the quotient; the file sits beside this one because the prover's
+// module list names only the arithmetic it needs (`fr52`).
+#[cfg(target_arch = "x86_64")]
+#[path = "ntt_ifma.rs"]
+mod ifma;
+
 /// Work per rayon task, in elements, for the simple element-wise passes.
 const MIN_TASK: usize = 1 << 12;
 
@@ -468,19 +474,47 @@ impl<'a> SharedRows<'a> {
         (0..self.layout.rows).map(move |r| r * self.layout.row + first)
     }
 
+    /// Hands `f` each row segment of tile `tile` in turn, with its row number.
+    ///
+    /// # Safety
+    /// No other thread may write tile `tile` of this vector during the call.
+    unsafe fn gather_with(&self, tile: usize, mut f: impl FnMut(usize, &[Scalar])) {
+        let cols = self.layout.cols;
+        for (r, off) in self.segments(tile).enumerate() {
+            debug_assert!(off + cols <= self.len);
+            // SAFETY: `off + cols ≤ len` because the tile's columns end within a row
+            // (`segments` asserts it) and the row is one of the vector's; no other thread
+            // writes these elements now (the caller's promise).
+            f(r, unsafe {
+                std::slice::from_raw_parts(self.ptr.add(off), cols)
+            });
+        }
+    }
+
+    /// Hands `f` each row segment of tile `tile` in turn, mutably, with its row number.
+    ///
+    /// # Safety
+    /// No other thread may read or write tile `tile` of this vector during the call.
+    unsafe fn scatter_with(&self, tile: usize, mut f: impl FnMut(usize, &mut [Scalar])) {
+        let cols = self.layout.cols;
+        for (r, off) in self.segments(tile).enumerate() {
+            debug_assert!(off + cols <= self.len);
+            // SAFETY: in bounds as in `gather_with`; this thread is the only one touching
+            // these elements now (the caller's promise), so the mutable slice is unique.
+            f(r, unsafe {
+                std::slice::from_raw_parts_mut(self.ptr.add(off), cols)
+            });
+        }
+    }
+
     /// Copies tile `tile` into `buf` (row-major, `cols` per row).
     ///
     /// # Safety
     /// No other thread may write tile `tile` of this vector during the call.
     unsafe fn gather(&self, tile: usize, buf: &mut [Scalar]) {
         let cols = self.layout.cols;
-        for (dst, off) in buf.chunks_exact_mut(cols).zip(self.segments(tile)) {
-            debug_assert!(off + cols <= self.len);
-            // SAFETY: `off + cols ≤ len` because the tile's columns end within a row
-            // (`segments` asserts it) and the row is one of the vector's; no other thread
-            // writes these elements now (the caller's promise).
-            dst.copy_from_slice(unsafe { std::slice::from_raw_parts(self.ptr.add(off), cols) });
-        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.gather_with(tile, |r, seg| buf[r * cols..][..cols].copy_from_slice(seg)) }
     }
 
     /// Copies `buf` back into tile `tile`.
@@ -489,12 +523,8 @@ impl<'a> SharedRows<'a> {
     /// No other thread may read or write tile `tile` of this vector during the call.
     unsafe fn scatter(&self, tile: usize, buf: &[Scalar]) {
         let cols = self.layout.cols;
-        for (src, off) in buf.chunks_exact(cols).zip(self.segments(tile)) {
-            debug_assert!(off + cols <= self.len);
-            // SAFETY: in bounds as in `gather`; this thread is the only one touching these
-            // elements now (the caller's promise), so the mutable slice is unique.
-            unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), cols) }.copy_from_slice(src);
-        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.scatter_with(tile, |r, seg| seg.copy_from_slice(&buf[r * cols..][..cols])) }
     }
 }
 
@@ -550,7 +580,9 @@ struct Domain {
 }
 
 impl Domain {
-    fn new(size: usize) -> Result<Self, ProverError> {
+    /// The domain of `size` elements; the twiddle tables `tw` and `tw_inv` stay empty unless
+    /// `twiddles` (the eight-lane passes build their own).
+    fn new(size: usize, twiddles: bool) -> Result<Self, ProverError> {
         let log_n = size.trailing_zeros();
         if !size.is_power_of_two() || log_n > MAX_LOG_SIZE {
             return Err(ProverError::Unsupported(format!("domain of size {size}")));
@@ -574,10 +606,14 @@ impl Domain {
         };
         let ((tw, tw_inv), (twist, untwist)) = rayon::join(
             || {
-                rayon::join(
-                    || bitrev_powers(omega, log_n - 1),
-                    || bitrev_powers(inv(omega), log_n - 1),
-                )
+                if twiddles {
+                    rayon::join(
+                        || bitrev_powers(omega, log_n - 1),
+                        || bitrev_powers(inv(omega), log_n - 1),
+                    )
+                } else {
+                    (Vec::new(), Vec::new())
+                }
             },
             || {
                 (
@@ -621,10 +657,46 @@ impl Domain {
 ///    and the final inverse transform's row-pairing stages;
 /// 4. per row: the rest of the final inverse transform and the untwist;
 /// 5. the bit-reversal permutation, into B's buffer, which is returned.
+///
+/// The arithmetic is [`Arith::best`]'s: eight lanes at once with AVX-512 IFMA where the CPU
+/// has it (and `CUZK_CPU_SIMD` is not `off`), blst's products otherwise. Both give the same
+/// bits.
 pub fn quotient(
+    a: Vec<Scalar>,
+    b: Vec<Scalar>,
+    c: Vec<Scalar>,
+) -> Result<Vec<Scalar>, ProverError> {
+    quotient_using(a, b, c, Arith::best())
+}
+
+/// Which arithmetic the quotient's transforms use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arith {
+    /// blst's products, one element at a time (every CPU).
+    Scalar,
+    /// Eight elements at once with AVX-512 IFMA ([`super::fr52`]); where the CPU lacks it,
+    /// or for domains smaller than 16 elements, the scalar passes run instead.
+    Ifma,
+}
+
+impl Arith {
+    /// The fastest this CPU runs: [`Arith::Ifma`] where the CPU has AVX-512 IFMA and the
+    /// environment variable `CUZK_CPU_SIMD` is not `off` (both read once per process).
+    pub fn best() -> Arith {
+        #[cfg(target_arch = "x86_64")]
+        if super::fr52::available() {
+            return Arith::Ifma;
+        }
+        Arith::Scalar
+    }
+}
+
+/// [`quotient`] with the arithmetic `arith` (for comparing the two in one process).
+pub fn quotient_using(
     mut a: Vec<Scalar>,
     mut b: Vec<Scalar>,
     mut c: Vec<Scalar>,
+    arith: Arith,
 ) -> Result<Vec<Scalar>, ProverError> {
     let n = a.len();
     if b.len() != n || c.len() != n {
@@ -632,17 +704,53 @@ pub fn quotient(
             "A, B and C have different lengths".into(),
         ));
     }
-    let domain = Domain::new(n.next_power_of_two().max(2))?;
+    let size = n.next_power_of_two().max(2);
+    let simd = arith == Arith::Ifma && ifma_runs(size);
+    let domain = Domain::new(size, !simd)?;
     for v in [&mut a, &mut b, &mut c] {
         v.resize(domain.size, Scalar::ZERO);
     }
+    if simd {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `ifma_runs` checked that the CPU has AVX-512F, DQ and IFMA and that the
+        // eight-lane passes support this layout.
+        unsafe {
+            ifma::passes(&domain, &mut a, &mut b, &mut c)
+        };
+    } else {
+        scalar_passes(&domain, &mut a, &mut b, &mut c);
+    }
+    drop(c);
+
+    // 5. Natural order, into B's buffer; H has n − 1 coefficients.
+    b.truncate(domain.size - 1);
+    permute_into(&a, &mut b);
+    Ok(b)
+}
+
+/// Whether the eight-lane passes can run a domain of `size` elements on this CPU.
+fn ifma_runs(size: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::fr52::detected() && ifma::supports(&Layout::new(size))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = size;
+        false
+    }
+}
+
+/// Passes 1–4 of [`quotient`] with blst's products, on `a`, `b` and `c` padded to the
+/// domain; `a` is left holding the untwisted coefficients in bit-reversed order.
+fn scalar_passes(domain: &Domain, a: &mut [Scalar], b: &mut [Scalar], c: &mut [Scalar]) {
     let layout = domain.layout;
     let tile_len = layout.cols * layout.rows;
     let (tw, tw_inv) = (&domain.tw[..], &domain.tw_inv[..]);
 
     // 1. Row-pairing stages of the inverse transforms.
     if layout.rows > 1 {
-        let shared = [&mut a, &mut b, &mut c].map(|v| SharedRows::new(v, layout));
+        let shared = [&mut *a, &mut *b, &mut *c].map(|v| SharedRows::new(v, layout));
         (0..3 * layout.tiles()).into_par_iter().for_each_init(
             || vec![Scalar::ZERO; tile_len],
             |buf, job| {
@@ -682,7 +790,7 @@ pub fn quotient(
     // 3. Row-pairing stages of the forward transforms, A·B − C, and the row-pairing stages of
     // the final inverse transform.
     {
-        let [sa, sb, sc] = [&mut a, &mut b, &mut c].map(|v| SharedRows::new(v, layout));
+        let [sa, sb, sc] = [&mut *a, &mut *b, &mut *c].map(|v| SharedRows::new(v, layout));
         (0..layout.tiles()).into_par_iter().for_each_init(
             || [(); 3].map(|_| vec![Scalar::ZERO; tile_len]),
             |[ta, tb, tc], tile| {
@@ -706,8 +814,6 @@ pub fn quotient(
             },
         );
     }
-    drop(c);
-
     // 4. In-row stages of the final inverse transform and the untwist.
     a.par_chunks_mut(layout.row).enumerate().for_each_init(
         || vec![Scalar::ZERO; layout.row],
@@ -722,17 +828,12 @@ pub fn quotient(
             }
         },
     );
-
-    // 5. Natural order, into B's buffer; H has n − 1 coefficients.
-    b.truncate(domain.size - 1);
-    permute_into(&a, &mut b);
-    Ok(b)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
 
     fn naive_dft(v: &[Scalar], omega: Scalar) -> Vec<Scalar> {
         (0..v.len())
@@ -874,6 +975,72 @@ mod tests {
             let mut theirs = a.into_coeffs();
             theirs.pop();
             assert!(ours == theirs, "n = {n}");
+        }
+    }
+
+    /// bellperson's CPU quotient, as its prover runs it.
+    fn bellpersons_quotient(a: Vec<Scalar>, b: Vec<Scalar>, c: Vec<Scalar>) -> Vec<Scalar> {
+        use bellperson::domain::EvaluationDomain;
+        let worker = Default::default();
+        let domain = |x| EvaluationDomain::from_coeffs(x).unwrap();
+        let (mut a, mut b, mut c) = (domain(a), domain(b), domain(c));
+        let mut kern = None;
+        EvaluationDomain::ifft_many(&mut [&mut a, &mut b, &mut c], &worker, &mut kern).unwrap();
+        EvaluationDomain::coset_fft_many(&mut [&mut a, &mut b, &mut c], &worker, &mut kern)
+            .unwrap();
+        a.mul_assign(&worker, &b);
+        a.sub_assign(&worker, &c);
+        a.divide_by_z_on_coset(&worker);
+        a.icoset_fft(&worker, &mut kern).unwrap();
+        let mut h = a.into_coeffs();
+        h.pop();
+        h
+    }
+
+    #[test]
+    fn both_arithmetics_equal_bellpersons() {
+        // Every power of two up to a single row, one size split into rows and tiles, and
+        // lengths short of a power of two (padding); the eight-lane path where the CPU has it.
+        let ifma = cfg!(target_arch = "x86_64") && ifma_runs(1 << 12);
+        if !ifma {
+            println!("skipped: no AVX-512 IFMA (checking the scalar path only)");
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+        let mut sizes: Vec<usize> = (1..=12).map(|k| 1 << k).collect();
+        sizes.extend([17, 100, 1 << 16]);
+        for n in sizes {
+            let v = |rng: &mut rand::rngs::StdRng| -> Vec<Scalar> {
+                (0..n).map(|_| Scalar::random(&mut *rng)).collect()
+            };
+            let (a, b, c) = (v(&mut rng), v(&mut rng), v(&mut rng));
+            let want = bellpersons_quotient(a.clone(), b.clone(), c.clone());
+            let scalar = quotient_using(a.clone(), b.clone(), c.clone(), Arith::Scalar).unwrap();
+            assert!(scalar == want, "scalar, n = {n}");
+            if ifma {
+                let simd = quotient_using(a, b, c, Arith::Ifma).unwrap();
+                assert!(simd == want, "IFMA, n = {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn ifma_quotient_of_edge_values_equals_the_scalar_one() {
+        // Inputs of only 0, 1 and r − 1 (and the largest Montgomery forms) drive the lanes
+        // through sums and differences at the ends of the range.
+        if !(cfg!(target_arch = "x86_64") && ifma_runs(1 << 12)) {
+            println!("skipped: no AVX-512 IFMA");
+            return;
+        }
+        let edge = [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, -Scalar::from(2u64)];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for n in [64usize, 1 << 13] {
+            let v = |rng: &mut rand::rngs::StdRng| -> Vec<Scalar> {
+                (0..n).map(|_| edge[rng.gen_range(0..edge.len())]).collect()
+            };
+            let (a, b, c) = (v(&mut rng), v(&mut rng), v(&mut rng));
+            let scalar = quotient_using(a.clone(), b.clone(), c.clone(), Arith::Scalar).unwrap();
+            let simd = quotient_using(a, b, c, Arith::Ifma).unwrap();
+            assert!(simd == scalar, "n = {n}");
         }
     }
 
