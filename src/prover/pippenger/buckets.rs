@@ -6,7 +6,7 @@
 //! only one addition per batch (its value changes), so a second point for a busy bucket
 //! waits in a deferred list until the batch has been applied.
 
-use super::batch::{Addition, AffineBatch};
+use super::batch::AffineBatch;
 use super::curve::{Coord, Curve};
 
 /// Additions per batch: large enough that the one inversion per batch is cheap, small
@@ -37,14 +37,8 @@ pub struct Buckets<'a, C: Curve> {
     deferred: Vec<Pending>,
     /// Projective overflow buckets, allocated on first use.
     spill: Vec<C::Proj>,
-    /// The batch's additions as the solver takes them, whether each cancels, and the sums.
-    adds: Vec<Addition<C::F>>,
-    cancels: Vec<bool>,
-    sums: Vec<(C::F, C::F)>,
     solver: <C::F as Coord>::Batch,
     cap: usize,
-    /// The field's one, kept because blst makes it with a product.
-    one: C::F,
 }
 
 impl<'a, C: Curve> Buckets<'a, C> {
@@ -65,12 +59,8 @@ impl<'a, C: Curve> Buckets<'a, C> {
             batch: Vec::with_capacity(cap),
             deferred: Vec::with_capacity(cap),
             spill: Vec::new(),
-            adds: vec![Addition::default(); cap],
-            cancels: vec![false; cap],
-            sums: vec![(C::F::default(), C::F::default()); cap],
             solver: <C::F as Coord>::Batch::new(cap),
             cap,
-            one: C::F::one(),
         }
     }
 
@@ -173,73 +163,29 @@ impl<'a, C: Curve> Buckets<'a, C> {
         C::add_affine(&mut self.spill[p.bucket as usize], &point);
     }
 
-    /// The operands of a queued addition: bucket (x₁, y₁) and signed point (x₂, y₂).
-    #[inline(always)]
-    fn operands(&self, p: &Pending) -> (C::F, C::F, C::F, C::F) {
-        let (x1, y1) = C::xy(&self.value[p.bucket as usize]);
-        let (x2, y2) = C::xy(&self.points[p.point as usize]);
-        (*x1, *y1, *x2, y2.cneg(p.neg))
-    }
-
     /// Applies the batch: one inversion for all of its denominators.
     fn flush(&mut self) {
-        let n = self.batch.len();
-        if n == 0 {
+        if self.batch.is_empty() {
             return;
         }
-        for k in 0..n {
-            let (x1, y1, x2, y2) = self.operands(&self.batch[k]);
-            (self.adds[k], self.cancels[k]) = addition(x1, y1, x2, y2, self.one);
+        for p in &self.batch {
+            let (x1, y1) = C::xy(&self.value[p.bucket as usize]);
+            let (x2, y2) = C::xy(&self.points[p.point as usize]);
+            self.solver.push(x1, y1, x2, &y2.cneg(p.neg));
         }
-        self.solver.solve(&self.adds[..n], &mut self.sums[..n]);
-        for k in 0..n {
-            let b = self.batch[k].bucket as usize;
-            if self.cancels[k] {
-                self.state[b] = 0;
-            } else {
-                let (x3, y3) = self.sums[k];
-                self.value[b] = C::from_xy(x3, y3);
-                self.state[b] = FILLED;
+        let (batch, value, state) = (&self.batch, &mut self.value, &mut self.state);
+        self.solver.solve(|k, sum| {
+            let b = batch[k].bucket as usize;
+            match sum {
+                Some((x3, y3)) => {
+                    value[b] = C::from_xy(x3, y3);
+                    state[b] = FILLED;
+                }
+                None => state[b] = 0,
             }
-        }
+        });
         self.batch.clear();
     }
-}
-
-/// The affine addition (x₁, y₁) + (x₂, y₂) as the batch solver takes it, and whether the
-/// two points cancel (their sum is the identity).
-#[inline(always)]
-fn addition<F: Coord>(x1: F, y1: F, x2: F, y2: F, one: F) -> (Addition<F>, bool) {
-    if !x1.eq(&x2) {
-        let add = Addition {
-            den: x2.sub(&x1),
-            num: y2.sub(&y1),
-            sum_x: x1.add(&x2),
-            x1,
-            y1,
-        };
-        return (add, false);
-    }
-    // x₁ = x₂: the same point (a doubling, slope 3x²/2y) or its negation (the identity; a
-    // dummy denominator of one keeps the batch's product invertible).
-    if y1.eq(&y2) && !y1.is_zero() {
-        let xx = x1.sqr();
-        let add = Addition {
-            den: y1.add(&y1),
-            num: xx.add(&xx).add(&xx),
-            sum_x: x1.add(&x1),
-            x1,
-            y1,
-        };
-        return (add, false);
-    }
-    let add = Addition {
-        den: one,
-        x1,
-        y1,
-        ..Addition::default()
-    };
-    (add, true)
 }
 
 /// Asks the CPU to bring `value` into the cache: the batch reads each bucket only when it

@@ -16,10 +16,10 @@
 #![cfg(target_arch = "x86_64")]
 
 use std::arch::x86_64::{
-    __m512i, _mm512_add_epi64, _mm512_and_si512, _mm512_loadu_si512, _mm512_madd52hi_epu64,
-    _mm512_madd52lo_epu64, _mm512_mask_blend_epi64, _mm512_or_si512, _mm512_set1_epi64,
-    _mm512_setzero_si512, _mm512_slli_epi64, _mm512_srli_epi64, _mm512_storeu_si512,
-    _mm512_sub_epi64, _mm512_test_epi64_mask,
+    __m512i, __mmask8, _mm512_add_epi64, _mm512_and_si512, _mm512_cmpeq_epi64_mask,
+    _mm512_loadu_si512, _mm512_madd52hi_epu64, _mm512_madd52lo_epu64, _mm512_mask_blend_epi64,
+    _mm512_or_si512, _mm512_set1_epi64, _mm512_setzero_si512, _mm512_slli_epi64, _mm512_srli_epi64,
+    _mm512_storeu_si512, _mm512_sub_epi64, _mm512_test_epi64_mask,
 };
 
 use blst::blst_fp;
@@ -220,6 +220,35 @@ impl Fp8 {
         }
     }
 
+    /// `a + b mod p` for reduced inputs.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn add(a: &Fp8, b: &Fp8) -> Fp8 {
+        Fp8::reduce_once(&Fp8::add_raw(a, b))
+    }
+
+    /// The lanes where `a == b` (reduced values have one representation).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn eq_mask(a: &Fp8, b: &Fp8) -> __mmask8 {
+        (0..8).fold(0xff, |m, i| m & _mm512_cmpeq_epi64_mask(a.l[i], b.l[i]))
+    }
+
+    /// `b` in the lanes of `mask`, `a` elsewhere.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn blend(mask: __mmask8, a: &Fp8, b: &Fp8) -> Fp8 {
+        Fp8 {
+            l: std::array::from_fn(|i| _mm512_mask_blend_epi64(mask, a.l[i], b.l[i])),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    fn sqr(a: &Fp8) -> Fp8 {
+        Fp8::mul(a, a)
+    }
+
     /// `a·b·2^−384 mod p`, the Montgomery product in blst's domain, for inputs below 2p.
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
@@ -272,6 +301,22 @@ pub struct Fp2x8 {
 }
 
 impl Fp2x8 {
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn load(src: &[Words; 2]) -> Fp2x8 {
+        Fp2x8 {
+            c0: Fp8::load(&src[0]),
+            c1: Fp8::load(&src[1]),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn store(&self, dst: &mut [Words; 2]) {
+        self.c0.store(&mut dst[0]);
+        self.c1.store(&mut dst[1]);
+    }
+
     /// Karatsuba: three Fp products. The sums a₀ + a₁ stay below 2p, which the product
     /// accepts.
     #[inline]
@@ -306,9 +351,38 @@ impl Fp2x8 {
             c1: Fp8::sub(&a.c1, &b.c1),
         }
     }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn add(a: &Fp2x8, b: &Fp2x8) -> Fp2x8 {
+        Fp2x8 {
+            c0: Fp8::add(&a.c0, &b.c0),
+            c1: Fp8::add(&a.c1, &b.c1),
+        }
+    }
+}
+
+impl Fp2x8 {
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn eq_mask(a: &Fp2x8, b: &Fp2x8) -> __mmask8 {
+        Fp8::eq_mask(&a.c0, &b.c0) & Fp8::eq_mask(&a.c1, &b.c1)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn blend(mask: __mmask8, a: &Fp2x8, b: &Fp2x8) -> Fp2x8 {
+        Fp2x8 {
+            c0: Fp8::blend(mask, &a.c0, &b.c0),
+            c1: Fp8::blend(mask, &a.c1, &b.c1),
+        }
+    }
 }
 
 /// Eight elements of a coordinate field in vector registers, and their form in memory.
+///
+/// # Safety
+/// Every `unsafe` method requires a CPU with AVX-512F and IFMA ([`available`]).
 pub trait Packed: Copy {
     /// The element as blst stores it.
     type Elem: Coord;
@@ -321,30 +395,67 @@ pub trait Packed: Copy {
     fn get(store: &Self::Store, lane: usize) -> Self::Elem;
 
     /// Loads eight elements.
-    ///
-    /// # Safety
-    /// The CPU must have AVX-512F and IFMA ([`available`]); likewise for every method below.
     unsafe fn load(src: &Self::Store) -> Self;
     /// Stores eight elements.
-    ///
-    /// # Safety
-    /// As for [`Packed::load`].
     unsafe fn store(&self, dst: &mut Self::Store);
     /// `a·b`.
-    ///
-    /// # Safety
-    /// As for [`Packed::load`].
     unsafe fn mul(a: &Self, b: &Self) -> Self;
     /// `a²`.
-    ///
-    /// # Safety
-    /// As for [`Packed::load`].
     unsafe fn sqr(a: &Self) -> Self;
+    /// `a + b`.
+    unsafe fn add(a: &Self, b: &Self) -> Self;
     /// `a − b`.
-    ///
-    /// # Safety
-    /// As for [`Packed::load`].
     unsafe fn sub(a: &Self, b: &Self) -> Self;
+    /// The lanes where `a == b`.
+    unsafe fn eq_mask(a: &Self, b: &Self) -> __mmask8;
+    /// `b` in the lanes of `mask`, `a` elsewhere.
+    unsafe fn blend(mask: __mmask8, a: &Self, b: &Self) -> Self;
+}
+
+/// The [`Packed`] methods that forward to the type's own (target-feature) functions.
+macro_rules! packed_forward {
+    ($t:ty, $store:ty) => {
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512ifma")]
+        unsafe fn load(src: &$store) -> $t {
+            <$t>::load(src)
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512ifma")]
+        unsafe fn store(&self, dst: &mut $store) {
+            <$t>::store(self, dst)
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512ifma")]
+        unsafe fn mul(a: &$t, b: &$t) -> $t {
+            <$t>::mul(a, b)
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512ifma")]
+        unsafe fn sqr(a: &$t) -> $t {
+            <$t>::sqr(a)
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512ifma")]
+        unsafe fn add(a: &$t, b: &$t) -> $t {
+            <$t>::add(a, b)
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512ifma")]
+        unsafe fn sub(a: &$t, b: &$t) -> $t {
+            <$t>::sub(a, b)
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512ifma")]
+        unsafe fn eq_mask(a: &$t, b: &$t) -> __mmask8 {
+            <$t>::eq_mask(a, b)
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512ifma")]
+        unsafe fn blend(mask: __mmask8, a: &$t, b: &$t) -> $t {
+            <$t>::blend(mask, a, b)
+        }
+    };
 }
 
 impl Packed for Fp8 {
@@ -357,31 +468,7 @@ impl Packed for Fp8 {
     fn get(store: &Words, lane: usize) -> blst_fp {
         store.get(lane)
     }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn load(src: &Words) -> Fp8 {
-        Fp8::load(src)
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn store(&self, dst: &mut Words) {
-        Fp8::store(self, dst)
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn mul(a: &Fp8, b: &Fp8) -> Fp8 {
-        Fp8::mul(a, b)
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn sqr(a: &Fp8) -> Fp8 {
-        Fp8::mul(a, a)
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn sub(a: &Fp8, b: &Fp8) -> Fp8 {
-        Fp8::sub(a, b)
-    }
+    packed_forward!(Fp8, Words);
 }
 
 impl Packed for Fp2x8 {
@@ -397,35 +484,7 @@ impl Packed for Fp2x8 {
             fp: [store[0].get(lane), store[1].get(lane)],
         }
     }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn load(src: &[Words; 2]) -> Fp2x8 {
-        Fp2x8 {
-            c0: Fp8::load(&src[0]),
-            c1: Fp8::load(&src[1]),
-        }
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn store(&self, dst: &mut [Words; 2]) {
-        self.c0.store(&mut dst[0]);
-        self.c1.store(&mut dst[1]);
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn mul(a: &Fp2x8, b: &Fp2x8) -> Fp2x8 {
-        Fp2x8::mul(a, b)
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn sqr(a: &Fp2x8) -> Fp2x8 {
-        Fp2x8::sqr(a)
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma")]
-    unsafe fn sub(a: &Fp2x8, b: &Fp2x8) -> Fp2x8 {
-        Fp2x8::sub(a, b)
-    }
+    packed_forward!(Fp2x8, [Words; 2]);
 }
 
 #[cfg(test)]
