@@ -11,17 +11,22 @@
 //! values are in the domain of R = 2^256. The transforms keep their data in blst's domain and
 //! store every constant they multiply by in the domain of R' instead: for `x·R` and `c·R'`
 //! the product is `x·R·c·R' / R' = (x·c)·R`, again in blst's domain, so the data needs no
-//! conversion other than repacking its bits. Every value this module returns is fully
-//! reduced (below r) with each limb below 2^52, which is what the products require (IFMA
-//! reads only the low 52 bits of a lane).
+//! conversion other than repacking its bits.
+//!
+//! Values in registers ([`Fr8`]) are kept below 2r rather than below r, with every limb
+//! below 2^52 (IFMA reads only the low 52 bits of a lane). r < 2^255, so 2r still fits the
+//! 256 bits of blst's limbs, and the product needs no final subtraction: for `a < 2^256` and
+//! `b < 2r` it is below `a·b/2^260 + r < 2r`. Sums and differences subtract or add 2r once.
+//! [`Fr8::store_scalars`] reduces below r, so every `Scalar` this module writes is valid.
 
 #![cfg(target_arch = "x86_64")]
 
 use std::arch::x86_64::{
-    __m512i, _mm512_add_epi64, _mm512_and_si512, _mm512_load_si512, _mm512_madd52hi_epu64,
-    _mm512_madd52lo_epu64, _mm512_mask_blend_epi64, _mm512_movepi64_mask, _mm512_permutexvar_epi64,
-    _mm512_set1_epi64, _mm512_setzero_si512, _mm512_srai_epi64, _mm512_srli_epi64,
-    _mm512_store_si512, _mm512_sub_epi64,
+    __m512i, _mm512_add_epi64, _mm512_and_si512, _mm512_load_si512, _mm512_loadu_si512,
+    _mm512_madd52hi_epu64, _mm512_madd52lo_epu64, _mm512_mask_blend_epi64, _mm512_movepi64_mask,
+    _mm512_or_si512, _mm512_permutex2var_epi64, _mm512_permutexvar_epi64, _mm512_set1_epi64,
+    _mm512_setzero_si512, _mm512_slli_epi64, _mm512_srai_epi64, _mm512_srli_epi64,
+    _mm512_store_si512, _mm512_storeu_si512, _mm512_sub_epi64,
 };
 
 use blst::blst_fr;
@@ -41,6 +46,9 @@ const R52: [u64; LIMBS] = [
     0x7d483339d8080,
     0x73eda753299d,
 ];
+
+/// 2r in radix 2^52 (below 2^256).
+const TWO_R52: [u64; LIMBS] = double(R52);
 
 /// −r⁻¹ mod 2^52, the Montgomery reduction factor.
 const R_INV: u64 = 0xffffeffffffff;
@@ -83,25 +91,29 @@ impl Block {
             row[lane] = v;
         }
     }
-
-    /// Packs eight field elements (their Montgomery limbs, repacked).
-    pub fn pack(xs: &[Scalar]) -> Block {
-        let mut out = Block::default();
-        for (lane, x) in xs.iter().enumerate().take(LANES) {
-            out.set_lane(lane, split(blst_fr::from(*x).l));
-        }
-        out
-    }
-
-    /// Unpacks eight field elements into `out`; the inverse of [`Block::pack`].
-    pub fn unpack(&self, out: &mut [Scalar]) {
-        for (lane, x) in out.iter_mut().enumerate().take(LANES) {
-            *x = Scalar::from(blst_fr {
-                l: join(self.lane(lane)),
-            });
-        }
-    }
 }
+
+/// `2x` for normalised 52-bit limbs, normalised again.
+const fn double(x: [u64; LIMBS]) -> [u64; LIMBS] {
+    let mut out = [0; LIMBS];
+    let mut carry = 0;
+    let mut i = 0;
+    while i < LIMBS {
+        let t = 2 * x[i] + carry;
+        out[i] = if i + 1 < LIMBS { t & MASK52 } else { t };
+        carry = t >> 52;
+        i += 1;
+    }
+    out
+}
+
+// blstrs' `Scalar` is a `#[repr(transparent)]` wrapper of blst's `#[repr(C)]` `blst_fr`, four
+// u64 limbs in Montgomery form: eight of them are 256 contiguous bytes, which
+// `Fr8::load_scalars` and `Fr8::store_scalars` read and write as four vectors.
+const _: () = assert!(
+    std::mem::size_of::<Scalar>() == 32 && std::mem::align_of::<Scalar>() == 8,
+    "blstrs::Scalar is no longer four u64 limbs"
+);
 
 /// The 52-bit limbs of a 256-bit integer below 2^260.
 pub const fn split(w: [u64; 4]) -> [u64; LIMBS] {
@@ -177,21 +189,52 @@ fn sub_borrow(a: &[__m512i; LIMBS], b: &[__m512i; LIMBS]) -> [__m512i; LIMBS] {
     out
 }
 
-/// The modulus in every lane.
+/// A constant in every lane.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn modulus() -> [__m512i; LIMBS] {
-    R52.map(|x| splat(x))
+fn splat_limbs(c: [u64; LIMBS]) -> [__m512i; LIMBS] {
+    c.map(|x| splat(x))
 }
 
-/// `x − r` where that is not negative, else `x`, for normalised limbs and `x < 2r`.
+/// `x − q` where that is not negative, else `x`, for normalised limbs and `x < 2q`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn reduce_once(x: [__m512i; LIMBS]) -> [__m512i; LIMBS] {
-    let d = sub_borrow(&x, &modulus());
-    // The sign bit of the top limb is set in the lanes where x < r: those keep x.
+fn reduce_once(x: [__m512i; LIMBS], q: [u64; LIMBS]) -> [__m512i; LIMBS] {
+    let d = sub_borrow(&x, &splat_limbs(q));
+    // The sign bit of the top limb is set in the lanes where x < q: those keep x.
     let keep = _mm512_movepi64_mask(d[LIMBS - 1]);
     std::array::from_fn(|i| _mm512_mask_blend_epi64(keep, d[i], x[i]))
+}
+
+/// Lane indices for `_mm512_permutex2var_epi64` (8 + k is lane k of the second vector).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn indices(idx: [i64; LANES]) -> __m512i {
+    // SAFETY: `idx` is 64 bytes of plain integers, exactly what the unaligned load reads;
+    // AVX-512F is enabled on this function.
+    unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) }
+}
+
+/// Transposes the 4×4 blocks of 64-bit words of a pair of vectors: with `a` holding words
+/// 0–3 of items 0 and 1 and `b` those of items 2 and 3, returns words 0 and 1 of items 0–3,
+/// then words 2 and 3. The same shuffle undoes itself.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn transpose4(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
+    (
+        _mm512_permutex2var_epi64(a, indices([0, 4, 8, 12, 1, 5, 9, 13]), b),
+        _mm512_permutex2var_epi64(a, indices([2, 6, 10, 14, 3, 7, 11, 15]), b),
+    )
+}
+
+/// The low halves of two vectors, and their high halves.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn halves(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
+    (
+        _mm512_permutex2var_epi64(a, indices([0, 1, 2, 3, 8, 9, 10, 11]), b),
+        _mm512_permutex2var_epi64(a, indices([4, 5, 6, 7, 12, 13, 14, 15]), b),
+    )
 }
 
 impl Fr8 {
@@ -244,39 +287,97 @@ impl Fr8 {
         }
     }
 
-    /// `a + b mod r` for reduced inputs.
+    /// Loads eight consecutive field elements: blst's limbs, transposed and repacked.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn load_scalars(xs: &[Scalar; LANES]) -> Fr8 {
+        let p: *const __m512i = xs.as_ptr().cast();
+        // SAFETY: eight `Scalar`s are 256 contiguous bytes (layout asserted above), four
+        // unaligned 512-bit loads; every bit pattern is a valid integer vector.
+        let z: [__m512i; 4] = std::array::from_fn(|k| unsafe { _mm512_loadu_si512(p.add(k)) });
+        // Words 0–1 and 2–3 of items 0–3, then of items 4–7; then one word of all eight.
+        let ((t0, t1), (t2, t3)) = (transpose4(z[0], z[1]), transpose4(z[2], z[3]));
+        let ((w0, w1), (w2, w3)) = (halves(t0, t2), halves(t1, t3));
+        let m = splat(MASK52);
+        let or = _mm512_or_si512;
+        Fr8 {
+            l: [
+                _mm512_and_si512(w0, m),
+                _mm512_and_si512(
+                    or(_mm512_srli_epi64::<52>(w0), _mm512_slli_epi64::<12>(w1)),
+                    m,
+                ),
+                _mm512_and_si512(
+                    or(_mm512_srli_epi64::<40>(w1), _mm512_slli_epi64::<24>(w2)),
+                    m,
+                ),
+                _mm512_and_si512(
+                    or(_mm512_srli_epi64::<28>(w2), _mm512_slli_epi64::<36>(w3)),
+                    m,
+                ),
+                _mm512_srli_epi64::<16>(w3),
+            ],
+        }
+    }
+
+    /// Stores the eight elements, reduced below r, as blst's limbs; the inverse of
+    /// [`Fr8::load_scalars`].
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub(crate) fn store_scalars(&self, out: &mut [Scalar; LANES]) {
+        let l = reduce_once(self.l, R52);
+        let or = _mm512_or_si512;
+        let w0 = or(l[0], _mm512_slli_epi64::<52>(l[1]));
+        let w1 = or(_mm512_srli_epi64::<12>(l[1]), _mm512_slli_epi64::<40>(l[2]));
+        let w2 = or(_mm512_srli_epi64::<24>(l[2]), _mm512_slli_epi64::<28>(l[3]));
+        let w3 = or(_mm512_srli_epi64::<36>(l[3]), _mm512_slli_epi64::<16>(l[4]));
+        let ((t0, t2), (t1, t3)) = (halves(w0, w1), halves(w2, w3));
+        let ((z0, z1), (z2, z3)) = (transpose4(t0, t1), transpose4(t2, t3));
+        let p: *mut __m512i = out.as_mut_ptr().cast();
+        for (k, z) in [z0, z1, z2, z3].into_iter().enumerate() {
+            // SAFETY: as in `load_scalars`, and `out` is borrowed mutably; the values are
+            // below r, so each `Scalar` stays a valid, reduced field element.
+            unsafe { _mm512_storeu_si512(p.add(k), z) };
+        }
+    }
+
+    /// `a + b`, below 2r for inputs below 2r.
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq")]
     pub(crate) fn add(a: &Fr8, b: &Fr8) -> Fr8 {
-        // Below 2r < 2^256, so five limbs hold the sum.
+        // Below 4r < 2^257, so five limbs hold the sum.
         let s = carry(std::array::from_fn(|i| _mm512_add_epi64(a.l[i], b.l[i])));
-        Fr8 { l: reduce_once(s) }
+        Fr8 {
+            l: reduce_once(s, TWO_R52),
+        }
     }
 
-    /// `a − b mod r` for reduced inputs.
+    /// `a − b`, below 2r for inputs below 2r.
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq")]
     pub(crate) fn sub(a: &Fr8, b: &Fr8) -> Fr8 {
         let d = sub_borrow(&a.l, &b.l);
-        // In the lanes that borrowed (negative top limb) r is added back. The lower limbs are
-        // not negative, and the top limb's sum is the true, non-negative top of a − b + r.
+        // In the lanes that borrowed (negative top limb) 2r is added back. The lower limbs
+        // are not negative, and the top limb's sum is the true, non-negative top of
+        // a − b + 2r.
         let neg = _mm512_movepi64_mask(d[LIMBS - 1]);
-        let r = modulus();
+        let q = splat_limbs(TWO_R52);
         let zero = _mm512_setzero_si512();
         let mut e = d;
         for i in 0..LIMBS {
-            e[i] = _mm512_add_epi64(d[i], _mm512_mask_blend_epi64(neg, zero, r[i]));
+            e[i] = _mm512_add_epi64(d[i], _mm512_mask_blend_epi64(neg, zero, q[i]));
         }
         Fr8 { l: carry(e) }
     }
 
-    /// `a·b / 2^260 mod r` for reduced inputs (Montgomery product with R' = 2^260): with `a`
-    /// in blst's domain and `b` from [`constant`], `a·b` in blst's domain.
+    /// `a·b / 2^260 mod r`, below 2r for inputs below 2r (Montgomery product with
+    /// R' = 2^260): with `a` in blst's domain and `b` from [`constant`], `a·b` in blst's
+    /// domain.
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
     pub(crate) fn mul(a: &Fr8, b: &Fr8) -> Fr8 {
         let zero = _mm512_setzero_si512();
-        let p = modulus();
+        let p = splat_limbs(R52);
         let r_inv = splat(R_INV);
         // t[0..6]: the running sum, one limb of headroom above the five of a product row.
         let mut t = [zero; LIMBS + 1];
@@ -301,9 +402,11 @@ impl Fr8 {
             t[1] = _mm512_add_epi64(t[1], _mm512_srli_epi64::<52>(t[0]));
             t = [t[1], t[2], t[3], t[4], t[5], zero];
         }
-        // a, b < r: the result is below a·b/2^260 + r < 2r < 2^256, so it fits five limbs.
-        let l = carry([t[0], t[1], t[2], t[3], t[4]]);
-        Fr8 { l: reduce_once(l) }
+        // a, b < 2r < 2^256: the result is below a·b/2^260 + r < 2r, so it fits five limbs
+        // and needs no subtraction.
+        Fr8 {
+            l: carry([t[0], t[1], t[2], t[3], t[4]]),
+        }
     }
 }
 
@@ -342,22 +445,81 @@ mod tests {
         v
     }
 
-    /// Applies an eight-lane operation to `xs[k]` and `ys[k]` for every k.
-    fn lanewise(xs: &[Scalar], ys: &[Scalar], op: fn(&Fr8, &Fr8) -> Fr8) -> Vec<Scalar> {
+    /// `x`'s limbs plus r in radix 2^52: the same element, in the upper half of the range
+    /// [0, 2r) that register values may take.
+    fn raised(x: &Scalar) -> [u64; LIMBS] {
+        let l = split(blst_fr::from(*x).l);
+        let mut out = [0; LIMBS];
+        let mut carry = 0;
+        for i in 0..LIMBS {
+            let t = l[i] + R52[i] + carry;
+            out[i] = if i + 1 < LIMBS { t & MASK52 } else { t };
+            carry = t >> 52;
+        }
+        out
+    }
+
+    /// Eight values into registers, each raised by r where `raise` says so.
+    fn load(xs: &[Scalar], raise: impl Fn(usize) -> bool) -> Fr8 {
+        let mut block = Block::default();
+        for (lane, x) in xs.iter().enumerate() {
+            let l = if raise(lane) {
+                raised(x)
+            } else {
+                split(blst_fr::from(*x).l)
+            };
+            block.set_lane(lane, l);
+        }
+        // SAFETY: the callers return early where `detected()` is false.
+        unsafe { Fr8::load(&block) }
+    }
+
+    /// Applies an eight-lane operation to `xs[k]` and `ys[k]` for every k, with some of
+    /// the operands in [r, 2r) (`xs` in odd lanes, `ys` in lanes 2 and 3 mod 4 when
+    /// `raise`), and reads the results back through `store_scalars`.
+    fn lanewise(
+        xs: &[Scalar],
+        ys: &[Scalar],
+        raise: bool,
+        op: fn(&Fr8, &Fr8) -> Fr8,
+    ) -> Vec<Scalar> {
         let mut out = vec![Scalar::ZERO; xs.len()];
         for ((x, y), o) in xs
             .chunks(LANES)
             .zip(ys.chunks(LANES))
-            .zip(out.chunks_mut(LANES))
+            .zip(out.as_chunks_mut::<LANES>().0)
         {
-            let (bx, by) = (Block::pack(x), Block::pack(y));
-            let mut bo = Block::default();
-            // SAFETY: the callers return early where `detected()` is false, so AVX-512F is
-            // present.
-            unsafe { op(&Fr8::load(&bx), &Fr8::load(&by)).store(&mut bo) };
-            bo.unpack(o);
+            let (vx, vy) = (
+                load(x, |k| raise && k % 2 == 1),
+                load(y, |k| raise && k % 4 >= 2),
+            );
+            // SAFETY: the callers return early where `detected()` is false.
+            unsafe { op(&vx, &vy).store_scalars(o) };
         }
         out
+    }
+
+    #[test]
+    fn scalars_load_and_store_round_trip() {
+        if !detected() {
+            println!("skipped: no AVX-512 IFMA");
+            return;
+        }
+        let v = values();
+        for chunk in v.as_chunks::<LANES>().0 {
+            let mut block = Block::default();
+            let mut back = [Scalar::ZERO; LANES];
+            // SAFETY: this CPU has AVX-512 IFMA (checked above).
+            unsafe {
+                let x = Fr8::load_scalars(chunk);
+                x.store(&mut block);
+                x.store_scalars(&mut back);
+            }
+            assert_eq!(&back, chunk);
+            for (lane, x) in chunk.iter().enumerate() {
+                assert_eq!(block.lane(lane), split(blst_fr::from(*x).l));
+            }
+        }
     }
 
     #[test]
@@ -388,9 +550,6 @@ mod tests {
         // Every value against every other: rotate the second operand by each offset.
         for shift in 0..n {
             let ys: Vec<Scalar> = (0..n).map(|k| v[(k + shift) % n]).collect();
-            // SAFETY (the three closures): this CPU has AVX-512 IFMA (checked above).
-            let sum = lanewise(&v, &ys, |a, b| unsafe { Fr8::add(a, b) });
-            let diff = lanewise(&v, &ys, |a, b| unsafe { Fr8::sub(a, b) });
             // The second operand as a multiplier in R' = 2^260's domain.
             let yc: Vec<Scalar> = ys
                 .iter()
@@ -400,11 +559,16 @@ mod tests {
                     })
                 })
                 .collect();
-            let prod = lanewise(&v, &yc, |a, b| unsafe { Fr8::mul(a, b) });
-            for k in 0..n {
-                assert_eq!(sum[k], v[k] + ys[k], "{:?} + {:?}", v[k], ys[k]);
-                assert_eq!(diff[k], v[k] - ys[k], "{:?} - {:?}", v[k], ys[k]);
-                assert_eq!(prod[k], v[k] * ys[k], "{:?} * {:?}", v[k], ys[k]);
+            for raise in [false, true] {
+                // SAFETY (the three closures): this CPU has AVX-512 IFMA (checked above).
+                let sum = lanewise(&v, &ys, raise, |a, b| unsafe { Fr8::add(a, b) });
+                let diff = lanewise(&v, &ys, raise, |a, b| unsafe { Fr8::sub(a, b) });
+                let prod = lanewise(&v, &yc, raise, |a, b| unsafe { Fr8::mul(a, b) });
+                for k in 0..n {
+                    assert_eq!(sum[k], v[k] + ys[k], "{:?} + {:?}", v[k], ys[k]);
+                    assert_eq!(diff[k], v[k] - ys[k], "{:?} - {:?}", v[k], ys[k]);
+                    assert_eq!(prod[k], v[k] * ys[k], "{:?} * {:?}", v[k], ys[k]);
+                }
             }
         }
     }
@@ -450,10 +614,19 @@ mod timing {
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         let a: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
         let b: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
-        let (pa, pb): (Vec<Block>, Vec<Block>) = (
-            a.chunks(LANES).map(Block::pack).collect(),
-            b.chunks(LANES).map(Block::pack).collect(),
-        );
+        let pack = |v: &[Scalar]| -> Vec<Block> {
+            v.as_chunks::<LANES>()
+                .0
+                .iter()
+                .map(|c| {
+                    let mut b = Block::default();
+                    // SAFETY: this CPU has AVX-512 IFMA (checked above).
+                    unsafe { Fr8::load_scalars(c).store(&mut b) };
+                    b
+                })
+                .collect()
+        };
+        let (pa, pb) = (pack(&a), pack(&b));
         let mut out = vec![Scalar::ZERO; n];
         let mut packed = vec![Block::default(); n / LANES];
         for _ in 0..5 {

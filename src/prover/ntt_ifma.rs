@@ -133,16 +133,18 @@ fn bitrev_table(base: Scalar, bits: u32) -> Table {
 }
 
 /// Packs `src` (a multiple of eight elements) into `dst`.
+#[target_feature(enable = "avx512f")]
 fn pack(src: &[Scalar], dst: &mut [Block]) {
-    for (d, s) in dst.iter_mut().zip(src.chunks_exact(LANES)) {
-        *d = Block::pack(s);
+    for (d, s) in dst.iter_mut().zip(src.as_chunks::<LANES>().0) {
+        Fr8::load_scalars(s).store(d);
     }
 }
 
-/// Unpacks `src` into `dst`; the inverse of [`pack`].
+/// Unpacks `src` into `dst`, reduced below r; the inverse of [`pack`].
+#[target_feature(enable = "avx512f,avx512dq")]
 fn unpack(src: &[Block], dst: &mut [Scalar]) {
-    for (s, d) in src.iter().zip(dst.chunks_exact_mut(LANES)) {
-        s.unpack(d);
+    for (s, d) in src.iter().zip(dst.as_chunks_mut::<LANES>().0) {
+        Fr8::load(s).store_scalars(d);
     }
 }
 
