@@ -19,6 +19,10 @@ pub struct MsmBenchArgs {
     /// log2 of the G2 sizes to measure (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "16,18")]
     pub g2: Vec<u32>,
+    /// log2 of the sizes at which to measure the sum of points whose scalars are all one,
+    /// in G1 and G2, against blst's batch addition (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "20")]
+    pub ones: Vec<u32>,
     /// Timed runs of each implementation per size (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub timed_runs: usize,
@@ -55,17 +59,45 @@ macro_rules! bench_size {
     }};
 }
 
+/// Times blst's batch addition and our MSM on scalars that are all one (the sum of the
+/// points), checks that both agree and prints a row.
+macro_rules! bench_ones {
+    ($curve:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty, $ours:path,
+     $log:expr, $args:expr, $rng:expr) => {{
+        let log = $log;
+        let n = 1usize << log;
+        let distinct: Vec<$affine> = (0..DISTINCT_BASES.min(n))
+            .map(|_| <$proj>::random(&mut $rng).to_affine())
+            .collect();
+        let bases: Vec<$affine> = (0..n).map(|i| distinct[i % distinct.len()]).collect();
+        let scalars = vec![Scalar::ONE; n];
+        // SAFETY: blstrs' affine and projective points are transparent wrappers over blst's.
+        let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, n) };
+        let (t_ref, reference) = median($args.timed_runs, || raw.add());
+        let (t_ours, ours) = median($args.timed_runs, || $ours(&bases, &scalars));
+        // SAFETY: as above.
+        let reference = unsafe { std::mem::transmute::<$raw_proj, $proj>(reference) };
+        let name = concat!(stringify!($curve), " ones");
+        anyhow::ensure!(
+            reference == ours,
+            "{name} 2^{log}: results differ from blst's"
+        );
+        row(name, log, t_ref, t_ours);
+    }};
+}
+
 /// Runs the benchmark and prints one row per curve and size.
 pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.timed_runs > 0, "--timed-runs must be at least 1");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x6d736d);
     println!(
-        "median of {} runs, {} threads; scalars uniformly random; cpu = process CPU time",
+        "median of {} runs, {} threads; scalars uniformly random (\"ones\": all one, \
+         the sum of the points); cpu = process CPU time",
         args.timed_runs,
         rayon::current_num_threads()
     );
     println!(
-        "{:<6} {:>6} {:>10} {:>10} {:>8} {:>10} {:>10} {:>8}",
+        "{:<8} {:>6} {:>10} {:>10} {:>8} {:>10} {:>10} {:>8}",
         "curve", "size", "blst ms", "cuzk ms", "ratio", "blst cpu", "cuzk cpu", "ratio"
     );
     for &log in &args.g1 {
@@ -83,6 +115,30 @@ pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
     }
     for &log in &args.g2 {
         bench_size!(
+            G2,
+            G2Affine,
+            G2Projective,
+            blst_p2_affine,
+            blst_p2,
+            msm::msm_g2,
+            log,
+            args,
+            rng
+        );
+    }
+    for &log in &args.ones {
+        bench_ones!(
+            G1,
+            G1Affine,
+            G1Projective,
+            blst_p1_affine,
+            blst_p1,
+            msm::msm_g1,
+            log,
+            args,
+            rng
+        );
+        bench_ones!(
             G2,
             G2Affine,
             G2Projective,
@@ -142,7 +198,7 @@ fn median<T>(runs: usize, mut f: impl FnMut() -> T) -> (Timing, T) {
 fn row(curve: &str, log: u32, reference: Timing, ours: Timing) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "{curve:<6} {:>6} {:>10.1} {:>10.1} {:>7.2}x {:>10.1} {:>10.1} {:>7.2}x",
+        "{curve:<8} {:>6} {:>10.1} {:>10.1} {:>7.2}x {:>10.1} {:>10.1} {:>7.2}x",
         format!("2^{log}"),
         ms(reference.wall),
         ms(ours.wall),

@@ -1,8 +1,8 @@
 //! Multi-scalar multiplication on the CPU, exploiting Filecoin's bit-heavy witnesses.
 //!
 //! Most of a Filecoin witness is 0 or 1 (the boolean gadgets of SHA-256 and the Merkle
-//! paths). Scalars are classified first: zeros are dropped, the points of ones are summed with
-//! blst's batch-affine addition, and only the remaining scalars go through a Pippenger
+//! paths). Scalars are classified first: zeros are dropped, the points of ones are summed by
+//! a tree of batched affine additions ([`pippenger::sum_indexed`]), and only the remaining scalars go through a Pippenger
 //! multiplication: ours (`super::pippenger`, batch-affine buckets) from
 //! [`pippenger::MIN_POINTS`] on, blst's below. On a PoRep partition this removes most of the
 //! work of the A, B and L queries.
@@ -105,7 +105,11 @@ macro_rules! cpu_msm {
             };
             let mut acc = <$proj>::identity();
             if !ones.is_empty() {
-                let raw: $raw_proj = gather(&ones).as_slice().add();
+                // SAFETY: transparent wrapper, as above; the slice keeps its length.
+                let raw_bases = unsafe {
+                    std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, bases.len())
+                };
+                let raw: $raw_proj = pippenger::sum_indexed::<$curve>(raw_bases, &ones);
                 // SAFETY: the blstrs projective type is `#[repr(transparent)]` over blst's raw
                 // projective point.
                 acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };

@@ -15,6 +15,9 @@ mod digits;
 mod fp;
 mod fp52;
 mod simd_batch;
+mod sum;
+
+pub use sum::sum_indexed;
 
 use rayon::prelude::*;
 
