@@ -9,9 +9,10 @@
 //! The values stay in blst's Montgomery domain (x·2^384 mod p), so converting to and from
 //! blst's six 64-bit limbs is only a repacking of bits. The product therefore divides by
 //! 2^384, which is not a whole number of 52-bit limbs: seven reduction steps of 52 bits
-//! and one of 20 bits, then a shift by 20 bits. Every value this module returns is fully
-//! reduced (below p) with each limb below 2^52, which is what the products require (IFMA
-//! reads only the low 52 bits of a lane).
+//! and one of 20 bits, then a shift by 20 bits. Values in registers are kept below 2p with
+//! each limb below 2^52 (IFMA reads only the low 52 bits of a lane): the product of two such
+//! values is again below 2p without a final subtraction. `canonical` reduces below p, which
+//! blst and equality tests need.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -41,6 +42,19 @@ const P52: [u64; 8] = [
     0x1ba7b6434bacd,
     0x1ea397fe69a4b,
     0x1a011,
+];
+
+/// 2p in radix 2^52: values in registers are kept below 2p, which the product accepts and
+/// yields, so most operations skip the final subtraction of p.
+const P2_52: [u64; 8] = [
+    0xdffffffff5556,
+    0xfd62a7ffff73f,
+    0xd61ec483d57ff,
+    0x257ece61a541e,
+    0xec8ee9709e70a,
+    0x374f6c869759a,
+    0x3d472ffcd3496,
+    0x34022,
 ];
 
 /// −p⁻¹ mod 2^52, the Montgomery reduction factor.
@@ -190,44 +204,51 @@ impl Fp8 {
         out
     }
 
-    /// `a − b mod p` for reduced inputs.
+    /// `a − b`, plus 2p where that is negative: for inputs below 2p, a value below 2p.
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn sub(a: &Fp8, b: &Fp8) -> Fp8 {
         let (d, borrow) = Fp8::sub_raw(a, b);
-        // Add p back in the lanes that borrowed (the 2^416 wraps away in the top limb).
+        // Add 2p back in the lanes that borrowed (the 2^416 wraps away in the top limb).
         let lanes = _mm512_test_epi64_mask(borrow, borrow);
         let zero = _mm512_setzero_si512();
-        let p = Fp8 {
-            l: std::array::from_fn(|i| _mm512_mask_blend_epi64(lanes, zero, splat(P52[i]))),
+        let p2 = Fp8 {
+            l: std::array::from_fn(|i| _mm512_mask_blend_epi64(lanes, zero, splat(P2_52[i]))),
         };
-        let mut s = Fp8::add_raw(&d, &p);
+        let mut s = Fp8::add_raw(&d, &p2);
         s.l[7] = and(s.l[7], splat(MASK52));
         s
     }
 
-    /// `a` if below p, else `a − p`, for `a < 2p`.
+    /// `a − m` where that is not negative, else `a`.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn reduce_once(a: &Fp8) -> Fp8 {
-        let p = Fp8 {
-            l: std::array::from_fn(|i| splat(P52[i])),
+    fn sub_if_ge(a: &Fp8, m: &[u64; 8]) -> Fp8 {
+        let m = Fp8 {
+            l: std::array::from_fn(|i| splat(m[i])),
         };
-        let (d, borrow) = Fp8::sub_raw(a, &p);
+        let (d, borrow) = Fp8::sub_raw(a, &m);
         let keep = _mm512_test_epi64_mask(borrow, borrow);
         Fp8 {
             l: std::array::from_fn(|i| _mm512_mask_blend_epi64(keep, d.l[i], a.l[i])),
         }
     }
 
-    /// `a + b mod p` for reduced inputs.
+    /// The fully reduced value (below p) of `a < 2p`, as blst and comparisons need it.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn canonical(a: &Fp8) -> Fp8 {
+        Fp8::sub_if_ge(a, &P52)
+    }
+
+    /// `a + b`, less 2p where that reaches 2p: for inputs below 2p, a value below 2p.
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn add(a: &Fp8, b: &Fp8) -> Fp8 {
-        Fp8::reduce_once(&Fp8::add_raw(a, b))
+        Fp8::sub_if_ge(&Fp8::add_raw(a, b), &P2_52)
     }
 
-    /// The lanes where `a == b` (reduced values have one representation).
+    /// The lanes where `a == b`, for fully reduced values (they have one representation).
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn eq_mask(a: &Fp8, b: &Fp8) -> __mmask8 {
@@ -249,7 +270,8 @@ impl Fp8 {
         Fp8::mul(a, a)
     }
 
-    /// `a·b·2^−384 mod p`, the Montgomery product in blst's domain, for inputs below 2p.
+    /// `a·b·2^−384` modulo p, the Montgomery product in blst's domain: for inputs below 2p
+    /// a value below 2p.
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
     fn mul(a: &Fp8, b: &Fp8) -> Fp8 {
@@ -285,11 +307,11 @@ impl Fp8 {
             t[k + 1] = _mm512_add_epi64(t[k + 1], shr::<52>(t[k]));
             t[k] = and(t[k], mask);
         }
-        // The result is t / 2^384: bit 20 of limb 7 onwards. It is below 2p since p < 2^381.
-        let r = Fp8 {
+        // The result is t / 2^384: bit 20 of limb 7 onwards. For a, b < 2p it is below
+        // 4p²/2^384 + p < 1.5p (p < 2^381), so no subtraction is needed to stay below 2p.
+        Fp8 {
             l: std::array::from_fn(|i| and(or(shr::<20>(t[7 + i]), shl::<32>(t[8 + i])), mask)),
-        };
-        Fp8::reduce_once(&r)
+        }
     }
 }
 
@@ -317,14 +339,14 @@ impl Fp2x8 {
         self.c1.store(&mut dst[1]);
     }
 
-    /// Karatsuba: three Fp products. The sums a₀ + a₁ stay below 2p, which the product
-    /// accepts.
+    /// Karatsuba: three Fp products (the sums a₀ + a₁ reduced below 2p, which the product
+    /// needs).
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
     fn mul(a: &Fp2x8, b: &Fp2x8) -> Fp2x8 {
         let t0 = Fp8::mul(&a.c0, &b.c0);
         let t1 = Fp8::mul(&a.c1, &b.c1);
-        let t2 = Fp8::mul(&Fp8::add_raw(&a.c0, &a.c1), &Fp8::add_raw(&b.c0, &b.c1));
+        let t2 = Fp8::mul(&Fp8::add(&a.c0, &a.c1), &Fp8::add(&b.c0, &b.c1));
         Fp2x8 {
             c0: Fp8::sub(&t0, &t1),
             c1: Fp8::sub(&Fp8::sub(&t2, &t0), &t1),
@@ -335,11 +357,11 @@ impl Fp2x8 {
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma")]
     fn sqr(a: &Fp2x8) -> Fp2x8 {
-        let sum = Fp8::add_raw(&a.c0, &a.c1);
+        let sum = Fp8::add(&a.c0, &a.c1);
         let diff = Fp8::sub(&a.c0, &a.c1);
         Fp2x8 {
             c0: Fp8::mul(&sum, &diff),
-            c1: Fp8::mul(&Fp8::add_raw(&a.c0, &a.c0), &a.c1),
+            c1: Fp8::mul(&Fp8::add(&a.c0, &a.c0), &a.c1),
         }
     }
 
@@ -363,6 +385,15 @@ impl Fp2x8 {
 }
 
 impl Fp2x8 {
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn canonical(a: &Fp2x8) -> Fp2x8 {
+        Fp2x8 {
+            c0: Fp8::canonical(&a.c0),
+            c1: Fp8::canonical(&a.c1),
+        }
+    }
+
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn eq_mask(a: &Fp2x8, b: &Fp2x8) -> __mmask8 {
@@ -406,7 +437,9 @@ pub trait Packed: Copy {
     unsafe fn add(a: &Self, b: &Self) -> Self;
     /// `a − b`.
     unsafe fn sub(a: &Self, b: &Self) -> Self;
-    /// The lanes where `a == b`.
+    /// The fully reduced form of `a` (values in registers are only kept below 2p).
+    unsafe fn canonical(a: &Self) -> Self;
+    /// The lanes where `a == b`, for fully reduced values.
     unsafe fn eq_mask(a: &Self, b: &Self) -> __mmask8;
     /// `b` in the lanes of `mask`, `a` elsewhere.
     unsafe fn blend(mask: __mmask8, a: &Self, b: &Self) -> Self;
@@ -444,6 +477,11 @@ macro_rules! packed_forward {
         #[target_feature(enable = "avx512f,avx512ifma")]
         unsafe fn sub(a: &$t, b: &$t) -> $t {
             <$t>::sub(a, b)
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512ifma")]
+        unsafe fn canonical(a: &$t) -> $t {
+            <$t>::canonical(a)
         }
         #[inline]
         #[target_feature(enable = "avx512f,avx512ifma")]
@@ -545,12 +583,14 @@ mod tests {
         let pairs = pairs();
         // SAFETY (all closures): `available()` holds, so AVX-512F and IFMA are present.
         let same = lanes(&pairs, |a, _| *a);
-        let prod = lanes(&pairs, |a, b| unsafe { Fp8::mul(a, b) });
-        let diff = lanes(&pairs, |a, b| unsafe { Fp8::sub(a, b) });
+        let prod = lanes(&pairs, |a, b| unsafe { Fp8::canonical(&Fp8::mul(a, b)) });
+        let diff = lanes(&pairs, |a, b| unsafe { Fp8::canonical(&Fp8::sub(a, b)) });
+        let sum = lanes(&pairs, |a, b| unsafe { Fp8::canonical(&Fp8::add(a, b)) });
         for (k, (a, b)) in pairs.iter().enumerate() {
             assert_eq!(same[k], raw(*a));
             assert_eq!(prod[k], raw(a * b), "{a:?} · {b:?}");
             assert_eq!(diff[k], raw(a - b), "{a:?} − {b:?}");
+            assert_eq!(sum[k], raw(a + b), "{a:?} + {b:?}");
         }
     }
 
@@ -585,9 +625,10 @@ mod tests {
                 // SAFETY: `available()` holds, so AVX-512F and IFMA are present.
                 unsafe {
                     let (a, b) = (<Fp2x8 as Packed>::load(&wa), <Fp2x8 as Packed>::load(&wb));
-                    <Fp2x8 as Packed>::mul(&a, &b).store(&mut prod);
-                    <Fp2x8 as Packed>::sqr(&a).store(&mut sq);
-                    <Fp2x8 as Packed>::sub(&a, &b).store(&mut diff);
+                    let canonical = |x| <Fp2x8 as Packed>::canonical(&x);
+                    canonical(<Fp2x8 as Packed>::mul(&a, &b)).store(&mut prod);
+                    canonical(<Fp2x8 as Packed>::sqr(&a)).store(&mut sq);
+                    canonical(<Fp2x8 as Packed>::sub(&a, &b)).store(&mut diff);
                 }
                 for (lane, a) in group.iter().enumerate() {
                     let b = group[(lane + shift) % group.len()];

@@ -3,7 +3,8 @@
 //! Addition k of a batch goes to lane k mod 8 of group k / 8. Each lane keeps its own running
 //! product of denominators (Montgomery's trick, eight chains side by side); the eight lane
 //! totals are inverted together with one scalar inversion; the backward walk then yields
-//! every denominator's inverse, the slope and the sum, a group of eight per step. The
+//! every denominator's inverse, the slope and the sum, a group of eight per step. Values in
+//! registers are kept below 2p; what leaves for blst or the buckets is fully reduced. The
 //! denominators and numerators are formed in the vector registers too; doublings and
 //! cancellations (x₁ = x₂) are found with a vector compare and blended in.
 
@@ -173,7 +174,7 @@ unsafe fn forward<P: Packed>(s: &mut Scratch<P>, groups: usize) -> P::Store {
         running = P::mul(&running, &den);
     }
     let mut totals = P::Store::default();
-    running.store(&mut totals);
+    P::canonical(&running).store(&mut totals);
     totals
 }
 
@@ -193,8 +194,8 @@ unsafe fn backward<P: Packed>(s: &mut Scratch<P>, groups: usize, inverses: &P::S
         let sum_x = P::add(&x1, &P::load(&s.x2[g]));
         let x3 = P::sub(&P::sqr(&lambda), &sum_x);
         let y3 = P::sub(&P::mul(&lambda, &P::sub(&x1, &x3)), &P::load(&s.y1[g]));
-        x3.store(&mut s.out_x[g]);
-        y3.store(&mut s.out_y[g]);
+        P::canonical(&x3).store(&mut s.out_x[g]);
+        P::canonical(&y3).store(&mut s.out_y[g]);
     }
 }
 
