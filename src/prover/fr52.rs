@@ -63,12 +63,13 @@ pub fn available() -> bool {
         .get_or_init(|| std::env::var("CUZK_CPU_SIMD").map_or(true, |v| v != "off") && detected())
 }
 
-/// Whether this CPU has the instructions of the eight-lane path, whatever the environment
-/// says (tests compare both paths in one process with it).
+/// Whether this CPU has the instructions of the eight-lane path (AVX-512F, DQ and IFMA),
+/// whatever the environment says (tests compare both paths in one process with it).
 pub fn detected() -> bool {
     static DETECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *DETECTED.get_or_init(|| {
         std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
             && std::arch::is_x86_feature_detected!("avx512ifma")
     })
 }
@@ -115,7 +116,7 @@ const _: () = assert!(
     "blstrs::Scalar is no longer four u64 limbs"
 );
 
-/// The 52-bit limbs of a 256-bit integer below 2^260.
+/// The 52-bit limbs of a 256-bit integer (64-bit limbs, least significant first).
 pub const fn split(w: [u64; 4]) -> [u64; LIMBS] {
     [
         w[0] & MASK52,

@@ -190,6 +190,121 @@ fn gs_stage(v: &mut [Block], t: usize, tw: &Table, first: usize) {
     }
 }
 
+/// `x·c`, or `x` where `idx` is table entry 0 (ω^0 = 1).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn twiddled(x: &Fr8, c: &Fr8, idx: usize) -> Fr8 {
+    if idx != 0 {
+        Fr8::mul(x, c)
+    } else {
+        *x
+    }
+}
+
+/// Two Cooley–Tukey stages in one sweep: half-width `t` (in vectors, entries from `first`)
+/// and then `t/2` (entries from `2·first`). A block of `2t` is four quarters; the first
+/// stage pairs quarters 0 and 2, 1 and 3, the second 0 and 1, 2 and 3, so each vector is
+/// loaded and stored once for two butterflies.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn ct_stage2(v: &mut [Block], t: usize, tw: &Table, first: usize) {
+    let h = t / 2;
+    for (k, block) in v.chunks_exact_mut(2 * t).enumerate() {
+        let idx = [first + k, 2 * (first + k), 2 * (first + k) + 1];
+        let [c1, c2, c3] = idx.map(|i| Fr8::splat(&tw.entry(i)));
+        let (left, right) = block.split_at_mut(t);
+        let (q0, q1) = left.split_at_mut(h);
+        let (q2, q3) = right.split_at_mut(h);
+        for (((a, b), c), d) in q0.iter_mut().zip(q1).zip(q2).zip(q3) {
+            let (xa, xb) = (Fr8::load(a), Fr8::load(b));
+            let xc = twiddled(&Fr8::load(c), &c1, idx[0]);
+            let xd = twiddled(&Fr8::load(d), &c1, idx[0]);
+            let (ya, yc) = (Fr8::add(&xa, &xc), Fr8::sub(&xa, &xc));
+            let (yb, yd) = (Fr8::add(&xb, &xd), Fr8::sub(&xb, &xd));
+            let yb = twiddled(&yb, &c2, idx[1]);
+            let yd = twiddled(&yd, &c3, idx[2]);
+            Fr8::add(&ya, &yb).store(a);
+            Fr8::sub(&ya, &yb).store(b);
+            Fr8::add(&yc, &yd).store(c);
+            Fr8::sub(&yc, &yd).store(d);
+        }
+    }
+}
+
+/// Two Gentleman–Sande stages in one sweep: half-width `t/2` (entries from `2·first`) and
+/// then `t` (entries from `first`); the mirror image of [`ct_stage2`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn gs_stage2(v: &mut [Block], t: usize, tw: &Table, first: usize) {
+    let h = t / 2;
+    for (k, block) in v.chunks_exact_mut(2 * t).enumerate() {
+        let idx = [first + k, 2 * (first + k), 2 * (first + k) + 1];
+        let [c1, c2, c3] = idx.map(|i| Fr8::splat(&tw.entry(i)));
+        let (left, right) = block.split_at_mut(t);
+        let (q0, q1) = left.split_at_mut(h);
+        let (q2, q3) = right.split_at_mut(h);
+        for (((a, b), c), d) in q0.iter_mut().zip(q1).zip(q2).zip(q3) {
+            let (xa, xb, xc, xd) = (Fr8::load(a), Fr8::load(b), Fr8::load(c), Fr8::load(d));
+            let (ya, yb) = (Fr8::add(&xa, &xb), Fr8::sub(&xa, &xb));
+            let (yc, yd) = (Fr8::add(&xc, &xd), Fr8::sub(&xc, &xd));
+            let yb = twiddled(&yb, &c2, idx[1]);
+            let yd = twiddled(&yd, &c3, idx[2]);
+            Fr8::add(&ya, &yc).store(a);
+            twiddled(&Fr8::sub(&ya, &yc), &c1, idx[0]).store(c);
+            Fr8::add(&yb, &yd).store(b);
+            twiddled(&Fr8::sub(&yb, &yd), &c1, idx[0]).store(d);
+        }
+    }
+}
+
+/// The Cooley–Tukey stages of half-widths `top`, `top/2`, … `bottom` (powers of two, in
+/// vectors), two per sweep where possible; `first(t)` is the first table entry of the stage
+/// of half-width `t`.
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn ct_stages(
+    v: &mut [Block],
+    top: usize,
+    bottom: usize,
+    tw: &Table,
+    first: impl Fn(usize) -> usize,
+) {
+    let mut t = top;
+    while t >= bottom.max(1) {
+        if t / 2 >= bottom {
+            ct_stage2(v, t, tw, first(t));
+            t /= 4;
+        } else {
+            ct_stage(v, t, tw, first(t));
+            t /= 2;
+        }
+    }
+}
+
+/// The Gentleman–Sande stages of half-widths `bottom`, `2·bottom`, … `top`; arguments as for
+/// [`ct_stages`].
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn gs_stages(
+    v: &mut [Block],
+    top: usize,
+    bottom: usize,
+    tw: &Table,
+    first: impl Fn(usize) -> usize,
+) {
+    if bottom == 0 || top < bottom {
+        return;
+    }
+    let mut t = bottom;
+    // With an odd number of stages the first runs alone, the rest in pairs.
+    if (top / bottom).trailing_zeros().is_multiple_of(2) {
+        gs_stage(v, t, tw, first(t));
+        t *= 2;
+    }
+    while t < top {
+        gs_stage2(v, 2 * t, tw, first(2 * t));
+        t *= 4;
+    }
+}
+
 /// How the butterflies of half-width `t < 8` sit in sixteen consecutive elements, as lane
 /// indices for `_mm512_permutex2var_epi64` (8 + k is lane k of the second vector).
 struct Shuffle {
@@ -305,11 +420,8 @@ fn gs_lanes(row: &mut [Block], start: usize, tw: &Table) {
 /// All Cooley–Tukey stages inside one row (`start`: its first element's index).
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
 fn ct_row(row: &mut [Block], start: usize, tw: &Table) {
-    let mut t = row.len() * LANES / 2;
-    while t >= LANES {
-        ct_stage(row, t / LANES, tw, start / (2 * t));
-        t /= 2;
-    }
+    // Half-width t vectors is 8t elements, whose first entry is start / (16t).
+    ct_stages(row, row.len() / 2, 1, tw, |t| start / (2 * t * LANES));
     ct_lanes(row, start, tw);
 }
 
@@ -317,33 +429,20 @@ fn ct_row(row: &mut [Block], start: usize, tw: &Table) {
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
 fn gs_row(row: &mut [Block], start: usize, tw: &Table) {
     gs_lanes(row, start, tw);
-    let mut t = LANES;
-    while t < row.len() * LANES {
-        gs_stage(row, t / LANES, tw, start / (2 * t));
-        t *= 2;
-    }
+    gs_stages(row, row.len() / 2, 1, tw, |t| start / (2 * t * LANES));
 }
 
-/// The Cooley–Tukey stages that pair whole rows, on a tile of `cols` vectors per row.
+/// The Cooley–Tukey stages that pair whole rows, on a tile of `cols` vectors per row: the
+/// stage pairing rows `half` apart has half-width `half·cols` and entries from 0.
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
 fn ct_tile(tile: &mut [Block], cols: usize, tw: &Table) {
-    let rows = tile.len() / cols;
-    let mut half = rows / 2;
-    while half >= 1 {
-        ct_stage(tile, half * cols, tw, 0);
-        half /= 2;
-    }
+    ct_stages(tile, tile.len() / 2, cols, tw, |_| 0);
 }
 
 /// The Gentleman–Sande stages that pair whole rows; arguments as for [`ct_tile`].
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
 fn gs_tile(tile: &mut [Block], cols: usize, tw: &Table) {
-    let rows = tile.len() / cols;
-    let mut half = 1;
-    while half < rows {
-        gs_stage(tile, half * cols, tw, 0);
-        half *= 2;
-    }
+    gs_stages(tile, tile.len() / 2, cols, tw, |_| 0);
 }
 
 /// `dst[k] = lo[k] · hi` (a twist row, in the domain of R').
