@@ -15,8 +15,9 @@
 //!
 //! Values in registers ([`Fr8`]) are kept below 2r rather than below r, with every limb
 //! below 2^52 (IFMA reads only the low 52 bits of a lane). r < 2^255, so 2r still fits the
-//! 256 bits of blst's limbs, and the product needs no final subtraction: for `a < 2^256` and
-//! `b < 2r` it is below `a·b/2^260 + r < 2r`. Sums and differences subtract or add 2r once.
+//! 256 bits of blst's limbs, and the product needs no final subtraction: for `a < 4r` and
+//! `b < 2r` it is below `a·b/2^260 + r < 2r`. Sums and differences subtract or add 2r once;
+//! those that only feed a product skip even that ([`Fr8::add_lazy`], [`Fr8::sub_lazy`]).
 //! [`Fr8::store_scalars`] reduces below r, so every `Scalar` this module writes is valid.
 
 #![cfg(target_arch = "x86_64")]
@@ -49,6 +50,16 @@ const R52: [u64; LIMBS] = [
 
 /// 2r in radix 2^52 (below 2^256).
 const TWO_R52: [u64; LIMBS] = double(R52);
+
+/// 2r again, with 2^52 borrowed from each limb above the lowest into the one below, so
+/// that each lower limb is at least 2^52 (for subtracting without borrows).
+const TWO_R52_OFFSET: [u64; LIMBS] = [
+    TWO_R52[0] + (1 << 52),
+    TWO_R52[1] + (1 << 52) - 1,
+    TWO_R52[2] + (1 << 52) - 1,
+    TWO_R52[3] + (1 << 52) - 1,
+    TWO_R52[4] - 1,
+];
 
 /// −r⁻¹ mod 2^52, the Montgomery reduction factor.
 const R_INV: u64 = 0xffffeffffffff;
@@ -371,9 +382,34 @@ impl Fr8 {
         Fr8 { l: carry(e) }
     }
 
-    /// `a·b / 2^260 mod r`, below 2r for inputs below 2r (Montgomery product with
-    /// R' = 2^260): with `a` in blst's domain and `b` from [`constant`], `a·b` in blst's
-    /// domain.
+    /// `a + b`, below 4r for inputs below 2r: not reduced, so only for a product's first
+    /// operand.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn add_lazy(a: &Fr8, b: &Fr8) -> Fr8 {
+        Fr8 {
+            l: carry(std::array::from_fn(|i| _mm512_add_epi64(a.l[i], b.l[i]))),
+        }
+    }
+
+    /// `a − b + 2r`, in (0, 4r) for inputs below 2r: not reduced, so only for a product's
+    /// first operand.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn sub_lazy(a: &Fr8, b: &Fr8) -> Fr8 {
+        // Each lower limb of the offset is at least 2^52, so no limb of a − b + 2r goes
+        // negative and the plain carry normalises it.
+        let q = splat_limbs(TWO_R52_OFFSET);
+        Fr8 {
+            l: carry(std::array::from_fn(|i| {
+                _mm512_add_epi64(_mm512_sub_epi64(a.l[i], b.l[i]), q[i])
+            })),
+        }
+    }
+
+    /// `a·b / 2^260 mod r`, below 2r for `a` below 4r and `b` below 2r (Montgomery product
+    /// with R' = 2^260): with `a` in blst's domain and `b` from [`constant`], `a·b` in
+    /// blst's domain.
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
     pub(crate) fn mul(a: &Fr8, b: &Fr8) -> Fr8 {
@@ -403,8 +439,8 @@ impl Fr8 {
             t[1] = _mm512_add_epi64(t[1], _mm512_srli_epi64::<52>(t[0]));
             t = [t[1], t[2], t[3], t[4], t[5], zero];
         }
-        // a, b < 2r < 2^256: the result is below a·b/2^260 + r < 2r, so it fits five limbs
-        // and needs no subtraction.
+        // a < 4r < 2^257 and b < 2r < 2^256: the result is below a·b/2^260 + r < 2^253 + r
+        // < 2r, so it fits five limbs and needs no subtraction.
         Fr8 {
             l: carry([t[0], t[1], t[2], t[3], t[4]]),
         }
@@ -565,10 +601,31 @@ mod tests {
                 let sum = lanewise(&v, &ys, raise, |a, b| unsafe { Fr8::add(a, b) });
                 let diff = lanewise(&v, &ys, raise, |a, b| unsafe { Fr8::sub(a, b) });
                 let prod = lanewise(&v, &yc, raise, |a, b| unsafe { Fr8::mul(a, b) });
+                // (x ± y)·c with the unreduced sum and difference: c is the multiplier of
+                // the first rotation, y the value of the second.
+                let zs: Vec<Scalar> = (0..n).map(|k| v[(k + shift + 1) % n]).collect();
+                let lazy = |op: fn(&Fr8, &Fr8) -> Fr8| -> Vec<Scalar> {
+                    let mut out = vec![Scalar::ZERO; n];
+                    let chunks = v.chunks(LANES).zip(zs.chunks(LANES)).zip(yc.chunks(LANES));
+                    for (((x, z), c), o) in chunks.zip(out.as_chunks_mut::<LANES>().0) {
+                        let (x, z) = (
+                            load(x, |k| raise && k % 2 == 1),
+                            load(z, |k| raise && k < 4),
+                        );
+                        // SAFETY: this CPU has AVX-512 IFMA (checked above).
+                        unsafe { Fr8::mul(&op(&x, &z), &load(c, |_| false)).store_scalars(o) };
+                    }
+                    out
+                };
+                // SAFETY (both closures): as above.
+                let sum_prod = lazy(|a, b| unsafe { Fr8::add_lazy(a, b) });
+                let diff_prod = lazy(|a, b| unsafe { Fr8::sub_lazy(a, b) });
                 for k in 0..n {
                     assert_eq!(sum[k], v[k] + ys[k], "{:?} + {:?}", v[k], ys[k]);
                     assert_eq!(diff[k], v[k] - ys[k], "{:?} - {:?}", v[k], ys[k]);
                     assert_eq!(prod[k], v[k] * ys[k], "{:?} * {:?}", v[k], ys[k]);
+                    assert_eq!(sum_prod[k], (v[k] + zs[k]) * ys[k]);
+                    assert_eq!(diff_prod[k], (v[k] - zs[k]) * ys[k]);
                 }
             }
         }
@@ -604,6 +661,35 @@ mod timing {
         (thread_cpu() - t0).as_secs_f64() * 1e9 / (n * reps) as f64
     }
 
+    /// `out[k] = a[k]·b[k]`.
+    #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+    fn products(out: &mut [Block], a: &[Block], b: &[Block]) {
+        for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
+            Fr8::mul(&Fr8::load(x), &Fr8::load(y)).store(o);
+        }
+        std::hint::black_box(out);
+    }
+
+    /// `v[k] ← v[k]²` (a working set in L1).
+    #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+    fn squares(v: &mut [Block]) {
+        for x in v.iter_mut() {
+            let y = Fr8::load(x);
+            Fr8::mul(&y, &y).store(x);
+        }
+        std::hint::black_box(v);
+    }
+
+    /// `v[k] ← 2·v[k]` (a working set in L1).
+    #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+    fn doubles(v: &mut [Block]) {
+        for x in v.iter_mut() {
+            let y = Fr8::load(x);
+            Fr8::add(&y, &y).store(x);
+        }
+        std::hint::black_box(v);
+    }
+
     #[test]
     #[ignore]
     fn product_throughput() {
@@ -637,13 +723,14 @@ mod timing {
                 }
                 std::hint::black_box(&mut out);
             });
-            let ifma = per_element(n, 20, || {
-                for ((o, x), y) in packed.iter_mut().zip(&pa).zip(&pb) {
-                    // SAFETY: this CPU has AVX-512 IFMA (checked above).
-                    unsafe { Fr8::mul(&Fr8::load(x), &Fr8::load(y)).store(o) };
-                }
-                std::hint::black_box(&mut packed);
-            });
+            // SAFETY: this CPU has AVX-512 IFMA (checked above).
+            let ifma = per_element(n, 20, || unsafe { products(&mut packed, &pa, &pb) });
+            let hot = &mut packed[..64];
+            // SAFETY: as above.
+            let squares = per_element(64 * LANES, 20000, || unsafe { squares(hot) });
+            // SAFETY: as above.
+            let doubles = per_element(64 * LANES, 20000, || unsafe { doubles(hot) });
+            println!("in L1: square {squares:.3} ns, double {doubles:.3} ns per element");
             println!(
                 "product: blst {blst:.2} ns, IFMA {ifma:.2} ns per element: {:.2}× faster",
                 blst / ifma

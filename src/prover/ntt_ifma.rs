@@ -180,12 +180,7 @@ fn gs_stage(v: &mut [Block], t: usize, tw: &Table, first: usize) {
         for (x, y) in xs.iter_mut().zip(ys.iter_mut()) {
             let (u, w) = (Fr8::load(x), Fr8::load(y));
             Fr8::add(&u, &w).store(x);
-            let d = Fr8::sub(&u, &w);
-            if idx != 0 {
-                Fr8::mul(&d, &c).store(y);
-            } else {
-                d.store(y);
-            }
+            diff_times(&u, &w, &c, idx).store(y);
         }
     }
 }
@@ -198,6 +193,29 @@ fn twiddled(x: &Fr8, c: &Fr8, idx: usize) -> Fr8 {
         Fr8::mul(x, c)
     } else {
         *x
+    }
+}
+
+/// `(a + b)·c`, or `a + b` where `idx` is table entry 0; the sum is reduced only when it
+/// is not multiplied.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn sum_times(a: &Fr8, b: &Fr8, c: &Fr8, idx: usize) -> Fr8 {
+    if idx != 0 {
+        Fr8::mul(&Fr8::add_lazy(a, b), c)
+    } else {
+        Fr8::add(a, b)
+    }
+}
+
+/// `(a − b)·c`, or `a − b` where `idx` is table entry 0; as for [`sum_times`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn diff_times(a: &Fr8, b: &Fr8, c: &Fr8, idx: usize) -> Fr8 {
+    if idx != 0 {
+        Fr8::mul(&Fr8::sub_lazy(a, b), c)
+    } else {
+        Fr8::sub(a, b)
     }
 }
 
@@ -220,9 +238,8 @@ fn ct_stage2(v: &mut [Block], t: usize, tw: &Table, first: usize) {
             let xc = twiddled(&Fr8::load(c), &c1, idx[0]);
             let xd = twiddled(&Fr8::load(d), &c1, idx[0]);
             let (ya, yc) = (Fr8::add(&xa, &xc), Fr8::sub(&xa, &xc));
-            let (yb, yd) = (Fr8::add(&xb, &xd), Fr8::sub(&xb, &xd));
-            let yb = twiddled(&yb, &c2, idx[1]);
-            let yd = twiddled(&yd, &c3, idx[2]);
+            let yb = sum_times(&xb, &xd, &c2, idx[1]);
+            let yd = diff_times(&xb, &xd, &c3, idx[2]);
             Fr8::add(&ya, &yb).store(a);
             Fr8::sub(&ya, &yb).store(b);
             Fr8::add(&yc, &yd).store(c);
@@ -245,14 +262,12 @@ fn gs_stage2(v: &mut [Block], t: usize, tw: &Table, first: usize) {
         let (q2, q3) = right.split_at_mut(h);
         for (((a, b), c), d) in q0.iter_mut().zip(q1).zip(q2).zip(q3) {
             let (xa, xb, xc, xd) = (Fr8::load(a), Fr8::load(b), Fr8::load(c), Fr8::load(d));
-            let (ya, yb) = (Fr8::add(&xa, &xb), Fr8::sub(&xa, &xb));
-            let (yc, yd) = (Fr8::add(&xc, &xd), Fr8::sub(&xc, &xd));
-            let yb = twiddled(&yb, &c2, idx[1]);
-            let yd = twiddled(&yd, &c3, idx[2]);
+            let (ya, yb) = (Fr8::add(&xa, &xb), diff_times(&xa, &xb, &c2, idx[1]));
+            let (yc, yd) = (Fr8::add(&xc, &xd), diff_times(&xc, &xd, &c3, idx[2]));
             Fr8::add(&ya, &yc).store(a);
-            twiddled(&Fr8::sub(&ya, &yc), &c1, idx[0]).store(c);
+            diff_times(&ya, &yc, &c1, idx[0]).store(c);
             Fr8::add(&yb, &yd).store(b);
-            twiddled(&Fr8::sub(&yb, &yd), &c1, idx[0]).store(d);
+            diff_times(&yb, &yd, &c1, idx[0]).store(d);
         }
     }
 }
@@ -408,7 +423,7 @@ fn gs_lanes(row: &mut [Block], start: usize, tw: &Table) {
         for (s, [ix, iy, ilo, ihi]) in &shuffles {
             let c = lane_twiddles(s, tw, g);
             let (x, y) = (pick(&v0, *ix, &v1), pick(&v0, *iy, &v1));
-            let (x, y) = (Fr8::add(&x, &y), Fr8::mul(&Fr8::sub(&x, &y), &c));
+            let (x, y) = (Fr8::add(&x, &y), Fr8::mul(&Fr8::sub_lazy(&x, &y), &c));
             v0 = pick(&x, *ilo, &y);
             v1 = pick(&x, *ihi, &y);
         }
