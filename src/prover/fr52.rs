@@ -13,12 +13,12 @@
 //! the product is `x·R·c·R' / R' = (x·c)·R`, again in blst's domain, so the data needs no
 //! conversion other than repacking its bits.
 //!
-//! Values in registers ([`Fr8`]) are kept below 2r rather than below r, with every limb
+//! Values in registers (`Fr8`) are kept below 2r rather than below r, with every limb
 //! below 2^52 (IFMA reads only the low 52 bits of a lane). r < 2^255, so 2r still fits the
 //! 256 bits of blst's limbs, and the product needs no final subtraction: for `a < 4r` and
 //! `b < 2r` it is below `a·b/2^260 + r < 2r`. Sums and differences subtract or add 2r once;
-//! those that only feed a product skip even that ([`Fr8::add_lazy`], [`Fr8::sub_lazy`]).
-//! [`Fr8::store_scalars`] reduces below r, so every `Scalar` this module writes is valid.
+//! those that only feed a product skip even that (`Fr8::add_lazy`, `Fr8::sub_lazy`).
+//! `Fr8::store_scalars` reduces below r, so every `Scalar` this module writes is valid.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -573,6 +573,47 @@ mod tests {
             let l = blst_fr::from(x).l;
             assert_eq!(join(split(l)), l);
             assert!(split(l).iter().all(|&w| w <= MASK52));
+        }
+    }
+
+    #[test]
+    fn products_landing_on_and_near_r_match_blst() {
+        // y chosen so that x·y is 0, 1, r − 1, r − 2 or 2: results at both ends of [0, r),
+        // where a missing or extra subtraction of r would show.
+        if !detected() {
+            println!("skipped: no AVX-512 IFMA");
+            return;
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(53);
+        let targets = [
+            Scalar::ZERO,
+            Scalar::ONE,
+            -Scalar::ONE,
+            -Scalar::from(2u64),
+            Scalar::from(2u64),
+        ];
+        let mut xs = values();
+        xs.retain(|x| !bool::from(x.is_zero()));
+        xs.extend((0..64).map(|_| Scalar::random(&mut rng)));
+        xs.truncate(xs.len() / LANES * LANES);
+        for target in targets {
+            let ys: Vec<Scalar> = xs
+                .iter()
+                .map(|x| Option::<Scalar>::from(x.invert()).unwrap_or(Scalar::ZERO) * target)
+                .collect();
+            let yc: Vec<Scalar> = ys
+                .iter()
+                .map(|y| {
+                    Scalar::from(blst_fr {
+                        l: join(constant(*y)),
+                    })
+                })
+                .collect();
+            for raise in [false, true] {
+                // SAFETY: this CPU has AVX-512 IFMA (checked above).
+                let prod = lanewise(&xs, &yc, raise, |a, b| unsafe { Fr8::mul(a, b) });
+                assert!(prod.iter().all(|p| *p == target), "target {target:?}");
+            }
         }
     }
 
