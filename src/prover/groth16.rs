@@ -17,8 +17,8 @@ use crate::synth::Synthesized;
 pub struct ProofTimings {
     /// The quotient polynomial (NTTs).
     pub quotient: Duration,
-    /// The multi-scalar multiplications: the wall time of the proof beyond the quotient (on
-    /// backends that overlap stages, the witness MSMs run while the quotient does).
+    /// The multi-scalar multiplications, which follow the quotient (on backends that allow
+    /// it, all five at once).
     pub msm: Duration,
 }
 
@@ -129,15 +129,13 @@ pub fn prove_with_randomness(
 
     let overlap = backend.overlap_stages();
     let start = Instant::now();
-    // The quotient and the H query form one chain; the other four queries depend only on the
-    // witness, so they can run beside it.
-    let h_chain = || -> Result<(G1Projective, Duration), ProverError> {
-        let t = Instant::now();
-        let h = backend.quotient(a, b, c)?;
-        let quotient = t.elapsed();
-        let h_acc = timed("h", || backend.msm_g1(&srs.h, &h))?;
-        Ok((h_acc, quotient))
-    };
+    // The quotient runs first and alone: its passes are short parallel loops, and beside
+    // long MSM tasks they would wait for free threads (a 2^17 quotient took 0.3 s instead of
+    // 0.02 s next to the witness MSMs on 16 cores). The five MSMs are independent and then
+    // run together where the backend allows it.
+    let h = backend.quotient(a, b, c)?;
+    let quotient = start.elapsed();
+    let h_query = || timed("h", || backend.msm_g1(&srs.h, &h));
     let witness = || -> Result<WitnessSums, ProverError> {
         let b_input = dense(&input, &b_input_density);
         let b_aux = dense(&aux, &b_aux_density);
@@ -180,8 +178,8 @@ pub fn prove_with_randomness(
             b_g2: b_g2?,
         })
     };
-    let (h_result, witness_result) = both(overlap, h_chain, witness);
-    let (h_acc, quotient) = h_result?;
+    let (h_result, witness_result) = both(overlap, h_query, witness);
+    let h_acc = h_result?;
     let WitnessSums {
         l: l_acc,
         a: a_acc,

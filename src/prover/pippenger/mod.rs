@@ -29,8 +29,31 @@ use digits::{window_count, WindowDigits};
 /// 0.89–1.03× at 2^14, 0.8× and better from 2^16); the CPU backend uses it there.
 pub const MIN_POINTS: usize = 1 << 13;
 
-/// The smallest chunk of points worth its own buckets when an MSM is split for more tasks.
-const MIN_CHUNK: usize = 1 << 15;
+/// The smallest chunk of points worth its own buckets when an MSM is split for more tasks
+/// (log2). Measured on 16 cores (H200 host), 2 KiB PoSt proofs and 2^16–2^18 MSMs: 2^13
+/// with four tasks per thread beat 2^15 with two (medians of 3: WindowPoSt 0.378 → 0.359×,
+/// WinningPoSt 0.270 → 0.256× of filecoin-proofs' time; G1 2^18 wall 0.71 → 0.51× blst's);
+/// 2^12, or eight tasks per thread, gained nothing more.
+const MIN_CHUNK_LOG: u32 = 13;
+
+/// Tasks per thread an MSM aims for: enough that threads finishing early find work.
+const TASKS_PER_THREAD: usize = 4;
+
+/// `CUZK_CPU_MSM_SPLIT=tasks,min_chunk_log` overrides [`TASKS_PER_THREAD`] and
+/// [`MIN_CHUNK_LOG`] for sweeps; read once per process.
+fn split_policy() -> (usize, u32) {
+    static POLICY: std::sync::OnceLock<(usize, u32)> = std::sync::OnceLock::new();
+    *POLICY.get_or_init(|| {
+        std::env::var("CUZK_CPU_MSM_SPLIT")
+            .ok()
+            .and_then(|v| {
+                let (t, l) = v.split_once(',')?;
+                Some((t.parse().ok()?, l.parse().ok()?))
+            })
+            .filter(|&(t, l): &(usize, u32)| (1..=64).contains(&t) && (8..=24).contains(&l))
+            .unwrap_or((TASKS_PER_THREAD, MIN_CHUNK_LOG))
+    })
+}
 
 /// Relative cost of one batch-affine bucket addition and of one bucket in the final running
 /// sum (two projective additions), in field products; only their ratio matters.
@@ -62,13 +85,17 @@ fn window_width(n: usize) -> u32 {
 
 /// Into how many chunks to split `n` points so that `threads` have enough tasks.
 ///
-/// Windows are the natural unit of parallel work. With fewer than about two windows per
-/// thread (small MSMs on many cores) the points are split as well, but never into chunks
-/// below [`MIN_CHUNK`] points, where each chunk's own bucket reduction would start to cost
-/// more than the better balance saves.
+/// Windows are the natural unit of parallel work. With fewer than about
+/// [`TASKS_PER_THREAD`] windows per thread (small MSMs on many cores) the points are split as
+/// well, but never into chunks below 2^[`MIN_CHUNK_LOG`] points, where each chunk's own
+/// bucket reduction would start to cost more than the better balance saves.
 fn chunk_count(n: usize, threads: usize) -> usize {
+    let (tasks, min_chunk_log) = split_policy();
     let windows = window_count(window_width(n)) as usize;
-    (2 * threads).div_ceil(windows).min(n / MIN_CHUNK).max(1)
+    (tasks * threads)
+        .div_ceil(windows)
+        .min(n >> min_chunk_log)
+        .max(1)
 }
 
 /// The canonical little-endian 64-bit limbs of `s`, the form [`msm`] takes its scalars in.

@@ -10,13 +10,19 @@ use rayon::prelude::*;
 use super::batch::AffineBatch;
 use super::curve::{Coord, Curve};
 
-/// Points per independent tree (a rayon task): 4096 G1 points are 384 KiB.
+/// Most points per independent tree (a rayon task): 4096 G1 points are 384 KiB.
 const BLOCK: usize = 1 << 12;
+
+/// Fewest points per tree when a small sum is split for more threads: a tree of m points
+/// pays log2(m) inversions, which 1024 points amortise.
+const MIN_BLOCK: usize = 1 << 10;
 
 /// Σ points[i] over `indices` (repeats allowed, identities skipped).
 pub fn sum_indexed<C: Curve>(points: &[C::Affine], indices: &[usize]) -> C::Proj {
+    let threads = rayon::current_num_threads().max(1);
+    let block = (indices.len() / (2 * threads)).clamp(MIN_BLOCK, BLOCK);
     indices
-        .par_chunks(BLOCK)
+        .par_chunks(block)
         .map(|idx| block_sum::<C>(points, idx))
         .reduce(C::Proj::default, |mut a, b| {
             C::add(&mut a, &b);
