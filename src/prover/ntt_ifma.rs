@@ -6,7 +6,9 @@
 //! stage in between runs on eight butterflies at once with [`Fr8`].
 //!
 //! - Stages whose butterflies pair elements at least eight apart pair whole vectors, and
-//!   every lane of a vector shares one twiddle, broadcast from the table.
+//!   every lane of a vector shares one twiddle, broadcast from the table. They run two
+//!   stages per sweep over the buffer where they can ([`ct_stage2`], [`gs_stage2`]), so
+//!   each vector is loaded and stored once for two butterflies (6% less time at 2^20).
 //! - The last three Cooley–Tukey stages of a row and the first three Gentleman–Sande stages
 //!   (half-widths 4, 2 and 1) pair lanes of the same vector: sixteen consecutive elements
 //!   are shuffled into the eight `x` and the eight `y` of their butterflies, with a vector
@@ -16,7 +18,12 @@
 //! constants in the domain of R' = 2^260 (see [`fr52`]), so each product by a table entry
 //! returns blst's domain. The one product of two data values, A·B in pass 3, would lose a
 //! factor 2^4 that way; B's twist carries an extra factor 16 to put it back, so no pass
-//! multiplies more than the scalar one does.
+//! multiplies more than the scalar one does. Sums and differences that only feed a product
+//! are left unreduced ([`sum_times`], [`diff_times`]).
+//!
+//! Where the time goes (one thread, 2^20, 313 ms in all): building the twiddle tables 17 ms,
+//! pass 1 40 ms, pass 2 146 ms, pass 3 54 ms, pass 4 31 ms, the final permutation 25 ms;
+//! 3.2–3.9 ns per butterfly in the passes, of which the product is about 2.1 ns.
 
 use std::arch::x86_64::{__m512i, _mm512_permutex2var_epi64};
 
