@@ -31,53 +31,46 @@ pub struct MsmBenchArgs {
 /// Distinct random bases; larger inputs tile them (as sppark's and our GPU benchmarks do).
 const DISTINCT_BASES: usize = 1 << 12;
 
-/// Times blst's Pippenger and ours on one curve at size 2^log, checks that both agree and
-/// prints a row. (A macro because blst's `MultiPoint` is implemented per raw point type.)
+/// Times blst and our MSM on one curve at size 2^log, checks that both agree and prints a
+/// row. `ones` makes every scalar one, with blst's batch addition as the reference; else the
+/// scalars are uniformly random against blst's Pippenger. (A macro because blst's
+/// `MultiPoint` is implemented per raw point type.)
 macro_rules! bench_size {
     ($curve:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty, $ours:path,
-     $log:expr, $args:expr, $rng:expr) => {{
-        let log = $log;
+     $log:expr, $ones:expr, $args:expr, $rng:expr) => {{
+        let (log, ones) = ($log, $ones);
         let n = 1usize << log;
         let distinct: Vec<$affine> = (0..DISTINCT_BASES.min(n))
             .map(|_| <$proj>::random(&mut $rng).to_affine())
             .collect();
         let bases: Vec<$affine> = (0..n).map(|i| distinct[i % distinct.len()]).collect();
-        let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut $rng)).collect();
+        let scalars: Vec<Scalar> = (0..n)
+            .map(|_| {
+                if ones {
+                    Scalar::ONE
+                } else {
+                    Scalar::random(&mut $rng)
+                }
+            })
+            .collect();
         let bytes = scalar_bytes(&scalars);
         // SAFETY: blstrs' affine and projective points are transparent wrappers over blst's.
         let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, n) };
-        let (t_ref, reference) = median($args.timed_runs, || raw.mult(&bytes, 255));
+        let (t_ref, reference) = median($args.timed_runs, || {
+            if ones {
+                raw.add()
+            } else {
+                raw.mult(&bytes, 255)
+            }
+        });
         let (t_ours, ours) = median($args.timed_runs, || $ours(&bases, &scalars));
         // SAFETY: as above.
         let reference = unsafe { std::mem::transmute::<$raw_proj, $proj>(reference) };
-        let name = stringify!($curve);
-        anyhow::ensure!(
-            reference == ours,
-            "{name} 2^{log}: results differ from blst's"
-        );
-        row(name, log, t_ref, t_ours);
-    }};
-}
-
-/// Times blst's batch addition and our MSM on scalars that are all one (the sum of the
-/// points), checks that both agree and prints a row.
-macro_rules! bench_ones {
-    ($curve:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty, $ours:path,
-     $log:expr, $args:expr, $rng:expr) => {{
-        let log = $log;
-        let n = 1usize << log;
-        let distinct: Vec<$affine> = (0..DISTINCT_BASES.min(n))
-            .map(|_| <$proj>::random(&mut $rng).to_affine())
-            .collect();
-        let bases: Vec<$affine> = (0..n).map(|i| distinct[i % distinct.len()]).collect();
-        let scalars = vec![Scalar::ONE; n];
-        // SAFETY: blstrs' affine and projective points are transparent wrappers over blst's.
-        let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, n) };
-        let (t_ref, reference) = median($args.timed_runs, || raw.add());
-        let (t_ours, ours) = median($args.timed_runs, || $ours(&bases, &scalars));
-        // SAFETY: as above.
-        let reference = unsafe { std::mem::transmute::<$raw_proj, $proj>(reference) };
-        let name = concat!(stringify!($curve), " ones");
+        let name = if ones {
+            concat!(stringify!($curve), " ones")
+        } else {
+            stringify!($curve)
+        };
         anyhow::ensure!(
             reference == ours,
             "{name} 2^{log}: results differ from blst's"
@@ -109,6 +102,7 @@ pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
             blst_p1,
             msm::msm_g1,
             log,
+            false,
             args,
             rng
         );
@@ -122,12 +116,13 @@ pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
             blst_p2,
             msm::msm_g2,
             log,
+            false,
             args,
             rng
         );
     }
     for &log in &args.ones {
-        bench_ones!(
+        bench_size!(
             G1,
             G1Affine,
             G1Projective,
@@ -135,10 +130,11 @@ pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
             blst_p1,
             msm::msm_g1,
             log,
+            true,
             args,
             rng
         );
-        bench_ones!(
+        bench_size!(
             G2,
             G2Affine,
             G2Projective,
@@ -146,6 +142,7 @@ pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
             blst_p2,
             msm::msm_g2,
             log,
+            true,
             args,
             rng
         );
