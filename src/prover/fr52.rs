@@ -17,8 +17,9 @@
 //! below 2^52 (IFMA reads only the low 52 bits of a lane). r < 2^255, so 2r still fits the
 //! 256 bits of blst's limbs, and the product needs no final subtraction: for `a < 4r` and
 //! `b < 2r` it is below `a·b/2^260 + r < 2r`. Sums and differences subtract or add 2r once;
-//! those that only feed a product skip even that (`Fr8::add_lazy`, `Fr8::sub_lazy`).
-//! `Fr8::store_scalars` reduces below r, so every `Scalar` this module writes is valid.
+//! those that only feed a product, or are reduced later, skip even that (`Fr8::add_lazy`,
+//! `Fr8::sub_lazy`, below 4r). `Fr8::store_scalars` reduces values below 4r to below r, so
+//! every `Scalar` this module writes is valid.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -332,12 +333,12 @@ impl Fr8 {
         }
     }
 
-    /// Stores the eight elements, reduced below r, as blst's limbs; the inverse of
-    /// [`Fr8::load_scalars`].
+    /// Stores the eight elements (below 4r), reduced below r, as blst's limbs; the inverse
+    /// of [`Fr8::load_scalars`].
     #[inline]
     #[target_feature(enable = "avx512f,avx512dq")]
     pub(crate) fn store_scalars(&self, out: &mut [Scalar; LANES]) {
-        let l = reduce_once(self.l, R52);
+        let l = reduce_once(reduce_once(self.l, TWO_R52), R52);
         let or = _mm512_or_si512;
         let w0 = or(l[0], _mm512_slli_epi64::<52>(l[1]));
         let w1 = or(_mm512_srli_epi64::<12>(l[1]), _mm512_slli_epi64::<40>(l[2]));
@@ -382,8 +383,17 @@ impl Fr8 {
         Fr8 { l: carry(e) }
     }
 
+    /// `x` below 2r, for `x` below 4r.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub(crate) fn reduce(x: &Fr8) -> Fr8 {
+        Fr8 {
+            l: reduce_once(x.l, TWO_R52),
+        }
+    }
+
     /// `a + b`, below 4r for inputs below 2r: not reduced, so only for a product's first
-    /// operand.
+    /// operand, [`Fr8::reduce`] or [`Fr8::store_scalars`].
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) fn add_lazy(a: &Fr8, b: &Fr8) -> Fr8 {
@@ -392,8 +402,7 @@ impl Fr8 {
         }
     }
 
-    /// `a − b + 2r`, in (0, 4r) for inputs below 2r: not reduced, so only for a product's
-    /// first operand.
+    /// `a − b + 2r`, in (0, 4r) for inputs below 2r: not reduced, as for [`Fr8::add_lazy`].
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) fn sub_lazy(a: &Fr8, b: &Fr8) -> Fr8 {
@@ -573,6 +582,44 @@ mod tests {
             let l = blst_fr::from(x).l;
             assert_eq!(join(split(l)), l);
             assert!(split(l).iter().all(|&w| w <= MASK52));
+        }
+    }
+
+    #[test]
+    fn values_up_to_4r_reduce_and_store() {
+        // x + 2r and x + 3r (below 4r < 2^257, so five limbs hold them) store as x.
+        if !detected() {
+            println!("skipped: no AVX-512 IFMA");
+            return;
+        }
+        let v = values();
+        for chunk in v.as_chunks::<LANES>().0 {
+            let (two, three) = (
+                double(R52),
+                [0, 1, 2, 3, 4].map(|i| R52[i] + double(R52)[i]),
+            );
+            let mut block = Block::default();
+            for (lane, x) in chunk.iter().enumerate() {
+                let l = split(blst_fr::from(*x).l);
+                let add = if lane % 2 == 0 { two } else { three };
+                let mut out = [0; LIMBS];
+                let mut carry = 0;
+                for i in 0..LIMBS {
+                    let t = l[i] + add[i] + carry;
+                    out[i] = if i + 1 < LIMBS { t & MASK52 } else { t };
+                    carry = t >> 52;
+                }
+                block.set_lane(lane, out);
+            }
+            let (mut stored, mut reduced) = ([Scalar::ZERO; LANES], [Scalar::ZERO; LANES]);
+            // SAFETY: this CPU has AVX-512 IFMA (checked above).
+            unsafe {
+                let x = Fr8::load(&block);
+                x.store_scalars(&mut stored);
+                Fr8::reduce(&x).store_scalars(&mut reduced);
+            }
+            assert_eq!(&stored, chunk);
+            assert_eq!(&reduced, chunk);
         }
     }
 

@@ -18,12 +18,18 @@
 //! constants in the domain of R' = 2^260 (see [`fr52`]), so each product by a table entry
 //! returns blst's domain. The one product of two data values, A·B in pass 3, would lose a
 //! factor 2^4 that way; B's twist carries an extra factor 16 to put it back, so no pass
-//! multiplies more than the scalar one does. Sums and differences that only feed a product
-//! are left unreduced ([`sum_times`], [`diff_times`]).
+//! multiplies more than the scalar one does.
 //!
-//! Where the time goes (one thread, 2^20, 313 ms in all): building the twiddle tables 17 ms,
-//! pass 1 40 ms, pass 2 146 ms, pass 3 54 ms, pass 4 31 ms, the final permutation 25 ms;
-//! 3.2–3.9 ns per butterfly in the passes, of which the product is about 2.1 ns.
+//! Values in the buffers are below 4r, not r: Gentleman–Sande differences that only feed a
+//! product are left unreduced ([`diff_times`]), and Cooley–Tukey butterflies leave both
+//! outputs unreduced, bringing `x` below 2r when it next enters a butterfly
+//! ([`ct_butterfly`]). Products accept such values and return them below 2r, and unpacking
+//! reduces below r.
+//!
+//! Where the time went before the lazy Cooley–Tukey butterflies and the blocked final
+//! permutation (one thread, 2^20, 313 ms in all): building the twiddle tables 17 ms, pass 1
+//! 40 ms, pass 2 146 ms, pass 3 54 ms, pass 4 31 ms, the final permutation 25 ms; 3.2–3.9 ns
+//! per butterfly in the passes, of which the product is about 2.1 ns.
 
 use std::arch::x86_64::{__m512i, _mm512_permutex2var_epi64};
 
@@ -165,13 +171,10 @@ fn ct_stage(v: &mut [Block], t: usize, tw: &Table, first: usize) {
         let c = Fr8::splat(&tw.entry(idx));
         let (xs, ys) = block.split_at_mut(t);
         for (x, y) in xs.iter_mut().zip(ys.iter_mut()) {
-            let (u, mut w) = (Fr8::load(x), Fr8::load(y));
-            // Entry 0 is ω^0 = 1.
-            if idx != 0 {
-                w = Fr8::mul(&w, &c);
-            }
-            Fr8::add(&u, &w).store(x);
-            Fr8::sub(&u, &w).store(y);
+            let w = ct_twiddled(&Fr8::load(y), &c, idx);
+            let (u, w) = ct_butterfly(&Fr8::load(x), &w);
+            u.store(x);
+            w.store(y);
         }
     }
 }
@@ -192,30 +195,31 @@ fn gs_stage(v: &mut [Block], t: usize, tw: &Table, first: usize) {
     }
 }
 
-/// `x·c`, or `x` where `idx` is table entry 0 (ω^0 = 1).
+/// The Cooley–Tukey butterfly on `x` and the already multiplied `w`: `(x + w, x − w)`,
+/// both below 4r and unreduced, for `x` below 4r and `w` below 2r. `x` is brought below 2r
+/// first, so the outputs of one stage can be the inputs of the next (Harvey's lazy
+/// butterfly); whatever stores them reduces them.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
-fn twiddled(x: &Fr8, c: &Fr8, idx: usize) -> Fr8 {
+fn ct_butterfly(x: &Fr8, w: &Fr8) -> (Fr8, Fr8) {
+    let x = Fr8::reduce(x);
+    (Fr8::add_lazy(&x, w), Fr8::sub_lazy(&x, w))
+}
+
+/// `y·c` below 2r for `y` below 4r, or `y` brought below 2r where `idx` is table entry 0
+/// (ω^0 = 1).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn ct_twiddled(y: &Fr8, c: &Fr8, idx: usize) -> Fr8 {
     if idx != 0 {
-        Fr8::mul(x, c)
+        Fr8::mul(y, c)
     } else {
-        *x
+        Fr8::reduce(y)
     }
 }
 
-/// `(a + b)·c`, or `a + b` where `idx` is table entry 0; the sum is reduced only when it
-/// is not multiplied.
-#[inline]
-#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
-fn sum_times(a: &Fr8, b: &Fr8, c: &Fr8, idx: usize) -> Fr8 {
-    if idx != 0 {
-        Fr8::mul(&Fr8::add_lazy(a, b), c)
-    } else {
-        Fr8::add(a, b)
-    }
-}
-
-/// `(a − b)·c`, or `a − b` where `idx` is table entry 0; as for [`sum_times`].
+/// `(a − b)·c`, or `a − b` where `idx` is table entry 0 (ω^0 = 1), for inputs below 2r;
+/// the difference is reduced only when it is not multiplied.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
 fn diff_times(a: &Fr8, b: &Fr8, c: &Fr8, idx: usize) -> Fr8 {
@@ -241,16 +245,16 @@ fn ct_stage2(v: &mut [Block], t: usize, tw: &Table, first: usize) {
         let (q0, q1) = left.split_at_mut(h);
         let (q2, q3) = right.split_at_mut(h);
         for (((a, b), c), d) in q0.iter_mut().zip(q1).zip(q2).zip(q3) {
-            let (xa, xb) = (Fr8::load(a), Fr8::load(b));
-            let xc = twiddled(&Fr8::load(c), &c1, idx[0]);
-            let xd = twiddled(&Fr8::load(d), &c1, idx[0]);
-            let (ya, yc) = (Fr8::add(&xa, &xc), Fr8::sub(&xa, &xc));
-            let yb = sum_times(&xb, &xd, &c2, idx[1]);
-            let yd = diff_times(&xb, &xd, &c3, idx[2]);
-            Fr8::add(&ya, &yb).store(a);
-            Fr8::sub(&ya, &yb).store(b);
-            Fr8::add(&yc, &yd).store(c);
-            Fr8::sub(&yc, &yd).store(d);
+            let xc = ct_twiddled(&Fr8::load(c), &c1, idx[0]);
+            let xd = ct_twiddled(&Fr8::load(d), &c1, idx[0]);
+            let (ya, yc) = ct_butterfly(&Fr8::load(a), &xc);
+            let (yb, yd) = ct_butterfly(&Fr8::load(b), &xd);
+            let (yb, yd) = (ct_twiddled(&yb, &c2, idx[1]), ct_twiddled(&yd, &c3, idx[2]));
+            let ((za, zb), (zc, zd)) = (ct_butterfly(&ya, &yb), ct_butterfly(&yc, &yd));
+            za.store(a);
+            zb.store(b);
+            zc.store(c);
+            zd.store(d);
         }
     }
 }
@@ -407,9 +411,8 @@ fn ct_lanes(row: &mut [Block], start: usize, tw: &Table) {
         let (mut v0, mut v1) = (Fr8::load(&pair[0]), Fr8::load(&pair[1]));
         for (s, [ix, iy, ilo, ihi]) in &shuffles {
             let c = lane_twiddles(s, tw, g);
-            let x = pick(&v0, *ix, &v1);
             let y = Fr8::mul(&pick(&v0, *iy, &v1), &c);
-            let (x, y) = (Fr8::add(&x, &y), Fr8::sub(&x, &y));
+            let (x, y) = ct_butterfly(&pick(&v0, *ix, &v1), &y);
             v0 = pick(&x, *ilo, &y);
             v1 = pick(&x, *ihi, &y);
         }
