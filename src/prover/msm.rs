@@ -2,8 +2,10 @@
 //!
 //! Most of a Filecoin witness is 0 or 1 (the boolean gadgets of SHA-256 and the Merkle
 //! paths). Scalars are classified first: zeros are dropped, the points of ones are summed by
-//! a tree of batched affine additions ([`pippenger::sum_indexed`]), and only the remaining scalars go through a Pippenger
-//! multiplication: ours (`super::pippenger`, batch-affine buckets) from
+//! a tree of batched affine additions ([`pippenger::sum_indexed`]); where other values repeat
+//! often (PoSt and SnapDeals witnesses) the points of each value are summed first
+//! ([`pippenger::group_equal`], [`pippenger::sum_groups`]); only the remaining scalars go
+//! through a Pippenger multiplication: ours (`super::pippenger`, batch-affine buckets) from
 //! [`pippenger::MIN_POINTS`] on, blst's below. On a PoRep partition this removes most of the
 //! work of the A, B and L queries.
 
@@ -103,39 +105,51 @@ macro_rules! cpu_msm {
                     .map(|&i| unsafe { *(&bases[i] as *const $affine as *const $raw_affine) })
                     .collect()
             };
+            // SAFETY: the blstrs affine type is `#[repr(transparent)]` over blst's raw affine
+            // point; the slice keeps its length.
+            let raw_bases = unsafe {
+                std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, bases.len())
+            };
             let mut acc = <$proj>::identity();
             if !ones.is_empty() {
-                // SAFETY: transparent wrapper, as above; the slice keeps its length.
-                let raw_bases = unsafe {
-                    std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, bases.len())
-                };
                 let raw: $raw_proj = pippenger::sum_indexed::<$curve>(raw_bases, &ones);
                 // SAFETY: the blstrs projective type is `#[repr(transparent)]` over blst's raw
                 // projective point.
                 acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
             }
+            // blst's Pippenger below MIN_POINTS (faster there), ours from it on.
+            let full_msm = |points: &[$raw_affine], limbs: &[[u64; 4]]| -> $raw_proj {
+                if points.is_empty() {
+                    <$raw_proj>::default()
+                } else if points.len() < pippenger::MIN_POINTS {
+                    let bytes: Vec<u8> = limbs
+                        .iter()
+                        .flatten()
+                        .flat_map(|w| w.to_le_bytes())
+                        .collect();
+                    points.mult(&bytes, 255)
+                } else {
+                    pippenger::msm::<$curve>(points, limbs)
+                }
+            };
             if full.len() <= NAIVE_LIMIT {
                 acc += full.iter().map(|&i| bases[i] * scalars[i]).sum::<$proj>();
-            } else if full.len() < pippenger::MIN_POINTS {
-                let bytes: Vec<u8> = full
-                    .iter()
-                    .flat_map(|&i| scalars[i].to_bytes_le())
-                    .collect();
-                let raw: $raw_proj = gather(&full).as_slice().mult(&bytes, 255);
-                // SAFETY: as above, a transparent wrapper over the same raw point.
-                acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
-            } else if full.len() == bases.len() {
-                // Every scalar is full-width (the H query): no copy of the bases.
-                // SAFETY: transparent wrapper, as above; the slice keeps its length.
-                let raw_bases = unsafe {
-                    std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, bases.len())
-                };
+            } else if full.len() == bases.len() && full.len() >= pippenger::MIN_POINTS {
+                // Every scalar is full-width (the H query, whose values do not repeat): no
+                // copy of the bases.
                 let raw = pippenger::msm::<$curve>(raw_bases, &scalar_limbs(scalars, None));
                 // SAFETY: as above, a transparent wrapper over the same raw point.
                 acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
             } else {
-                let raw =
-                    pippenger::msm::<$curve>(&gather(&full), &scalar_limbs(scalars, Some(&full)));
+                let limbs = scalar_limbs(scalars, Some(&full));
+                let raw = match pippenger::group_equal(&full, &limbs) {
+                    Some(g) => {
+                        let sums =
+                            pippenger::sum_groups::<$curve>(raw_bases, &g.indices, &g.bounds);
+                        full_msm(&sums, &g.limbs)
+                    }
+                    None => full_msm(&gather(&full), &limbs),
+                };
                 // SAFETY: as above, a transparent wrapper over the same raw point.
                 acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
             }
@@ -248,6 +262,60 @@ mod tests {
         // SAFETY: as above.
         let want = unsafe { std::mem::transmute::<blst_p1, G1Projective>(want) };
         assert_eq!(msm_g1(&bases, &scalars), want);
+    }
+
+    #[test]
+    fn repeated_scalars_are_grouped_and_match_blst() {
+        // 20,000 scalars drawn from 500 values (plus zeros and ones), as PoSt witnesses repeat
+        // theirs, take the grouped path (500 group sums, then blst's Pippenger); 16,000 drawn
+        // from 15,000 values have too few repeats and take our Pippenger directly.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let distinct: Vec<G1Affine> = (0..64)
+            .map(|_| G1Projective::random(&mut rng).to_affine())
+            .collect();
+        for (n, values) in [(20_000usize, 500usize), (16_000, 15_000)] {
+            let bases: Vec<G1Affine> = (0..n).map(|i| distinct[i % 64]).collect();
+            let pool: Vec<Scalar> = (0..values).map(|_| Scalar::random(&mut rng)).collect();
+            let scalars: Vec<Scalar> = (0..n)
+                .map(|i| match i % 50 {
+                    0 => Scalar::ZERO,
+                    1 => Scalar::ONE,
+                    _ => pool[(i * 7919) % values],
+                })
+                .collect();
+            let classes = scalar_classes(&scalars);
+            let idx: Vec<usize> = (0..n).filter(|&i| i % 50 > 1).collect();
+            let limbs: Vec<[u64; 4]> = idx
+                .iter()
+                .map(|&i| pippenger::scalar_limbs(&scalars[i]))
+                .collect();
+            assert_eq!(
+                pippenger::group_equal(&idx, &limbs).is_some(),
+                values < n / 2,
+                "n = {n}, {classes:?}"
+            );
+            let bytes: Vec<u8> = scalars.iter().flat_map(|s| s.to_bytes_le()).collect();
+            // SAFETY: transparent wrappers over blst's raw points, as in the code under test.
+            let raw =
+                unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const blst_p1_affine, n) };
+            // SAFETY: as above.
+            let want =
+                unsafe { std::mem::transmute::<blst_p1, G1Projective>(raw.mult(&bytes, 255)) };
+            assert_eq!(msm_g1(&bases, &scalars), want, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn repeated_scalars_in_g2_match_the_naive_sum() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(12);
+        let n = 600;
+        let bases: Vec<G2Affine> = (0..n)
+            .map(|_| G2Projective::random(&mut rng).to_affine())
+            .collect();
+        let pool: Vec<Scalar> = (0..20).map(|_| Scalar::random(&mut rng)).collect();
+        let scalars: Vec<Scalar> = (0..n).map(|i| pool[i % 20]).collect();
+        let want: G2Projective = bases.iter().zip(&scalars).map(|(p, s)| *p * s).sum();
+        assert_eq!(msm_g2(&bases, &scalars), want);
     }
 
     #[test]

@@ -60,6 +60,94 @@ fn block_sum<C: Curve>(points: &[C::Affine], indices: &[usize]) -> C::Proj {
     acc
 }
 
+/// Σ points[i] for each group of `indices`: group g is `indices[bounds[g]..bounds[g + 1]]`.
+/// Returns one affine point per group (the identity, (0, 0), where a group sums to zero).
+///
+/// All groups advance a level at a time together, so the pairs of many small groups share one
+/// batch and one inversion.
+pub fn sum_groups<C: Curve>(
+    points: &[C::Affine],
+    indices: &[usize],
+    bounds: &[usize],
+) -> Vec<C::Affine> {
+    // Runs of whole groups of about BLOCK points each, one rayon task per run.
+    let mut runs = Vec::new();
+    let mut first = 0;
+    for g in 1..bounds.len() {
+        if bounds[g] - bounds[first] >= BLOCK || g + 1 == bounds.len() {
+            runs.push((first, g));
+            first = g;
+        }
+    }
+    runs.par_iter()
+        .map(|&(g0, g1)| run_sums::<C>(points, indices, &bounds[g0..=g1]))
+        .collect::<Vec<_>>()
+        .concat()
+}
+
+/// The groups of one run, `bounds` being that run's slice of group boundaries.
+fn run_sums<C: Curve>(points: &[C::Affine], indices: &[usize], bounds: &[usize]) -> Vec<C::Affine> {
+    let groups = bounds.len() - 1;
+    // The current level: each group's points side by side, group g at level[starts[g]..starts[g + 1]].
+    let mut level = Vec::with_capacity(bounds[groups] - bounds[0]);
+    let mut starts = Vec::with_capacity(groups + 1);
+    for g in 0..groups {
+        starts.push(level.len());
+        let members = indices[bounds[g]..bounds[g + 1]].iter().map(|&i| points[i]);
+        level.extend(members.filter(|p| !C::is_identity(p)));
+    }
+    starts.push(level.len());
+    let mut solver = <C::F as Coord>::Batch::new(level.len() / 2);
+    let mut sums: Vec<Option<C::Affine>> = vec![None; level.len() / 2];
+    let (mut next, mut next_starts) = (
+        Vec::with_capacity(level.len()),
+        Vec::with_capacity(groups + 1),
+    );
+    loop {
+        let mut pairs = 0;
+        for g in 0..groups {
+            for pair in level[starts[g]..starts[g + 1]].chunks_exact(2) {
+                let (x1, y1) = C::xy(&pair[0]);
+                let (x2, y2) = C::xy(&pair[1]);
+                solver.push(x1, y1, x2, y2);
+                pairs += 1;
+            }
+        }
+        if pairs == 0 {
+            break;
+        }
+        solver.solve(|k, sum| sums[k] = sum.map(|(x, y)| C::from_xy(x, y)));
+        // Group g's sums are the next (len / 2) entries of `sums`, in order; a cancelled pair
+        // drops out and an odd point moves up unchanged.
+        next.clear();
+        next_starts.clear();
+        let mut k = 0;
+        for g in 0..groups {
+            next_starts.push(next.len());
+            let members = &level[starts[g]..starts[g + 1]];
+            let half = members.len() / 2;
+            next.extend(sums[k..k + half].iter().flatten());
+            k += half;
+            if members.len() % 2 == 1 {
+                next.push(members[members.len() - 1]);
+            }
+        }
+        next_starts.push(next.len());
+        std::mem::swap(&mut level, &mut next);
+        std::mem::swap(&mut starts, &mut next_starts);
+    }
+    let identity = C::from_xy(C::F::default(), C::F::default());
+    (0..groups)
+        .map(|g| {
+            if starts[g + 1] > starts[g] {
+                level[starts[g]]
+            } else {
+                identity
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::curve::{G1, G2};
@@ -132,5 +220,32 @@ mod tests {
         // SAFETY: as above.
         let got = unsafe { std::mem::transmute::<blst_p1, G1Projective>(got) };
         assert_eq!(got, G1Projective::identity());
+    }
+
+    #[test]
+    fn grouped_sums_match_the_naive_sums() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(34);
+        let n = 3 * BLOCK;
+        let pts = points::<G1Projective>(n, &mut rng);
+        // Groups of 1 to 40 members (with repeats), some of them a point and its negation.
+        let (mut indices, mut bounds) = (Vec::new(), vec![0]);
+        while indices.len() < 2 * n {
+            let size = rng.gen_range(1..=40);
+            indices.extend((0..size).map(|_| rng.gen_range(0..n)));
+            bounds.push(indices.len());
+        }
+        // SAFETY: blstrs' G1Affine is a transparent wrapper over blst_p1_affine.
+        let raw = unsafe { std::slice::from_raw_parts(pts.as_ptr() as *const blst_p1_affine, n) };
+        let got = sum_groups::<G1>(raw, &indices, &bounds);
+        assert_eq!(got.len(), bounds.len() - 1);
+        for (g, p) in got.iter().enumerate() {
+            let want: G1Projective = indices[bounds[g]..bounds[g + 1]]
+                .iter()
+                .map(|&i| G1Projective::from(pts[i]))
+                .sum();
+            // SAFETY: as above, for one point.
+            let p = unsafe { std::mem::transmute::<blst_p1_affine, G1Affine>(*p) };
+            assert_eq!(G1Projective::from(p), want, "group {g}");
+        }
     }
 }
