@@ -26,16 +26,16 @@
 use std::arch::x86_64::{
     __m512i, _mm512_add_epi64, _mm512_and_si512, _mm512_load_si512, _mm512_loadu_si512,
     _mm512_madd52hi_epu64, _mm512_madd52lo_epu64, _mm512_mask_blend_epi64, _mm512_movepi64_mask,
-    _mm512_or_si512, _mm512_permutex2var_epi64, _mm512_permutexvar_epi64, _mm512_set1_epi64,
-    _mm512_setzero_si512, _mm512_slli_epi64, _mm512_srai_epi64, _mm512_srli_epi64,
-    _mm512_store_si512, _mm512_storeu_si512, _mm512_sub_epi64,
+    _mm512_or_si512, _mm512_permutex2var_epi64, _mm512_permutexvar_epi64, _mm512_setzero_si512,
+    _mm512_slli_epi64, _mm512_srai_epi64, _mm512_srli_epi64, _mm512_store_si512,
+    _mm512_storeu_si512, _mm512_sub_epi64,
 };
 
 use blst::blst_fr;
 use blstrs::Scalar;
 
-/// Field elements per vector.
-pub const LANES: usize = 8;
+pub use super::simd::{available, detected, LANES};
+use super::simd::{splat, MASK52};
 
 /// Limbs per element: five of 52 bits hold r < 2^255.
 pub const LIMBS: usize = 5;
@@ -64,27 +64,6 @@ const TWO_R52_OFFSET: [u64; LIMBS] = [
 
 /// −r⁻¹ mod 2^52, the Montgomery reduction factor.
 const R_INV: u64 = 0xffffeffffffff;
-
-const MASK52: u64 = (1 << 52) - 1;
-
-/// Whether this CPU runs the eight-lane path: AVX-512 IFMA is present and `CUZK_CPU_SIMD` is
-/// not `off` (both checked once per process).
-pub fn available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE
-        .get_or_init(|| std::env::var("CUZK_CPU_SIMD").map_or(true, |v| v != "off") && detected())
-}
-
-/// Whether this CPU has the instructions of the eight-lane path (AVX-512F, DQ and IFMA),
-/// whatever the environment says (tests compare both paths in one process with it).
-pub fn detected() -> bool {
-    static DETECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *DETECTED.get_or_init(|| {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-            && std::arch::is_x86_feature_detected!("avx512ifma")
-    })
-}
 
 /// Eight field elements in memory, radix 2^52, limb-major (`0[i][lane]`), aligned so that a
 /// limb of all lanes is one aligned 512-bit load.
@@ -162,12 +141,6 @@ pub fn constant(c: Scalar) -> [u64; LIMBS] {
 #[derive(Clone, Copy)]
 pub(crate) struct Fr8 {
     l: [__m512i; LIMBS],
-}
-
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn splat(v: u64) -> __m512i {
-    _mm512_set1_epi64(v as i64)
 }
 
 /// Carries every limb's bits above 52 into the next limb; the top limb keeps its excess.

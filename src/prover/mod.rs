@@ -11,6 +11,7 @@ mod groth16;
 pub mod msm;
 pub mod ntt;
 pub mod pippenger;
+mod simd;
 
 pub use backend::Backend;
 pub use groth16::{prove, prove_with_randomness, ProofTimings};

@@ -19,7 +19,7 @@
 use std::arch::x86_64::{
     __m512i, __mmask8, _mm512_add_epi64, _mm512_and_si512, _mm512_cmpeq_epi64_mask,
     _mm512_loadu_si512, _mm512_madd52hi_epu64, _mm512_madd52lo_epu64, _mm512_mask_blend_epi64,
-    _mm512_or_si512, _mm512_set1_epi64, _mm512_setzero_si512, _mm512_slli_epi64, _mm512_srli_epi64,
+    _mm512_or_si512, _mm512_setzero_si512, _mm512_slli_epi64, _mm512_srli_epi64,
     _mm512_storeu_si512, _mm512_sub_epi64, _mm512_test_epi64_mask,
 };
 
@@ -29,8 +29,8 @@ use blst::blst_fp2;
 
 use super::curve::Coord;
 
-/// Field elements per vector.
-pub const LANES: usize = 8;
+pub use crate::prover::simd::{available, LANES};
+use crate::prover::simd::{splat, MASK52};
 
 /// The modulus p in radix 2^52.
 const P52: [u64; 8] = [
@@ -60,18 +60,7 @@ const P2_52: [u64; 8] = [
 /// −p⁻¹ mod 2^52, the Montgomery reduction factor.
 const P_INV: u64 = 0x3fffcfffcfffd;
 
-const MASK52: u64 = (1 << 52) - 1;
 const MASK20: u64 = (1 << 20) - 1;
-
-/// Whether this CPU runs the eight-lane path (checked once per process).
-pub fn available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        std::env::var("CUZK_CPU_SIMD").map_or(true, |v| v != "off")
-            && std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512ifma")
-    })
-}
 
 /// Six 64-bit words of eight elements, word-major (`w[k][lane]`): blst's limbs, transposed
 /// so that a word of all lanes is one vector load.
@@ -97,12 +86,6 @@ impl Words {
 #[derive(Clone, Copy)]
 pub struct Fp8 {
     l: [__m512i; 8],
-}
-
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn splat(v: u64) -> __m512i {
-    _mm512_set1_epi64(v as i64)
 }
 
 #[inline]
