@@ -6,7 +6,7 @@
 //! often (PoSt and SnapDeals witnesses) the points of each value are summed first
 //! ([`pippenger::group_equal`], [`pippenger::sum_groups`]); only the remaining scalars go
 //! through a Pippenger multiplication: ours (`super::pippenger`, batch-affine buckets) from
-//! [`pippenger::MIN_POINTS`] on, blst's below. On a PoRep partition this removes most of the
+//! [`pippenger::min_points`] on, blst's below. On a PoRep partition this removes most of the
 //! work of the A, B and L queries.
 
 use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine, MultiPoint};
@@ -117,11 +117,11 @@ macro_rules! cpu_msm {
                 // projective point.
                 acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
             }
-            // blst's Pippenger below MIN_POINTS (faster there), ours from it on.
+            // blst's Pippenger below `min_points` (faster there), ours from it on.
             let full_msm = |points: &[$raw_affine], limbs: &[[u64; 4]]| -> $raw_proj {
                 if points.is_empty() {
                     <$raw_proj>::default()
-                } else if points.len() < pippenger::MIN_POINTS {
+                } else if points.len() < pippenger::min_points() {
                     let bytes: Vec<u8> = limbs
                         .iter()
                         .flatten()
@@ -134,7 +134,7 @@ macro_rules! cpu_msm {
             };
             if full.len() <= NAIVE_LIMIT {
                 acc += full.iter().map(|&i| bases[i] * scalars[i]).sum::<$proj>();
-            } else if full.len() == bases.len() && full.len() >= pippenger::MIN_POINTS {
+            } else if full.len() == bases.len() && full.len() >= pippenger::min_points() {
                 // Every scalar is full-width (the H query, whose values do not repeat): no
                 // copy of the bases.
                 let raw = pippenger::msm::<$curve>(raw_bases, &scalar_limbs(scalars, None));
@@ -227,7 +227,7 @@ mod tests {
     #[test]
     fn all_full_scalars_take_the_no_copy_path() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(9);
-        let n = pippenger::MIN_POINTS + 1;
+        let n = pippenger::min_points() + 1;
         let bases: Vec<G1Affine> = (0..n)
             .map(|_| G1Projective::random(&mut rng).to_affine())
             .collect();
@@ -254,7 +254,7 @@ mod tests {
                 }
             })
             .collect();
-        assert!(scalar_classes(&scalars).full >= pippenger::MIN_POINTS);
+        assert!(scalar_classes(&scalars).full >= pippenger::min_points());
         let bytes: Vec<u8> = scalars.iter().flat_map(|s| s.to_bytes_le()).collect();
         // SAFETY: transparent wrappers over blst's raw points, as in the code under test.
         let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const blst_p1_affine, n) };

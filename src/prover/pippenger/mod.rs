@@ -25,9 +25,18 @@ use buckets::Buckets;
 use curve::Curve;
 use digits::{window_count, WindowDigits};
 
-/// Below this many points blst's Pippenger is as fast (measured: 1.26× its CPU time at 2^12,
-/// 0.89–1.03× at 2^14, 0.8× and better from 2^16); the CPU backend uses it there.
-pub const MIN_POINTS: usize = 1 << 13;
+/// Below this many points blst's Pippenger is as fast, and the CPU backend uses it there.
+///
+/// Measured on the 2-core box, CPU time against blst: with the eight-lane IFMA solver ours is
+/// 0.73× at G1 2^10, 0.54× at 2^11, 0.49× at 2^12 (G2: 0.55×, 0.42×, 0.37×); with the
+/// portable solver it was 1.26× at 2^12, 0.89–1.03× at 2^14 and 0.8× from 2^16.
+pub fn min_points() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if crate::prover::simd::available() {
+        return 1 << 10;
+    }
+    1 << 13
+}
 
 /// The smallest chunk of points worth its own buckets when an MSM is split for more tasks
 /// (log2). Measured on 16 cores (H200 host), 2 KiB PoSt proofs and 2^16–2^18 MSMs: 2^13
