@@ -4,7 +4,8 @@
 # Makes sure the 2 KiB test parameters of all four proof kinds exist outside the checkout
 # ($CUZK_TEST_PARAMS, default /var/tmp/filecoin-proof-parameters) — generating only the
 # missing ones, which takes ~15 minutes on 2 cores the first time — then runs every test in
-# release mode (debug-mode proving of real circuits would take hours).
+# release mode (debug-mode proving of real circuits would take hours), and the prover's unit
+# tests once more with CUZK_CPU_SIMD=off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CUZK_TEST_PARAMS="${CUZK_TEST_PARAMS:-/var/tmp/filecoin-proof-parameters}"
@@ -14,3 +15,9 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 cargo build --release --locked --bin cuzk
 "$target_dir/release/cuzk" params generate --sector-size 2KiB --kind all --dir "$CUZK_TEST_PARAMS"
 cargo test --release --locked "$@"
+# Where the CPU has AVX-512 IFMA the run above takes the eight-lane field arithmetic; the
+# prover's unit tests run again on the portable path that every other CPU uses.
+if [ "$#" -eq 0 ]; then
+  CUZK_CPU_SIMD=off cargo test --release --locked --lib prover::
+  CUZK_CPU_SIMD=off cargo test --release --locked --test prover_equivalence
+fi
