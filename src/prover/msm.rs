@@ -3,7 +3,7 @@
 //! Most of a Filecoin witness is 0 or 1 (the boolean gadgets of SHA-256 and the Merkle
 //! paths). Scalars are classified first: zeros are dropped, the points of ones are summed by
 //! a tree of batched affine additions ([`pippenger::sum_indexed`]); where other values repeat
-//! often (PoSt and SnapDeals witnesses) the points of each value are summed first
+//! often (PoSt witnesses) the points of each value are summed first
 //! ([`pippenger::group_equal`], [`pippenger::sum_groups`]); only the remaining scalars go
 //! through a Pippenger multiplication: ours (`super::pippenger`, batch-affine buckets) from
 //! [`pippenger::min_points`] on, blst's below. On a PoRep partition this removes most of the

@@ -134,7 +134,7 @@ const MAX_GROUPED: usize = 1 << 22;
 /// Groups the selected scalars (`limbs[k]` for point `idx[k]`) by value when repeats are
 /// common, so that each distinct scalar multiplies the sum of its points once.
 ///
-/// PoSt and SnapDeals witnesses repeat values heavily: a WinningPoSt MSM of 66,132 full-width
+/// PoSt witnesses repeat values heavily: a WinningPoSt MSM of 66,132 full-width
 /// scalars has 3,690 distinct ones. Without grouping, the copies of one value land in the same
 /// bucket of every window, where only one per batch can be added and the rest overflow into
 /// slow projective spill buckets. Returns `None` when fewer than a quarter of the scalars are
