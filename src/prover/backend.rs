@@ -37,10 +37,11 @@ pub trait Backend: Send + Sync {
     /// Σ scalars[i] · bases[i] in G2. `bases.len() == scalars.len()`.
     fn msm_g2(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, ProverError>;
 
-    /// Whether the prover may run its five MSMs at the same time on this backend. Worth it where the stages share a pool of cores that no single one of them
-    /// keeps busy (the CPU); not where they queue for one device and would only hold more
-    /// device memory at once (the default).
-    fn overlap_stages(&self) -> bool {
+    /// Whether the prover may run its five MSMs at the same time on this backend. Worth it
+    /// where they share a pool of cores that no single one of them keeps busy (the CPU); not
+    /// where they queue for one device and would only hold more device memory at once (the
+    /// default).
+    fn concurrent_msms(&self) -> bool {
         false
     }
 }

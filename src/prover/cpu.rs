@@ -32,9 +32,9 @@ impl Backend for CpuBackend {
         Ok(msm::msm_g2(bases, scalars))
     }
 
-    /// Small circuits (PoSt) leave most of a many-core machine idle in each stage alone;
-    /// rayon's work stealing keeps the cores busy when the stages run together.
-    fn overlap_stages(&self) -> bool {
+    /// Small circuits (PoSt) leave most of a many-core machine idle in each MSM alone;
+    /// rayon's work stealing keeps the cores busy when the MSMs run together.
+    fn concurrent_msms(&self) -> bool {
         true
     }
 }

@@ -127,7 +127,7 @@ pub fn prove_with_randomness(
         b_aux_density,
     } = circuit;
 
-    let overlap = backend.overlap_stages();
+    let overlap = backend.concurrent_msms();
     let start = Instant::now();
     // The quotient runs first and alone: its passes are short parallel loops, and beside
     // long MSM tasks they would wait for free threads (a 2^17 quotient took 0.3 s instead of
@@ -135,42 +135,49 @@ pub fn prove_with_randomness(
     // run together where the backend allows it.
     let h = backend.quotient(a, b, c)?;
     let quotient = start.elapsed();
-    let h_query = || timed("h", || backend.msm_g1(&srs.h, &h));
-    let witness = || -> Result<WitnessSums, ProverError> {
+    // Each closure owns the vectors it reads and drops them as soon as its MSMs are done, so
+    // a backend that runs the MSMs one after the other never holds H, or the aux assignment
+    // during the B queries (each is 4 GiB for a 32 GiB partition).
+    let h_query = move || {
+        let acc = timed("h", || backend.msm_g1(&srs.h, &h));
+        drop(h);
+        acc
+    };
+    let witness = move || -> Result<WitnessSums, ProverError> {
         let b_input = dense(&input, &b_input_density);
         let b_aux = dense(&aux, &b_aux_density);
-        let ((l, a), (b_g1, b_g2)) = both(
-            overlap,
-            || {
-                both(
-                    overlap,
-                    || timed("l", || backend.msm_g1(&srs.l, &aux)),
-                    || {
-                        timed("a", || {
-                            Ok(backend.msm_g1(&srs.a[..n_in], &input)?
-                                + backend.msm_g1(&srs.a[n_in..], &dense(&aux, &a_aux_density))?)
-                        })
-                    },
-                )
-            },
-            || {
-                both(
-                    overlap,
-                    || {
-                        timed("b_g1", || {
-                            Ok(backend.msm_g1(&srs.b_g1[..b_in], &b_input)?
-                                + backend.msm_g1(&srs.b_g1[b_in..], &b_aux)?)
-                        })
-                    },
-                    || {
-                        timed("b_g2", || {
-                            Ok(backend.msm_g2(&srs.b_g2[..b_in], &b_input)?
-                                + backend.msm_g2(&srs.b_g2[b_in..], &b_aux)?)
-                        })
-                    },
-                )
-            },
-        );
+        let l_and_a = move || {
+            let sums = both(
+                overlap,
+                || timed("l", || backend.msm_g1(&srs.l, &aux)),
+                || {
+                    timed("a", || {
+                        Ok(backend.msm_g1(&srs.a[..n_in], &input)?
+                            + backend.msm_g1(&srs.a[n_in..], &dense(&aux, &a_aux_density))?)
+                    })
+                },
+            );
+            drop(aux);
+            sums
+        };
+        let b_queries = || {
+            both(
+                overlap,
+                || {
+                    timed("b_g1", || {
+                        Ok(backend.msm_g1(&srs.b_g1[..b_in], &b_input)?
+                            + backend.msm_g1(&srs.b_g1[b_in..], &b_aux)?)
+                    })
+                },
+                || {
+                    timed("b_g2", || {
+                        Ok(backend.msm_g2(&srs.b_g2[..b_in], &b_input)?
+                            + backend.msm_g2(&srs.b_g2[b_in..], &b_aux)?)
+                    })
+                },
+            )
+        };
+        let ((l, a), (b_g1, b_g2)) = both(overlap, l_and_a, b_queries);
         Ok(WitnessSums {
             l: l?,
             a: a?,
