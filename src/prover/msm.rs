@@ -118,10 +118,10 @@ macro_rules! cpu_msm {
                 acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
             }
             // blst's Pippenger below `min_points` (faster there), ours from it on.
+            // (Only reached with more than NAIVE_LIMIT full scalars, so `points` is never empty,
+            // which blst's `mult` needs.)
             let full_msm = |points: &[$raw_affine], limbs: &[[u64; 4]]| -> $raw_proj {
-                if points.is_empty() {
-                    <$raw_proj>::default()
-                } else if points.len() < pippenger::min_points() {
+                if points.len() < pippenger::min_points() {
                     let bytes: Vec<u8> = limbs
                         .iter()
                         .flatten()

@@ -48,22 +48,6 @@ const MIN_CHUNK_LOG: u32 = 13;
 /// Tasks per thread an MSM aims for: enough that threads finishing early find work.
 const TASKS_PER_THREAD: usize = 4;
 
-/// `CUZK_CPU_MSM_SPLIT=tasks,min_chunk_log` overrides [`TASKS_PER_THREAD`] and
-/// [`MIN_CHUNK_LOG`] for sweeps; read once per process.
-fn split_policy() -> (usize, u32) {
-    static POLICY: std::sync::OnceLock<(usize, u32)> = std::sync::OnceLock::new();
-    *POLICY.get_or_init(|| {
-        std::env::var("CUZK_CPU_MSM_SPLIT")
-            .ok()
-            .and_then(|v| {
-                let (t, l) = v.split_once(',')?;
-                Some((t.parse().ok()?, l.parse().ok()?))
-            })
-            .filter(|&(t, l): &(usize, u32)| (1..=64).contains(&t) && (8..=24).contains(&l))
-            .unwrap_or((TASKS_PER_THREAD, MIN_CHUNK_LOG))
-    })
-}
-
 /// Relative cost of one batch-affine bucket addition and of one bucket in the final running
 /// sum (two projective additions), in field products; only their ratio matters.
 const COST_ADD: usize = 7;
@@ -99,11 +83,10 @@ fn window_width(n: usize) -> u32 {
 /// well, but never into chunks below 2^[`MIN_CHUNK_LOG`] points, where each chunk's own
 /// bucket reduction would start to cost more than the better balance saves.
 fn chunk_count(n: usize, threads: usize) -> usize {
-    let (tasks, min_chunk_log) = split_policy();
     let windows = window_count(window_width(n)) as usize;
-    (tasks * threads)
+    (TASKS_PER_THREAD * threads)
         .div_ceil(windows)
-        .min(n >> min_chunk_log)
+        .min(n >> MIN_CHUNK_LOG)
         .max(1)
 }
 

@@ -17,45 +17,24 @@ const BLOCK: usize = 1 << 12;
 /// pays log2(m) inversions, which 1024 points amortise.
 const MIN_BLOCK: usize = 1 << 10;
 
-/// Σ points[i] over `indices` (repeats allowed, identities skipped).
-pub fn sum_indexed<C: Curve>(points: &[C::Affine], indices: &[usize]) -> C::Proj {
+/// Points per rayon task (whole groups of about this many): at most [`BLOCK`], fewer when a
+/// small sum must still give every thread two tasks.
+fn run_len(points: usize) -> usize {
     let threads = rayon::current_num_threads().max(1);
-    let block = (indices.len() / (2 * threads)).clamp(MIN_BLOCK, BLOCK);
-    indices
-        .par_chunks(block)
-        .map(|idx| block_sum::<C>(points, idx))
-        .reduce(C::Proj::default, |mut a, b| {
-            C::add(&mut a, &b);
-            a
-        })
+    (points / (2 * threads)).clamp(MIN_BLOCK, BLOCK)
 }
 
-/// One tree: pairs of neighbours are added until one point is left.
-fn block_sum<C: Curve>(points: &[C::Affine], indices: &[usize]) -> C::Proj {
-    let mut level: Vec<C::Affine> = indices
-        .iter()
-        .map(|&i| points[i])
-        .filter(|p| !C::is_identity(p))
+/// Σ points[i] over `indices` (repeats allowed, identities skipped): [`sum_groups`] over
+/// blocks of `indices` that are one task each, the block sums then added up.
+pub fn sum_indexed<C: Curve>(points: &[C::Affine], indices: &[usize]) -> C::Proj {
+    let block = run_len(indices.len());
+    let bounds: Vec<usize> = (0..indices.len())
+        .step_by(block)
+        .chain([indices.len()])
         .collect();
-    let mut solver = <C::F as Coord>::Batch::new(level.len() / 2);
-    let mut sums: Vec<Option<C::Affine>> = vec![None; level.len() / 2];
-    while level.len() > 1 {
-        let pairs = level.len() / 2;
-        for pair in level.chunks_exact(2) {
-            let (x1, y1) = C::xy(&pair[0]);
-            let (x2, y2) = C::xy(&pair[1]);
-            solver.push(x1, y1, x2, y2);
-        }
-        solver.solve(|k, sum| sums[k] = sum.map(|(x, y)| C::from_xy(x, y)));
-        // A cancelled pair (the identity) drops out; an odd point moves up unchanged.
-        let odd = (level.len() % 2 == 1).then(|| level[level.len() - 1]);
-        level.clear();
-        level.extend(sums[..pairs].iter().flatten());
-        level.extend(odd);
-    }
     let mut acc = C::Proj::default();
-    if let Some(p) = level.first() {
-        C::add_affine(&mut acc, p);
+    for p in sum_groups::<C>(points, indices, &bounds) {
+        C::add_affine(&mut acc, &p);
     }
     acc
 }
@@ -70,11 +49,12 @@ pub fn sum_groups<C: Curve>(
     indices: &[usize],
     bounds: &[usize],
 ) -> Vec<C::Affine> {
-    // Runs of whole groups of about BLOCK points each, one rayon task per run.
+    // Runs of whole groups of about `run_len` points each, one rayon task per run.
+    let len = run_len(indices.len());
     let mut runs = Vec::new();
     let mut first = 0;
     for g in 1..bounds.len() {
-        if bounds[g] - bounds[first] >= BLOCK || g + 1 == bounds.len() {
+        if bounds[g] - bounds[first] >= len || g + 1 == bounds.len() {
             runs.push((first, g));
             first = g;
         }
@@ -88,7 +68,8 @@ pub fn sum_groups<C: Curve>(
 /// The groups of one run, `bounds` being that run's slice of group boundaries.
 fn run_sums<C: Curve>(points: &[C::Affine], indices: &[usize], bounds: &[usize]) -> Vec<C::Affine> {
     let groups = bounds.len() - 1;
-    // The current level: each group's points side by side, group g at level[starts[g]..starts[g + 1]].
+    // The current level: each group's points side by side, group g at
+    // level[starts[g]..starts[g + 1]].
     let mut level = Vec::with_capacity(bounds[groups] - bounds[0]);
     let mut starts = Vec::with_capacity(groups + 1);
     for g in 0..groups {
