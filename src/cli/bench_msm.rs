@@ -79,6 +79,41 @@ macro_rules! bench_size {
     }};
 }
 
+/// [`bench_size!`] on G1 and on G2.
+macro_rules! bench_g1 {
+    ($log:expr, $ones:expr, $args:expr, $rng:expr) => {
+        bench_size!(
+            G1,
+            G1Affine,
+            G1Projective,
+            blst_p1_affine,
+            blst_p1,
+            msm::msm_g1,
+            $log,
+            $ones,
+            $args,
+            $rng
+        )
+    };
+}
+
+macro_rules! bench_g2 {
+    ($log:expr, $ones:expr, $args:expr, $rng:expr) => {
+        bench_size!(
+            G2,
+            G2Affine,
+            G2Projective,
+            blst_p2_affine,
+            blst_p2,
+            msm::msm_g2,
+            $log,
+            $ones,
+            $args,
+            $rng
+        )
+    };
+}
+
 /// Runs the benchmark and prints one row per curve and size.
 pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.timed_runs > 0, "--timed-runs must be at least 1");
@@ -94,58 +129,14 @@ pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
         "curve", "size", "blst ms", "cuzk ms", "ratio", "blst cpu", "cuzk cpu", "ratio"
     );
     for &log in &args.g1 {
-        bench_size!(
-            G1,
-            G1Affine,
-            G1Projective,
-            blst_p1_affine,
-            blst_p1,
-            msm::msm_g1,
-            log,
-            false,
-            args,
-            rng
-        );
+        bench_g1!(log, false, args, rng);
     }
     for &log in &args.g2 {
-        bench_size!(
-            G2,
-            G2Affine,
-            G2Projective,
-            blst_p2_affine,
-            blst_p2,
-            msm::msm_g2,
-            log,
-            false,
-            args,
-            rng
-        );
+        bench_g2!(log, false, args, rng);
     }
     for &log in &args.ones {
-        bench_size!(
-            G1,
-            G1Affine,
-            G1Projective,
-            blst_p1_affine,
-            blst_p1,
-            msm::msm_g1,
-            log,
-            true,
-            args,
-            rng
-        );
-        bench_size!(
-            G2,
-            G2Affine,
-            G2Projective,
-            blst_p2_affine,
-            blst_p2,
-            msm::msm_g2,
-            log,
-            true,
-            args,
-            rng
-        );
+        bench_g1!(log, true, args, rng);
+        bench_g2!(log, true, args, rng);
     }
     Ok(())
 }
