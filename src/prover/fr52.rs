@@ -621,20 +621,25 @@ mod tests {
                 .iter()
                 .map(|x| Option::<Scalar>::from(x.invert()).unwrap_or(Scalar::ZERO) * target)
                 .collect();
-            let yc: Vec<Scalar> = ys
-                .iter()
-                .map(|y| {
-                    Scalar::from(blst_fr {
-                        l: join(constant(*y)),
-                    })
-                })
-                .collect();
+            let yc = multipliers(&ys);
             for raise in [false, true] {
                 // SAFETY: this CPU has AVX-512 IFMA (checked above).
                 let prod = lanewise(&xs, &yc, raise, |a, b| unsafe { Fr8::mul(a, b) });
                 assert!(prod.iter().all(|p| *p == target), "target {target:?}");
             }
         }
+    }
+
+    /// The values as multipliers, in R' = 2^260's domain (how the quotient stores its
+    /// constants).
+    fn multipliers(ys: &[Scalar]) -> Vec<Scalar> {
+        ys.iter()
+            .map(|y| {
+                Scalar::from(blst_fr {
+                    l: join(constant(*y)),
+                })
+            })
+            .collect()
     }
 
     #[test]
@@ -648,15 +653,7 @@ mod tests {
         // Every value against every other: rotate the second operand by each offset.
         for shift in 0..n {
             let ys: Vec<Scalar> = (0..n).map(|k| v[(k + shift) % n]).collect();
-            // The second operand as a multiplier in R' = 2^260's domain.
-            let yc: Vec<Scalar> = ys
-                .iter()
-                .map(|y| {
-                    Scalar::from(blst_fr {
-                        l: join(constant(*y)),
-                    })
-                })
-                .collect();
+            let yc = multipliers(&ys);
             for raise in [false, true] {
                 // SAFETY (the three closures): this CPU has AVX-512 IFMA (checked above).
                 let sum = lanewise(&v, &ys, raise, |a, b| unsafe { Fr8::add(a, b) });
