@@ -16,6 +16,47 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+#ifdef CUZK_HOST_EMU
+// Host emulation (cuda/emu/field_emu.cpp, scripts/check-field-emu.sh): the same header compiled
+// by g++, with the PTX carry flag emulated in a variable. Each function below has exactly the
+// semantics of the PTX instruction named in its device twin: `.cc` writes the carry flag CF
+// (a borrow for the subtractions), the `c` forms read it, the others leave it alone. Nothing in
+// this branch reaches the device build.
+#define __device__
+#define __forceinline__ inline
+#define __noinline__
+#define __constant__
+struct uint4 { u32 x, y, z, w; };
+inline uint4 make_uint4(u32 x, u32 y, u32 z, u32 w) { return uint4{x, y, z, w}; }
+namespace ptx {
+inline u32& cf() { static thread_local u32 f = 0; return f; }
+// Carries dropped by a non-`.cc` addc whose 33-bit sum overflowed: in this code every addc ends a
+// chain on a word that must not wrap, so the driver fails when this is non-zero.
+inline u64& lost_carries() { static thread_local u64 n = 0; return n; }
+inline u32 add3(u32 a, u32 b, u32 c, bool set) {
+    const u64 s = (u64)a + b + c;
+    if (set) cf() = (u32)(s >> 32);
+    else if (s >> 32) lost_carries()++;
+    return (u32)s;
+}
+inline u32 sub3(u32 a, u32 b, u32 c, bool set) {
+    if (set) cf() = (u64)b + c > a ? 1u : 0u;  // borrow
+    return a - b - c;
+}
+inline u32 mullo(u32 a, u32 b) { return (u32)((u64)a * b); }
+inline u32 mulhi(u32 a, u32 b) { return (u32)(((u64)a * b) >> 32); }
+inline u32 add_cc(u32 a, u32 b) { return add3(a, b, 0, true); }
+inline u32 addc_cc(u32 a, u32 b) { return add3(a, b, cf(), true); }
+inline u32 addc(u32 a, u32 b) { return add3(a, b, cf(), false); }
+inline u32 sub_cc(u32 a, u32 b) { return sub3(a, b, 0, true); }
+inline u32 subc_cc(u32 a, u32 b) { return sub3(a, b, cf(), true); }
+inline u32 subc(u32 a, u32 b) { return sub3(a, b, cf(), false); }
+inline u32 madlo_cc(u32 a, u32 b, u32 c) { return add3(mullo(a, b), c, 0, true); }
+inline u32 madloc_cc(u32 a, u32 b, u32 c) { return add3(mullo(a, b), c, cf(), true); }
+inline u32 madhi_cc(u32 a, u32 b, u32 c) { return add3(mulhi(a, b), c, 0, true); }
+inline u32 madhic_cc(u32 a, u32 b, u32 c) { return add3(mulhi(a, b), c, cf(), true); }
+}  // namespace ptx
+#else
 namespace ptx {
 __device__ __forceinline__ u32 add_cc(u32 a, u32 b) { u32 r; asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
 __device__ __forceinline__ u32 addc_cc(u32 a, u32 b) { u32 r; asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r; }
@@ -28,6 +69,7 @@ __device__ __forceinline__ u32 madloc_cc(u32 a, u32 b, u32 c) { u32 r; asm volat
 __device__ __forceinline__ u32 madhi_cc(u32 a, u32 b, u32 c) { u32 r; asm volatile("mad.hi.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
 __device__ __forceinline__ u32 madhic_cc(u32 a, u32 b, u32 c) { u32 r; asm volatile("madc.hi.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
 }  // namespace ptx
+#endif  // CUZK_HOST_EMU
 
 // Field parameters: N limbs, modulus, -modulus^-1 mod 2^32, R mod modulus (one), R^2 mod modulus.
 struct FpParams {

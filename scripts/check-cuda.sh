@@ -32,3 +32,5 @@ for line in open(sys.argv[1]):
         name = None
 PY
 echo "check-cuda: all kernels compiled for sm_90"
+# Host emulation of the field arithmetic against Python big integers (g++, no GPU).
+bash scripts/check-field-emu.sh

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Reference for the host emulation of cuda/field.cuh and cuda/fp2.cuh (Python big integers).
+
+usage: check.py gen [N] [SEED]   test inputs for field_emu on stdout: edge cases, then N random
+                                 operand pairs per field (Fp, Fr) and N random Fp2 pairs
+       check.py check            reads field_emu's output on stdin, recomputes every result,
+                                 prints one summary line; exit status 1 on any mismatch
+
+Operands are arbitrary residues (< modulus), i.e. Montgomery forms of arbitrary elements; a
+product must be exactly a*b*R^-1 mod p (canonical, so the range contract is checked as well).
+"""
+import random
+import sys
+
+P = 0x1A0111EA397FE69A4B1BA7B6434BACD764774B84F38512BF6730D2A0F6B0F6241EABFFFEB153FFFFB9FEFFFFFFFFAAAB
+R_ = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
+FIELDS = {"fp": (P, 12), "fr": (R_, 8)}
+
+
+def edges(p, n):
+    """0, 1, p-1, Montgomery one, halves, and values whose low limbs are all ones or zeros."""
+    R = 1 << (32 * n)
+    e = {0, 1, 2, 3, p - 1, p - 2, p - 3, R % p, R * R % p, (p - R) % p, (p - 1) // 2, (p + 1) // 2}
+    for k in range(1, n):
+        w = 1 << (32 * k)
+        e |= {w - 1, w, w + 1, p - w, ((p >> (32 * k)) << (32 * k)) - 1, (p >> (32 * k)) << (32 * k)}
+    # every other limb all ones, below the top limb
+    alt = sum(0xFFFFFFFF << (32 * k) for k in range(0, n - 1, 2))
+    e |= {alt, alt << 32 & ((1 << (32 * (n - 1))) - 1), (1 << (p.bit_length() - 1)) - 1}
+    return sorted(x for x in e if 0 <= x < p)
+
+
+def rand_elem(rng, p, n):
+    """Uniform, or built from limbs drawn among 0 / all ones / 1 / random (carry-heavy)."""
+    if rng.random() < 0.7:
+        return rng.randrange(p)
+    while True:
+        limbs = [rng.choice((0, 0xFFFFFFFF, 0xFFFFFFFF, 1, rng.getrandbits(32))) for _ in range(n)]
+        x = sum(l << (32 * i) for i, l in enumerate(limbs))
+        if x >= p:
+            x = (x & ((1 << (32 * (n - 1))) - 1)) | (rng.randrange(p >> (32 * (n - 1))) << (32 * (n - 1)))
+        if x < p:
+            return x
+
+
+def gen(count, seed):
+    rng = random.Random(seed)
+    out = sys.stdout
+    for tag, (p, n) in FIELDS.items():
+        e = edges(p, n)
+        for a in e:
+            for b in e:
+                out.write(f"{tag} {a:x} {b:x}\n")
+        for _ in range(count):
+            out.write(f"{tag} {rand_elem(rng, p, n):x} {rand_elem(rng, p, n):x}\n")
+    e = edges(P, 12)
+    small = [0, 1, P - 1, P - 2, (1 << 384) % P, (P - 1) // 2, (1 << 352) - 1, ((P >> 352) << 352) - 1]
+    for a0 in small:
+        for a1 in small:
+            for b0 in small:
+                for b1 in small:
+                    out.write(f"fp2 {a0:x} {a1:x} {b0:x} {b1:x}\n")
+    for _ in range(2000):
+        out.write("fp2 " + " ".join(f"{rng.choice(e):x}" for _ in range(4)) + "\n")
+    for _ in range(count):
+        out.write("fp2 " + " ".join(f"{rand_elem(rng, P, 12):x}" for _ in range(4)) + "\n")
+
+
+def check():
+    rinv = {tag: pow(1 << (32 * n), -1, p) for tag, (p, n) in FIELDS.items()}
+    counts = {"fp": 0, "fr": 0, "fp2": 0}
+    bad = 0
+    lost = None
+    for lineno, line in enumerate(sys.stdin, 1):
+        f = line.split()
+        if not f:
+            continue
+        if f[0] == "lost":
+            lost = int(f[1])
+            continue
+        v = [int(x, 16) for x in f[1:]]
+        if f[0] in FIELDS:
+            p, _ = FIELDS[f[0]]
+            ri = rinv[f[0]]
+            a, b = v[0], v[1]
+            want = [a * b * ri % p, a * a * ri % p, (a + b) % p, (a - b) % p, -a % p, a * ri % p]
+            names = ["mul", "sqr", "add", "sub", "neg", "from_mont"]
+            got = v[2:]
+        elif f[0] == "fp2":
+            p, ri = P, rinv["fp"]
+            a0, a1, b0, b1 = v[:4]
+            want = [(a0 * b0 - a1 * b1) * ri % p, (a0 * b1 + a1 * b0) * ri % p,
+                    (a0 * a0 - a1 * a1) * ri % p, 2 * a0 * a1 * ri % p]
+            names = ["mul.c0", "mul.c1", "sqr.c0", "sqr.c1"]
+            got = v[4:]
+        else:
+            sys.exit(f"check.py: unknown line {lineno}: {line[:60]}")
+        if len(got) != len(want):
+            sys.exit(f"check.py: malformed line {lineno}")
+        counts[f[0]] += 1
+        for name, g, w in zip(names, got, want):
+            if g != w:
+                bad += 1
+                if bad <= 10:
+                    print(f"MISMATCH {f[0]} {name} line {lineno}: inputs {' '.join(f[1:5])}\n  got  {g:x}\n  want {w:x}")
+    if lost is None:
+        print("field-emu: FAILED (no 'lost' line: the emulator did not finish)")
+        sys.exit(1)
+    if lost:
+        bad += 1
+        print(f"field-emu: {lost} carries dropped by a final addc (a top word overflowed)")
+    status = "ok" if bad == 0 else f"FAILED ({bad} mismatches)"
+    print(f"field-emu: {status}: Fp {counts['fp']} tests (mul sqr add sub neg from_mont), "
+          f"Fr {counts['fr']} tests (same), Fp2 {counts['fp2']} tests (mul sqr), vs Python big integers")
+    sys.exit(0 if bad == 0 else 1)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "gen":
+        gen(int(sys.argv[2]) if len(sys.argv) > 2 else 100000, int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+    elif len(sys.argv) == 2 and sys.argv[1] == "check":
+        check()
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,96 @@
+// Host emulation driver for cuda/field.cuh and cuda/fp2.cuh (scripts/check-field-emu.sh).
+//
+// The device headers are compiled by g++ with CUZK_HOST_EMU, which replaces the PTX carry-chain
+// instructions by C++ with an emulated carry flag (see the top of field.cuh); everything else is
+// the very code the kernels run. Reads one test per line from stdin (cuda/emu/check.py gen),
+// writes the same line followed by the results (checked by cuda/emu/check.py check):
+//   fp  a b        -> fp  a b  a*b a*a a+b a-b -a from_mont(a)     (Montgomery products: /R)
+//   fr  a b        -> fr  a b  (same)
+//   fp2 a0 a1 b0 b1 -> fp2 a0 a1 b0 b1  (a*b).c0 (a*b).c1 (a^2).c0 (a^2).c1
+// Numbers are big-endian hex without prefix. The last line is "lost N": carries dropped by a
+// non-.cc addc (must be 0).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../fp2.cuh"
+
+template <class F>
+static bool parse(const char* s, F& out) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 8 * (size_t)F::N) return false;
+    for (int i = 0; i < F::N; i++) out.v[i] = 0;
+    for (size_t k = 0; k < n; k++) {
+        const char c = s[n - 1 - k];
+        u32 d;
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+        else return false;
+        out.v[k / 8] |= d << (4 * (k % 8));
+    }
+    return true;
+}
+
+template <class F>
+static void put(std::string& line, const F& a) {
+    char buf[16];
+    line += ' ';
+    for (int i = F::N - 1; i >= 0; i--) {
+        snprintf(buf, sizeof buf, "%08x", a.v[i]);
+        line += buf;
+    }
+}
+
+template <class F>
+static bool run_base(const char* tag, char** tok, std::string& line) {
+    F a, b;
+    if (!parse(tok[0], a) || !parse(tok[1], b)) return false;
+    line = tag;
+    put(line, a);
+    put(line, b);
+    put(line, F::mul(a, b));
+    put(line, F::sqr(a));
+    put(line, F::add(a, b));
+    put(line, F::sub(a, b));
+    put(line, F::neg(a));
+    put(line, F::from_mont(a));
+    return true;
+}
+
+static bool run_fp2(char** tok, std::string& line) {
+    Fp2 a, b;
+    if (!parse(tok[0], a.c0) || !parse(tok[1], a.c1) || !parse(tok[2], b.c0) || !parse(tok[3], b.c1)) return false;
+    const Fp2 m = Fp2::mul(a, b), s = Fp2::sqr(a);
+    line = "fp2";
+    put(line, a.c0); put(line, a.c1); put(line, b.c0); put(line, b.c1);
+    put(line, m.c0); put(line, m.c1); put(line, s.c0); put(line, s.c1);
+    return true;
+}
+
+int main() {
+    static char buf[1 << 12];
+    std::string line;
+    line.reserve(1 << 10);
+    long lineno = 0;
+    while (fgets(buf, sizeof buf, stdin)) {
+        lineno++;
+        char* tok[8];
+        int nt = 0;
+        for (char* t = strtok(buf, " \t\r\n"); t && nt < 8; t = strtok(nullptr, " \t\r\n")) tok[nt++] = t;
+        if (nt == 0) continue;
+        bool ok = false;
+        if (!strcmp(tok[0], "fp") && nt == 3) ok = run_base<Fp>("fp", tok + 1, line);
+        else if (!strcmp(tok[0], "fr") && nt == 3) ok = run_base<Fr>("fr", tok + 1, line);
+        else if (!strcmp(tok[0], "fp2") && nt == 5) ok = run_fp2(tok + 1, line);
+        if (!ok) {
+            fprintf(stderr, "field_emu: bad input line %ld\n", lineno);
+            return 2;
+        }
+        line += '\n';
+        fputs(line.c_str(), stdout);
+    }
+    printf("lost %llu\n", (unsigned long long)ptx::lost_carries());
+    return 0;
+}
