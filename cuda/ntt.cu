@@ -1,16 +1,21 @@
 // Number-theoretic transforms over Fr.
 //
-// A transform of size 2^lgn is a decimation-in-frequency (natural in, bit-reversed out) radix-2
-// network executed in passes of up to 9 stages; each pass keeps a group of 2^t elements in shared
-// memory, so the whole transform reads and writes global memory ceil(lgn/9) times. A separate
-// bit-reversal kernel restores natural order and folds in any per-element scale (1/n for inverse
-// transforms, powers of the coset generator).
+// A transform of size n = 2^lgn is a decimation-in-time radix-2 network run in passes of up to
+// 9 stages; each pass keeps a group of 2^t elements in shared memory, so the whole transform
+// reads and writes global memory ceil(lgn/9) times. The network wants its input in bit-reversed
+// order: the first pass gathers it from the natural-order source (the group of 2^t consecutive
+// bit-reversed positions is a stride-2^(lgn-t) column of the source, the same access pattern a
+// strided pass has anyway), so natural order goes in and natural order comes out with no
+// separate permutation kernel. Scale factors ride along: the coset shift g^i on the first pass's
+// loads, 1/n and g^-i on the last pass's stores.
 //
-// Powers of a root are read from two tables of 2^14 entries each (lo[j] = w^j,
-// hi[j] = w^(j*2^14)), so w^e is one product for any e < 2^28 and the tables stay in L2.
+// Twiddles come from one table per domain, tw[e] = w^e for e < n/2 (16 bytes per element of
+// the domain): a load instead of a product. w^-e = -tw[n/2 - e] serves the inverse transform.
+// Powers of the coset generator are read from two tables of 2^14 entries each (lo[j] = s*g^j,
+// hi[j] = g^(j*2^14), s an optional constant folded into lo), so s*g^i is one product for any
+// i < 2^28 and the tables stay in L2.
 #include "field.cuh"
 
-#define NTT_MAX_T 9
 #define POW_LO_BITS 14
 
 __device__ __forceinline__ Fr pow_from_tables(const Fr* lo, const Fr* hi, u64 e) {
@@ -19,107 +24,96 @@ __device__ __forceinline__ Fr pow_from_tables(const Fr* lo, const Fr* hi, u64 e)
     return Fr::mul(a, b);
 }
 
-// lo[j] = base^j, hi[j] = base^(j * 2^14) for j < 2^14.
-extern "C" __global__ void pow_tables(Fr* lo, Fr* hi, const Fr* base) {
+// lo[j] = scale * base^j, hi[j] = base^(j * 2^14) for j < 2^14.
+extern "C" __global__ void pow_tables(Fr* lo, Fr* hi, const Fr* base, const Fr* scale) {
     u32 j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= (1u << POW_LO_BITS)) return;
     Fr w = load_field(base);
-    store_field(lo + j, Fr::pow(w, j));
+    store_field(lo + j, Fr::mul(load_field(scale), Fr::pow(w, j)));
     store_field(hi + j, Fr::pow(w, (u64)j << POW_LO_BITS));
 }
 
-// Twiddle i of a pass (0 <= i < 2^t - 1): stage u's 2^(t-1-u) values sit at offset
-// 2^t - 2^(t-u); pair m of stage u uses w^(k * 2^(s0+u)) with k = base_low + m*stride.
-__device__ __forceinline__ Fr pass_twiddle(const Fr* lo, const Fr* hi, u32 i, u32 t, u32 s0, u64 base_low,
-                                           u64 stride) {
-    const u32 half = 1u << (t - 1);
-    u32 u = 0;
-    u32 off = 0;
-    while (i >= off + (half >> u)) { off += half >> u; u++; }
-    const u64 m = i - off;
-    return pow_from_tables(lo, hi, (base_low + m * stride) << (s0 + u));
+// tw[e] = w^e for e < count, from w's power tables (built once per domain).
+extern "C" __global__ void ntt_twiddle_table(Fr* tw, const Fr* lo, const Fr* hi, u64 count) {
+    const u64 e = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+    if (e >= count) return;
+    store_field(tw + e, pow_from_tables(lo, hi, e));
 }
 
-// The twiddles of a pass with stride 1 (the last pass of a transform), the same for every
-// block: computed once per domain instead of once per block.
-extern "C" __global__ void ntt_pass_twiddles(Fr* out, const Fr* lo, const Fr* hi, u32 s0, u32 t) {
-    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (1u << t) - 1) return;
-    store_field(out + i, pass_twiddle(lo, hi, i, t, s0, 0, 1));
+// w^e, or w^-e for the inverse transform, for e < n/2 (half_n = n/2).
+__device__ __forceinline__ Fr table_twiddle(const Fr* tw, u64 e, u64 half_n, bool inverse) {
+    if (!inverse) return load_field(tw + e);
+    if (e == 0) return Fr::one();
+    return Fr::neg(load_field(tw + (half_n - e)));
 }
 
-// Stages s0 .. s0+t-1 of a DIF transform of size 2^lgn over `data` (in place). One block of
-// 2^(t-1) threads per group of 2^t elements spaced `stride` apart. lo/hi: power tables of the
-// transform's root (w or w^-1). `tw`: for the last pass (stride 1) its precomputed twiddles
-// (ntt_pass_twiddles), else null.
-extern "C" __global__ void ntt_dif_pass(Fr* data, const Fr* lo, const Fr* hi, u32 lgn, u32 s0, u32 t,
-                                        const Fr* tw) {
-    // Dynamic shared memory, 2^t elements then 2^t twiddles (the host sizes it per pass).
+__device__ __forceinline__ u64 bitrev(u64 i, u32 lgn) { return lgn == 0 ? 0 : __brevll(i) >> (64 - lgn); }
+
+// Flags of a pass.
+#define NTT_INVERSE 1u     // twiddles w^-e
+#define NTT_GATHER 2u      // first pass: read the source in bit-reversed order (src != dst)
+#define NTT_PRE_POWERS 4u  // multiply each loaded element (natural index i) by lo/hi's power i
+#define NTT_POST_POWERS 8u // multiply each stored element (natural index i) by lo/hi's power i
+
+// Stages s0 .. s0+t-1 (spans 2^s0 .. 2^(s0+t-1)) of a DIT transform of size 2^lgn. One block of
+// 2^(t-1) threads per group of 2^t elements spaced 2^s0 apart: group g holds positions
+// base + k 2^s0 with base = (g >> s0) 2^(s0+t) + (g mod 2^s0). Local stage u pairs k and
+// k + 2^u (bit u of k clear) with twiddle w^(j n/2^(s0+u+1)), j = position mod 2^(s0+u).
+// lo/hi: power tables for the NTT_PRE_POWERS / NTT_POST_POWERS factors.
+extern "C" __global__ void ntt_dit_pass(const Fr* src, Fr* dst, const Fr* tw, u32 lgn, u32 s0, u32 t,
+                                        u32 flags, const Fr* lo, const Fr* hi) {
+    // Dynamic shared memory: 2^t elements, then the 2^t - 1 twiddles of this group.
     extern __shared__ uint4 smem_raw[];
     Fr* sd = reinterpret_cast<Fr*>(smem_raw);
     Fr* stw = sd + (1u << t);
     const u32 half = 1u << (t - 1);
     const u32 tid = threadIdx.x;
-    const u32 lgstride = lgn - s0 - t;
-    const u64 stride = 1ull << lgstride;
+    const u64 half_n = 1ull << (lgn - 1);
+    const bool inverse = flags & NTT_INVERSE;
     const u64 gidx = blockIdx.x + (u64)blockIdx.y * gridDim.x;
-    const u64 base_low = gidx & (stride - 1);
-    const u64 base = ((gidx >> lgstride) << (lgn - s0)) | base_low;
+    const u64 low = gidx & ((1ull << s0) - 1);
+    const u64 base = ((gidx >> s0) << (s0 + t)) | low;
 
-    sd[tid] = load_field(data + base + (u64)tid * stride);
-    sd[tid + half] = load_field(data + base + (u64)(tid + half) * stride);
-
-    const bool last = lgstride == 0;
-    if (last && tw != nullptr) {
-        for (u32 i = tid; i < (1u << t) - 1; i += blockDim.x) stw[i] = load_field(tw + i);
-    } else {
-        for (u32 i = tid; i < (1u << t) - 1; i += blockDim.x)
-            stw[i] = pass_twiddle(lo, hi, i, t, s0, base_low, stride);
+#pragma unroll
+    for (u32 r = 0; r < 2; r++) {
+        const u32 k = tid + r * half;
+        const u64 pos = base + ((u64)k << s0);
+        // With NTT_GATHER (s0 = 0) position pos of the bit-reversed sequence is source element
+        // bitrev(pos).
+        const u64 i = (flags & NTT_GATHER) ? bitrev(pos, lgn) : pos;
+        Fr v = load_field(src + i);
+        if (flags & NTT_PRE_POWERS) v = Fr::mul(v, pow_from_tables(lo, hi, i));
+        sd[k] = v;
+    }
+    // Twiddle (u, m), m < 2^u, sits at 2^u - 1 + m.
+    for (u32 i = tid; i < (1u << t) - 1; i += blockDim.x) {
+        const u32 u = 31 - __clz(i + 1);
+        const u64 m = i + 1 - (1u << u);
+        stw[i] = table_twiddle(tw, (low + (m << s0)) << (lgn - s0 - u - 1), half_n, inverse);
     }
     __syncthreads();
 
-    u32 off = 0;
     for (u32 u = 0; u < t; u++) {
-        const u32 lh = t - 1 - u;
-        const u32 h = 1u << lh;
+        const u32 h = 1u << u;
         const u32 m = tid & (h - 1);
-        const u32 j = ((tid >> lh) << (lh + 1)) + m;
-        Fr x = sd[j];
+        const u32 j = ((tid >> u) << (u + 1)) + m;
+        const Fr x = sd[j];
         Fr y = sd[j + h];
+        // The first stage of a transform has only w^0 = 1.
+        if (s0 != 0 || u != 0) y = Fr::mul(y, stw[h - 1 + m]);
         sd[j] = Fr::add(x, y);
-        // The last stage of the last pass has only w^0 = 1 (m = 0, base_low = 0).
-        if (last && lh == 0) sd[j + h] = Fr::sub(x, y);
-        else sd[j + h] = Fr::mul(Fr::sub(x, y), stw[off + m]);
-        off += h;
+        sd[j + h] = Fr::sub(x, y);
         __syncthreads();
     }
 
-    store_field(data + base + (u64)tid * stride, sd[tid]);
-    store_field(data + base + (u64)(tid + half) * stride, sd[tid + half]);
-}
-
-__device__ __forceinline__ u64 bitrev(u64 i, u32 lgn) { return lgn == 0 ? 0 : __brevll(i) >> (64 - lgn); }
-
-// out[i] = in[bitrev(i)] * factor(i) where factor is 1 (mode 0), c (mode 1) or c * g^i (mode 2,
-// g given by its power tables). `in` and `out` must not overlap.
-extern "C" __global__ void ntt_bitrev_scale(const Fr* in, Fr* out, u32 lgn, u32 mode, const Fr* c,
-                                            const Fr* glo, const Fr* ghi) {
-    u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x;
-    if (i >= (1ull << lgn)) return;
-    Fr v = load_field(in + bitrev(i, lgn));
-    if (mode >= 1) v = Fr::mul(v, load_field(c));
-    if (mode == 2) v = Fr::mul(v, pow_from_tables(glo, ghi, i));
-    store_field(out + i, v);
-}
-
-// data[i] *= c * g^i (natural order), the coset shift before a forward coset transform; a null
-// c stands for 1.
-extern "C" __global__ void ntt_scale_powers(Fr* data, u64 n, const Fr* c, const Fr* glo, const Fr* ghi) {
-    u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    Fr v = load_field(data + i);
-    if (c != nullptr) v = Fr::mul(v, load_field(c));
-    store_field(data + i, Fr::mul(v, pow_from_tables(glo, ghi, i)));
+#pragma unroll
+    for (u32 r = 0; r < 2; r++) {
+        const u32 k = tid + r * half;
+        const u64 pos = base + ((u64)k << s0);
+        Fr v = sd[k];
+        if (flags & NTT_POST_POWERS) v = Fr::mul(v, pow_from_tables(lo, hi, pos));
+        store_field(dst + pos, v);
+    }
 }
 
 // a[i] = (a[i] * b[i] - c[i]) * zinv: the quotient's numerator over Z on the coset.

@@ -14,7 +14,7 @@ fn translation_unit_is_self_contained() {
         assert!(tu.contains(&format!("// ---- {name}")), "{name} missing");
     }
     for k in [
-        "ntt_dif_pass",
+        "ntt_dit_pass",
         "msm_digits",
         "msm_max_bucket",
         "msm_scatter",

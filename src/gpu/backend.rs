@@ -124,8 +124,8 @@ impl GpuBackend {
             .get(&lg)
             .ok_or_else(|| GpuError::Input("domain cache".into()))?;
         let data = s.gpu.upload_new(scalar_bytes(values))?;
-        let out = s.gpu.alloc(n * FR_BYTES)?;
-        d.transform(&s.gpu, &data, &out, inverse, coset)?;
+        let mut out = s.gpu.alloc(n * FR_BYTES)?;
+        d.transform(&s.gpu, &data, &mut out, inverse, coset)?;
         s.gpu.download(&out, scalar_bytes_mut(values))
     }
 

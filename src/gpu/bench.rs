@@ -196,33 +196,19 @@ fn bench_ntt(
         let n = 1usize << lg;
         let dom = Domain::new(gpu, lg)?;
         let data = gpu.upload_new(scalar_bytes(&random_scalars(n, 11)))?;
-        let out = gpu.alloc(n * FR_BYTES)?;
+        let mut out = gpu.alloc(n * FR_BYTES)?;
         for (op, coset) in [("NTT", false), ("coset NTT", true)] {
             let mut ms = Vec::new();
             for run in 0..=args.runs {
                 gpu.sync()?;
                 let t0 = Instant::now();
-                dom.transform(gpu, &data, &out, false, coset)?;
+                dom.transform(gpu, &data, &mut out, false, coset)?;
                 gpu.sync()?;
                 if run > 0 {
                     ms.push(t0.elapsed().as_secs_f64() * 1e3);
                 }
             }
             eprintln!("{op} 2^{lg}: {ms:.2?} ms");
-            if std::env::var_os("CUZK_GPU_TRACE").is_some() && !coset {
-                let t0 = Instant::now();
-                dom.dif(gpu, &data, false)?;
-                gpu.sync()?;
-                let t1 = Instant::now();
-                dom.bitrev(gpu, &data, &out, 0, 0, false)?;
-                gpu.sync()?;
-                let t2 = Instant::now();
-                eprintln!(
-                    "trace NTT 2^{lg}: dif {:.2} ms, bitrev {:.2} ms",
-                    (t1 - t0).as_secs_f64() * 1e3,
-                    (t2 - t1).as_secs_f64() * 1e3
-                );
-            }
             rows.push(Row {
                 op,
                 lg,

@@ -39,10 +39,8 @@ pub struct DeviceInfo {
 /// Kernels looked up once from the module.
 const KERNELS: &[&str] = &[
     "pow_tables",
-    "ntt_dif_pass",
-    "ntt_pass_twiddles",
-    "ntt_bitrev_scale",
-    "ntt_scale_powers",
+    "ntt_twiddle_table",
+    "ntt_dit_pass",
     "quotient_pointwise",
     "scan_blocks",
     "scan_add",

@@ -10,12 +10,18 @@ use crate::prover::ntt::root_of_unity;
 
 /// Bytes of one Fr element on the device.
 pub const FR_BYTES: usize = 32;
-/// Stages per shared-memory pass (NTT_MAX_T in ntt.cu).
+/// Stages per shared-memory pass.
 const MAX_STAGES: u32 = 9;
 /// Entries of each power table (2^POW_LO_BITS in ntt.cu).
 const POW_TABLE: usize = 1 << 14;
 /// Largest transform: the power tables cover exponents below 2^28.
 pub const MAX_LOG_SIZE: u32 = 28;
+
+/// Pass flags (NTT_* in ntt.cu).
+const INVERSE: u64 = 1;
+const GATHER: u64 = 2;
+const PRE_POWERS: u64 = 4;
+const POST_POWERS: u64 = 8;
 
 /// Raw bytes of scalars (Montgomery form, as the kernels take them).
 pub fn scalar_bytes(s: &[Scalar]) -> &[u8] {
@@ -30,23 +36,24 @@ pub fn scalar_bytes_mut(s: &mut [Scalar]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
 }
 
-/// Power tables of one base (lo[j] = w^j, hi[j] = w^(j 2^14)).
+/// Power tables of `scale·base^i` (lo[j] = scale·base^j, hi[j] = base^(j 2^14)): any such
+/// factor with i < 2^28 is one product in the kernels.
 pub struct PowTables {
     lo: DevBuf,
     hi: DevBuf,
 }
 
 impl PowTables {
-    /// Builds the tables of `base` on the device.
-    pub fn new(gpu: &Gpu, base: Scalar) -> Result<Self, GpuError> {
-        let b = gpu.upload_new(scalar_bytes(&[base]))?;
+    /// Builds the tables of `scale·base^i` on the device.
+    pub fn new(gpu: &Gpu, base: Scalar, scale: Scalar) -> Result<Self, GpuError> {
+        let b = gpu.upload_new(scalar_bytes(&[base, scale]))?;
         let lo = gpu.alloc(POW_TABLE * FR_BYTES)?;
         let hi = gpu.alloc(POW_TABLE * FR_BYTES)?;
         gpu.launch(
             "pow_tables",
             (POW_TABLE / 256) as u64,
             256,
-            &[lo.ptr(), hi.ptr(), b.ptr()],
+            &[lo.ptr(), hi.ptr(), b.ptr(), b.ptr() + FR_BYTES as u64],
         )?;
         gpu.sync()?;
         Ok(PowTables { lo, hi })
@@ -61,17 +68,28 @@ fn inv(x: Scalar) -> Result<Scalar, GpuError> {
 pub struct Domain {
     /// log2 of the size.
     pub lg: u32,
-    omega: PowTables,
-    omega_inv: PowTables,
-    g: PowTables,
-    g_inv: PowTables,
-    /// Device constants: [1/n, 1, 1/(g^n - 1)] (the 1 is no longer read; the layout stays).
-    consts: DevBuf,
-    /// Twiddles of the last DIF pass (stride 1, the same for every block) for w and w^-1.
-    last_tw: [DevBuf; 2],
+    /// tw[e] = w^e for e < n/2 (w^-e is −tw[n/2 − e]): 16 bytes per element of the domain.
+    twiddles: DevBuf,
+    /// Factors g^i (forward coset), g^i/n (the quotient's first step), g^-i/n (inverse coset)
+    /// and 1/n (plain inverse).
+    coset: PowTables,
+    coset_n_inv: PowTables,
+    coset_inv_n_inv: PowTables,
+    n_inv: PowTables,
+    /// 1/(g^n − 1), the inverse of Z on the coset.
+    z_inv: DevBuf,
 }
 
-/// The stages of each DIF pass of a size-2^lg transform: at most MAX_STAGES, spread evenly
+/// Where a transform's elements get a factor s·g^i: on the way in (before the first pass) or
+/// on the way out (after the last).
+#[derive(Clone, Copy)]
+enum Scale<'a> {
+    None,
+    Pre(&'a PowTables),
+    Post(&'a PowTables),
+}
+
+/// The stages of each pass of a size-2^lg transform: at most MAX_STAGES, spread evenly
 /// (e.g. 20 = 7 + 7 + 6).
 fn pass_stages(lg: u32) -> Vec<u32> {
     let passes = lg.div_ceil(MAX_STAGES);
@@ -86,7 +104,8 @@ fn pass_stages(lg: u32) -> Vec<u32> {
 }
 
 impl Domain {
-    /// Tables for the domain of size 2^lg (1 ≤ 2^lg ≤ 2^28).
+    /// Tables for the domain of size 2^lg (1 ≤ 2^lg ≤ 2^28). The twiddle table takes
+    /// 2^(lg−1)·32 bytes of device memory (2 GiB at 2^27).
     pub fn new(gpu: &Gpu, lg: u32) -> Result<Self, GpuError> {
         if lg > MAX_LOG_SIZE {
             return Err(GpuError::Input(format!(
@@ -95,46 +114,27 @@ impl Domain {
         }
         let w = root_of_unity(lg);
         let g = Scalar::MULTIPLICATIVE_GENERATOR;
-        let n = Scalar::from(1u64 << lg);
+        let n_inv = inv(Scalar::from(1u64 << lg))?;
         let z = g.pow_vartime([1u64 << lg]) - Scalar::ONE;
-        let consts = [inv(n)?, Scalar::ONE, inv(z)?];
-        let omega = PowTables::new(gpu, w)?;
-        let omega_inv = PowTables::new(gpu, inv(w)?)?;
-        let last_tw = [
-            Self::last_pass_twiddles(gpu, lg, &omega)?,
-            Self::last_pass_twiddles(gpu, lg, &omega_inv)?,
-        ];
+        let g_inv = inv(g)?;
+        let omega = PowTables::new(gpu, w, Scalar::ONE)?;
+        let half = (1u64 << lg) / 2;
+        let twiddles = gpu.alloc(half.max(1) as usize * FR_BYTES)?;
+        gpu.launch(
+            "ntt_twiddle_table",
+            half.div_ceil(256),
+            256,
+            &[twiddles.ptr(), omega.lo.ptr(), omega.hi.ptr(), half],
+        )?;
         Ok(Domain {
             lg,
-            omega,
-            omega_inv,
-            g: PowTables::new(gpu, g)?,
-            g_inv: PowTables::new(gpu, inv(g)?)?,
-            consts: gpu.upload_new(scalar_bytes(&consts))?,
-            last_tw,
+            twiddles,
+            coset: PowTables::new(gpu, g, Scalar::ONE)?,
+            coset_n_inv: PowTables::new(gpu, g, n_inv)?,
+            coset_inv_n_inv: PowTables::new(gpu, g_inv, n_inv)?,
+            n_inv: PowTables::new(gpu, Scalar::ONE, n_inv)?,
+            z_inv: gpu.upload_new(scalar_bytes(&[inv(z)?]))?,
         })
-    }
-
-    fn last_pass_twiddles(gpu: &Gpu, lg: u32, t: &PowTables) -> Result<DevBuf, GpuError> {
-        let stages = pass_stages(lg);
-        let last = stages.last().copied().unwrap_or(0);
-        let count = (1u64 << last).saturating_sub(1).max(1);
-        let out = gpu.alloc(count as usize * FR_BYTES)?;
-        if last > 0 {
-            gpu.launch(
-                "ntt_pass_twiddles",
-                count.div_ceil(256),
-                256,
-                &[
-                    out.ptr(),
-                    t.lo.ptr(),
-                    t.hi.ptr(),
-                    (lg - last) as u64,
-                    last as u64,
-                ],
-            )?;
-        }
-        Ok(out)
     }
 
     /// Size in elements.
@@ -142,111 +142,98 @@ impl Domain {
         1usize << self.lg
     }
 
-    fn n_inv(&self) -> u64 {
-        self.consts.ptr()
-    }
-    fn z_inv(&self) -> u64 {
-        self.consts.ptr() + 2 * FR_BYTES as u64
-    }
-
-    /// In-place decimation-in-frequency transform: natural order in, bit-reversed out.
-    pub(crate) fn dif(&self, gpu: &Gpu, data: &DevBuf, inverse: bool) -> Result<(), GpuError> {
-        let t = if inverse {
-            &self.omega_inv
-        } else {
-            &self.omega
-        };
-        let tw = &self.last_tw[inverse as usize];
+    /// `dst` ← the natural-order transform of the natural-order `src` (distinct buffers;
+    /// `src` is left as it was), with the scale factors of `scale`. Inverse transforms do not
+    /// divide by n themselves: that is one of the scales.
+    fn run(
+        &self,
+        gpu: &Gpu,
+        src: &DevBuf,
+        dst: &mut DevBuf,
+        inverse: bool,
+        scale: Scale,
+    ) -> Result<(), GpuError> {
+        let stages = pass_stages(self.lg);
+        if stages.is_empty() {
+            // Size 1: the transform is the identity; only a factor (at i = 0) can apply.
+            gpu.copy(src, dst, FR_BYTES)?;
+            return match scale {
+                Scale::None => Ok(()),
+                Scale::Pre(t) | Scale::Post(t) => self.scale_one(gpu, dst, t),
+            };
+        }
+        let last = stages.len() - 1;
         let mut s0 = 0;
-        for stages in pass_stages(self.lg) {
-            let groups = 1u64 << (self.lg - stages);
-            let threads = 1u32 << (stages - 1);
-            // Shared memory sized to this pass (the elements and the twiddles, 2^stages each),
-            // so that passes of fewer stages fit more blocks on an SM.
-            let smem = (2 * FR_BYTES as u32) << stages;
+        for (p, &t) in stages.iter().enumerate() {
+            let mut flags = if inverse { INVERSE } else { 0 };
+            let mut tables = None;
+            if p == 0 {
+                flags |= GATHER;
+                if let Scale::Pre(tb) = scale {
+                    flags |= PRE_POWERS;
+                    tables = Some(tb);
+                }
+            }
+            if p == last {
+                if let Scale::Post(tb) = scale {
+                    flags |= POST_POWERS;
+                    tables = Some(tb);
+                }
+            }
+            let (lo, hi) = tables.map_or((0, 0), |tb| (tb.lo.ptr(), tb.hi.ptr()));
+            let from = if p == 0 { src.ptr() } else { dst.ptr() };
+            // Shared memory sized to this pass (the elements and the twiddles, 2^t each), so
+            // that passes of fewer stages fit more blocks on an SM.
             gpu.launch_smem(
-                "ntt_dif_pass",
-                groups,
-                threads,
-                smem,
+                "ntt_dit_pass",
+                1u64 << (self.lg - t),
+                1u32 << (t - 1),
+                (2 * FR_BYTES as u32) << t,
                 &[
-                    data.ptr(),
-                    t.lo.ptr(),
-                    t.hi.ptr(),
+                    from,
+                    dst.ptr(),
+                    self.twiddles.ptr(),
                     self.lg as u64,
                     s0 as u64,
-                    stages as u64,
-                    tw.ptr(),
+                    t as u64,
+                    flags,
+                    lo,
+                    hi,
                 ],
             )?;
-            s0 += stages;
+            s0 += t;
         }
         Ok(())
     }
 
-    /// out[i] = in[bitrev(i)] * factor: mode 0 → 1, 1 → consts[c], 2 → consts[c]·g^i (g or 1/g).
-    pub(crate) fn bitrev(
-        &self,
-        gpu: &Gpu,
-        src: &DevBuf,
-        dst: &DevBuf,
-        mode: u64,
-        c: u64,
-        g_inv: bool,
-    ) -> Result<(), GpuError> {
-        let g = if g_inv { &self.g_inv } else { &self.g };
-        let n = self.size() as u64;
-        gpu.launch(
-            "ntt_bitrev_scale",
-            n.div_ceil(256),
-            256,
-            &[
-                src.ptr(),
-                dst.ptr(),
-                self.lg as u64,
-                mode,
-                c,
-                g.lo.ptr(),
-                g.hi.ptr(),
-            ],
-        )
+    /// dst[0] *= the factor of `t` at i = 0, lo[0]·hi[0], on the host: a size-1 transform has
+    /// no pass to carry it.
+    fn scale_one(&self, gpu: &Gpu, dst: &mut DevBuf, t: &PowTables) -> Result<(), GpuError> {
+        let mut f = [Scalar::ZERO; 3];
+        gpu.download_at(&t.lo, 0, scalar_bytes_mut(&mut f[0..1]))?;
+        gpu.download_at(&t.hi, 0, scalar_bytes_mut(&mut f[1..2]))?;
+        gpu.download_at(dst, 0, scalar_bytes_mut(&mut f[2..3]))?;
+        let v = f[2] * f[0] * f[1];
+        gpu.upload(dst, scalar_bytes(&[v]))
     }
 
-    /// Natural-order transform of `data` into `out` (`out` ← NTT(data); `data` is clobbered).
+    /// Natural-order transform of `data` into `out` (`data` is left as it was).
     /// `inverse` divides by n; `coset` evaluates on (or, inverse, interpolates from) g·H.
     pub fn transform(
         &self,
         gpu: &Gpu,
         data: &DevBuf,
-        out: &DevBuf,
+        out: &mut DevBuf,
         inverse: bool,
         coset: bool,
     ) -> Result<(), GpuError> {
-        if self.lg == 0 {
-            // size 1: the transform is the identity (times 1/n = 1).
-            return gpu.launch(
-                "ntt_bitrev_scale",
-                1,
-                1,
-                &[data.ptr(), out.ptr(), 0, 0, 0, 0, 0],
-            );
-        }
-        if !inverse && coset {
-            let n = self.size() as u64;
-            gpu.launch(
-                "ntt_scale_powers",
-                n.div_ceil(256),
-                256,
-                // No constant factor (the kernel skips it for a null pointer).
-                &[data.ptr(), n, 0, self.g.lo.ptr(), self.g.hi.ptr()],
-            )?;
-        }
-        self.dif(gpu, data, inverse)?;
-        match (inverse, coset) {
-            (false, _) => self.bitrev(gpu, data, out, 0, 0, false),
-            (true, false) => self.bitrev(gpu, data, out, 1, self.n_inv(), false),
-            (true, true) => self.bitrev(gpu, data, out, 2, self.n_inv(), true),
-        }
+        let scale = match (inverse, coset) {
+            (false, false) => Scale::None,
+            (false, true) => Scale::Pre(&self.coset),
+            (true, false) => Scale::Post(&self.n_inv),
+            (true, true) => Scale::Post(&self.coset_inv_n_inv),
+        };
+        self.run(gpu, data, out, inverse, scale)
     }
 
     /// H = (A·B − C)/Z: see [`crate::prover::Backend::quotient`]. `bufs` holds A, B, C
@@ -254,22 +241,23 @@ impl Domain {
     /// size; the coefficients of H end up in `bufs[0]`.
     pub fn quotient(&self, gpu: &Gpu, bufs: &mut [DevBuf; 4]) -> Result<(), GpuError> {
         for v in 0..3 {
-            // evaluations on H → coefficients scaled by g^i/n → evaluations on gH (bit-reversed)
-            self.dif(gpu, &bufs[v], true)?;
-            self.bitrev(gpu, &bufs[v], &bufs[3], 2, self.n_inv(), false)?;
-            self.dif(gpu, &bufs[3], false)?;
-            bufs.swap(v, 3);
+            // evaluations on H → coefficients times g^i/n (the polynomial of the coset)
+            // → evaluations on gH
+            let (vs, scratch) = bufs.split_at_mut(3);
+            self.run(gpu, &vs[v], &mut scratch[0], true, Scale::Post(&self.coset_n_inv))?;
+            self.run(gpu, &scratch[0], &mut vs[v], false, Scale::None)?;
         }
         let n = self.size() as u64;
         gpu.launch(
             "quotient_pointwise",
             n.div_ceil(256),
             256,
-            &[bufs[0].ptr(), bufs[1].ptr(), bufs[2].ptr(), self.z_inv(), n],
+            &[bufs[0].ptr(), bufs[1].ptr(), bufs[2].ptr(), self.z_inv.ptr(), n],
         )?;
-        // bit-reversed evaluations on gH → natural order → coefficients (times g^-i/n)
-        self.bitrev(gpu, &bufs[0], &bufs[3], 0, 0, false)?;
-        self.dif(gpu, &bufs[3], true)?;
-        self.bitrev(gpu, &bufs[3], &bufs[0], 2, self.n_inv(), true)
+        // evaluations on gH → coefficients (times g^-i/n)
+        let (a, rest) = bufs.split_at_mut(1);
+        self.run(gpu, &a[0], &mut rest[2], true, Scale::Post(&self.coset_inv_n_inv))?;
+        bufs.swap(0, 3);
+        Ok(())
     }
 }
