@@ -18,10 +18,15 @@ typedef unsigned long long u64;
 
 #ifdef CUZK_HOST_EMU
 // Host emulation (cuda/emu/field_emu.cpp, scripts/check-field-emu.sh): the same header compiled
-// by g++, with the PTX carry flag emulated in a variable. Each function below has exactly the
-// semantics of the PTX instruction named in its device twin: `.cc` writes the carry flag CF
-// (a borrow for the subtractions), the `c` forms read it, the others leave it alone. Nothing in
-// this branch reaches the device build.
+// by g++, with the carry flag emulated in a variable. Each function below has the semantics of
+// the PTX instruction named in its device twin: `.cc` writes the carry flag, the `c` forms read
+// it, the others leave it alone. The flag is kept as the SASS carry bit, which is what ptxas
+// (CUDA 13, sm_90) actually uses: add/mad set it to the carry, sub sets it to NOT borrow (a - b
+// is a + ~b + 1), and subc subtracts (1 - flag). For chains of one family that is exactly the
+// PTX manual's carry / borrow; mixing the families (sub.cc then addc, add.cc then subc) reads
+// the flag inverted with respect to the manual (checked in SASS: `sub.cc 0, t; addc 0, 0` gives
+// t == 0, not the borrow t != 0), and the emulation follows the hardware there too.
+// Nothing in this branch reaches the device build.
 #define __device__
 #define __forceinline__ inline
 #define __noinline__
@@ -39,9 +44,11 @@ inline u32 add3(u32 a, u32 b, u32 c, bool set) {
     else if (s >> 32) lost_carries()++;
     return (u32)s;
 }
-inline u32 sub3(u32 a, u32 b, u32 c, bool set) {
-    if (set) cf() = (u64)b + c > a ? 1u : 0u;  // borrow
-    return a - b - c;
+// a - b - borrow_in as a + ~b + (1 - borrow_in); the flag is that sum's carry (NOT borrow).
+inline u32 sub3(u32 a, u32 b, u32 borrow_in, bool set) {
+    const u64 s = (u64)a + (u32)~b + (1 - borrow_in);
+    if (set) cf() = (u32)(s >> 32);
+    return (u32)s;
 }
 inline u32 mullo(u32 a, u32 b) { return (u32)((u64)a * b); }
 inline u32 mulhi(u32 a, u32 b) { return (u32)(((u64)a * b) >> 32); }
@@ -49,8 +56,8 @@ inline u32 add_cc(u32 a, u32 b) { return add3(a, b, 0, true); }
 inline u32 addc_cc(u32 a, u32 b) { return add3(a, b, cf(), true); }
 inline u32 addc(u32 a, u32 b) { return add3(a, b, cf(), false); }
 inline u32 sub_cc(u32 a, u32 b) { return sub3(a, b, 0, true); }
-inline u32 subc_cc(u32 a, u32 b) { return sub3(a, b, cf(), true); }
-inline u32 subc(u32 a, u32 b) { return sub3(a, b, cf(), false); }
+inline u32 subc_cc(u32 a, u32 b) { return sub3(a, b, 1 - cf(), true); }
+inline u32 subc(u32 a, u32 b) { return sub3(a, b, 1 - cf(), false); }
 inline u32 madlo_cc(u32 a, u32 b, u32 c) { return add3(mullo(a, b), c, 0, true); }
 inline u32 madloc_cc(u32 a, u32 b, u32 c) { return add3(mullo(a, b), c, cf(), true); }
 inline u32 madhi_cc(u32 a, u32 b, u32 c) { return add3(mulhi(a, b), c, 0, true); }
@@ -86,6 +93,7 @@ struct FpParams {
     }
     static const u32 INV = 0xfffcfffd;
     static __device__ __forceinline__ u32 inv() { return INV; }
+    static const bool MOD_LOW_1_M1 = false;  // see Field::mul_inline
     // Fp products sit inside large point formulas (G2 above all): calling one out-of-line copy
     // keeps NVRTC/ptxas time and code size small. CUZK_FP_INLINE (a tuning variant, see
     // CUZK_NVRTC_DEFINES in src/gpu/compile.rs) inlines them instead.
@@ -99,7 +107,8 @@ struct FpParams {
 // -r^-1 mod 2^32, read from constant memory: known to ptxas as the immediate 0xffffffff, the
 // factor m becomes a negation and ptxas then splits the m*r chains into separate lo/hi
 // multiply-adds; read from constant memory they stay fused IMAD.WIDE.U32.X (H200: NTT 2^27
-// 51.3 -> 49.2 ms, 2^24 5.60 -> 5.31 ms).
+// 51.3 -> 49.2 ms, 2^24 5.60 -> 5.31 ms). Only the generic product uses it now: with
+// FrParams::MOD_LOW_1_M1 m is 0 - t from a sub.cc, and ptxas keeps those chains fused.
 __constant__ u32 FR_INV_CONST[1] = {0xffffffffu};
 
 struct FrParams {
@@ -116,6 +125,9 @@ struct FrParams {
     }
     static const u32 INV = 0xffffffff;
     static __device__ __forceinline__ u32 inv() { return FR_INV_CONST[0]; }
+    // mod(0) = 1, mod(1) = 2^32 - 1: the reduction rounds start without multiplications
+    // (Field::mul_inline).
+    static const bool MOD_LOW_1_M1 = true;
     // Fr products are the whole of an NTT butterfly: inline them.
     static const bool INLINE_MUL = true;
 };
@@ -213,13 +225,24 @@ struct Field {
     // SASS (ptxas fuses mad.lo.cc + madc.hi.cc on the same operands into it). acc[N] only ever
     // holds a few carries when a chain ends on it (see mul_inline), so the final addc cannot
     // overflow.
+    // head: 0 = the chain as above; 1 = its first pair is lo + hi 2^32 + (cin != 0) instead of
+    // a[s] b (a partial product known without a multiplication, plus a carry); 2 = no first pair
+    // (a[s] b is accounted for elsewhere), the chain starts at acc[2].
     template <class Limb>
-    __device__ __forceinline__ static void mac_half(u32* acc, Limb limb, int s, u32 b) {
-        acc[0] = ptx::madlo_cc(limb(s), b, acc[0]);
-        acc[1] = ptx::madhic_cc(limb(s), b, acc[1]);
+    __device__ __forceinline__ static void mac_half(u32* acc, Limb limb, int s, u32 b, int head = 0,
+                                                    u32 lo = 0, u32 hi = 0, u32 cin = 0) {
+        if (head == 0) {
+            acc[0] = ptx::madlo_cc(limb(s), b, acc[0]);
+            acc[1] = ptx::madhic_cc(limb(s), b, acc[1]);
+        } else if (head == 1) {
+            ptx::add_cc(cin, 0xffffffffu);  // carry = (cin != 0)
+            acc[0] = ptx::addc_cc(acc[0], lo);
+            acc[1] = ptx::addc_cc(acc[1], hi);
+        }
 #pragma unroll
         for (int j = 2; j < N; j += 2) {
-            acc[j] = ptx::madloc_cc(limb(s + j), b, acc[j]);
+            if (head == 2 && j == 2) acc[j] = ptx::madlo_cc(limb(s + j), b, acc[j]);
+            else acc[j] = ptx::madloc_cc(limb(s + j), b, acc[j]);
             acc[j + 1] = ptx::madhic_cc(limb(s + j), b, acc[j + 1]);
         }
         acc[N] = ptx::addc(acc[N], 0);
@@ -228,14 +251,16 @@ struct Field {
     // Adds b * A * 2^(32 i) to the split accumulator (x, y) of mul_inline: the even limbs of A
     // and the odd limbs of A go to whichever of x (aligned at even absolute words) and y
     // (aligned at odd absolute words) keeps every 64-bit product on an aligned word pair.
+    // head0, head1 (with lo1, hi1, cin1): mac_half's head for the even and the odd chain.
     template <class Limb>
-    __device__ __forceinline__ static void mac_row(u32* x, u32* y, int i, Limb limb, u32 b) {
+    __device__ __forceinline__ static void mac_row(u32* x, u32* y, int i, Limb limb, u32 b, int head0 = 0,
+                                                   int head1 = 0, u32 lo1 = 0, u32 hi1 = 0, u32 cin1 = 0) {
         if ((i & 1) == 0) {
-            mac_half(x + i, limb, 0, b);      // a[2k] b at absolute words i+2k, i+2k+1
-            mac_half(y + i, limb, 1, b);      // a[2k+1] b at absolute words i+2k+1, i+2k+2
+            mac_half(x + i, limb, 0, b, head0);                  // a[2k] b at absolute words i+2k, i+2k+1
+            mac_half(y + i, limb, 1, b, head1, lo1, hi1, cin1);  // a[2k+1] b at absolute i+2k+1, i+2k+2
         } else {
-            mac_half(y + i - 1, limb, 0, b);  // a[2k] b at absolute i+2k (odd)
-            mac_half(x + i + 1, limb, 1, b);  // a[2k+1] b at absolute i+2k+1 (even)
+            mac_half(y + i - 1, limb, 0, b, head0);              // a[2k] b at absolute i+2k (odd)
+            mac_half(x + i + 1, limb, 1, b, head1, lo1, hi1, cin1);  // a[2k+1] b at absolute i+2k+1 (even)
         }
     }
 
@@ -249,6 +274,21 @@ struct Field {
     // add-with-carry each (about a third of the instructions of the row-by-row version).
     // Bounds: x <= T < 2^(64N) and y <= T/2^32, and a word just above a chain has only received
     // carries (at most four) before a later chain covers it, so no top carry is lost.
+    // Inputs a, b < p (any a b < p R works), output < p.
+    //
+    // P::MOD_LOW_1_M1 (Fr: p[0] = 1, p[1] = 2^32 - 1, -p^-1 = 2^32 - 1): the two low partial
+    // products of m p need no multiplication. With W = x[i] + y[i-1] + c (word i before the
+    // reduction, < 3 2^32) and t = W mod 2^32, m = -t mod 2^32, so
+    //   m p[0] = m: word i becomes W + m = (W - t) + 2^32 (t != 0), i.e. word i is cleared and
+    //     carries floor(W / 2^32) (into c) plus (t != 0) (into the odd chain's head) upwards;
+    //   m p[1] 2^32 = (m 2^32 - m) 2^32: word i+1 gets -m mod 2^32 = t, word i+2 gets
+    //     m - (m != 0) = m - (t != 0) (the borrow of 0 - t).
+    // So the even chain of m p starts at p[2] and the odd one adds t + (m - (t != 0)) 2^32 +
+    // (t != 0) at its head: integer adds on the ALU pipe instead of the 2 multiplies per round
+    // that ptxas made IMAD.HI + IADD3, and m = 0 - t needs no multiply by -p^-1 either.
+    // The flags: (t != 0) is taken once as a borrow (sub.cc 0 - t, read by subc) and once as a
+    // carry (add.cc t + 0xffffffff, read by addc.cc): ptxas reads a flag of the other family
+    // inverted (see CUZK_HOST_EMU above), so each consumer gets a flag of its own family.
     __device__ __forceinline__ static Field mul_inline(const Field& a, const Field& b) {
         u32 x[2 * N + 2], y[2 * N + 2];
 #pragma unroll
@@ -258,14 +298,25 @@ struct Field {
         for (int i = 0; i < N; i++) {
             mac_row(x, y, i, [&](int j) { return a.v[j]; }, b.v[i]);
             const u32 yl = i == 0 ? 0u : y[i - 1];
-            const u32 m = (x[i] + yl + c) * P::inv();
-            mac_row(x, y, i, [](int j) { return P::mod(j); }, m);
-            // Word i is now 0 mod 2^32 (m p[0] went to x[i] for even i, to y[i-1] for odd i);
-            // its sum x[i] + y[i-1] + c is 0, 2^32 or 2^33.
-            u32 t = ptx::add_cc(x[i], i == 0 ? 0u : y[i - 1]);
-            const u32 h = ptx::addc(0, 0);
-            t = ptx::add_cc(t, c);
-            c = ptx::addc(h, 0);
+            if (P::MOD_LOW_1_M1) {
+                // t = W mod 2^32 and c = floor(W / 2^32) (word i is not touched again).
+                u32 t = ptx::add_cc(x[i], yl);
+                const u32 h = ptx::addc(0, 0);
+                t = ptx::add_cc(t, c);
+                c = ptx::addc(h, 0);
+                const u32 m = ptx::sub_cc(0, t);  // borrow = (t != 0)
+                const u32 hi1 = ptx::subc(m, 0);  // m - (t != 0)
+                mac_row(x, y, i, [](int j) { return P::mod(j); }, m, 2, 1, t, hi1, t);
+            } else {
+                const u32 m = (x[i] + yl + c) * P::inv();
+                mac_row(x, y, i, [](int j) { return P::mod(j); }, m);
+                // Word i is now 0 mod 2^32 (m p[0] went to x[i] for even i, to y[i-1] for odd
+                // i); its sum x[i] + y[i-1] + c is 0, 2^32 or 2^33.
+                u32 t = ptx::add_cc(x[i], i == 0 ? 0u : y[i - 1]);
+                const u32 h = ptx::addc(0, 0);
+                t = ptx::add_cc(t, c);
+                c = ptx::addc(h, 0);
+            }
         }
         // T/2^(32N) < 2p: words N .. 2N-1 of x, plus y shifted by one word, plus c at word N.
         Field r;
