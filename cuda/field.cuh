@@ -331,6 +331,57 @@ struct Field {
 
     __device__ __forceinline__ static Field sqr(const Field& a) { return mul(a, a); }
 
+    // Lazy reduction (Fp2::mul): a product without reduction and the Montgomery reduction of a
+    // double-width value, in the parity-split form of mul_inline (every partial product one
+    // IMAD.WIDE.U32.X, N^2 of them for each).
+
+    // t[0 .. 2N) = a b exactly (any a, b < 2^(32N)). The split accumulators of mul_inline hold
+    // x + y 2^32 = a b < 2^(64N), so x[2N] and y[2N-1] stay 0 and the final carry is 0.
+    __device__ __forceinline__ static void mul_wide(const Field& a, const Field& b, u32* t) {
+        u32 x[2 * N + 2], y[2 * N + 2];
+#pragma unroll
+        for (int k = 0; k < 2 * N + 2; k++) { x[k] = 0; y[k] = 0; }
+#pragma unroll
+        for (int i = 0; i < N; i++) mac_row(x, y, i, [&](int j) { return a.v[j]; }, b.v[i]);
+        t[0] = x[0];
+        t[1] = ptx::add_cc(x[1], y[0]);
+#pragma unroll
+        for (int k = 2; k < 2 * N - 1; k++) t[k] = ptx::addc_cc(x[k], y[k - 1]);
+        t[2 * N - 1] = ptx::addc(x[2 * N - 1], y[2 * N - 2]);
+    }
+
+    // t / R mod p for t[0 .. 2N) < p R, output < p. With t = lo + hi R (lo, hi < R) the rounds of
+    // mul_inline's reduction clear lo: (lo + M p) / R < 1 + p, then hi is added at the end
+    // (t / R + M p / R < 2p, so one reduce_once). hi is not loaded into the accumulators: the
+    // chains end with a carry into the word above them, which must hold only carries.
+    __device__ __forceinline__ static Field redc_wide(const u32* t) {
+        u32 x[2 * N + 2], y[2 * N + 2];
+#pragma unroll
+        for (int k = 0; k < 2 * N + 2; k++) { x[k] = k < N ? t[k] : 0; y[k] = 0; }
+        u32 c = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            const u32 yl = i == 0 ? 0u : y[i - 1];
+            const u32 m = (x[i] + yl + c) * P::inv();
+            mac_row(x, y, i, [](int j) { return P::mod(j); }, m);
+            u32 s = ptx::add_cc(x[i], i == 0 ? 0u : y[i - 1]);
+            const u32 h = ptx::addc(0, 0);
+            s = ptx::add_cc(s, c);
+            c = ptx::addc(h, 0);
+        }
+        Field r;
+        r.v[0] = ptx::add_cc(x[N], y[N - 1]);
+#pragma unroll
+        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(x[N + k], y[N - 1 + k]);
+        r.v[0] = ptx::add_cc(r.v[0], c);
+#pragma unroll
+        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(r.v[k], 0);
+        r.v[0] = ptx::add_cc(r.v[0], t[N]);
+#pragma unroll
+        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(r.v[k], t[N + k]);
+        return reduce_once(r);
+    }
+
     // Montgomery reduction of a 2N-limb value t < p*R.
     __device__ __forceinline__ static Field reduce_wide(u32* t) {
         // `carry` holds what belongs at limb i+N of the current round (0..2); it is folded in by
