@@ -107,8 +107,8 @@ struct FpParams {
 // -r^-1 mod 2^32, read from constant memory: known to ptxas as the immediate 0xffffffff, the
 // factor m becomes a negation and ptxas then splits the m*r chains into separate lo/hi
 // multiply-adds; read from constant memory they stay fused IMAD.WIDE.U32.X (H200: NTT 2^27
-// 51.3 -> 49.2 ms, 2^24 5.60 -> 5.31 ms). Only the generic product uses it now: with
-// FrParams::MOD_LOW_1_M1 m is 0 - t from a sub.cc, and ptxas keeps those chains fused.
+// 51.3 -> 49.2 ms, 2^24 5.60 -> 5.31 ms). Still so with FrParams::MOD_LOW_1_M1 (m = 0 - t from a
+// sub.cc: ptxas split a sixth of the chains of ntt_dit_pass, 2848 -> 2984 instructions).
 __constant__ u32 FR_INV_CONST[1] = {0xffffffffu};
 
 struct FrParams {
@@ -285,7 +285,8 @@ struct Field {
     //     m - (m != 0) = m - (t != 0) (the borrow of 0 - t).
     // So the even chain of m p starts at p[2] and the odd one adds t + (m - (t != 0)) 2^32 +
     // (t != 0) at its head: integer adds on the ALU pipe instead of the 2 multiplies per round
-    // that ptxas made IMAD.HI + IADD3, and m = 0 - t needs no multiply by -p^-1 either.
+    // that ptxas made IMAD.HI + IADD3. m itself is still t * -p^-1 with the factor from
+    // constant memory (see FR_INV_CONST).
     // The flags: (t != 0) is taken once as a borrow (sub.cc 0 - t, read by subc) and once as a
     // carry (add.cc t + 0xffffffff, read by addc.cc): ptxas reads a flag of the other family
     // inverted (see CUZK_HOST_EMU above), so each consumer gets a flag of its own family.
@@ -304,7 +305,8 @@ struct Field {
                 const u32 h = ptx::addc(0, 0);
                 t = ptx::add_cc(t, c);
                 c = ptx::addc(h, 0);
-                const u32 m = ptx::sub_cc(0, t);  // borrow = (t != 0)
+                const u32 m = t * P::inv();       // = -t
+                ptx::sub_cc(0, t);                // borrow = (t != 0)
                 const u32 hi1 = ptx::subc(m, 0);  // m - (t != 0)
                 mac_row(x, y, i, [](int j) { return P::mod(j); }, m, 2, 1, t, hi1, t);
             } else {
