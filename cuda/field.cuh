@@ -126,8 +126,12 @@ struct FrParams {
     static const u32 INV = 0xffffffff;
     static __device__ __forceinline__ u32 inv() { return FR_INV_CONST[0]; }
     // mod(0) = 1, mod(1) = 2^32 - 1: the reduction rounds start without multiplications
-    // (Field::mul_inline).
+    // (Field::mul_inline). CUZK_FR_GENERIC (a tuning variant) keeps the generic rounds.
+#ifdef CUZK_FR_GENERIC
+    static const bool MOD_LOW_1_M1 = false;
+#else
     static const bool MOD_LOW_1_M1 = true;
+#endif
     // Fr products are the whole of an NTT butterfly: inline them.
     static const bool INLINE_MUL = true;
 };

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUresult};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice,
     PushKernelArg,
@@ -26,6 +26,8 @@ pub struct DeviceInfo {
     pub sm_count: u32,
     /// Total device memory in bytes.
     pub total_mem: usize,
+    /// Dynamic shared memory a block may use once a kernel opts in (bytes).
+    pub smem_optin: u32,
     /// Compute capability as major*10 + minor (90 for Hopper).
     pub arch: u32,
     /// The driver's CUDA version (cuDriverGetVersion), e.g. 13000.
@@ -64,6 +66,10 @@ const KERNELS: &[&str] = &[
     "selftest_fr_from_mont",
     "selftest_g1",
 ];
+
+/// Kernels that may be launched with more than 48 KiB of dynamic shared memory (up to
+/// [`DeviceInfo::smem_optin`]).
+const SMEM_OPTIN: &[&str] = &["ntt_dit_pass"];
 
 /// A device buffer of raw bytes; kernels get its address.
 pub struct DevBuf {
@@ -143,15 +149,27 @@ impl Gpu {
         let module = ctx
             .load_module(Ptx::from_binary(bin))
             .ctx("cuModuleLoadData")?;
+        let smem_optin = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .ctx("shared memory limit")? as u32;
         let mut funcs = HashMap::new();
         for &k in KERNELS {
-            funcs.insert(k, module.load_function(k).ctx("cuModuleGetFunction")?);
+            let f = module.load_function(k).ctx("cuModuleGetFunction")?;
+            if SMEM_OPTIN.contains(&k) {
+                f.set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem_optin as i32,
+                )
+                .ctx("cuFuncSetAttribute")?;
+            }
+            funcs.insert(k, f);
         }
         let info = DeviceInfo {
             ordinal,
             name,
             sm_count,
             total_mem,
+            smem_optin,
             arch,
             driver_version,
             module_ms: t0.elapsed().as_secs_f64() * 1e3,
@@ -310,7 +328,8 @@ impl Gpu {
     }
 
     /// As [`Gpu::launch`], with `smem` bytes of dynamic shared memory per block (at most 48 KiB,
-    /// the limit without an opt-in attribute).
+    /// the limit without an opt-in attribute, or [`DeviceInfo::smem_optin`] for the kernels in
+    /// SMEM_OPTIN).
     pub fn launch_smem(
         &self,
         name: &'static str,

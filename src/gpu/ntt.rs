@@ -12,6 +12,8 @@ use crate::prover::ntt::root_of_unity;
 pub const FR_BYTES: usize = 32;
 /// Stages per shared-memory pass.
 const MAX_STAGES: u32 = 9;
+/// Fewest threads per pass block (2^20: 128 against 32 for one 7-stage group per block).
+const MIN_THREADS: u32 = 128;
 /// Entries of each power table (2^POW_LO_BITS in ntt.cu).
 const POW_TABLE: usize = 1 << 14;
 /// Largest transform: the power tables cover exponents below 2^28.
@@ -78,6 +80,7 @@ pub struct Domain {
     n_inv: PowTables,
     /// 1/(g^n − 1), the inverse of Z on the coset.
     z_inv: DevBuf,
+    shape: PassShape,
 }
 
 /// Where a transform's elements get a factor s·g^i: on the way in (before the first pass) or
@@ -89,18 +92,58 @@ enum Scale<'a> {
     Post(&'a PowTables),
 }
 
-/// The stages of each pass of a size-2^lg transform: at most MAX_STAGES, spread evenly
-/// (e.g. 20 = 7 + 7 + 6).
-fn pass_stages(lg: u32) -> Vec<u32> {
-    let passes = lg.div_ceil(MAX_STAGES);
-    let mut s0 = 0;
-    (0..passes)
-        .map(|p| {
-            let stages = (lg - s0).div_ceil(passes - p);
-            s0 += stages;
-            stages
-        })
-        .collect()
+/// How passes are cut and launched: at most `max_stages` stages per pass, and at least
+/// `min_threads` threads per block (several groups per block when one group, a thread per four
+/// elements, has fewer).
+#[derive(Clone, Copy, Debug)]
+struct PassShape {
+    max_stages: u32,
+    min_threads: u32,
+}
+
+impl PassShape {
+    /// The defaults, or for tuning runs CUZK_NTT_MAX_STAGES (1..=10) and
+    /// CUZK_NTT_MIN_THREADS.
+    fn from_env() -> Self {
+        let num = |k: &str, d: u32| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.parse::<u32>().ok())
+                .unwrap_or(d)
+        };
+        PassShape {
+            max_stages: num("CUZK_NTT_MAX_STAGES", MAX_STAGES).clamp(1, 10),
+            min_threads: num("CUZK_NTT_MIN_THREADS", MIN_THREADS).clamp(1, 1024),
+        }
+    }
+
+    /// Launch geometry of a pass of `t` stages in a size-2^lg transform: (log2 groups per
+    /// block, threads per block, shared memory bytes: the elements and the twiddles).
+    fn geometry(&self, lg: u32, t: u32, smem_limit: u32) -> (u32, u32, u32) {
+        let per_group = 1u32 << t.saturating_sub(2);
+        let group_smem = (2 * FR_BYTES as u32) << t;
+        let mut lgc = 0;
+        while per_group << lgc < self.min_threads
+            && lgc < lg - t
+            && group_smem << (lgc + 1) <= smem_limit
+        {
+            lgc += 1;
+        }
+        (lgc, per_group << lgc, group_smem << lgc)
+    }
+
+    /// The stages of each pass of a size-2^lg transform, spread evenly (e.g. 20 = 7 + 7 + 6).
+    fn stages(&self, lg: u32) -> Vec<u32> {
+        let passes = lg.div_ceil(self.max_stages);
+        let mut s0 = 0;
+        (0..passes)
+            .map(|p| {
+                let stages = (lg - s0).div_ceil(passes - p);
+                s0 += stages;
+                stages
+            })
+            .collect()
+    }
 }
 
 impl Domain {
@@ -134,6 +177,7 @@ impl Domain {
             coset_inv_n_inv: PowTables::new(gpu, g_inv, n_inv)?,
             n_inv: PowTables::new(gpu, Scalar::ONE, n_inv)?,
             z_inv: gpu.upload_new(scalar_bytes(&[inv(z)?]))?,
+            shape: PassShape::from_env(),
         })
     }
 
@@ -153,7 +197,8 @@ impl Domain {
         inverse: bool,
         scale: Scale,
     ) -> Result<(), GpuError> {
-        let stages = pass_stages(self.lg);
+        let stages = self.shape.stages(self.lg);
+        let trace = std::env::var_os("CUZK_GPU_TRACE").is_some();
         if stages.is_empty() {
             // Size 1: the transform is the identity; only a factor (at i = 0) can apply.
             gpu.copy(src, dst, FR_BYTES)?;
@@ -182,13 +227,13 @@ impl Domain {
             }
             let (lo, hi) = tables.map_or((0, 0), |tb| (tb.lo.ptr(), tb.hi.ptr()));
             let from = if p == 0 { src.ptr() } else { dst.ptr() };
-            // Shared memory sized to this pass (the elements and the twiddles, 2^t each), so
-            // that passes of fewer stages fit more blocks on an SM.
+            let (lgc, threads, smem) = self.shape.geometry(self.lg, t, gpu.info.smem_optin);
+            let t0 = std::time::Instant::now();
             gpu.launch_smem(
                 "ntt_dit_pass",
-                1u64 << (self.lg - t),
-                1u32 << (t - 1),
-                (2 * FR_BYTES as u32) << t,
+                1u64 << (self.lg - t - lgc),
+                threads,
+                smem,
                 &[
                     from,
                     dst.ptr(),
@@ -196,11 +241,21 @@ impl Domain {
                     self.lg as u64,
                     s0 as u64,
                     t as u64,
+                    lgc as u64,
                     flags,
                     lo,
                     hi,
                 ],
             )?;
+            if trace {
+                gpu.sync()?;
+                eprintln!(
+                    "trace NTT 2^{} pass {p} (stages {s0}..{}): {:.3} ms",
+                    self.lg,
+                    s0 + t,
+                    t0.elapsed().as_secs_f64() * 1e3
+                );
+            }
             s0 += t;
         }
         Ok(())
@@ -244,7 +299,13 @@ impl Domain {
             // evaluations on H → coefficients times g^i/n (the polynomial of the coset)
             // → evaluations on gH
             let (vs, scratch) = bufs.split_at_mut(3);
-            self.run(gpu, &vs[v], &mut scratch[0], true, Scale::Post(&self.coset_n_inv))?;
+            self.run(
+                gpu,
+                &vs[v],
+                &mut scratch[0],
+                true,
+                Scale::Post(&self.coset_n_inv),
+            )?;
             self.run(gpu, &scratch[0], &mut vs[v], false, Scale::None)?;
         }
         let n = self.size() as u64;
@@ -252,11 +313,23 @@ impl Domain {
             "quotient_pointwise",
             n.div_ceil(256),
             256,
-            &[bufs[0].ptr(), bufs[1].ptr(), bufs[2].ptr(), self.z_inv.ptr(), n],
+            &[
+                bufs[0].ptr(),
+                bufs[1].ptr(),
+                bufs[2].ptr(),
+                self.z_inv.ptr(),
+                n,
+            ],
         )?;
         // evaluations on gH → coefficients (times g^-i/n)
         let (a, rest) = bufs.split_at_mut(1);
-        self.run(gpu, &a[0], &mut rest[2], true, Scale::Post(&self.coset_inv_n_inv))?;
+        self.run(
+            gpu,
+            &a[0],
+            &mut rest[2],
+            true,
+            Scale::Post(&self.coset_inv_n_inv),
+        )?;
         bufs.swap(0, 3);
         Ok(())
     }
