@@ -42,7 +42,7 @@ struct Xyzz {
         F M = F::add(F::dbl(X2), X2);
         Xyzz r;
         r.X = F::sub(F::sub(F::sqr(M), S), S);
-        r.Y = F::sub(F::mul(M, F::sub(S, r.X)), F::mul(W, p.Y));
+        r.Y = F::mul_sub(M, F::sub(S, r.X), W, p.Y);
         r.ZZ = F::mul(V, p.ZZ);
         r.ZZZ = F::mul(W, p.ZZZ);
         return r;
@@ -65,7 +65,7 @@ struct Xyzz {
         F Q = F::mul(p.X, PP);
         Xyzz r;
         r.X = F::sub(F::sub(F::sub(F::sqr(R), PPP), Q), Q);
-        r.Y = F::sub(F::mul(R, F::sub(Q, r.X)), F::mul(p.Y, PPP));
+        r.Y = F::mul_sub(R, F::sub(Q, r.X), p.Y, PPP);
         r.ZZ = F::mul(p.ZZ, PP);
         r.ZZZ = F::mul(p.ZZZ, PPP);
         return r;
@@ -90,7 +90,7 @@ struct Xyzz {
         F Q = F::mul(U1, PP);
         Xyzz r;
         r.X = F::sub(F::sub(F::sub(F::sqr(R), PPP), Q), Q);
-        r.Y = F::sub(F::mul(R, F::sub(Q, r.X)), F::mul(S1, PPP));
+        r.Y = F::mul_sub(R, F::sub(Q, r.X), S1, PPP);
         r.ZZ = F::mul(F::mul(p.ZZ, q.ZZ), PP);
         r.ZZZ = F::mul(F::mul(p.ZZZ, q.ZZZ), PPP);
         return r;

@@ -388,6 +388,72 @@ struct Field {
         return reduce_once(r);
     }
 
+    // t = t - u, plus p R when that is negative (t, u: 2N limbs). For t, u < p R the result is
+    // in [0, p R) and congruent to t - u mod p: t - u in (-p R, p R), and adding p R to a
+    // negative difference gives (0, p R). p R is p in the upper N limbs. Two separate chains:
+    // the subtraction (sub family, its borrow read by subc) and the masked addition (add family).
+    __device__ __forceinline__ static void sub_wide_pr(u32* t, const u32* u) {
+        t[0] = ptx::sub_cc(t[0], u[0]);
+#pragma unroll
+        for (int k = 1; k < 2 * N; k++) t[k] = ptx::subc_cc(t[k], u[k]);
+        const u32 neg = ptx::subc(0, 0);  // 0xffffffff when t < u
+        t[N] = ptx::add_cc(t[N], P::mod(0) & neg);
+#pragma unroll
+        for (int k = 1; k < N; k++) t[N + k] = ptx::addc_cc(t[N + k], P::mod(k) & neg);
+    }
+
+    // (a b - c d) / R mod p with one Montgomery reduction instead of two (the Y coordinate of
+    // the point formulas, Y3 = R (Q - X3) - Y PPP), as (a b + c (p - d)) / R: mul_inline's
+    // rounds with two product rows, b[i] a and (p - d)[i] c, before the reduction row, on the
+    // same split accumulators (no double-width arrays, no subtraction of products).
+    // Bounds (p < 2^381, R = 2^384, operands < p): p - d in (0, p], so S = a b + c (p - d)
+    // < 2 p^2, and S = a b - c d mod p. The running value T = S + M p (M < R the sum of the
+    // round factors m 2^(32 i)) stays < 2 p^2 + p R < 2^768 = 2^(64N), so the accumulator bounds
+    // of mul_inline hold; a word above a chain receives at most six carries (three chains per
+    // parity) before a later chain covers it. T / R < 2 p^2 / R + p < 2p because 2p < R, so one
+    // reduce_once: output < p. For Fr (p < 2^255, R = 2^256) 2p < R holds as well. p - d is a
+    // sub chain of its own (its final flag is not read); the reduction rounds are the generic
+    // ones of mul_inline (word i is cleared by m p[0], its carries go to cw).
+    __device__ __forceinline__ static Field mul_sub_inline(const Field& a, const Field& b, const Field& c,
+                                                           const Field& d) {
+        Field dn;
+        dn.v[0] = ptx::sub_cc(P::mod(0), d.v[0]);
+#pragma unroll
+        for (int k = 1; k < N; k++) dn.v[k] = ptx::subc_cc(P::mod(k), d.v[k]);
+        u32 x[2 * N + 2], y[2 * N + 2];
+#pragma unroll
+        for (int k = 0; k < 2 * N + 2; k++) { x[k] = 0; y[k] = 0; }
+        u32 cw = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            mac_row(x, y, i, [&](int j) { return a.v[j]; }, b.v[i]);
+            mac_row(x, y, i, [&](int j) { return c.v[j]; }, dn.v[i]);
+            const u32 yl = i == 0 ? 0u : y[i - 1];
+            const u32 m = (x[i] + yl + cw) * P::inv();
+            mac_row(x, y, i, [](int j) { return P::mod(j); }, m);
+            u32 t = ptx::add_cc(x[i], i == 0 ? 0u : y[i - 1]);  // word i after m p: 0 mod 2^32
+            const u32 h = ptx::addc(0, 0);
+            t = ptx::add_cc(t, cw);
+            cw = ptx::addc(h, 0);
+        }
+        Field r;
+        r.v[0] = ptx::add_cc(x[N], y[N - 1]);
+#pragma unroll
+        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(x[N + k], y[N - 1 + k]);
+        r.v[0] = ptx::add_cc(r.v[0], cw);
+#pragma unroll
+        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(r.v[k], 0);
+        return reduce_once(r);
+    }
+    // Out of line and by value, as mul_call.
+    __device__ __noinline__ static Field mul_sub_call(Field a, Field b, Field c, Field d) {
+        return mul_sub_inline(a, b, c, d);
+    }
+    __device__ __forceinline__ static Field mul_sub(const Field& a, const Field& b, const Field& c, const Field& d) {
+        if (P::INLINE_MUL) return mul_sub_inline(a, b, c, d);
+        return mul_sub_call(a, b, c, d);
+    }
+
     // Montgomery reduction of a 2N-limb value t < p*R.
     __device__ __forceinline__ static Field reduce_wide(u32* t) {
         // `carry` holds what belongs at limb i+N of the current round (0..2); it is folded in by

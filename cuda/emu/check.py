@@ -2,7 +2,9 @@
 """Reference for the host emulation of cuda/field.cuh and cuda/fp2.cuh (Python big integers).
 
 usage: check.py gen [N] [SEED]   test inputs for field_emu on stdout: edge cases, then N random
-                                 operand pairs per field (Fp, Fr) and N random Fp2 pairs
+                                 operand pairs per field (Fp, Fr) and N random Fp2 pairs; then
+                                 mul_sub (a b - c d) for Fp, Fr and Fp2: edge cases, equal
+                                 products (a b = c d), N random quadruples each
        check.py check            reads field_emu's output on stdin, recomputes every result,
                                  prints one summary line; exit status 1 on any mismatch
 
@@ -64,11 +66,42 @@ def gen(count, seed):
         out.write("fp2 " + " ".join(f"{rng.choice(e):x}" for _ in range(4)) + "\n")
     for _ in range(count):
         out.write("fp2 " + " ".join(f"{rand_elem(rng, P, 12):x}" for _ in range(4)) + "\n")
+    gen_mul_sub(count, rng)
+
+
+def gen_mul_sub(count, rng):
+    """a b - c d: edge values, both signs, exact cancellation, then random."""
+    out = sys.stdout
+    for tag, (p, n) in FIELDS.items():
+        small = [0, 1, 2, p - 1, p - 2, (1 << (32 * n)) % p, (p - 1) // 2, (1 << (32 * (n - 1))) - 1]
+        for a in small:
+            for b in small:
+                for c in small:
+                    for d in small:
+                        out.write(f"{tag}ms {a:x} {b:x} {c:x} {d:x}\n")
+        e = edges(p, n)
+        for _ in range(2000):
+            a, b = rng.choice(e), rng.choice(e)
+            out.write(f"{tag}ms {a:x} {b:x} {a:x} {b:x}\n{tag}ms {a:x} {b:x} {b:x} {a:x}\n")
+            out.write(f"{tag}ms " + " ".join(f"{rng.choice(e):x}" for _ in range(4)) + "\n")
+        for _ in range(count):
+            out.write(f"{tag}ms " + " ".join(f"{rand_elem(rng, p, n):x}" for _ in range(4)) + "\n")
+    e = edges(P, 12)
+    small = [0, 1, P - 1, P - 2, (1 << 384) % P, (P - 1) // 2]
+    for _ in range(4000):
+        v = [rng.choice(small) for _ in range(8)]
+        out.write("fp2ms " + " ".join(f"{x:x}" for x in v) + "\n")
+    for _ in range(2000):
+        a = [rng.choice(e) for _ in range(4)]
+        out.write("fp2ms " + " ".join(f"{x:x}" for x in a + a) + "\n")  # a b = c d
+        out.write("fp2ms " + " ".join(f"{rng.choice(e):x}" for _ in range(8)) + "\n")
+    for _ in range(count):
+        out.write("fp2ms " + " ".join(f"{rand_elem(rng, P, 12):x}" for _ in range(8)) + "\n")
 
 
 def check():
     rinv = {tag: pow(1 << (32 * n), -1, p) for tag, (p, n) in FIELDS.items()}
-    counts = {"fp": 0, "fr": 0, "fp2": 0}
+    counts = {"fp": 0, "fr": 0, "fp2": 0, "fpms": 0, "frms": 0, "fp2ms": 0}
     bad = 0
     lost = None
     for lineno, line in enumerate(sys.stdin, 1):
@@ -93,6 +126,19 @@ def check():
                     (a0 * a0 - a1 * a1) * ri % p, 2 * a0 * a1 * ri % p]
             names = ["mul.c0", "mul.c1", "sqr.c0", "sqr.c1"]
             got = v[4:]
+        elif f[0] in ("fpms", "frms"):
+            p, _ = FIELDS[f[0][:2]]
+            a, b, c, d = v[:4]
+            want = [(a * b - c * d) * rinv[f[0][:2]] % p]
+            names = ["mul_sub"]
+            got = v[4:]
+        elif f[0] == "fp2ms":
+            p, ri = P, rinv["fp"]
+            a0, a1, b0, b1, c0, c1, d0, d1 = v[:8]
+            want = [(a0 * b0 - a1 * b1 - c0 * d0 + c1 * d1) * ri % p,
+                    (a0 * b1 + a1 * b0 - c0 * d1 - c1 * d0) * ri % p]
+            names = ["mul_sub.c0", "mul_sub.c1"]
+            got = v[8:]
         else:
             sys.exit(f"check.py: unknown line {lineno}: {line[:60]}")
         if len(got) != len(want):
@@ -111,7 +157,8 @@ def check():
         print(f"field-emu: {lost} carries dropped by a final addc (a top word overflowed)")
     status = "ok" if bad == 0 else f"FAILED ({bad} mismatches)"
     print(f"field-emu: {status}: Fp {counts['fp']} tests (mul sqr add sub neg from_mont), "
-          f"Fr {counts['fr']} tests (same), Fp2 {counts['fp2']} tests (mul sqr), vs Python big integers")
+          f"Fr {counts['fr']} tests (same), Fp2 {counts['fp2']} tests (mul sqr), "
+          f"mul_sub Fp {counts['fpms']} Fr {counts['frms']} Fp2 {counts['fp2ms']}, vs Python big integers")
     sys.exit(0 if bad == 0 else 1)
 
 

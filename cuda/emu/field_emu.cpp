@@ -7,6 +7,9 @@
 //   fp  a b        -> fp  a b  a*b a*a a+b a-b -a from_mont(a)     (Montgomery products: /R)
 //   fr  a b        -> fr  a b  (same)
 //   fp2 a0 a1 b0 b1 -> fp2 a0 a1 b0 b1  (a*b).c0 (a*b).c1 (a^2).c0 (a^2).c1
+//   fpms a b c d   -> fpms a b c d  mul_sub(a, b, c, d)          (= (a b - c d)/R)
+//   frms a b c d   -> frms a b c d  (same, Fr)
+//   fp2ms a0 a1 b0 b1 c0 c1 d0 d1 -> the inputs, then mul_sub(a, b, c, d).c0 .c1
 // Numbers are big-endian hex without prefix. The last line is "lost N": carries dropped by a
 // non-.cc addc (must be 0).
 #include <cstdio>
@@ -69,6 +72,27 @@ static bool run_fp2(char** tok, std::string& line) {
     return true;
 }
 
+template <class F>
+static bool run_mul_sub(const char* tag, char** tok, std::string& line) {
+    F a, b, c, d;
+    if (!parse(tok[0], a) || !parse(tok[1], b) || !parse(tok[2], c) || !parse(tok[3], d)) return false;
+    line = tag;
+    put(line, a); put(line, b); put(line, c); put(line, d);
+    put(line, F::mul_sub(a, b, c, d));
+    return true;
+}
+
+static bool run_fp2_mul_sub(char** tok, std::string& line) {
+    Fp2 x[4];
+    for (int i = 0; i < 4; i++)
+        if (!parse(tok[2 * i], x[i].c0) || !parse(tok[2 * i + 1], x[i].c1)) return false;
+    const Fp2 r = Fp2::mul_sub(x[0], x[1], x[2], x[3]);
+    line = "fp2ms";
+    for (int i = 0; i < 4; i++) { put(line, x[i].c0); put(line, x[i].c1); }
+    put(line, r.c0); put(line, r.c1);
+    return true;
+}
+
 int main() {
     static char buf[1 << 12];
     std::string line;
@@ -76,14 +100,17 @@ int main() {
     long lineno = 0;
     while (fgets(buf, sizeof buf, stdin)) {
         lineno++;
-        char* tok[8];
+        char* tok[12];
         int nt = 0;
-        for (char* t = strtok(buf, " \t\r\n"); t && nt < 8; t = strtok(nullptr, " \t\r\n")) tok[nt++] = t;
+        for (char* t = strtok(buf, " \t\r\n"); t && nt < 12; t = strtok(nullptr, " \t\r\n")) tok[nt++] = t;
         if (nt == 0) continue;
         bool ok = false;
         if (!strcmp(tok[0], "fp") && nt == 3) ok = run_base<Fp>("fp", tok + 1, line);
         else if (!strcmp(tok[0], "fr") && nt == 3) ok = run_base<Fr>("fr", tok + 1, line);
         else if (!strcmp(tok[0], "fp2") && nt == 5) ok = run_fp2(tok + 1, line);
+        else if (!strcmp(tok[0], "fpms") && nt == 5) ok = run_mul_sub<Fp>("fpms", tok + 1, line);
+        else if (!strcmp(tok[0], "frms") && nt == 5) ok = run_mul_sub<Fr>("frms", tok + 1, line);
+        else if (!strcmp(tok[0], "fp2ms") && nt == 9) ok = run_fp2_mul_sub(tok + 1, line);
         if (!ok) {
             fprintf(stderr, "field_emu: bad input line %ld\n", lineno);
             return 2;
