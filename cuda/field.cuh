@@ -388,20 +388,6 @@ struct Field {
         return reduce_once(r);
     }
 
-    // t = t - u, plus p R when that is negative (t, u: 2N limbs). For t, u < p R the result is
-    // in [0, p R) and congruent to t - u mod p: t - u in (-p R, p R), and adding p R to a
-    // negative difference gives (0, p R). p R is p in the upper N limbs. Two separate chains:
-    // the subtraction (sub family, its borrow read by subc) and the masked addition (add family).
-    __device__ __forceinline__ static void sub_wide_pr(u32* t, const u32* u) {
-        t[0] = ptx::sub_cc(t[0], u[0]);
-#pragma unroll
-        for (int k = 1; k < 2 * N; k++) t[k] = ptx::subc_cc(t[k], u[k]);
-        const u32 neg = ptx::subc(0, 0);  // 0xffffffff when t < u
-        t[N] = ptx::add_cc(t[N], P::mod(0) & neg);
-#pragma unroll
-        for (int k = 1; k < N; k++) t[N + k] = ptx::addc_cc(t[N + k], P::mod(k) & neg);
-    }
-
     // (a b - c d) / R mod p with one Montgomery reduction instead of two (the Y coordinate of
     // the point formulas, Y3 = R (Q - X3) - Y PPP), as (a b + c (p - d)) / R: mul_inline's
     // rounds with two product rows, b[i] a and (p - d)[i] c, before the reduction row, on the

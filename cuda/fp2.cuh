@@ -61,55 +61,13 @@ struct Fp2 {
         if (FpParams::INLINE_MUL) return mul_inline(a, b);
         return mul_call(a, b);
     }
-    // a b - c d with the Karatsuba pieces of both products and 2 Montgomery reductions instead
-    // of 4 (the Y coordinate of the point formulas): 6 N^2 + 2 N^2 wide multiplies instead of
-    // 2 (3 + 2) N^2. With t = Fp::sub_wide_pr (t - u, + p R when negative; in [0, p R) for
-    // t, u in [0, p R)), p < 2^381, R = 2^384 (so 2 p < R), operands < p:
-    //   A0 = sub_wide_pr(a0 b0, a1 b1), B0 = sub_wide_pr(c0 d0, c1 d1): in [0, p R) since the
-    //     products are < p^2 < p R; c0 = sub_wide_pr(A0, B0) in [0, p R),
-    //     = (a0 b0 - a1 b1) - (c0 d0 - c1 d1) mod p;
-    //   E = (a0 + a1)(b0 + b1) - (a0 b0 + a1 b1) = a0 b1 + a1 b0 in [0, 2 p^2), F likewise for
-    //     c, d (the sums a0 + a1 < 2p are not reduced; (a0 + a1)(b0 + b1) < 4 p^2 < 2^764 and
-    //     a0 b0 + a1 b1 < 2 p^2 fit 2N limbs, and E, F >= 0 so their subtractions do not borrow);
-    //     2 p^2 < p R, so c1 = sub_wide_pr(E, F) in [0, p R), = (a0 b1 + a1 b0) - (c0 d1 + c1 d0).
-    // redc_wide(c) = c / R mod p for c < p R.
-    __device__ __forceinline__ static void wide_pieces(const Fp2& a, const Fp2& b, u32* d0, u32* e) {
-        const int W = 2 * Fp::N;
-        u32 p1[W], s[W];
-        Fp::mul_wide(a.c0, b.c0, d0);
-        Fp::mul_wide(a.c1, b.c1, p1);
-        s[0] = ptx::add_cc(d0[0], p1[0]);
-#pragma unroll
-        for (int k = 1; k < W; k++) s[k] = ptx::addc_cc(d0[k], p1[k]);
-        Fp::sub_wide_pr(d0, p1);
-        Fp sa, sb;
-        sa.v[0] = ptx::add_cc(a.c0.v[0], a.c1.v[0]);
-#pragma unroll
-        for (int k = 1; k < Fp::N; k++) sa.v[k] = ptx::addc_cc(a.c0.v[k], a.c1.v[k]);
-        sb.v[0] = ptx::add_cc(b.c0.v[0], b.c1.v[0]);
-#pragma unroll
-        for (int k = 1; k < Fp::N; k++) sb.v[k] = ptx::addc_cc(b.c0.v[k], b.c1.v[k]);
-        Fp::mul_wide(sa, sb, e);
-        e[0] = ptx::sub_cc(e[0], s[0]);
-#pragma unroll
-        for (int k = 1; k < W; k++) e[k] = ptx::subc_cc(e[k], s[k]);
-    }
-    __device__ __forceinline__ static Fp2 mul_sub_inline(const Fp2& a, const Fp2& b, const Fp2& c, const Fp2& d) {
-        const int W = 2 * Fp::N;
-        u32 a0[W], e[W], b0[W], f[W];
-        wide_pieces(a, b, a0, e);
-        wide_pieces(c, d, b0, f);
-        Fp2 r;
-        Fp::sub_wide_pr(a0, b0);
-        r.c0 = Fp::redc_wide(a0);
-        Fp::sub_wide_pr(e, f);
-        r.c1 = Fp::redc_wide(e);
-        return r;
-    }
-    __device__ __noinline__ static Fp2 mul_sub_call(Fp2 a, Fp2 b, Fp2 c, Fp2 d) { return mul_sub_inline(a, b, c, d); }
+    // a b - c d (the Y coordinate of the point formulas), as two products and a subtraction.
+    // (A lazy form with the Karatsuba pieces of both products and 2 Montgomery reductions
+    // instead of 4 cut the FMA-pipe slots of G2's madd by 5% in SASS but made the G2 kernels
+    // spill more, and G2 MSM 2^24 went from 376 to 437 ms on the H200, commit c76f20d; Fp's
+    // mul_sub stays lazy, G1 gained 4-6%.)
     __device__ __forceinline__ static Fp2 mul_sub(const Fp2& a, const Fp2& b, const Fp2& c, const Fp2& d) {
-        if (FpParams::INLINE_MUL) return mul_sub_inline(a, b, c, d);
-        return mul_sub_call(a, b, c, d);
+        return sub(mul(a, b), mul(c, d));
     }
     // (a0 + a1 u)^2 = (a0 + a1)(a0 - a1) + 2 a0 a1 u: two base-field products.
     __device__ __forceinline__ static Fp2 sqr(const Fp2& a) {

@@ -212,13 +212,15 @@ __device__ void to_jacobian(const Xyzz<F>* in, F* out, u32 n) {
 
 // Register caps of the bucket kernel. G2's uses 204 registers uncapped (2 blocks of 128 threads
 // per SM); capped for 3 blocks it spills a few bytes and runs 5% faster on the H200 (G2 2^24
-// 407 -> 387 ms; 4 blocks: 390 ms). G1's (124 registers, 4 blocks) gained nothing from 5 or 6
-// blocks. CUZK_NVRTC_DEFINES=CUZK_ACC_MINB=<blocks> overrides both, for tuning.
+// 407 -> 387 ms; 4 blocks: 390 ms). G1's needs 146 registers since Y is one lazy a b - c d
+// (Field::mul_sub), 3 blocks; capped for 4 (128 registers, a few bytes of spill) G1 2^24 took
+// 133.4 ms against 138.5 uncapped (2^26: 482 against 490). G1 gained nothing from 5 or 6 blocks
+// before that. CUZK_NVRTC_DEFINES=CUZK_ACC_MINB=<blocks> overrides both, for tuning.
 #ifdef CUZK_ACC_MINB
 #define ACC_BOUNDS_g1 __launch_bounds__(128, CUZK_ACC_MINB)
 #define ACC_BOUNDS_g2 __launch_bounds__(128, CUZK_ACC_MINB)
 #else
-#define ACC_BOUNDS_g1
+#define ACC_BOUNDS_g1 __launch_bounds__(128, 4)
 #define ACC_BOUNDS_g2 __launch_bounds__(128, 3)
 #endif
 
