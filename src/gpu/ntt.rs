@@ -132,8 +132,13 @@ impl PassShape {
         (lgc, per_group << lgc, group_smem << lgc)
     }
 
-    /// The stages of each pass of a size-2^lg transform, spread evenly (e.g. 20 = 7 + 7 + 6).
+    /// The stages of each pass of a size-2^lg transform, spread evenly (e.g. 20 = 7 + 7 + 6),
+    /// or for tuning runs as CUZK_NTT_SPLIT lists them (e.g. "10,9,8"; used where it adds up
+    /// to lg and no pass exceeds 10 stages).
     fn stages(&self, lg: u32) -> Vec<u32> {
+        if let Some(split) = tuning_split(lg) {
+            return split;
+        }
         let passes = lg.div_ceil(self.max_stages);
         let mut s0 = 0;
         (0..passes)
@@ -144,6 +149,13 @@ impl PassShape {
             })
             .collect()
     }
+}
+
+fn tuning_split(lg: u32) -> Option<Vec<u32>> {
+    let v = std::env::var("CUZK_NTT_SPLIT").ok()?;
+    let split: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+    let fits = split.iter().all(|&t| (1..=10).contains(&t));
+    (fits && split.iter().sum::<u32>() == lg).then_some(split)
 }
 
 impl Domain {
