@@ -268,6 +268,32 @@ struct Field {
         }
     }
 
+    // The generic reduction row of round i (mul_inline, redc_wide, mul_sub_inline): m clears
+    // word i of T (m p[0] goes to x[i] for even i, to y[i-1] for odd i); afterwards that word's
+    // sum x[i] + y[i-1] + c is 0, 2^32 or 2^33, and c becomes what it passes upwards.
+    __device__ __forceinline__ static void reduce_row(u32* x, u32* y, int i, u32& c) {
+        const u32 yl = i == 0 ? 0u : y[i - 1];
+        const u32 m = (x[i] + yl + c) * P::inv();
+        mac_row(x, y, i, [](int j) { return P::mod(j); }, m);
+        u32 t = ptx::add_cc(x[i], i == 0 ? 0u : y[i - 1]);
+        const u32 h = ptx::addc(0, 0);
+        t = ptx::add_cc(t, c);
+        c = ptx::addc(h, 0);
+    }
+
+    // T/2^(32N) after the N rounds, not reduced: words N .. 2N-1 of x, plus y shifted by one
+    // word, plus c at word N.
+    __device__ __forceinline__ static Field split_high(const u32* x, const u32* y, u32 c) {
+        Field r;
+        r.v[0] = ptx::add_cc(x[N], y[N - 1]);
+#pragma unroll
+        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(x[N + k], y[N - 1 + k]);
+        r.v[0] = ptx::add_cc(r.v[0], c);
+#pragma unroll
+        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(r.v[k], 0);
+        return r;
+    }
+
     // Montgomery product a*b/R mod p, coarsely integrated operand scanning with the partial
     // products split by limb parity. The running value T is kept as two accumulators:
     //   T = sum_k x[k] 2^(32k) + sum_k y[k] 2^(32(k+1)) + c 2^(32i)
@@ -314,25 +340,11 @@ struct Field {
                 const u32 hi1 = ptx::subc(m, 0);  // m - (t != 0)
                 mac_row(x, y, i, [](int j) { return P::mod(j); }, m, 2, 1, t, hi1, t);
             } else {
-                const u32 m = (x[i] + yl + c) * P::inv();
-                mac_row(x, y, i, [](int j) { return P::mod(j); }, m);
-                // Word i is now 0 mod 2^32 (m p[0] went to x[i] for even i, to y[i-1] for odd
-                // i); its sum x[i] + y[i-1] + c is 0, 2^32 or 2^33.
-                u32 t = ptx::add_cc(x[i], i == 0 ? 0u : y[i - 1]);
-                const u32 h = ptx::addc(0, 0);
-                t = ptx::add_cc(t, c);
-                c = ptx::addc(h, 0);
+                reduce_row(x, y, i, c);
             }
         }
-        // T/2^(32N) < 2p: words N .. 2N-1 of x, plus y shifted by one word, plus c at word N.
-        Field r;
-        r.v[0] = ptx::add_cc(x[N], y[N - 1]);
-#pragma unroll
-        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(x[N + k], y[N - 1 + k]);
-        r.v[0] = ptx::add_cc(r.v[0], c);
-#pragma unroll
-        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(r.v[k], 0);
-        return reduce_once(r);
+        // T/2^(32N) < 2p.
+        return reduce_once(split_high(x, y, c));
     }
 
     __device__ __forceinline__ static Field sqr(const Field& a) { return mul(a, a); }
@@ -366,22 +378,8 @@ struct Field {
         for (int k = 0; k < 2 * N + 2; k++) { x[k] = k < N ? t[k] : 0; y[k] = 0; }
         u32 c = 0;
 #pragma unroll
-        for (int i = 0; i < N; i++) {
-            const u32 yl = i == 0 ? 0u : y[i - 1];
-            const u32 m = (x[i] + yl + c) * P::inv();
-            mac_row(x, y, i, [](int j) { return P::mod(j); }, m);
-            u32 s = ptx::add_cc(x[i], i == 0 ? 0u : y[i - 1]);
-            const u32 h = ptx::addc(0, 0);
-            s = ptx::add_cc(s, c);
-            c = ptx::addc(h, 0);
-        }
-        Field r;
-        r.v[0] = ptx::add_cc(x[N], y[N - 1]);
-#pragma unroll
-        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(x[N + k], y[N - 1 + k]);
-        r.v[0] = ptx::add_cc(r.v[0], c);
-#pragma unroll
-        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(r.v[k], 0);
+        for (int i = 0; i < N; i++) reduce_row(x, y, i, c);
+        Field r = split_high(x, y, c);
         r.v[0] = ptx::add_cc(r.v[0], t[N]);
 #pragma unroll
         for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(r.v[k], t[N + k]);
@@ -414,22 +412,9 @@ struct Field {
         for (int i = 0; i < N; i++) {
             mac_row(x, y, i, [&](int j) { return a.v[j]; }, b.v[i]);
             mac_row(x, y, i, [&](int j) { return c.v[j]; }, dn.v[i]);
-            const u32 yl = i == 0 ? 0u : y[i - 1];
-            const u32 m = (x[i] + yl + cw) * P::inv();
-            mac_row(x, y, i, [](int j) { return P::mod(j); }, m);
-            u32 t = ptx::add_cc(x[i], i == 0 ? 0u : y[i - 1]);  // word i after m p: 0 mod 2^32
-            const u32 h = ptx::addc(0, 0);
-            t = ptx::add_cc(t, cw);
-            cw = ptx::addc(h, 0);
+            reduce_row(x, y, i, cw);
         }
-        Field r;
-        r.v[0] = ptx::add_cc(x[N], y[N - 1]);
-#pragma unroll
-        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(x[N + k], y[N - 1 + k]);
-        r.v[0] = ptx::add_cc(r.v[0], cw);
-#pragma unroll
-        for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(r.v[k], 0);
-        return reduce_once(r);
+        return reduce_once(split_high(x, y, cw));
     }
     // Out of line and by value, as mul_call.
     __device__ __noinline__ static Field mul_sub_call(Field a, Field b, Field c, Field d) {
