@@ -136,10 +136,10 @@ impl GpuBackend {
         c: Vec<Scalar>,
     ) -> Result<Vec<Scalar>, GpuError> {
         // The inputs stay on the host until the transform succeeds, so a retry after freeing the
-        // resident bases (out of memory beside them) needs no copies.
+        // resident bases and NTT tables (out of memory beside them) needs no copies.
         match self.quotient_once(&a, &b, &c) {
             Err(e) if e.is_out_of_memory() => {
-                self.lock()?.bases.clear();
+                Self::evict_except(&mut *self.lock()?, None);
                 self.quotient_once(&a, &b, &c)
             }
             r => r,
@@ -196,9 +196,8 @@ impl GpuBackend {
         let key = BaseKey::new(base_bytes, n, curve);
         if !s.bases.contains_key(&key) {
             let buf = match s.gpu.upload_new(base_bytes) {
-                Err(e) if e.is_out_of_memory() && !s.bases.is_empty() => {
-                    // Make room by dropping the other resident bases, then try once more.
-                    s.bases.clear();
+                Err(e) if e.is_out_of_memory() && Self::evict_except(&mut s, None) => {
+                    // Room made by dropping the other resident bases and the NTT tables; once more.
                     s.gpu.upload_new(base_bytes)?
                 }
                 r => r?,
@@ -213,14 +212,24 @@ impl GpuBackend {
             msm::msm(&s.gpu, curve, bases, n, scalar_bytes(scalars))
         };
         match run(&s) {
-            Err(e) if e.is_out_of_memory() && s.bases.len() > 1 => {
+            Err(e) if e.is_out_of_memory() && Self::evict_except(&mut s, Some(&key)) => {
                 // The working buffers did not fit beside the resident bases of other slices
-                // (parameters of an earlier proof, say): keep only this slice's and retry once.
-                s.bases.retain(|k, _| *k == key);
+                // (parameters of an earlier proof, say) or the NTT tables: keep only this
+                // slice's bases and retry once.
                 run(&s)
             }
             r => r,
         }
+    }
+
+    /// Drops every resident base slice but `keep` and every NTT domain's tables (a 2^27
+    /// domain's twiddle table is 2 GiB; the tables are rebuilt in milliseconds when next
+    /// needed). Returns whether anything was freed.
+    fn evict_except(s: &mut State, keep: Option<&BaseKey>) -> bool {
+        let before = s.bases.len() + s.domains.len();
+        s.bases.retain(|k, _| Some(k) == keep);
+        s.domains.clear();
+        s.bases.len() + s.domains.len() < before
     }
 
     /// Σ scalars[i]·bases[i] in G1 on the GPU.
