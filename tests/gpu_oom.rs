@@ -1,0 +1,57 @@
+//! Device memory running out: the GPU backend answers with a typed out-of-memory error (after
+//! dropping what it caches and trying again), never a panic, and works again once memory is
+//! back. A test binary of its own, so that no other GPU test runs while this one holds the
+//! device's memory. Without a CUDA device it prints "skipped: no CUDA device" and passes.
+
+use blstrs::{G1Affine, G1Projective, Scalar};
+use cuzk::gpu::device::Gpu;
+use cuzk::gpu::test_backend;
+use cuzk::prover::{msm as cpu_msm, Backend, ProverError};
+use ff::Field;
+use group::{prime::PrimeCurveAffine, Curve, Group};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+fn inputs(rng: &mut StdRng, n: usize) -> (Vec<G1Affine>, Vec<Scalar>) {
+    let p: Vec<G1Projective> = (0..256).map(|_| G1Projective::random(&mut *rng)).collect();
+    let mut a = vec![G1Affine::identity(); p.len()];
+    G1Projective::batch_normalize(&p, &mut a);
+    let bases = (0..n).map(|i| a[i % a.len()]).collect();
+    let scalars = (0..n).map(|_| Scalar::random(&mut *rng)).collect();
+    (bases, scalars)
+}
+
+#[test]
+fn out_of_memory_is_typed_and_recoverable() {
+    let Some(gpu) = test_backend().expect("GPU present but unusable") else {
+        return;
+    };
+    let seed: u64 = rand::thread_rng().gen();
+    println!("seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (bases, scalars) = inputs(&mut rng, 1 << 14);
+    let want = cpu_msm::msm_g1(&bases, &scalars);
+    assert_eq!(gpu.msm_g1_gpu(&bases, &scalars).unwrap(), want);
+    // An NTT domain cached as well (its tables are among what an eviction drops).
+    let mut v: Vec<Scalar> = (0..1 << 14).map(|_| Scalar::random(&mut rng)).collect();
+    gpu.ntt(&mut v, false, true).unwrap();
+
+    // Hold all but 16 MiB of the device's free memory from a second handle on the device.
+    let hog = Gpu::open(0).unwrap();
+    let (free, _) = hog.mem_info().unwrap();
+    let held = hog.alloc(free.saturating_sub(16 << 20)).unwrap();
+    let (big_bases, big_scalars) = inputs(&mut rng, 1 << 20); // 96 MiB of bases
+    let err = gpu.msm_g1_gpu(&big_bases, &big_scalars).unwrap_err();
+    assert!(err.is_out_of_memory(), "expected out of memory, got {err}");
+    let z = vec![Scalar::ONE; 1 << 22]; // three of them: 384 MiB
+    let err = gpu.quotient(z.clone(), z.clone(), z).unwrap_err();
+    assert!(
+        matches!(err, ProverError::OutOfMemory(_)),
+        "expected out of memory, got {err}"
+    );
+
+    drop(held);
+    drop(hog);
+    assert_eq!(gpu.msm_g1_gpu(&bases, &scalars).unwrap(), want);
+    let want_big = cpu_msm::msm_g1(&big_bases, &big_scalars);
+    assert_eq!(gpu.msm_g1_gpu(&big_bases, &big_scalars).unwrap(), want_big);
+}
