@@ -2,8 +2,8 @@
 # Runs the GPU tests and benchmark on the device machine from binaries carried in carry/
 # (built on the dev machine: the test binary of tests/gpu_kernels.rs as carry/gpu_kernels, optionally
 # those of tests/gpu_runtime.rs and tests/gpu_oom.rs as carry/gpu_runtime and carry/gpu_oom, and the
-# cuzk binary as carry/cuzk; a cubin
-# compiled here may wait in carry/cache, see docs/gpu-notes.md). Logs go to $OUT when set.
+# cuzk binary as carry/cuzk; a cubin compiled here may wait in carry/cache, see docs/gpu-notes.md).
+# Logs go to $OUT when set.
 #   scripts/gpu-device-run.sh [tests] [bench ARGS...]
 set -uo pipefail
 OUT="${OUT:-/tmp}"
