@@ -92,18 +92,22 @@ enum Scale<'a> {
     Post(&'a PowTables),
 }
 
-/// How passes are cut and launched: at most `max_stages` stages per pass, and at least
-/// `min_threads` threads per block (several groups per block when one group, a thread per four
-/// elements, has fewer).
-#[derive(Clone, Copy, Debug)]
+/// How passes are cut and launched: at most `max_stages` stages per pass (or an explicit
+/// `split`), at least `min_threads` threads per block (several groups per block when one group,
+/// a thread per four elements, has fewer), and whether each pass is timed (`trace`). Read from
+/// the environment once per domain.
+#[derive(Clone, Debug)]
 struct PassShape {
     max_stages: u32,
     min_threads: u32,
+    split: Option<Vec<u32>>,
+    trace: bool,
 }
 
 impl PassShape {
-    /// The defaults, or for tuning runs CUZK_NTT_MAX_STAGES (1..=10) and
-    /// CUZK_NTT_MIN_THREADS.
+    /// The defaults, or for tuning runs CUZK_NTT_MAX_STAGES (1..=10), CUZK_NTT_MIN_THREADS,
+    /// CUZK_NTT_SPLIT (e.g. "10,9,8": stages per pass, used where they add up to the size and
+    /// none exceeds 10) and CUZK_GPU_TRACE (per-pass times on stderr).
     fn from_env() -> Self {
         let num = |k: &str, d: u32| {
             std::env::var(k)
@@ -114,6 +118,10 @@ impl PassShape {
         PassShape {
             max_stages: num("CUZK_NTT_MAX_STAGES", MAX_STAGES).clamp(1, 10),
             min_threads: num("CUZK_NTT_MIN_THREADS", MIN_THREADS).clamp(1, 1024),
+            split: std::env::var("CUZK_NTT_SPLIT")
+                .ok()
+                .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect()),
+            trace: std::env::var_os("CUZK_GPU_TRACE").is_some(),
         }
     }
 
@@ -133,11 +141,13 @@ impl PassShape {
     }
 
     /// The stages of each pass of a size-2^lg transform, spread evenly (e.g. 20 = 7 + 7 + 6),
-    /// or for tuning runs as CUZK_NTT_SPLIT lists them (e.g. "10,9,8"; used where it adds up
-    /// to lg and no pass exceeds 10 stages).
+    /// or the tuning split where it fits.
     fn stages(&self, lg: u32) -> Vec<u32> {
-        if let Some(split) = tuning_split(lg) {
-            return split;
+        if let Some(split) = &self.split {
+            let fits = split.iter().all(|t| (1..=10).contains(t));
+            if fits && split.iter().sum::<u32>() == lg {
+                return split.clone();
+            }
         }
         let passes = lg.div_ceil(self.max_stages);
         let mut s0 = 0;
@@ -149,13 +159,6 @@ impl PassShape {
             })
             .collect()
     }
-}
-
-fn tuning_split(lg: u32) -> Option<Vec<u32>> {
-    let v = std::env::var("CUZK_NTT_SPLIT").ok()?;
-    let split: Vec<u32> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-    let fits = split.iter().all(|&t| (1..=10).contains(&t));
-    (fits && split.iter().sum::<u32>() == lg).then_some(split)
 }
 
 impl Domain {
@@ -210,7 +213,6 @@ impl Domain {
         scale: Scale,
     ) -> Result<(), GpuError> {
         let stages = self.shape.stages(self.lg);
-        let trace = std::env::var_os("CUZK_GPU_TRACE").is_some();
         if stages.is_empty() {
             // Size 1: the transform is the identity; only a factor (at i = 0) can apply.
             gpu.copy(src, dst, FR_BYTES)?;
@@ -259,7 +261,7 @@ impl Domain {
                     hi,
                 ],
             )?;
-            if trace {
+            if self.shape.trace {
                 gpu.sync()?;
                 eprintln!(
                     "trace NTT 2^{} pass {p} (stages {s0}..{}): {:.3} ms",
