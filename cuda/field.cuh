@@ -425,12 +425,37 @@ struct Field {
         return mul_sub_call(a, b, c, d);
     }
 
+    // Montgomery reduction of a 2N-limb value t < p*R.
+    __device__ __forceinline__ static Field reduce_wide(u32* t) {
+        // `carry` holds what belongs at limb i+N of the current round (0..2); it is folded in by
+        // the low chain of the next round.
+        u32 carry = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            u32 m = t[i] * P::INV;
+            t[i] = ptx::madlo_cc(m, P::mod(0), t[i]);
+#pragma unroll
+            for (int j = 1; j < N; j++) t[i + j] = ptx::madloc_cc(m, P::mod(j), t[i + j]);
+            t[i + N] = ptx::addc_cc(t[i + N], carry);
+            u32 c1 = ptx::addc(0, 0);
+            t[i + 1] = ptx::madhi_cc(m, P::mod(0), t[i + 1]);
+#pragma unroll
+            for (int j = 1; j < N; j++) t[i + j + 1] = ptx::madhic_cc(m, P::mod(j), t[i + j + 1]);
+            carry = ptx::addc(c1, 0);
+        }
+        // t[N..2N) + carry*2^(32N) < 2p < 2^(32N): carry is 0 here.
+        Field r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.v[i] = t[N + i];
+        return reduce_once(r);
+    }
+
     // Leaves Montgomery form: a/R mod p (the canonical integer).
     __device__ __forceinline__ static Field from_mont(const Field& a) {
         u32 t[2 * N];
 #pragma unroll
         for (int i = 0; i < N; i++) { t[i] = a.v[i]; t[N + i] = 0; }
-        return redc_wide(t);
+        return reduce_wide(t);
     }
 
     __device__ __forceinline__ static Field pow(Field base, u64 e) {
