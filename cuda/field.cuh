@@ -204,6 +204,50 @@ struct Field {
 
     __device__ __forceinline__ static Field dbl(const Field& a) { return add(a, a); }
 
+    // Lazy reduction (the NTT's butterflies): values in [0, 2p) instead of [0, p), so that a
+    // product needs no final subtraction (mul_unreduced) and each butterfly saves one
+    // conditional subtraction of N words. 2p < R for both fields, so a lazy value fits in N
+    // limbs; the sum of two may not (4p > R for Fr), so add_lazy keeps its carry as a top word.
+
+    // Word i of 2p.
+    __device__ __forceinline__ static u32 mod2(int i) {
+        return (P::mod(i) << 1) | (i == 0 ? 0u : P::mod(i - 1) >> 31);
+    }
+
+    // a + b in [0, 2p) for a, b < 2p: the N+1-word sum minus 2p unless that borrows.
+    __device__ __forceinline__ static Field add_lazy(const Field& a, const Field& b) {
+        Field s;
+        s.v[0] = ptx::add_cc(a.v[0], b.v[0]);
+#pragma unroll
+        for (int i = 1; i < N; i++) s.v[i] = ptx::addc_cc(a.v[i], b.v[i]);
+        const u32 top = ptx::addc(0, 0);
+        Field t;
+        t.v[0] = ptx::sub_cc(s.v[0], mod2(0));
+#pragma unroll
+        for (int i = 1; i < N; i++) t.v[i] = ptx::subc_cc(s.v[i], mod2(i));
+        // top - borrow is 0xffffffff exactly when the sum is below 2p (a sum of 2^(32N) or more
+        // always leaves a borrow, since sum - 2p < 2p < 2^(32N)).
+        const u32 below = ptx::subc(top, 0);
+        Field r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.v[i] = below ? s.v[i] : t.v[i];
+        return r;
+    }
+
+    // a - b in [0, 2p) for a, b < 2p: 2p is added back when the subtraction borrows.
+    __device__ __forceinline__ static Field sub_lazy(const Field& a, const Field& b) {
+        Field t;
+        t.v[0] = ptx::sub_cc(a.v[0], b.v[0]);
+#pragma unroll
+        for (int i = 1; i < N; i++) t.v[i] = ptx::subc_cc(a.v[i], b.v[i]);
+        const u32 borrow = ptx::subc(0, 0);
+        Field r;
+        r.v[0] = ptx::add_cc(t.v[0], mod2(0) & borrow);
+#pragma unroll
+        for (int i = 1; i < N; i++) r.v[i] = ptx::addc_cc(t.v[i], mod2(i) & borrow);
+        return r;
+    }
+
     __device__ __forceinline__ static Field neg(const Field& a) {
         if (a.is_zero()) return a;
         Field r;
@@ -321,6 +365,14 @@ struct Field {
     // carry (add.cc t + 0xffffffff, read by addc.cc): ptxas reads a flag of the other family
     // inverted (see CUZK_HOST_EMU above), so each consumer gets a flag of its own family.
     __device__ __forceinline__ static Field mul_inline(const Field& a, const Field& b) {
+        // T/2^(32N) < 2p.
+        return reduce_once(mul_unreduced(a, b));
+    }
+
+    // mul_inline without its final subtraction: a b / R mod p in [0, 2p), for a b < p R (for
+    // instance a < 2p and b < p, since 2p < R). The rounds are mul_inline's: T = a b + M p stays
+    // below p R + p R < R^2, so its accumulator bounds hold whatever the operands' order.
+    __device__ __forceinline__ static Field mul_unreduced(const Field& a, const Field& b) {
         u32 x[2 * N + 2], y[2 * N + 2];
 #pragma unroll
         for (int k = 0; k < 2 * N + 2; k++) { x[k] = 0; y[k] = 0; }
@@ -343,8 +395,7 @@ struct Field {
                 reduce_row(x, y, i, c);
             }
         }
-        // T/2^(32N) < 2p.
-        return reduce_once(split_high(x, y, c));
+        return split_high(x, y, c);
     }
 
     __device__ __forceinline__ static Field sqr(const Field& a) { return mul(a, a); }
@@ -425,37 +476,12 @@ struct Field {
         return mul_sub_call(a, b, c, d);
     }
 
-    // Montgomery reduction of a 2N-limb value t < p*R.
-    __device__ __forceinline__ static Field reduce_wide(u32* t) {
-        // `carry` holds what belongs at limb i+N of the current round (0..2); it is folded in by
-        // the low chain of the next round.
-        u32 carry = 0;
-#pragma unroll
-        for (int i = 0; i < N; i++) {
-            u32 m = t[i] * P::INV;
-            t[i] = ptx::madlo_cc(m, P::mod(0), t[i]);
-#pragma unroll
-            for (int j = 1; j < N; j++) t[i + j] = ptx::madloc_cc(m, P::mod(j), t[i + j]);
-            t[i + N] = ptx::addc_cc(t[i + N], carry);
-            u32 c1 = ptx::addc(0, 0);
-            t[i + 1] = ptx::madhi_cc(m, P::mod(0), t[i + 1]);
-#pragma unroll
-            for (int j = 1; j < N; j++) t[i + j + 1] = ptx::madhic_cc(m, P::mod(j), t[i + j + 1]);
-            carry = ptx::addc(c1, 0);
-        }
-        // t[N..2N) + carry*2^(32N) < 2p < 2^(32N): carry is 0 here.
-        Field r;
-#pragma unroll
-        for (int i = 0; i < N; i++) r.v[i] = t[N + i];
-        return reduce_once(r);
-    }
-
     // Leaves Montgomery form: a/R mod p (the canonical integer).
     __device__ __forceinline__ static Field from_mont(const Field& a) {
         u32 t[2 * N];
 #pragma unroll
         for (int i = 0; i < N; i++) { t[i] = a.v[i]; t[N + i] = 0; }
-        return reduce_wide(t);
+        return redc_wide(t);
     }
 
     __device__ __forceinline__ static Field pow(Field base, u64 e) {

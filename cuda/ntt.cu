@@ -7,7 +7,8 @@
 // bit-reversed positions is a stride-2^(lgn-t) column of the source, the same access pattern a
 // strided pass has anyway), so natural order goes in and natural order comes out with no
 // separate permutation kernel. Scale factors ride along: the coset shift g^i on the first pass's
-// loads, 1/n and g^-i on the last pass's stores.
+// loads, 1/n and g^-i on the last pass's stores. Between the first load and the last store the
+// values are lazily reduced, in [0, 2r) (see butterfly).
 //
 // Twiddles come from one table per domain, tw[e] = w^e for e < n/2 (16 bytes per element of
 // the domain): a load instead of a product. w^-e = -tw[n/2 - e] serves the inverse transform.
@@ -56,11 +57,20 @@ __device__ __forceinline__ u64 bitrev(u64 i, u32 lgn) { return lgn == 0 ? 0 : __
 #define NTT_POST_POWERS 8u // multiply each stored element (natural index i) by lo/hi's power i
 
 // One radix-2 butterfly in place: (x, y) -> (x + w y, x - w y); `unit` skips the product
-// (w = 1).
+// (w = 1). Lazily reduced: x, y and the results are in [0, 2r), w < r (a table twiddle), so
+// w y < 2r^2 < r R and the product needs no final subtraction (Field::mul_unreduced); the
+// last pass brings its outputs back below r.
+// CUZK_NTT_EAGER (a tuning variant, for A/B runs) reduces every result below r instead.
 __device__ __forceinline__ void butterfly(Fr& x, Fr& y, const Fr& w, bool unit) {
+#ifdef CUZK_NTT_EAGER
     const Fr wy = unit ? y : Fr::mul(y, w);
     const Fr s = Fr::add(x, wy);
     y = Fr::sub(x, wy);
+#else
+    const Fr wy = unit ? y : Fr::mul_unreduced(y, w);
+    const Fr s = Fr::add_lazy(x, wy);
+    y = Fr::sub_lazy(x, wy);
+#endif
     x = s;
 }
 
@@ -161,10 +171,14 @@ extern "C" __global__ void NTT_BOUNDS ntt_dit_pass(const Fr* src, Fr* dst, const
         __syncthreads();
     }
 
+    // Values between passes are lazy (< 2r); the last pass stores canonical ones. The factor's
+    // product does that by itself (v pow < 2r r < r R: its final subtraction leaves < r).
+    const bool last = s0 + t == lgn;
     for (u32 k = q; k < size; k += threads) {
         const u64 pos = base + ((u64)k << s0);
         Fr v = sd[SLOT(k)];
         if (flags & NTT_POST_POWERS) v = Fr::mul_call(v, pow_from_tables(lo, hi, pos));
+        else if (last) v = Fr::reduce_once(v);
         store_field(dst + pos, v);
     }
 #undef SLOT

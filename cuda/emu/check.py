@@ -4,7 +4,9 @@
 usage: check.py gen [N] [SEED]   test inputs for field_emu on stdout: edge cases, then N random
                                  operand pairs per field (Fp, Fr) and N random Fp2 pairs; then
                                  mul_sub (a b - c d) for Fp, Fr and Fp2: edge cases, equal
-                                 products (a b = c d), N random quadruples each
+                                 products (a b = c d), N random quadruples each; then the
+                                 lazy forms for Fp and Fr (operands a, b < 2p, w < p): edge
+                                 cases and N random triples each
        check.py check            reads field_emu's output on stdin, recomputes every result,
                                  prints one summary line; exit status 1 on any mismatch
 
@@ -67,6 +69,7 @@ def gen(count, seed):
     for _ in range(count):
         out.write("fp2 " + " ".join(f"{rand_elem(rng, P, 12):x}" for _ in range(4)) + "\n")
     gen_mul_sub(count, rng)
+    gen_lazy(count, rng)
 
 
 def gen_mul_sub(count, rng):
@@ -99,9 +102,29 @@ def gen_mul_sub(count, rng):
         out.write("fp2ms " + " ".join(f"{rand_elem(rng, P, 12):x}" for _ in range(8)) + "\n")
 
 
+def gen_lazy(count, rng):
+    """Lazy forms: a, b in [0, 2p) (edge values near 0, p and 2p), w in [0, p)."""
+    out = sys.stdout
+    for tag, (p, n) in FIELDS.items():
+        e = edges(p, n)
+        lazy = sorted({x for x in e} | {x + p for x in e} | {2 * p - 1, 2 * p - 2, p, p + 1}
+                      | {((1 << (32 * n)) - 1) % (2 * p)})
+        lazy = [x for x in lazy if x < 2 * p]
+        for a in lazy:
+            for b in lazy:
+                out.write(f"{tag}lz {a:x} {b:x} {rng.choice(e):x}\n")
+        for a in lazy:
+            for w in e:
+                out.write(f"{tag}lz {a:x} {rng.choice(lazy):x} {w:x}\n")
+        for _ in range(count):
+            a = rand_elem(rng, p, n) + (p if rng.random() < 0.5 else 0)
+            b = rand_elem(rng, p, n) + (p if rng.random() < 0.5 else 0)
+            out.write(f"{tag}lz {a:x} {b:x} {rand_elem(rng, p, n):x}\n")
+
+
 def check():
     rinv = {tag: pow(1 << (32 * n), -1, p) for tag, (p, n) in FIELDS.items()}
-    counts = {"fp": 0, "fr": 0, "fp2": 0, "fpms": 0, "frms": 0, "fp2ms": 0}
+    counts = {"fp": 0, "fr": 0, "fp2": 0, "fpms": 0, "frms": 0, "fp2ms": 0, "fplz": 0, "frlz": 0}
     bad = 0
     lost = None
     for lineno, line in enumerate(sys.stdin, 1):
@@ -139,6 +162,16 @@ def check():
                     (a0 * b1 + a1 * b0 - c0 * d1 - c1 * d0) * ri % p]
             names = ["mul_sub.c0", "mul_sub.c1"]
             got = v[8:]
+        elif f[0] in ("fplz", "frlz"):
+            p, _ = FIELDS[f[0][:2]]
+            ri = rinv[f[0][:2]]
+            a, b, w = v[:3]
+            got = v[3:]
+            # Each lazy result must be below 2p and congruent to its value; reduce_once canonical.
+            congruent = [a * w * ri, a * w * ri, a + b, a - b]
+            want = [g if g < 2 * p and (g - x) % p == 0 else -1 for g, x in zip(got[:4], congruent)]
+            want.append(a % p)
+            names = ["mul_unreduced(a,w)", "mul_unreduced(w,a)", "add_lazy", "sub_lazy", "reduce_once"]
         else:
             sys.exit(f"check.py: unknown line {lineno}: {line[:60]}")
         if len(got) != len(want):
@@ -158,7 +191,8 @@ def check():
     status = "ok" if bad == 0 else f"FAILED ({bad} mismatches)"
     print(f"field-emu: {status}: Fp {counts['fp']} tests (mul sqr add sub neg from_mont), "
           f"Fr {counts['fr']} tests (same), Fp2 {counts['fp2']} tests (mul sqr), "
-          f"mul_sub Fp {counts['fpms']} Fr {counts['frms']} Fp2 {counts['fp2ms']}, vs Python big integers")
+          f"mul_sub Fp {counts['fpms']} Fr {counts['frms']} Fp2 {counts['fp2ms']}, "
+          f"lazy forms Fp {counts['fplz']} Fr {counts['frlz']}, vs Python big integers")
     sys.exit(0 if bad == 0 else 1)
 
 

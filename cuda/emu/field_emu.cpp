@@ -10,6 +10,9 @@
 //   fpms a b c d   -> fpms a b c d  mul_sub(a, b, c, d)          (= (a b - c d)/R)
 //   frms a b c d   -> frms a b c d  (same, Fr)
 //   fp2ms a0 a1 b0 b1 c0 c1 d0 d1 -> the inputs, then mul_sub(a, b, c, d).c0 .c1
+//   fplz a b w     -> fplz a b w  mul_unreduced(a, w) mul_unreduced(w, a) add_lazy(a, b)
+//                     sub_lazy(a, b) reduce_once(a)    (lazy forms: a, b < 2p, w < p)
+//   frlz a b w     -> frlz a b w  (same, Fr)
 // Numbers are big-endian hex without prefix. The last line is "lost N": carries dropped by a
 // non-.cc addc (must be 0).
 #include <cstdio>
@@ -82,6 +85,20 @@ static bool run_mul_sub(const char* tag, char** tok, std::string& line) {
     return true;
 }
 
+template <class F>
+static bool run_lazy(const char* tag, char** tok, std::string& line) {
+    F a, b, w;
+    if (!parse(tok[0], a) || !parse(tok[1], b) || !parse(tok[2], w)) return false;
+    line = tag;
+    put(line, a); put(line, b); put(line, w);
+    put(line, F::mul_unreduced(a, w));
+    put(line, F::mul_unreduced(w, a));
+    put(line, F::add_lazy(a, b));
+    put(line, F::sub_lazy(a, b));
+    put(line, F::reduce_once(a));
+    return true;
+}
+
 static bool run_fp2_mul_sub(char** tok, std::string& line) {
     Fp2 x[4];
     for (int i = 0; i < 4; i++)
@@ -111,6 +128,8 @@ int main() {
         else if (!strcmp(tok[0], "fpms") && nt == 5) ok = run_mul_sub<Fp>("fpms", tok + 1, line);
         else if (!strcmp(tok[0], "frms") && nt == 5) ok = run_mul_sub<Fr>("frms", tok + 1, line);
         else if (!strcmp(tok[0], "fp2ms") && nt == 9) ok = run_fp2_mul_sub(tok + 1, line);
+        else if (!strcmp(tok[0], "fplz") && nt == 4) ok = run_lazy<Fp>("fplz", tok + 1, line);
+        else if (!strcmp(tok[0], "frlz") && nt == 4) ok = run_lazy<Fr>("frlz", tok + 1, line);
         if (!ok) {
             fprintf(stderr, "field_emu: bad input line %ld\n", lineno);
             return 2;
