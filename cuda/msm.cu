@@ -1,59 +1,52 @@
 // Pippenger multi-scalar multiplication for G1 and G2, all on the GPU.
 //
-// 1. msm_classify: scalars leave Montgomery form in place; 0s are dropped, 1s go to the batch
-//    addition (batch_add.cu), the rest to Pippenger.
-// 2. msm_digits: signed c-bit digits, d in [-2^(c-1), 2^(c-1)]; digit d != 0 means bucket |d|-1 of
-//    its window, with the point negated when d < 0. Bucket sizes are counted with atomics.
-// 3. scan (scan.cu) of the counts gives each bucket's slice of one list; msm_scatter fills it
-//    (a counting sort by bucket: the order inside a bucket does not matter).
-// 4. msm_chunks sums the list in chunks of K points per thread (mixed XYZZ additions), writing
+// 1. msm_front, once per chunk of the scalars (src/gpu/msm.rs uploads chunk k+1 on a copy stream
+//    while this runs on chunk k): each scalar leaves Montgomery form; 0s are dropped, 1s go to
+//    the batch addition (batch_add.cu), the rest get a position k in the `rest` list (a
+//    warp-aggregated append, so k is only known inside the kernel) and, at once, their signed
+//    c-bit digits: d in [-2^(c-1), 2^(c-1)]; digit d != 0 means bucket |d|-1 of its window, with
+//    the point negated when d < 0. The digits are stored window-major with a window stride of
+//    the capacity n (not the final count m of rest scalars, unknown until every chunk is done):
+//    digits[w*n + k]. Bucket sizes are counted with atomics. The canonical form of each rest
+//    scalar is written back in place for msm_digits.
+//    msm_digits redoes the digits of the rest list with another window width (stride m), only
+//    when the host picks one once m is known (few full scalars among many 0s and 1s).
+// 2. scan (scan.cu) of the counts gives each bucket's slice of one list; msm_scatter fills it
+//    (a counting sort by bucket: the order inside a bucket does not matter), reading the digits
+//    with the stride they were written with.
+// 3. msm_chunks sums the list in chunks of K points per thread (mixed XYZZ additions), writing
 //    whole buckets directly and the pieces of buckets that cross chunks aside; msm_combine adds
 //    those pieces.
-// 5. msm_reduce_segments: window sum  sum_k (k+1) B_k  in segments of S buckets, one thread each:
+// 4. msm_reduce_segments: window sum  sum_k (k+1) B_k  in segments of S buckets, one thread each:
 //    running sums from the top give T = sum (k-lo+1) B_k and R = sum B_k; the segment is worth
 //    T + lo*R.
-// 6. msm_reduce_groups: tree sum of the segments of each window; msm_to_jacobian hands the window
+// 5. msm_reduce_groups: tree sum of the segments of each window; msm_to_jacobian hands the window
 //    sums to the host, which combines the windows (a few dozen point operations).
 #include "field.cuh"
 #include "curve.cuh"
 
 #define NO_BUCKET 0xffffffffu
 
-// Warp-aggregated append of `idx` to a list when `pred` holds: one atomic per warp.
-__device__ __forceinline__ void warp_append(bool pred, u32 idx, u32* list, u32* count) {
+// Warp-aggregated append of `idx` to a list when `pred` holds: one atomic per warp. Every lane
+// of the warp must call it (full-mask ballot). Returns the position written (meaningful only
+// where `pred` holds).
+__device__ __forceinline__ u32 warp_append(bool pred, u32 idx, u32* list, u32* count) {
     const u32 mask = __ballot_sync(0xffffffffu, pred);
-    if (mask == 0) return;
+    if (mask == 0) return 0;
     const u32 lane = threadIdx.x & 31;
     const u32 leader = __ffs(mask) - 1;
     u32 base = 0;
     if (lane == leader) base = atomicAdd(count, (u32)__popc(mask));
     base = __shfl_sync(0xffffffffu, base, leader);
-    if (pred) list[base + __popc(mask & ((1u << lane) - 1))] = idx;
+    const u32 pos = base + __popc(mask & ((1u << lane) - 1));
+    if (pred) list[pos] = idx;
+    return pos;
 }
 
-// counts[0] = number of 1s, counts[1] = number of other non-zero scalars.
-extern "C" __global__ void msm_classify(Fr* scalars, u32 n, u32* ones, u32* rest, u32* counts) {
-    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    bool is_one = false, is_rest = false;
-    if (i < n) {
-        Fr s = Fr::from_mont(load_field(scalars + i));
-        store_field(scalars + i, s);
-        u32 hi = 0;
-#pragma unroll
-        for (int k = 1; k < Fr::N; k++) hi |= s.v[k];
-        is_one = hi == 0 && s.v[0] == 1;
-        is_rest = !is_one && !s.is_zero();
-    }
-    warp_append(is_one, i, ones, counts);
-    warp_append(is_rest, i, rest, counts + 1);
-}
-
-// digits[w*m + k] = bucket id (window*B + |d|-1) | sign << 31, or NO_BUCKET; counts[bucket]++.
-extern "C" __global__ void msm_digits(const Fr* scalars, const u32* rest, u32 m, u32 c, u32 nw,
-                                      u32* digits, u32* counts) {
-    const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= m) return;
-    const Fr s = load_field(scalars + rest[k]);
+// The nw signed c-bit digits of the canonical scalar s, at digits[w*stride + k]:
+// bucket id (window*B + |d|-1) | sign << 31, or NO_BUCKET; counts[bucket]++.
+__device__ __forceinline__ void scalar_digits(const Fr& s, u32 k, u32 c, u32 nw, u64 stride, u32* digits,
+                                              u32* counts) {
     const u32 B = 1u << (c - 1);
     const u64 mask = (1ull << c) - 1;
     u32 carry = 0;
@@ -74,22 +67,56 @@ extern "C" __global__ void msm_digits(const Fr* scalars, const u32* rest, u32 m,
             carry = 0;
             if (d != 0) bucket = w * B + d - 1;
         }
-        digits[(u64)w * m + k] = bucket;
+        digits[(u64)w * stride + k] = bucket;
         if (bucket != NO_BUCKET) atomicAdd(counts + (bucket & 0x7fffffffu), 1u);
     }
+}
+
+// Scalars [base, base+len) of n (one chunk; launched once per chunk, in order, on one stream).
+// counts[0] = number of 1s, counts[1] = number of other non-zero scalars, both so far; ones and
+// rest get global indices. digits has room for nw*n entries (stride n); bucket_counts[b]++.
+extern "C" __global__ void msm_front(Fr* scalars, u32 base, u32 len, u32 n, u32 c, u32 nw, u32* ones,
+                                     u32* rest, u32* counts, u32* digits, u32* bucket_counts) {
+    const u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    const u32 i = base + j;
+    bool is_one = false, is_rest = false;
+    Fr s;
+    if (j < len) {
+        s = Fr::from_mont(load_field(scalars + i));
+        u32 hi = 0;
+#pragma unroll
+        for (int k = 1; k < Fr::N; k++) hi |= s.v[k];
+        is_one = hi == 0 && s.v[0] == 1;
+        is_rest = !is_one && !s.is_zero();
+        // Only msm_digits reads scalars again, and only those of the rest list.
+        if (is_rest) store_field(scalars + i, s);
+    }
+    warp_append(is_one, i, ones, counts);
+    const u32 k = warp_append(is_rest, i, rest, counts + 1);
+    if (is_rest) scalar_digits(s, k, c, nw, n, digits, bucket_counts);
+}
+
+// The digits of the m rest scalars (already canonical) again, with stride m: for a window width
+// other than the one msm_front used.
+extern "C" __global__ void msm_digits(const Fr* scalars, const u32* rest, u32 m, u32 c, u32 nw,
+                                      u32* digits, u32* counts) {
+    const u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= m) return;
+    scalar_digits(load_field(scalars + rest[k]), k, c, nw, m, digits, counts);
 }
 
 // list[cursor[bucket]++] = point index | sign << 31, one thread per (window, point) with the
 // windows in block order: the blocks that run together write into one window's part of the list,
 // a region that can stay in L2 while its scattered 4-byte writes are merged, instead of touching
-// the whole list at once (H200: 2^27 points 183 -> 114 ms, 2^24 20.6 -> 13.1 ms).
-extern "C" __global__ void msm_scatter(const u32* digits, const u32* rest, u32 m, u32 nw, u32* cursor,
-                                         u32* list) {
+// the whole list at once (H200: 2^27 points 183 -> 114 ms, 2^24 20.6 -> 13.1 ms). The digits of
+// point k in window w are at digits[w*stride + k] (stride n after msm_front, m after msm_digits).
+extern "C" __global__ void msm_scatter(const u32* digits, const u32* rest, u32 m, u32 nw, u32 stride,
+                                       u32* cursor, u32* list) {
     const u32 per_window = (m + blockDim.x - 1) / blockDim.x;
     const u32 w = blockIdx.x / per_window;
     const u32 k = (blockIdx.x - w * per_window) * blockDim.x + threadIdx.x;
     if (w >= nw || k >= m) return;
-    const u32 b = digits[(u64)w * m + k];
+    const u32 b = digits[(u64)w * stride + k];
     if (b == NO_BUCKET) return;
     const u32 pos = atomicAdd(cursor + (b & 0x7fffffffu), 1u);
     list[pos] = rest[k] | (b & 0x80000000u);

@@ -2,7 +2,10 @@
 //! cases. Without a CUDA device every test prints "skipped: no CUDA device" and passes.
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk::gpu::{test_backend, GpuBackend};
+use cuzk::gpu::device::Gpu;
+use cuzk::gpu::msm as gpu_msm;
+use cuzk::gpu::ntt::scalar_bytes;
+use cuzk::gpu::{test_backend, GpuBackend, GpuError};
 use cuzk::prover::{msm as cpu_msm, ntt as cpu_ntt, Backend};
 use ff::{Field, PrimeField};
 use group::{prime::PrimeCurveAffine, Curve, Group};
@@ -38,6 +41,21 @@ fn edgy_scalars(rng: &mut StdRng, n: usize) -> Vec<Scalar> {
             1 => *s = Scalar::ONE,
             2 => *s = -Scalar::ONE,
             _ => {}
+        }
+    }
+    v
+}
+
+/// Mostly 0s and 1s, about one scalar in eight a full one (half of those r−1): few enough that
+/// the MSM redoes the digits with the window width for their count (REDIGIT_SHARE).
+fn sparse_scalars(rng: &mut StdRng, n: usize) -> Vec<Scalar> {
+    let mut v = scalars(rng, n);
+    for s in v.iter_mut() {
+        match rng.gen_range(0..16) {
+            0 => {}
+            1 => *s = -Scalar::ONE,
+            2..=8 => *s = Scalar::ZERO,
+            _ => *s = Scalar::ONE,
         }
     }
     v
@@ -95,6 +113,87 @@ fn msm_g1_matches_blst() {
         let got = gpu.msm_g1(&bases, &s).expect("gpu msm");
         assert_eq!(got, cpu_msm::msm_g1(&bases, &s), "G1 MSM of {n}");
     }
+}
+
+fn point_bytes<T>(v: &[T]) -> &[u8] {
+    // SAFETY: blstrs affine points are plain u64 limbs without padding; a byte view is valid.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// The scalars uploaded in pieces (`msm_chunked`, on a device handle of its own): one piece,
+/// pieces of one scalar, several pieces with a shorter last one, from pageable and from pinned
+/// host memory; edge-heavy scalars (0, 1, r−1 mixed in: digits as the pieces arrive), sparse
+/// ones (the digits redone for their count), all 0s and all 1s. The default piece size
+/// (2^21) is covered by msm_g1_large_sizes: 2^24 − 1 points are 8 pieces, the last one short.
+#[test]
+fn msm_upload_pieces() {
+    let gpu = match Gpu::open(0) {
+        Ok(g) => g,
+        Err(GpuError::NoDevice(why)) => {
+            println!("skipped: no CUDA device ({why})");
+            return;
+        }
+        Err(e) => panic!("GPU present but unusable: {e}"),
+    };
+    let mut rng = fresh_rng();
+    for (n, chunk) in [
+        (1usize, 1usize),
+        (1, 4),
+        (2, 1),
+        (2, 2),
+        (3, 2),
+        (5, 1),
+        (257, 256),
+        (1000, 64),
+        (4097, 1024),
+        (100_003, 4096),
+        ((1 << 16) + 1, 1 << 16),
+        ((1 << 16) + 1, 1 << 20),
+    ] {
+        let bases = g1_bases(&mut rng, n, 64);
+        let dev = gpu.upload_new(point_bytes(&bases)).expect("bases");
+        let mut cases = vec![edgy_scalars(&mut rng, n), sparse_scalars(&mut rng, n)];
+        if n == 1000 {
+            cases.push(vec![Scalar::ZERO; n]);
+            cases.push(vec![Scalar::ONE; n]);
+            cases.push(vec![-Scalar::ONE; n]);
+        }
+        for s in cases {
+            let parts =
+                gpu_msm::msm_chunked(&gpu, gpu_msm::Curve::G1, &dev, n, scalar_bytes(&s), chunk)
+                    .expect("gpu msm");
+            assert_eq!(
+                gpu_msm::finish_g1(&parts),
+                cpu_msm::msm_g1(&bases, &s),
+                "G1 MSM of {n} in pieces of {chunk}"
+            );
+        }
+    }
+    // Pinned host memory, as `cuzk bench gpu` passes it; and G2.
+    let n = 3 * 4096 + 5;
+    let s = edgy_scalars(&mut rng, n);
+    let mut pinned = gpu.pinned(n * 32).expect("pinned");
+    pinned
+        .as_mut_slice()
+        .expect("pinned")
+        .copy_from_slice(scalar_bytes(&s));
+    let bases = g1_bases(&mut rng, n, 256);
+    let dev = gpu.upload_new(point_bytes(&bases)).expect("bases");
+    let sc = pinned.as_slice().expect("pinned");
+    let parts = gpu_msm::msm_chunked(&gpu, gpu_msm::Curve::G1, &dev, n, sc, 4096).unwrap();
+    assert_eq!(
+        gpu_msm::finish_g1(&parts),
+        cpu_msm::msm_g1(&bases, &s),
+        "G1 from pinned"
+    );
+    let bases = g2_bases(&mut rng, n, 64);
+    let dev = gpu.upload_new(point_bytes(&bases)).expect("bases");
+    let parts = gpu_msm::msm_chunked(&gpu, gpu_msm::Curve::G2, &dev, n, sc, 1000).unwrap();
+    assert_eq!(
+        gpu_msm::finish_g2(&parts),
+        cpu_msm::msm_g2(&bases, &s),
+        "G2 from pinned"
+    );
 }
 
 #[test]

@@ -15,6 +15,7 @@ fn translation_unit_is_self_contained() {
     }
     for k in [
         "ntt_dit_pass",
+        "msm_front",
         "msm_digits",
         "msm_max_bucket",
         "msm_scatter",

@@ -1,4 +1,4 @@
-//! One CUDA device: discovery, the context and stream, the compiled module and its kernels,
+//! One CUDA device: discovery, the context and streams, the compiled module and its kernels,
 //! device buffers and pinned host buffers.
 
 use std::collections::HashMap;
@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice,
-    PushKernelArg,
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
+    PinnedHostSlice, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -46,7 +46,7 @@ const KERNELS: &[&str] = &[
     "quotient_pointwise",
     "scan_blocks",
     "scan_add",
-    "msm_classify",
+    "msm_front",
     "msm_digits",
     "msm_scatter",
     "msm_max_bucket",
@@ -92,14 +92,49 @@ impl DevBuf {
     }
 }
 
-/// A context, one stream and the loaded kernels. All work is issued on the one stream, in
-/// order, so no cross-stream events are needed.
+/// A context, its streams and the loaded kernels. All work — allocations, frees, kernels,
+/// copies — is issued on the one main stream, in order, so it needs no cross-stream events.
+/// The one exception is [`Gpu::upload_overlapped`]: its host→device copies run on a second
+/// (copy) stream, ordered against the main stream by events, and it synchronizes the copy
+/// stream before it returns, so that between its calls the copy stream is idle and everything
+/// else can keep reasoning about the main stream alone.
 pub struct Gpu {
     /// The device.
     pub info: DeviceInfo,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// Non-blocking stream for the chunked uploads of [`Gpu::upload_overlapped`] only.
+    copy: Arc<CudaStream>,
     funcs: HashMap<&'static str, CudaFunction>,
+}
+
+/// Synchronizes the copy stream when dropped, so that no copy issued by
+/// [`Gpu::upload_overlapped`] is in flight once it returns, whatever the path out (an early
+/// error, a panic in the caller's closure): neither its host source (which the caller may free
+/// or reuse, pinned or not) nor its device destination (which is freed in main-stream order, and
+/// the main stream may not have waited for every copy yet) is touched afterwards.
+struct CopyFence<'a> {
+    stream: &'a CudaStream,
+    armed: bool,
+}
+
+impl CopyFence<'_> {
+    /// The synchronization of the normal path, with its error typed.
+    fn finish(mut self) -> Result<(), GpuError> {
+        self.armed = false;
+        self.stream.synchronize().ctx("cuStreamSynchronize")
+    }
+}
+
+impl Drop for CopyFence<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            // Only on an early exit, which already carries its error. A failure here means the
+            // context itself has failed (a sticky error, after which the device runs nothing
+            // more): it cannot be reported from drop.
+            let _ = self.stream.synchronize();
+        }
+    }
 }
 
 /// Number of CUDA devices, or why there are none. Never panics, also without libcuda.
@@ -129,9 +164,15 @@ impl Gpu {
         let ctx = CudaContext::new(ordinal).ctx("cuCtxCreate")?;
         // SAFETY: every buffer and kernel of this context is used on `stream` only, in issue
         // order, and host reads synchronize the stream first; per-buffer events would add
-        // nothing but overhead.
+        // nothing but overhead. The one exception, the copies of `upload_overlapped` on the
+        // `copy` stream, are ordered against `stream` by explicit events there (after the
+        // destination's allocation, before any kernel that reads a piece and before its free)
+        // and the copy stream is synchronized before that function returns.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
+        // Non-blocking: it does not synchronize implicitly with the (legacy) default stream
+        // above, so its copies can overlap kernels there; created after event tracking is off.
+        let copy = ctx.new_stream().ctx("cuStreamCreate")?;
         let name = ctx.name().ctx("cuDeviceGetName")?;
         let (major, minor) = ctx.compute_capability().ctx("compute capability")?;
         let sm_count = ctx
@@ -179,6 +220,7 @@ impl Gpu {
             info,
             ctx,
             stream,
+            copy,
             funcs,
         })
     }
@@ -224,6 +266,86 @@ impl Gpu {
         let mut b = self.alloc(src.len())?;
         self.upload(&mut b, src)?;
         Ok(b)
+    }
+
+    /// Copies `src` to the start of `dst` in pieces of `chunk` bytes (the last one shorter when
+    /// `chunk` does not divide `src.len()`) on the copy stream, and after issuing each piece
+    /// calls `consume(offset, len)` with the main stream ordered after that piece's copy: the
+    /// work `consume` issues (on the main stream, as everything in `Gpu` does) sees the bytes
+    /// `offset..offset + len` of `dst`, and may run while later pieces are still being copied.
+    /// From pinned host memory the copies overlap that work; from pageable memory each copy
+    /// returns once the driver has staged its source, and the overlap is whatever the driver
+    /// manages. On return (also on error) no copy is in flight. Everything issued on the main
+    /// stream before the call (the allocation of `dst`, for one) is ordered before the copies.
+    pub fn upload_overlapped(
+        &self,
+        dst: &mut DevBuf,
+        src: &[u8],
+        chunk: usize,
+        mut consume: impl FnMut(usize, usize) -> Result<(), GpuError>,
+    ) -> Result<(), GpuError> {
+        if src.len() > dst.len() {
+            return Err(GpuError::Input(format!(
+                "upload of {} bytes into {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        let chunk = chunk.clamp(1, src.len());
+        // Ordering (all events are recorded before they are waited for, in host order):
+        // * allocated: main → copy, once, so the copy stream writes `dst` only after its
+        //   stream-ordered allocation on the main stream (and any earlier main-stream work).
+        // * copied[k]: copy → main after piece k, waited for before `consume` issues the work
+        //   on piece k. The copies run in issue order on the copy stream, so once the main
+        //   stream has waited for the last piece it is ordered after every copy, and `dst` is
+        //   freed (in main-stream order) only after all of them.
+        // Pieces of `dst` are disjoint and each is written once, so the copy stream never needs
+        // to wait for the main stream again (no reuse of a staging buffer). The host issues
+        // piece k+1 after the work on piece k, so that with pageable memory (where the copy
+        // call blocks the host while it stages) that work is already queued.
+        let fence = CopyFence {
+            stream: &self.copy,
+            armed: true,
+        };
+        let allocated: CudaEvent = self.stream.record_event(None).ctx("cuEventRecord")?;
+        self.copy.wait(&allocated).ctx("cuStreamWaitEvent")?;
+        let mut copied = self.copy_piece(dst, src, 0, chunk)?;
+        let mut offset = 0;
+        while offset < src.len() {
+            let len = chunk.min(src.len() - offset);
+            self.stream.wait(&copied).ctx("cuStreamWaitEvent")?;
+            consume(offset, len)?;
+            offset += len;
+            if offset < src.len() {
+                copied = self.copy_piece(dst, src, offset, chunk)?;
+            }
+        }
+        // Blocks until the last piece is copied: the work on it is queued already, and the
+        // caller may not see `src` released before that anyway.
+        fence.finish()
+    }
+
+    /// Issues the copy of `src[offset..offset + chunk]` (clipped to `src`) to the same range of
+    /// `dst` on the copy stream, and returns an event recorded after it.
+    fn copy_piece(
+        &self,
+        dst: &mut DevBuf,
+        src: &[u8],
+        offset: usize,
+        chunk: usize,
+    ) -> Result<CudaEvent, GpuError> {
+        let end = offset + chunk.min(src.len() - offset);
+        let mut view = dst.slice.slice_mut(offset..end);
+        // Event tracking is off (see `open`), so cudarc orders nothing itself here; the caller,
+        // `upload_overlapped`, orders this copy against the main stream with events and keeps
+        // `src` borrowed until the copy stream is synchronized.
+        self.copy
+            .memcpy_htod(&src[offset..end], &mut view)
+            .ctx("cuMemcpyHtoDAsync")?;
+        self.copy.record_event(None).ctx("cuEventRecord")
     }
 
     /// Copies the first `dst.len()` bytes of `src` to the host (synchronous).

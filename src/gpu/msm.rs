@@ -2,6 +2,21 @@
 //!
 //! The device computes, per window, Σ_k (k+1)·B_k and, separately, the sum of the bases whose
 //! scalar is 1; the host adds the ≤ 26 window sums with doublings (microseconds).
+//!
+//! Phases (their names in the `CUZK_GPU_TRACE=1` line):
+//! * `front`: the scalars go up in pieces of [`UPLOAD_CHUNK`] scalars on the device's copy
+//!   stream ([`Gpu::upload_overlapped`]) while `msm_front` classifies the piece before (0s
+//!   dropped, 1s listed apart, the rest listed with their signed digits, written window-major
+//!   with a window stride of n since their count m is known only at the end). The window width
+//!   is chosen for n.
+//! * `ones`: the bases whose scalar is 1, summed by batched affine additions and a tree.
+//! * `redigits`, only where m ≤ n / [`REDIGIT_SHARE`] and [`window_bits`] of m is two bits or
+//!   more from that of n: the digits again (`msm_digits`, stride m) with the width for m.
+//! * `scan`, `scatter`: the counting sort of (window, point) pairs by bucket.
+//! * `accumulate`, `segments`, `tree`: bucket sums, window sums, down to one point per window.
+//!
+//! Tuning variables (read per MSM): `CUZK_MSM_C` (window width), `CUZK_MSM_CHUNK` (smallest
+//! bucket-accumulation chunk), `CUZK_MSM_UPLOAD_CHUNK` (scalars per upload piece).
 
 use blst::{blst_fp, blst_fp2, blst_p1, blst_p2};
 use blstrs::{G1Projective, G2Projective};
@@ -73,6 +88,24 @@ const TREE_FANIN: u64 = 8;
 const CHUNK_MIN: u64 = 128;
 /// Buckets per thread in the window reduction.
 const SEGMENT: u32 = 16;
+/// Scalars per piece of the overlapped upload (`CUZK_MSM_UPLOAD_CHUNK` overrides). 2^21
+/// scalars are 64 MiB, about 1.3 ms at the ≈ 50 GB/s the H200 reached from pinned memory
+/// (11 ms for 2^24 scalars, 85 ms for 2^27). The front end then takes about the whole upload
+/// plus `msm_front` on the last piece, ≈ 1 ms at the classify + digits rates measured at 2^24
+/// (≈ 9 ms for 2^24), where 2^22 would leave ≈ 2 ms; per piece the host issues one copy, one
+/// kernel and two events (tens of microseconds, ≈ 2% of a piece's copy), and a piece still
+/// fills the GPU (8192 blocks of 256). Not yet measured on a GPU.
+pub const UPLOAD_CHUNK: usize = 1 << 21;
+/// The digits are redone with the window width for m (`redigits`) when at most
+/// 1/REDIGIT_SHARE of the scalars are full ones (neither 0 nor 1) and [`window_bits`] gives m a
+/// width at least two bits away from n's. Otherwise n's width stays: for m close to n (any m
+/// just under a power of two gets another width from the table) or one bit away (the table's
+/// neighbouring widths, G1 19 and 20 say, are within a few percent of each other around their
+/// boundary) a digits pass would buy little. Far below n, n's width leaves most of its 2^(c-1)
+/// buckets per window nearly empty and their reduction dominates (G1 n = 2^27, m = 2^20:
+/// about 1.7× the bucket additions of c = 16), which a digits pass over m scalars (≈ 0.5 ms
+/// per 2^20 at the measured rates) costs much less than. An estimate, not yet measured.
+pub const REDIGIT_SHARE: u64 = 4;
 
 /// Window width for `m` full scalars, from sweeps on the H200 (docs/gpu-notes.md): 16-bit
 /// windows (16 windows, the top one balanced) up to 2^22 points; G1 19 at 2^23 and 20 from 2^24
@@ -263,13 +296,32 @@ fn accumulate(
 }
 
 /// Σ scalars[i]·bases[i] for `n` bases already on the device and `scalars` as raw blst_fr
-/// bytes (32 per scalar, Montgomery form).
+/// bytes (32 per scalar, Montgomery form), pinned or pageable host memory. The scalars go up in
+/// pieces of [`UPLOAD_CHUNK`] scalars, or `CUZK_MSM_UPLOAD_CHUNK` (a count of scalars, for
+/// tuning).
 pub fn msm(
     gpu: &Gpu,
     curve: Curve,
     bases: &DevBuf,
     n: usize,
     scalars: &[u8],
+) -> Result<MsmParts, GpuError> {
+    let chunk = std::env::var("CUZK_MSM_UPLOAD_CHUNK")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(UPLOAD_CHUNK);
+    msm_chunked(gpu, curve, bases, n, scalars, chunk)
+}
+
+/// [`msm`] with the scalars uploaded in pieces of `chunk` scalars (at least 1; a last piece
+/// shorter when `chunk` does not divide `n`).
+pub fn msm_chunked(
+    gpu: &Gpu,
+    curve: Curve,
+    bases: &DevBuf,
+    n: usize,
+    scalars: &[u8],
+    chunk: usize,
 ) -> Result<MsmParts, GpuError> {
     if scalars.len() != n * 32 || bases.len() < n * curve.affine_bytes() {
         return Err(GpuError::Input(format!(
@@ -281,21 +333,46 @@ pub fn msm(
         return Err(GpuError::Input(format!("MSM of {n} points exceeds 2^31")));
     }
     let nn = n as u64;
+    let chunk = chunk.clamp(1, n.max(1));
     let mut tr = Trace::new();
-    let sc = gpu.upload_new(scalars)?;
-    tr.mark(gpu, "upload")?;
+
+    // Front end: upload, classification and digits together, a piece at a time. The digits are
+    // written while the scalars arrive, before the number m of full scalars is known: with the
+    // window width chosen for n, and with a window stride of n.
+    let c_front = window_bits(n, curve);
+    let nw_front = (255 / c_front + 1) as u64;
+    let nb_front = nw_front << (c_front - 1);
+    let mut sc = gpu.alloc(n * 32)?;
     let ones_idx = gpu.alloc(n * 4)?;
     let rest_idx = gpu.alloc(n * 4)?;
     let counts = gpu.alloc_zeroed(8)?;
-    gpu.launch(
-        "msm_classify",
-        nn.div_ceil(256),
-        256,
-        &[sc.ptr(), nn, ones_idx.ptr(), rest_idx.ptr(), counts.ptr()],
-    )?;
+    let digits_front = gpu.alloc((nw_front * nn) as usize * 4)?;
+    let offsets_front = gpu.alloc_zeroed((nb_front + 1) as usize * 4)?;
+    let sc_ptr = sc.ptr();
+    gpu.upload_overlapped(&mut sc, scalars, chunk * 32, |offset, len| {
+        let (first, count) = ((offset / 32) as u64, (len / 32) as u64);
+        gpu.launch(
+            "msm_front",
+            count.div_ceil(256),
+            256,
+            &[
+                sc_ptr,
+                first,
+                count,
+                nn,
+                c_front as u64,
+                nw_front,
+                ones_idx.ptr(),
+                rest_idx.ptr(),
+                counts.ptr(),
+                digits_front.ptr(),
+                offsets_front.ptr(),
+            ],
+        )
+    })?;
     let mut cnt = [0u8; 8];
     gpu.download(&counts, &mut cnt)?;
-    tr.mark(gpu, "classify")?;
+    tr.mark(gpu, "front")?;
     let n_ones = u32::from_le_bytes([cnt[0], cnt[1], cnt[2], cnt[3]]) as u64;
     let m = u32::from_le_bytes([cnt[4], cnt[5], cnt[6], cnt[7]]) as u64;
 
@@ -322,14 +399,43 @@ pub fn msm(
     drop(ones_idx);
     tr.mark(gpu, "ones")?;
 
-    let c = window_bits(m as usize, curve);
     if m == 0 {
         return Ok(MsmParts {
-            window_bits: c,
+            window_bits: c_front,
             windows: Vec::new(),
             ones,
         });
     }
+    // The window width for m, where few of the scalars are full ones (see REDIGIT_SHARE): the
+    // digits again from the canonical scalars msm_front left in place, stride m.
+    let c_m = window_bits(m as usize, curve);
+    let (c, stride, digits, offsets) = if m * REDIGIT_SHARE <= nn && c_m.abs_diff(c_front) >= 2 {
+        drop((digits_front, offsets_front));
+        let nw = (255 / c_m + 1) as u64;
+        let nb = nw << (c_m - 1);
+        let offsets = gpu.alloc_zeroed((nb + 1) as usize * 4)?;
+        let digits = gpu.alloc((nw * m) as usize * 4)?;
+        gpu.launch(
+            "msm_digits",
+            m.div_ceil(256),
+            256,
+            &[
+                sc.ptr(),
+                rest_idx.ptr(),
+                m,
+                c_m as u64,
+                nw,
+                digits.ptr(),
+                offsets.ptr(),
+            ],
+        )?;
+        tr.mark(gpu, "redigits")?;
+        (c_m, m, digits, offsets)
+    } else {
+        (c_front, nn, digits_front, offsets_front)
+    };
+    // The scalars are not read again (freed in stream order, after msm_digits).
+    drop(sc);
     let nw = (255 / c + 1) as u64;
     if nw * m >= 1u64 << 32 {
         // Bucket offsets are u32: more (window, point) pairs than that need wider windows.
@@ -339,23 +445,6 @@ pub fn msm(
     }
     let buckets_per_window = 1u64 << (c - 1);
     let nb = nw * buckets_per_window;
-    let offsets = gpu.alloc_zeroed((nb + 1) as usize * 4)?;
-    let digits = gpu.alloc((nw * m) as usize * 4)?;
-    gpu.launch(
-        "msm_digits",
-        m.div_ceil(256),
-        256,
-        &[
-            sc.ptr(),
-            rest_idx.ptr(),
-            m,
-            c as u64,
-            nw,
-            digits.ptr(),
-            offsets.ptr(),
-        ],
-    )?;
-    tr.mark(gpu, "digits")?;
     exclusive_scan(gpu, offsets.ptr(), nb + 1)?;
     tr.mark(gpu, "scan")?;
     let mut cursor = gpu.alloc((nb + 1) as usize * 4)?;
@@ -371,11 +460,12 @@ pub fn msm(
             rest_idx.ptr(),
             m,
             nw,
+            stride,
             cursor.ptr(),
             list.ptr(),
         ],
     )?;
-    drop((digits, cursor, rest_idx, sc));
+    drop((digits, cursor, rest_idx));
     tr.mark(gpu, "scatter")?;
 
     let mut last = [0u8; 4];
@@ -397,7 +487,9 @@ pub fn msm(
     let sums = reduce_tree(gpu, curve, seg_out, nw, segs)?;
     let windows = to_jacobian(gpu, curve, &sums, nw as usize)?;
     tr.mark(gpu, "tree")?;
-    tr.print(format!("{curve:?} n={n} ones={n_ones} full={m} c={c}"));
+    tr.print(format!(
+        "{curve:?} n={n} ones={n_ones} full={m} c={c} upload chunk={chunk}"
+    ));
     Ok(MsmParts {
         window_bits: c,
         windows,
