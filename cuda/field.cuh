@@ -136,12 +136,6 @@ struct FrParams {
     static const bool INLINE_MUL = true;
 };
 
-// Two field elements (Field::mul2_call's result).
-template <class F>
-struct FieldPair {
-    F a, b;
-};
-
 // An element of the field described by P, in Montgomery form.
 template <class P>
 struct Field {
@@ -405,29 +399,6 @@ struct Field {
     }
 
     __device__ __forceinline__ static Field sqr(const Field& a) { return mul(a, a); }
-
-    // Two independent products in one call: a b and c d. ptxas interleaves their carry chains,
-    // so a thread has two products in flight where an out-of-line mul_call has one. Fp2::sqr
-    // uses it. (The G1 point formulas' pairs of products through it were 1-2% slower on the
-    // H200, with the bucket kernel's spills at 48 bytes; docs/gpu-notes.md, v15.) By value, as
-    // mul_call.
-    __device__ __noinline__ static FieldPair<Field> mul2_call(Field a, Field b, Field c, Field d) {
-        FieldPair<Field> r;
-        r.a = mul_inline(a, b);
-        r.b = mul_inline(c, d);
-        return r;
-    }
-    __device__ __forceinline__ static void mul2(Field& r1, const Field& a, const Field& b, Field& r2, const Field& c,
-                                                const Field& d) {
-        if (P::INLINE_MUL) {
-            r1 = mul_inline(a, b);
-            r2 = mul_inline(c, d);
-            return;
-        }
-        const FieldPair<Field> t = mul2_call(a, b, c, d);
-        r1 = t.a;
-        r2 = t.b;
-    }
 
     // Lazy reduction (Fp2::mul): a product without reduction and the Montgomery reduction of a
     // double-width value, in the parity-split form of mul_inline (every partial product one
