@@ -19,32 +19,64 @@ __device__ __forceinline__ Affine<F> load_affine(const Affine<F>* p) {
     Affine<F> r; r.x = load_field(q); r.y = load_field(q + 1); return r;
 }
 
+// The arithmetic of the point formulas. G1's coordinates are lazily reduced, in [0, 2p) (Fp has
+// room: 8p < R, see Field::mul_sub_inline): no product ends with a conditional subtraction, and
+// zero tests accept p as well as 0. G2's (Fp2) are canonical. Values leave lazy form only in
+// to_jacobian. CUZK_MSM_EAGER (a tuning variant, for A/B runs) makes G1's canonical too.
+template <class F>
+struct CurveOps {
+    __device__ __forceinline__ static F mul(const F& a, const F& b) { return F::mul(a, b); }
+    __device__ __forceinline__ static F mul_sub(const F& a, const F& b, const F& c, const F& d) {
+        return F::mul_sub(a, b, c, d);
+    }
+    __device__ __forceinline__ static F add(const F& a, const F& b) { return F::add(a, b); }
+    __device__ __forceinline__ static F sub(const F& a, const F& b) { return F::sub(a, b); }
+    __device__ __forceinline__ static bool is_zero(const F& a) { return a.is_zero(); }
+    __device__ __forceinline__ static F canonical(const F& a) { return a; }
+};
+#ifndef CUZK_MSM_EAGER
+template <>
+struct CurveOps<Fp> {
+    __device__ __forceinline__ static Fp mul(const Fp& a, const Fp& b) { return Fp::mul_lazy(a, b); }
+    __device__ __forceinline__ static Fp mul_sub(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
+        return Fp::mul_sub_lazy(a, b, c, d);
+    }
+    __device__ __forceinline__ static Fp add(const Fp& a, const Fp& b) { return Fp::add_lazy(a, b); }
+    __device__ __forceinline__ static Fp sub(const Fp& a, const Fp& b) { return Fp::sub_lazy(a, b); }
+    __device__ __forceinline__ static bool is_zero(const Fp& a) { return Fp::is_zero_lazy(a); }
+    __device__ __forceinline__ static Fp canonical(const Fp& a) { return Fp::reduce_once(a); }
+};
+#endif
+
 template <class F>
 struct Xyzz {
     F X, Y, ZZ, ZZZ;
 
+    typedef CurveOps<F> O;
+
     __device__ __forceinline__ static Xyzz inf() { Xyzz r; r.X = F::one(); r.Y = F::one(); r.ZZ = F::zero(); r.ZZZ = F::zero(); return r; }
+    // ZZ is exactly 0 only for inf(): a product is 0 mod p only when a factor is, and a ZZ of
+    // a finite point is a product of non-zero values.
     __device__ __forceinline__ bool is_inf() const { return ZZ.is_zero(); }
     __device__ __forceinline__ static Xyzz from_affine(const Affine<F>& a) {
         if (a.is_inf()) return inf();
         Xyzz r; r.X = a.x; r.Y = a.y; r.ZZ = F::one(); r.ZZZ = F::one(); return r;
     }
-    __device__ __forceinline__ Xyzz neg() const { Xyzz r = *this; r.Y = F::neg(Y); return r; }
 
     // 2P (dbl-2008-s-1 with a = 0).
     __device__ __noinline__ static Xyzz dbl(const Xyzz& p) {
         if (p.is_inf()) return p;
-        F U = F::dbl(p.Y);
-        F V = F::sqr(U);
-        F W = F::mul(U, V);
-        F S = F::mul(p.X, V);
-        F X2 = F::sqr(p.X);
-        F M = F::add(F::dbl(X2), X2);
+        F U = O::add(p.Y, p.Y);
+        F V = O::mul(U, U);
+        F W = O::mul(U, V);
+        F S = O::mul(p.X, V);
+        F X2 = O::mul(p.X, p.X);
+        F M = O::add(O::add(X2, X2), X2);
         Xyzz r;
-        r.X = F::sub(F::sub(F::sqr(M), S), S);
-        r.Y = F::mul_sub(M, F::sub(S, r.X), W, p.Y);
-        r.ZZ = F::mul(V, p.ZZ);
-        r.ZZZ = F::mul(W, p.ZZZ);
+        r.X = O::sub(O::sub(O::mul(M, M), S), S);
+        r.Y = O::mul_sub(M, O::sub(S, r.X), W, p.Y);
+        r.ZZ = O::mul(V, p.ZZ);
+        r.ZZZ = O::mul(W, p.ZZZ);
         return r;
     }
 
@@ -52,22 +84,22 @@ struct Xyzz {
     __device__ __noinline__ static Xyzz madd(const Xyzz& p, const Affine<F>& q) {
         if (q.is_inf()) return p;
         if (p.is_inf()) return from_affine(q);
-        F U2 = F::mul(q.x, p.ZZ);
-        F S2 = F::mul(q.y, p.ZZZ);
-        F P = F::sub(U2, p.X);
-        F R = F::sub(S2, p.Y);
-        if (P.is_zero()) {
-            if (R.is_zero()) return dbl(p);
+        F U2 = O::mul(q.x, p.ZZ);
+        F S2 = O::mul(q.y, p.ZZZ);
+        F P = O::sub(U2, p.X);
+        F R = O::sub(S2, p.Y);
+        if (O::is_zero(P)) {
+            if (O::is_zero(R)) return dbl(p);
             return inf();
         }
-        F PP = F::sqr(P);
-        F PPP = F::mul(P, PP);
-        F Q = F::mul(p.X, PP);
+        F PP = O::mul(P, P);
+        F PPP = O::mul(P, PP);
+        F Q = O::mul(p.X, PP);
         Xyzz r;
-        r.X = F::sub(F::sub(F::sub(F::sqr(R), PPP), Q), Q);
-        r.Y = F::mul_sub(R, F::sub(Q, r.X), p.Y, PPP);
-        r.ZZ = F::mul(p.ZZ, PP);
-        r.ZZZ = F::mul(p.ZZZ, PPP);
+        r.X = O::sub(O::sub(O::sub(O::mul(R, R), PPP), Q), Q);
+        r.Y = O::mul_sub(R, O::sub(Q, r.X), p.Y, PPP);
+        r.ZZ = O::mul(p.ZZ, PP);
+        r.ZZZ = O::mul(p.ZZZ, PPP);
         return r;
     }
 
@@ -75,36 +107,37 @@ struct Xyzz {
     __device__ __noinline__ static Xyzz add(const Xyzz& p, const Xyzz& q) {
         if (q.is_inf()) return p;
         if (p.is_inf()) return q;
-        F U1 = F::mul(p.X, q.ZZ);
-        F U2 = F::mul(q.X, p.ZZ);
-        F S1 = F::mul(p.Y, q.ZZZ);
-        F S2 = F::mul(q.Y, p.ZZZ);
-        F P = F::sub(U2, U1);
-        F R = F::sub(S2, S1);
-        if (P.is_zero()) {
-            if (R.is_zero()) return dbl(p);
+        F U1 = O::mul(p.X, q.ZZ);
+        F U2 = O::mul(q.X, p.ZZ);
+        F S1 = O::mul(p.Y, q.ZZZ);
+        F S2 = O::mul(q.Y, p.ZZZ);
+        F P = O::sub(U2, U1);
+        F R = O::sub(S2, S1);
+        if (O::is_zero(P)) {
+            if (O::is_zero(R)) return dbl(p);
             return inf();
         }
-        F PP = F::sqr(P);
-        F PPP = F::mul(P, PP);
-        F Q = F::mul(U1, PP);
+        F PP = O::mul(P, P);
+        F PPP = O::mul(P, PP);
+        F Q = O::mul(U1, PP);
         Xyzz r;
-        r.X = F::sub(F::sub(F::sub(F::sqr(R), PPP), Q), Q);
-        r.Y = F::mul_sub(R, F::sub(Q, r.X), S1, PPP);
-        r.ZZ = F::mul(F::mul(p.ZZ, q.ZZ), PP);
-        r.ZZZ = F::mul(F::mul(p.ZZZ, q.ZZZ), PPP);
+        r.X = O::sub(O::sub(O::sub(O::mul(R, R), PPP), Q), Q);
+        r.Y = O::mul_sub(R, O::sub(Q, r.X), S1, PPP);
+        r.ZZ = O::mul(O::mul(p.ZZ, q.ZZ), PP);
+        r.ZZZ = O::mul(O::mul(p.ZZZ, q.ZZZ), PPP);
         return r;
     }
 
     // Jacobian (X', Y', Z') with Z' = ZZ*ZZZ, X' = X*ZZ*ZZZ^2, Y' = Y*ZZ^3*ZZZ^2: the same point
     // without an inversion (blst's projective form is Jacobian; Z' = 0 is infinity there too).
+    // Canonical output.
     __device__ void to_jacobian(F* out) const {
-        F z = F::mul(ZZ, ZZZ);
-        F zzz2 = F::sqr(ZZZ);
-        F zz3 = F::mul(F::sqr(ZZ), ZZ);
-        out[0] = F::mul(F::mul(X, ZZ), zzz2);
-        out[1] = F::mul(F::mul(Y, zz3), zzz2);
-        out[2] = z;
+        F z = O::mul(ZZ, ZZZ);
+        F zzz2 = O::mul(ZZZ, ZZZ);
+        F zz3 = O::mul(O::mul(ZZ, ZZ), ZZ);
+        out[0] = O::canonical(O::mul(O::mul(X, ZZ), zzz2));
+        out[1] = O::canonical(O::mul(O::mul(Y, zz3), zzz2));
+        out[2] = O::canonical(z);
     }
 };
 

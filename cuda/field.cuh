@@ -449,12 +449,17 @@ struct Field {
     // reduce_once: output < p. For Fr (p < 2^255, R = 2^256) 2p < R holds as well. p - d is a
     // sub chain of its own (its final flag is not read); the reduction rounds are the generic
     // ones of mul_inline (word i is cleared by m p[0], its carries go to cw).
+    //
+    // LAZY (mul_sub_lazy): operands in [0, 2p), 2p - d instead of p - d, no final subtraction.
+    // Then S < 8 p^2 and T < 8 p^2 + p R, which for Fp (p < 0.102 R) is < 0.19 R^2, and
+    // T / R < 8 p^2 / R + p < 1.82 p: output in [0, 2p). Not valid for Fr (8 r^2 > R^2).
+    template <bool LAZY = false>
     __device__ __forceinline__ static Field mul_sub_inline(const Field& a, const Field& b, const Field& c,
                                                            const Field& d) {
         Field dn;
-        dn.v[0] = ptx::sub_cc(P::mod(0), d.v[0]);
+        dn.v[0] = ptx::sub_cc(LAZY ? mod2(0) : P::mod(0), d.v[0]);
 #pragma unroll
-        for (int k = 1; k < N; k++) dn.v[k] = ptx::subc_cc(P::mod(k), d.v[k]);
+        for (int k = 1; k < N; k++) dn.v[k] = ptx::subc_cc(LAZY ? mod2(k) : P::mod(k), d.v[k]);
         u32 x[2 * N + 2], y[2 * N + 2];
 #pragma unroll
         for (int k = 0; k < 2 * N + 2; k++) { x[k] = 0; y[k] = 0; }
@@ -465,7 +470,8 @@ struct Field {
             mac_row(x, y, i, [&](int j) { return c.v[j]; }, dn.v[i]);
             reduce_row(x, y, i, cw);
         }
-        return reduce_once(split_high(x, y, cw));
+        const Field r = split_high(x, y, cw);
+        return LAZY ? r : reduce_once(r);
     }
     // Out of line and by value, as mul_call.
     __device__ __noinline__ static Field mul_sub_call(Field a, Field b, Field c, Field d) {
@@ -474,6 +480,32 @@ struct Field {
     __device__ __forceinline__ static Field mul_sub(const Field& a, const Field& b, const Field& c, const Field& d) {
         if (P::INLINE_MUL) return mul_sub_inline(a, b, c, d);
         return mul_sub_call(a, b, c, d);
+    }
+
+    // The lazy forms of the point formulas (curve.cuh, G1): operands and results in [0, 2p).
+    // a b < 4 p^2 < p R, so mul_unreduced's output is below 4 p^2 / R + p < 2p.
+    __device__ __noinline__ static Field mul_lazy_call(Field a, Field b) { return mul_unreduced(a, b); }
+    __device__ __forceinline__ static Field mul_lazy(const Field& a, const Field& b) {
+        if (P::INLINE_MUL) return mul_unreduced(a, b);
+        return mul_lazy_call(a, b);
+    }
+    __device__ __noinline__ static Field mul_sub_lazy_call(Field a, Field b, Field c, Field d) {
+        return mul_sub_inline<true>(a, b, c, d);
+    }
+    __device__ __forceinline__ static Field mul_sub_lazy(const Field& a, const Field& b, const Field& c,
+                                                         const Field& d) {
+        if (P::INLINE_MUL) return mul_sub_inline<true>(a, b, c, d);
+        return mul_sub_lazy_call(a, b, c, d);
+    }
+    // a = 0 mod p for a lazy a (0 or p).
+    __device__ __forceinline__ static bool is_zero_lazy(const Field& a) {
+        u32 z = 0, q = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            z |= a.v[i];
+            q |= a.v[i] ^ P::mod(i);
+        }
+        return z == 0 || q == 0;
     }
 
     // Leaves Montgomery form: a/R mod p (the canonical integer).

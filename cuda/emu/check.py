@@ -6,7 +6,8 @@ usage: check.py gen [N] [SEED]   test inputs for field_emu on stdout: edge cases
                                  mul_sub (a b - c d) for Fp, Fr and Fp2: edge cases, equal
                                  products (a b = c d), N random quadruples each; then the
                                  lazy forms for Fp and Fr (operands a, b < 2p, w < p): edge
-                                 cases and N random triples each
+                                 cases and N random triples each; G1's lazy products
+                                 (fplm: a b and a b - c d with all operands < 2p)
        check.py check            reads field_emu's output on stdin, recomputes every result,
                                  prints one summary line; exit status 1 on any mismatch
 
@@ -120,11 +121,21 @@ def gen_lazy(count, rng):
             a = rand_elem(rng, p, n) + (p if rng.random() < 0.5 else 0)
             b = rand_elem(rng, p, n) + (p if rng.random() < 0.5 else 0)
             out.write(f"{tag}lz {a:x} {b:x} {rand_elem(rng, p, n):x}\n")
+    e = edges(P, 12)
+    lazy = sorted({x for x in e} | {x + P for x in e} | {2 * P - 1, 2 * P - 2, P, P + 1})
+    lazy = [x for x in lazy if x < 2 * P]
+    for _ in range(20000):
+        out.write("fplm " + " ".join(f"{rng.choice(lazy):x}" for _ in range(4)) + "\n")
+    for a in lazy:
+        out.write(f"fplm {a:x} {a:x} {a:x} {a:x}\n")
+    for _ in range(count):
+        v = [rand_elem(rng, P, 12) + (P if rng.random() < 0.5 else 0) for _ in range(4)]
+        out.write("fplm " + " ".join(f"{x:x}" for x in v) + "\n")
 
 
 def check():
     rinv = {tag: pow(1 << (32 * n), -1, p) for tag, (p, n) in FIELDS.items()}
-    counts = {"fp": 0, "fr": 0, "fp2": 0, "fpms": 0, "frms": 0, "fp2ms": 0, "fplz": 0, "frlz": 0}
+    counts = {"fp": 0, "fr": 0, "fp2": 0, "fpms": 0, "frms": 0, "fp2ms": 0, "fplz": 0, "frlz": 0, "fplm": 0}
     bad = 0
     lost = None
     for lineno, line in enumerate(sys.stdin, 1):
@@ -172,6 +183,14 @@ def check():
             want = [g if g < 2 * p and (g - x) % p == 0 else -1 for g, x in zip(got[:4], congruent)]
             want.append(a % p)
             names = ["mul_unreduced(a,w)", "mul_unreduced(w,a)", "add_lazy", "sub_lazy", "reduce_once"]
+        elif f[0] == "fplm":
+            ri = rinv["fp"]
+            a, b, c, d = v[:4]
+            got = v[4:]
+            congruent = [a * b * ri, (a * b - c * d) * ri]
+            want = [g if g < 2 * P and (g - x) % P == 0 else -1 for g, x in zip(got[:2], congruent)]
+            want.append(1 if a % P == 0 else 0)
+            names = ["mul_lazy", "mul_sub_lazy", "is_zero_lazy"]
         else:
             sys.exit(f"check.py: unknown line {lineno}: {line[:60]}")
         if len(got) != len(want):
@@ -192,7 +211,8 @@ def check():
     print(f"field-emu: {status}: Fp {counts['fp']} tests (mul sqr add sub neg from_mont), "
           f"Fr {counts['fr']} tests (same), Fp2 {counts['fp2']} tests (mul sqr), "
           f"mul_sub Fp {counts['fpms']} Fr {counts['frms']} Fp2 {counts['fp2ms']}, "
-          f"lazy forms Fp {counts['fplz']} Fr {counts['frlz']}, vs Python big integers")
+          f"lazy forms Fp {counts['fplz']} Fr {counts['frlz']}, G1 lazy products {counts['fplm']}, "
+          "vs Python big integers")
     sys.exit(0 if bad == 0 else 1)
 
 

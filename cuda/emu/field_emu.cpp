@@ -13,6 +13,8 @@
 //   fplz a b w     -> fplz a b w  mul_unreduced(a, w) mul_unreduced(w, a) add_lazy(a, b)
 //                     sub_lazy(a, b) reduce_once(a)    (lazy forms: a, b < 2p, w < p)
 //   frlz a b w     -> frlz a b w  (same, Fr)
+//   fplm a b c d   -> fplm a b c d  mul_lazy(a, b) mul_sub_lazy(a, b, c, d) is_zero_lazy(a)
+//                     (G1's lazy point arithmetic: all operands < 2p; the last as 0 or 1)
 // Numbers are big-endian hex without prefix. The last line is "lost N": carries dropped by a
 // non-.cc addc (must be 0).
 #include <cstdio>
@@ -99,6 +101,17 @@ static bool run_lazy(const char* tag, char** tok, std::string& line) {
     return true;
 }
 
+static bool run_fp_lazy_mul(char** tok, std::string& line) {
+    Fp a, b, c, d;
+    if (!parse(tok[0], a) || !parse(tok[1], b) || !parse(tok[2], c) || !parse(tok[3], d)) return false;
+    line = "fplm";
+    put(line, a); put(line, b); put(line, c); put(line, d);
+    put(line, Fp::mul_lazy(a, b));
+    put(line, Fp::mul_sub_lazy(a, b, c, d));
+    line += Fp::is_zero_lazy(a) ? " 1" : " 0";
+    return true;
+}
+
 static bool run_fp2_mul_sub(char** tok, std::string& line) {
     Fp2 x[4];
     for (int i = 0; i < 4; i++)
@@ -130,6 +143,7 @@ int main() {
         else if (!strcmp(tok[0], "fp2ms") && nt == 9) ok = run_fp2_mul_sub(tok + 1, line);
         else if (!strcmp(tok[0], "fplz") && nt == 4) ok = run_lazy<Fp>("fplz", tok + 1, line);
         else if (!strcmp(tok[0], "frlz") && nt == 4) ok = run_lazy<Fr>("frlz", tok + 1, line);
+        else if (!strcmp(tok[0], "fplm") && nt == 5) ok = run_fp_lazy_mul(tok + 1, line);
         if (!ok) {
             fprintf(stderr, "field_emu: bad input line %ld\n", lineno);
             return 2;

@@ -88,14 +88,13 @@ const TREE_FANIN: u64 = 8;
 const CHUNK_MIN: u64 = 128;
 /// Buckets per thread in the window reduction.
 const SEGMENT: u32 = 16;
-/// Scalars per piece of the overlapped upload (`CUZK_MSM_UPLOAD_CHUNK` overrides). 2^21
-/// scalars are 64 MiB, about 1.3 ms at the ≈ 50 GB/s the H200 reached from pinned memory
-/// (11 ms for 2^24 scalars, 85 ms for 2^27). The front end then takes about the whole upload
-/// plus `msm_front` on the last piece, ≈ 1 ms at the classify + digits rates measured at 2^24
-/// (≈ 9 ms for 2^24), where 2^22 would leave ≈ 2 ms; per piece the host issues one copy, one
-/// kernel and two events (tens of microseconds, ≈ 2% of a piece's copy), and a piece still
-/// fills the GPU (8192 blocks of 256). Not yet measured on a GPU.
-pub const UPLOAD_CHUNK: usize = 1 << 21;
+/// Scalars per piece of the overlapped upload (`CUZK_MSM_UPLOAD_CHUNK` overrides). 2^20
+/// scalars are 32 MiB, about 0.65 ms at the ≈ 50 GB/s the H200 reaches from pinned memory; the
+/// front end then takes about the whole upload plus `msm_front` on the last piece (G1 2^27:
+/// front 89.6 ms, where upload, classify and digits took 85 + 7 + 28 ms one after the other).
+/// H200 sweep, G1 MSM median of 3 at 2^24 / 2^27 (ms): pieces of 2^20 129.9 / 904.7, 2^21
+/// 131.7 / 908.2, 2^22 130.5 / 922.2, 2^23 132.6 / 912.0 (docs/gpu-notes.md, v15).
+pub const UPLOAD_CHUNK: usize = 1 << 20;
 /// The digits are redone with the window width for m (`redigits`) when at most
 /// 1/REDIGIT_SHARE of the scalars are full ones (neither 0 nor 1) and [`window_bits`] gives m a
 /// width at least two bits away from n's. Otherwise n's width stays: for m close to n (any m
