@@ -361,6 +361,30 @@ fn quotient_matches_cpu() {
     }
 }
 
+/// The fused quotient and H query (H stays on the device between the transforms and the MSM)
+/// against the CPU quotient and the CPU MSM; a wrong number of H bases is a typed error.
+#[test]
+fn quotient_h_query_matches_cpu() {
+    let Some(gpu) = backend() else { return };
+    assert!(gpu.fuses_h_query());
+    let mut rng = fresh_rng();
+    for n in [1usize, 3, 1000, 1024, (1 << 16) + 1] {
+        let a = scalars(&mut rng, n);
+        let b = scalars(&mut rng, n);
+        let c = edgy_scalars(&mut rng, n);
+        let m = n.next_power_of_two().max(2);
+        let bases = g1_bases(&mut rng, m - 1, 512);
+        let h = cpu_ntt::quotient(a.clone(), b.clone(), c.clone()).unwrap();
+        let want = cpu_msm::msm_g1(&bases, &h);
+        let got = gpu
+            .quotient_h_query(a.clone(), b.clone(), c.clone(), &bases)
+            .unwrap();
+        assert_eq!(got, want, "H query of {n}");
+        let err = gpu.quotient_h_query_gpu(a, b, c, &bases[1..]);
+        assert!(matches!(err, Err(GpuError::Input(_))), "{n}: {err:?}");
+    }
+}
+
 fn fp_limbs(p: &G1Affine) -> ([u64; 6], [u64; 6]) {
     // SAFETY: G1Affine is repr(transparent) over blst_p1_affine = two blst_fp of six u64 limbs.
     let raw: [u64; 12] = unsafe { std::mem::transmute(*p) };

@@ -1,6 +1,7 @@
 //! `cuzk bench gpu`: our MSM and NTT times on this GPU next to sppark's reference figures
 //! (ANCHORS.md, same H200). Bases are random points tiled on the device from 4096; scalars are
-//! uniformly random, read from pinned host memory; NTT data is on the device.
+//! uniformly random, read from pinned host memory; NTT data is on the device. Also the quotient
+//! with its H-query MSM, H through host memory against H left on the device.
 
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use rayon::prelude::*;
 
 use super::device::{DevBuf, Gpu};
 use super::msm::{self, Curve};
-use super::ntt::{scalar_bytes, Domain, FR_BYTES};
+use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
 
 /// Options of `cuzk bench gpu`.
 #[derive(clap::Args, Debug, Clone)]
@@ -26,6 +27,10 @@ pub struct GpuBenchArgs {
     /// log2 sizes of the NTTs (`--ntt` with no value: none).
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "20,22,24,26,27")]
     pub ntt: Vec<u32>,
+    /// log2 domain sizes of the quotient and its H-query MSM, timed both ways: H through host
+    /// memory, and H left on the device (`--h` with no value: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "24")]
+    pub h: Vec<u32>,
     /// Timed runs per measurement, after one warm-up (named apart from `cuzk bench --runs`,
     /// which counts proof runs).
     #[arg(long = "timed-runs", default_value_t = 3)]
@@ -220,6 +225,80 @@ fn bench_ntt(
     Ok(())
 }
 
+/// The quotient of a size-2^lg domain and the MSM of its m − 1 coefficients over the H bases,
+/// both ways the prover can run them: "H via host" downloads H and sends it back up as the
+/// MSM's scalars (the separate `quotient` and `msm_g1` of the prover's backend boundary), "H
+/// fused" hands the device buffer to the MSM (`GpuBackend::quotient_h_query_gpu`). Inputs A, B,
+/// C from pageable host memory, as the prover's; the two results must agree.
+fn bench_h(
+    gpu: &Gpu,
+    sizes: &[u32],
+    args: &GpuBenchArgs,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
+    let tile = random_g1(TILE, 3);
+    let tile_bytes = as_bytes(&tile).to_vec();
+    for &lg in sizes {
+        let m = 1usize << lg;
+        let dom = Domain::new(gpu, lg)?;
+        let bases = tiled(gpu, &tile_bytes, m - 1, Curve::G1.affine_bytes())?;
+        let inputs: Vec<Vec<Scalar>> = (0..3u64)
+            .map(|k| random_scalars(m, 40 + 3 * lg as u64 + k))
+            .collect();
+        let mut times = [Vec::new(), Vec::new()];
+        let mut sums = [None, None];
+        for run in 0..=args.runs {
+            for (way, fused) in [false, true].into_iter().enumerate() {
+                gpu.sync()?;
+                let t0 = Instant::now();
+                let mut bufs = [
+                    gpu.upload_new(scalar_bytes(&inputs[0]))?,
+                    gpu.upload_new(scalar_bytes(&inputs[1]))?,
+                    gpu.upload_new(scalar_bytes(&inputs[2]))?,
+                    gpu.alloc(m * FR_BYTES)?,
+                ];
+                dom.quotient(gpu, &mut bufs)?;
+                let [h, ..] = bufs;
+                let parts = if fused {
+                    msm::msm_device(gpu, Curve::G1, &bases, m - 1, h)?
+                } else {
+                    let mut host = vec![Scalar::ZERO; m - 1];
+                    gpu.download(&h, scalar_bytes_mut(&mut host))?;
+                    drop(h);
+                    msm::msm(gpu, Curve::G1, &bases, m - 1, scalar_bytes(&host))?
+                };
+                let sum = msm::finish_g1(&parts);
+                if run > 0 {
+                    times[way].push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+                sums[way] = Some(sum);
+            }
+        }
+        if sums[0] != sums[1] {
+            anyhow::bail!("H query 2^{lg}: the fused result differs from the one via host");
+        }
+        let ratio = stats(&times[1]).0 / stats(&times[0]).0;
+        eprintln!(
+            "H query 2^{lg}: via host {:.1?} ms, fused {:.1?} ms",
+            times[0], times[1]
+        );
+        let [via_host, fused] = times;
+        rows.push(Row {
+            op: "H via host",
+            lg,
+            ms: via_host,
+            note: "quotient + H MSM".into(),
+        });
+        rows.push(Row {
+            op: "H fused",
+            lg,
+            ms: fused,
+            note: format!("{ratio:.2}× via host, same sum"),
+        });
+    }
+    Ok(())
+}
+
 /// Runs the benchmark and prints the table.
 pub fn run(args: GpuBenchArgs) -> anyhow::Result<()> {
     let gpu = Gpu::open(args.device)?;
@@ -243,6 +322,7 @@ pub fn run(args: GpuBenchArgs) -> anyhow::Result<()> {
     bench_ntt(&gpu, &args.ntt, &args, &mut rows)?;
     bench_msm(&gpu, Curve::G1, &args.g1, &args, &mut rows)?;
     bench_msm(&gpu, Curve::G2, &args.g2, &args, &mut rows)?;
+    bench_h(&gpu, &args.h, &args, &mut rows)?;
     println!(
         "{} timed runs each after a warm-up; ours = median (min–max)",
         args.runs

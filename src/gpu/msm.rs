@@ -322,17 +322,59 @@ pub fn msm_chunked(
     scalars: &[u8],
     chunk: usize,
 ) -> Result<MsmParts, GpuError> {
-    if scalars.len() != n * 32 || bases.len() < n * curve.affine_bytes() {
+    if scalars.len() != n * 32 {
         return Err(GpuError::Input(format!(
             "{} scalar bytes for {n} bases",
             scalars.len()
+        )));
+    }
+    msm_from(gpu, curve, bases, n, Source::Host { scalars, chunk })
+}
+
+/// [`msm`] of the first `n` scalars of `scalars`, a device buffer (blst_fr Montgomery form, 32
+/// bytes each) such as the output of an NTT: no host transfer. The buffer is consumed (the MSM
+/// leaves its scalars out of Montgomery form).
+pub fn msm_device(
+    gpu: &Gpu,
+    curve: Curve,
+    bases: &DevBuf,
+    n: usize,
+    scalars: DevBuf,
+) -> Result<MsmParts, GpuError> {
+    if scalars.len() < n * 32 {
+        return Err(GpuError::Input(format!(
+            "{} scalar bytes on the device for {n} bases",
+            scalars.len()
+        )));
+    }
+    msm_from(gpu, curve, bases, n, Source::Device(scalars))
+}
+
+/// Where the scalars of an MSM are.
+enum Source<'a> {
+    /// Host bytes, uploaded in pieces of `chunk` scalars overlapped with `msm_front`.
+    Host { scalars: &'a [u8], chunk: usize },
+    /// A device buffer of at least n scalars.
+    Device(DevBuf),
+}
+
+fn msm_from(
+    gpu: &Gpu,
+    curve: Curve,
+    bases: &DevBuf,
+    n: usize,
+    source: Source<'_>,
+) -> Result<MsmParts, GpuError> {
+    if bases.len() < n * curve.affine_bytes() {
+        return Err(GpuError::Input(format!(
+            "{} bytes of bases for {n} points",
+            bases.len()
         )));
     }
     if n >= (1usize << 31) {
         return Err(GpuError::Input(format!("MSM of {n} points exceeds 2^31")));
     }
     let nn = n as u64;
-    let chunk = chunk.clamp(1, n.max(1));
     let mut tr = Trace::new();
 
     // Front end: upload, classification and digits together, a piece at a time. The digits are
@@ -341,15 +383,22 @@ pub fn msm_chunked(
     let c_front = window_bits(n, curve);
     let nw_front = (255 / c_front + 1) as u64;
     let nb_front = nw_front << (c_front - 1);
-    let mut sc = gpu.alloc(n * 32)?;
+    let pieces = match &source {
+        Source::Host { chunk, .. } => format!("upload chunk={chunk}"),
+        Source::Device(_) => "scalars on the device".to_string(),
+    };
+    let (mut sc, upload) = match source {
+        Source::Host { scalars, chunk } => (gpu.alloc(n * 32)?, Some((scalars, chunk))),
+        Source::Device(buf) => (buf, None),
+    };
     let ones_idx = gpu.alloc(n * 4)?;
     let rest_idx = gpu.alloc(n * 4)?;
     let counts = gpu.alloc_zeroed(8)?;
     let digits_front = gpu.alloc((nw_front * nn) as usize * 4)?;
     let offsets_front = gpu.alloc_zeroed((nb_front + 1) as usize * 4)?;
     let sc_ptr = sc.ptr();
-    gpu.upload_overlapped(&mut sc, scalars, chunk * 32, |offset, len| {
-        let (first, count) = ((offset / 32) as u64, (len / 32) as u64);
+    // msm_front on scalars [first, first + count).
+    let front = |first: u64, count: u64| {
         gpu.launch(
             "msm_front",
             count.div_ceil(256),
@@ -368,7 +417,17 @@ pub fn msm_chunked(
                 offsets_front.ptr(),
             ],
         )
-    })?;
+    };
+    match upload {
+        Some((scalars, chunk)) => {
+            let chunk = chunk.clamp(1, n.max(1));
+            gpu.upload_overlapped(&mut sc, scalars, chunk * 32, |offset, len| {
+                front((offset / 32) as u64, (len / 32) as u64)
+            })?
+        }
+        None if n > 0 => front(0, nn)?,
+        None => {}
+    }
     let mut cnt = [0u8; 8];
     gpu.download(&counts, &mut cnt)?;
     tr.mark(gpu, "front")?;
@@ -487,7 +546,7 @@ pub fn msm_chunked(
     let windows = to_jacobian(gpu, curve, &sums, nw as usize)?;
     tr.mark(gpu, "tree")?;
     tr.print(format!(
-        "{curve:?} n={n} ones={n_ones} full={m} c={c} upload chunk={chunk}"
+        "{curve:?} n={n} ones={n_ones} full={m} c={c} {pieces}"
     ));
     Ok(MsmParts {
         window_bits: c,

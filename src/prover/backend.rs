@@ -31,6 +31,29 @@ pub trait Backend: Send + Sync {
         c: Vec<Scalar>,
     ) -> Result<Vec<Scalar>, ProverError>;
 
+    /// Σ h_i · bases[i] for the coefficients h of [`Backend::quotient`] of `a`, `b`, `c`
+    /// (`bases` are the m − 1 points of the H query). The prover calls it instead of
+    /// `quotient` and `msm_g1` where [`Backend::fuses_h_query`] says so; the default is those
+    /// two steps.
+    fn quotient_h_query(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+        bases: &[G1Affine],
+    ) -> Result<G1Projective, ProverError> {
+        let h = self.quotient(a, b, c)?;
+        self.msm_g1(bases, &h)
+    }
+
+    /// Whether the prover should compute H and its MSM in one call
+    /// ([`Backend::quotient_h_query`]): worth it where H can stay where it was computed (a
+    /// device: no round trip through host memory). Default false: H comes back, and its MSM
+    /// runs beside the witness MSMs where [`Backend::concurrent_msms`] allows.
+    fn fuses_h_query(&self) -> bool {
+        false
+    }
+
     /// Σ scalars[i] · bases[i] in G1. `bases.len() == scalars.len()`.
     fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError>;
 

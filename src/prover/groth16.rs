@@ -15,7 +15,8 @@ use crate::synth::Synthesized;
 /// Where the time of one partition proof went.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProofTimings {
-    /// The quotient polynomial (NTTs).
+    /// The quotient polynomial (NTTs), and the H query's MSM on a backend that fuses the two
+    /// (`Backend::fuses_h_query`: the GPU).
     pub quotient: Duration,
     /// The multi-scalar multiplications, which follow the quotient (on backends that allow
     /// it, all five at once).
@@ -41,6 +42,14 @@ fn both<A: Send, B: Send>(
     } else {
         (f(), g())
     }
+}
+
+/// What the quotient stage hands to the H query.
+enum HStage {
+    /// The H query's sum already (a backend that fuses the two, see `Backend::fuses_h_query`).
+    Sum(G1Projective),
+    /// The coefficients of H, for `Backend::msm_g1`.
+    Coefficients(Vec<Scalar>),
 }
 
 /// Runs one MSM stage and traces how long it took.
@@ -133,15 +142,23 @@ pub fn prove_with_randomness(
     // long MSM tasks they would wait for free threads (a 2^17 quotient took 0.3 s instead of
     // 0.02 s next to the witness MSMs on 16 cores). The five MSMs are independent and then
     // run together where the backend allows it.
-    let h = backend.quotient(a, b, c)?;
+    // A backend that fuses them computes H and its MSM in one call, H never leaving the device.
+    let h_stage = if backend.fuses_h_query() {
+        HStage::Sum(timed("h", || backend.quotient_h_query(a, b, c, &srs.h))?)
+    } else {
+        HStage::Coefficients(backend.quotient(a, b, c)?)
+    };
     let quotient = start.elapsed();
     // Each closure owns the vectors it reads and drops them as soon as its MSMs are done, so
     // a backend that runs the MSMs one after the other never holds H, or the aux assignment
     // during the B queries (each is 4 GiB for a 32 GiB partition).
-    let h_query = move || {
-        let acc = timed("h", || backend.msm_g1(&srs.h, &h));
-        drop(h);
-        acc
+    let h_query = move || match h_stage {
+        HStage::Sum(acc) => Ok(acc),
+        HStage::Coefficients(h) => {
+            let acc = timed("h", || backend.msm_g1(&srs.h, &h));
+            drop(h);
+            acc
+        }
     };
     let witness = move || -> Result<WitnessSums, ProverError> {
         let b_input = dense(&input, &b_input_density);
