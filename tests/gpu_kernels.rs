@@ -124,7 +124,43 @@ fn point_bytes<T>(v: &[T]) -> &[u8] {
 /// pieces of one scalar, several pieces with a shorter last one, from pageable and from pinned
 /// host memory; edge-heavy scalars (0, 1, r−1 mixed in: digits as the pieces arrive), sparse
 /// ones (the digits redone for their count), all 0s and all 1s. The default piece size
-/// (2^21) is covered by msm_g1_large_sizes: 2^24 − 1 points are 8 pieces, the last one short.
+/// (2^20) is covered by msm_g1_large_sizes: 2^24 − 1 points are 16 pieces, the last one short.
+/// Large uploads from pageable memory go through the page-locked staging buffers (32 MiB
+/// pieces, two in turn); from pinned memory they go directly. Both must arrive byte for byte,
+/// with a short last piece and with whole pieces only.
+#[test]
+fn staged_uploads_round_trip() {
+    let gpu = match Gpu::open(0) {
+        Ok(g) => g,
+        Err(GpuError::NoDevice(why)) => {
+            println!("skipped: no CUDA device ({why})");
+            return;
+        }
+        Err(e) => panic!("GPU present but unusable: {e}"),
+    };
+    let mut rng = fresh_rng();
+    const MIB: usize = 1 << 20;
+    for len in [64 * MIB, 96 * MIB, 5 * 32 * MIB + 12_345] {
+        let mut src = vec![0u8; len];
+        src.par_chunks_mut(MIB).enumerate().for_each(|(k, c)| {
+            let mut r = StdRng::seed_from_u64(len as u64 ^ k as u64);
+            r.fill(c);
+        });
+        src[len - 1] = rng.gen();
+        let mut dst = gpu.alloc(len + 7).unwrap();
+        gpu.upload(&mut dst, &src).unwrap();
+        let mut back = vec![0u8; len];
+        gpu.download(&dst, &mut back).unwrap();
+        assert!(back == src, "pageable upload of {len} bytes");
+        let mut pinned = gpu.pinned(len).unwrap();
+        pinned.as_mut_slice().unwrap().copy_from_slice(&src);
+        let mut dst2 = gpu.alloc(len).unwrap();
+        gpu.upload(&mut dst2, pinned.as_slice().unwrap()).unwrap();
+        gpu.download(&dst2, &mut back).unwrap();
+        assert!(back == src, "pinned upload of {len} bytes");
+    }
+}
+
 #[test]
 fn msm_upload_pieces() {
     let gpu = match Gpu::open(0) {
