@@ -167,85 +167,85 @@ struct Field {
         return acc == 0;
     }
 
-    // r = a - p if a >= p else a  (a < 2p, and 2p fits in N limbs for both fields).
-    __device__ __forceinline__ static Field reduce_once(const Field& a) {
-        Field t;
-        t.v[0] = ptx::sub_cc(a.v[0], P::mod(0));
-#pragma unroll
-        for (int i = 1; i < N; i++) t.v[i] = ptx::subc_cc(a.v[i], P::mod(i));
-        u32 borrow = ptx::subc(0, 0);  // 0xffffffff when a < p
-        Field r;
-#pragma unroll
-        for (int i = 0; i < N; i++) r.v[i] = borrow ? a.v[i] : t.v[i];
-        return r;
-    }
-
-    __device__ __forceinline__ static Field add(const Field& a, const Field& b) {
-        Field t;
-        t.v[0] = ptx::add_cc(a.v[0], b.v[0]);
-#pragma unroll
-        for (int i = 1; i < N; i++) t.v[i] = ptx::addc_cc(a.v[i], b.v[i]);
-        return reduce_once(t);
-    }
-
-    __device__ __forceinline__ static Field sub(const Field& a, const Field& b) {
-        Field t;
-        t.v[0] = ptx::sub_cc(a.v[0], b.v[0]);
-#pragma unroll
-        for (int i = 1; i < N; i++) t.v[i] = ptx::subc_cc(a.v[i], b.v[i]);
-        u32 borrow = ptx::subc(0, 0);
-        // add p back when the subtraction borrowed (mask the modulus instead of branching)
-        Field r;
-        r.v[0] = ptx::add_cc(t.v[0], P::mod(0) & borrow);
-#pragma unroll
-        for (int i = 1; i < N; i++) r.v[i] = ptx::addc_cc(t.v[i], P::mod(i) & borrow);
-        return r;
-    }
-
-    __device__ __forceinline__ static Field dbl(const Field& a) { return add(a, a); }
-
-    // Lazy reduction (the NTT's butterflies): values in [0, 2p) instead of [0, p), so that a
-    // product needs no final subtraction (mul_unreduced) and each butterfly saves one
-    // conditional subtraction of N words. 2p < R for both fields, so a lazy value fits in N
-    // limbs; the sum of two may not (4p > R for Fr), so add_lazy keeps its carry as a top word.
-
-    // Word i of 2p.
+    // Word i of 2p (2p < R for both fields, so it fits N limbs).
     __device__ __forceinline__ static u32 mod2(int i) {
         return (P::mod(i) << 1) | (i == 0 ? 0u : P::mod(i - 1) >> 31);
     }
 
-    // a + b in [0, 2p) for a, b < 2p: the N+1-word sum minus 2p unless that borrows.
-    __device__ __forceinline__ static Field add_lazy(const Field& a, const Field& b) {
-        Field s;
-        s.v[0] = ptx::add_cc(a.v[0], b.v[0]);
-#pragma unroll
-        for (int i = 1; i < N; i++) s.v[i] = ptx::addc_cc(a.v[i], b.v[i]);
-        const u32 top = ptx::addc(0, 0);
+    // The value a + top 2^(32N) (top 0 or 1) minus m if that does not borrow, else a, for a
+    // value below 2m; word i of m is m(i) (p, or 2p for the lazy forms). top - borrow is
+    // 0xffffffff exactly when the value is below m (with top = 1 the subtraction always
+    // borrows, since value - m < m < 2^(32N)).
+    template <class M>
+    __device__ __forceinline__ static Field sub_if_not_below(const Field& a, u32 top, M m) {
         Field t;
-        t.v[0] = ptx::sub_cc(s.v[0], mod2(0));
+        t.v[0] = ptx::sub_cc(a.v[0], m(0));
 #pragma unroll
-        for (int i = 1; i < N; i++) t.v[i] = ptx::subc_cc(s.v[i], mod2(i));
-        // top - borrow is 0xffffffff exactly when the sum is below 2p (a sum of 2^(32N) or more
-        // always leaves a borrow, since sum - 2p < 2p < 2^(32N)).
+        for (int i = 1; i < N; i++) t.v[i] = ptx::subc_cc(a.v[i], m(i));
         const u32 below = ptx::subc(top, 0);
         Field r;
 #pragma unroll
-        for (int i = 0; i < N; i++) r.v[i] = below ? s.v[i] : t.v[i];
+        for (int i = 0; i < N; i++) r.v[i] = below ? a.v[i] : t.v[i];
         return r;
     }
 
-    // a - b in [0, 2p) for a, b < 2p: 2p is added back when the subtraction borrows.
-    __device__ __forceinline__ static Field sub_lazy(const Field& a, const Field& b) {
+    // a - b, plus m when that borrows (the modulus masked in instead of a branch).
+    template <class M>
+    __device__ __forceinline__ static Field sub_add_back(const Field& a, const Field& b, M m) {
         Field t;
         t.v[0] = ptx::sub_cc(a.v[0], b.v[0]);
 #pragma unroll
         for (int i = 1; i < N; i++) t.v[i] = ptx::subc_cc(a.v[i], b.v[i]);
         const u32 borrow = ptx::subc(0, 0);
         Field r;
-        r.v[0] = ptx::add_cc(t.v[0], mod2(0) & borrow);
+        r.v[0] = ptx::add_cc(t.v[0], m(0) & borrow);
 #pragma unroll
-        for (int i = 1; i < N; i++) r.v[i] = ptx::addc_cc(t.v[i], mod2(i) & borrow);
+        for (int i = 1; i < N; i++) r.v[i] = ptx::addc_cc(t.v[i], m(i) & borrow);
         return r;
+    }
+
+    // a + b with its carry out of the top limb.
+    __device__ __forceinline__ static Field add_carry(const Field& a, const Field& b, u32& top) {
+        Field s;
+        s.v[0] = ptx::add_cc(a.v[0], b.v[0]);
+#pragma unroll
+        for (int i = 1; i < N; i++) s.v[i] = ptx::addc_cc(a.v[i], b.v[i]);
+        top = ptx::addc(0, 0);
+        return s;
+    }
+
+    // r = a - p if a >= p else a  (a < 2p).
+    __device__ __forceinline__ static Field reduce_once(const Field& a) {
+        return sub_if_not_below(a, 0, [](int i) { return P::mod(i); });
+    }
+
+    // a + b < 2p fits N limbs (2p < R), so the sum's carry is 0.
+    __device__ __forceinline__ static Field add(const Field& a, const Field& b) {
+        u32 top;
+        return reduce_once(add_carry(a, b, top));
+    }
+
+    __device__ __forceinline__ static Field sub(const Field& a, const Field& b) {
+        return sub_add_back(a, b, [](int i) { return P::mod(i); });
+    }
+
+    __device__ __forceinline__ static Field dbl(const Field& a) { return add(a, a); }
+
+    // Lazy reduction (the NTT's butterflies, G1's point formulas): values in [0, 2p) instead of
+    // [0, p), so that a product needs no final subtraction (mul_unreduced) and each butterfly
+    // saves one conditional subtraction of N words. A lazy value fits N limbs; the sum of two
+    // may not (4p > R for Fr), so add_lazy keeps its carry as a top word.
+
+    // a + b in [0, 2p) for a, b < 2p.
+    __device__ __forceinline__ static Field add_lazy(const Field& a, const Field& b) {
+        u32 top;
+        const Field s = add_carry(a, b, top);
+        return sub_if_not_below(s, top, [](int i) { return mod2(i); });
+    }
+
+    // a - b in [0, 2p) for a, b < 2p.
+    __device__ __forceinline__ static Field sub_lazy(const Field& a, const Field& b) {
+        return sub_add_back(a, b, [](int i) { return mod2(i); });
     }
 
     __device__ __forceinline__ static Field neg(const Field& a) {

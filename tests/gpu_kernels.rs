@@ -16,6 +16,18 @@ fn backend() -> Option<GpuBackend> {
     test_backend().expect("GPU present but unusable")
 }
 
+/// The device itself (for tests below the backend), or None after printing why it is skipped.
+fn raw_gpu() -> Option<Gpu> {
+    match Gpu::open(0) {
+        Ok(g) => Some(g),
+        Err(GpuError::NoDevice(why)) => {
+            println!("skipped: no CUDA device ({why})");
+            None
+        }
+        Err(e) => panic!("GPU present but unusable: {e}"),
+    }
+}
+
 fn fresh_rng() -> StdRng {
     let seed: u64 = rand::thread_rng().gen();
     println!("seed {seed}");
@@ -130,14 +142,7 @@ fn point_bytes<T>(v: &[T]) -> &[u8] {
 /// with a short last piece and with whole pieces only.
 #[test]
 fn staged_uploads_round_trip() {
-    let gpu = match Gpu::open(0) {
-        Ok(g) => g,
-        Err(GpuError::NoDevice(why)) => {
-            println!("skipped: no CUDA device ({why})");
-            return;
-        }
-        Err(e) => panic!("GPU present but unusable: {e}"),
-    };
+    let Some(gpu) = raw_gpu() else { return };
     let mut rng = fresh_rng();
     const MIB: usize = 1 << 20;
     for len in [64 * MIB, 96 * MIB, 5 * 32 * MIB + 12_345] {
@@ -163,14 +168,7 @@ fn staged_uploads_round_trip() {
 
 #[test]
 fn msm_upload_pieces() {
-    let gpu = match Gpu::open(0) {
-        Ok(g) => g,
-        Err(GpuError::NoDevice(why)) => {
-            println!("skipped: no CUDA device ({why})");
-            return;
-        }
-        Err(e) => panic!("GPU present but unusable: {e}"),
-    };
+    let Some(gpu) = raw_gpu() else { return };
     let mut rng = fresh_rng();
     for (n, chunk) in [
         (1usize, 1usize),
