@@ -255,8 +255,10 @@ pub static KEYS: &[KeyDoc] = &[
         name: "proving.pinned_memory",
         kind: "size",
         default: "\"0\"",
-        description: "Host memory the GPU backend pins. CAP_IPC_LOCK is kept only when this \
-                      exceeds RLIMIT_MEMLOCK; every other capability is dropped at start.",
+        description: "Host memory the GPU backend pins (at least its two 32 MiB upload \
+                      staging buffers per device; where they are refused, uploads from \
+                      pageable memory go through the driver, more slowly). CAP_IPC_LOCK is kept only when this exceeds \
+                      RLIMIT_MEMLOCK; every other capability is dropped at start.",
         apply: |c, v| {
             c.proving.pinned_memory = size(v)?;
             Ok(())

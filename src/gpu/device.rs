@@ -111,13 +111,22 @@ pub struct Gpu {
     funcs: HashMap<&'static str, CudaFunction>,
     /// Page-locked buffers that uploads from pageable memory go through (allocated on first
     /// use; see [`Gpu::copy_staged`]).
-    staging: Mutex<Option<Staging>>,
+    staging: Mutex<StagingState>,
 }
 
 /// Bytes of one staging buffer, and of the pieces of a large pageable upload.
 const STAGE_BYTES: usize = 32 << 20;
 /// Host copies into a staging buffer go in parallel pieces of this size.
 const STAGE_PAR: usize = 1 << 20;
+
+/// Whether the staging buffers exist yet, or could not be had.
+enum StagingState {
+    Untried,
+    Ready(Staging),
+    /// Page-locked memory was refused (a low `RLIMIT_MEMLOCK` outside the systemd unit, say):
+    /// pageable uploads go through the driver, as without staging.
+    Unavailable,
+}
 
 /// Two page-locked host buffers used in turn: while the device reads one over PCIe, the host
 /// fills the other. From pageable memory the driver's own staging reached ≈ 10 GB/s on the
@@ -245,7 +254,7 @@ impl Gpu {
             stream,
             copy,
             funcs,
-            staging: Mutex::new(None),
+            staging: Mutex::new(StagingState::Untried),
         })
     }
 
@@ -369,8 +378,7 @@ impl Gpu {
         staged: bool,
     ) -> Result<CudaEvent, GpuError> {
         let end = offset + chunk.min(src.len() - offset);
-        if staged {
-            self.copy_staged(dst.ptr() + offset as u64, &src[offset..end])?;
+        if staged && self.copy_staged(dst.ptr() + offset as u64, &src[offset..end])? {
             return self.copy.record_event(None).ctx("cuEventRecord");
         }
         let mut view = dst.slice.slice_mut(offset..end);
@@ -413,20 +421,27 @@ impl Gpu {
     /// into one buffer (in parallel) while the device reads the other. On return `src` is no
     /// longer needed; the transfers may still be running (the caller orders them by events,
     /// as `upload_overlapped` does, and synchronizes the copy stream before returning).
-    fn copy_staged(&self, dst: u64, src: &[u8]) -> Result<(), GpuError> {
-        let mut guard = self
-            .staging
-            .lock()
-            .map_err(|_| GpuError::Input("staging buffers poisoned by a panic".into()))?;
-        if guard.is_none() {
-            *guard = Some(Staging {
-                bufs: [self.pinned(STAGE_BYTES)?, self.pinned(STAGE_BYTES)?],
-                done: [None, None],
-                next: 0,
-            });
+    /// Returns false, having issued nothing, where no staging buffers could be allocated.
+    fn copy_staged(&self, dst: u64, src: &[u8]) -> Result<bool, GpuError> {
+        let mut guard = self.staging.lock().map_err(|_| GpuError::Cuda {
+            context: "staging buffers",
+            message: "a previous upload panicked".into(),
+        })?;
+        if let StagingState::Untried = *guard {
+            *guard = match (self.pinned(STAGE_BYTES), self.pinned(STAGE_BYTES)) {
+                (Ok(a), Ok(b)) => StagingState::Ready(Staging {
+                    bufs: [a, b],
+                    done: [None, None],
+                    next: 0,
+                }),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!(error = %e, "no page-locked staging buffers; uploads from pageable memory go through the driver");
+                    StagingState::Unavailable
+                }
+            };
         }
-        let Some(st) = guard.as_mut() else {
-            return Err(GpuError::Input("staging buffers missing".into()));
+        let StagingState::Ready(st) = &mut *guard else {
+            return Ok(false);
         };
         for (k, piece) in src.chunks(STAGE_BYTES).enumerate() {
             let j = st.next;
@@ -455,7 +470,7 @@ impl Gpu {
             .ctx("cuMemcpyHtoDAsync")?;
             st.done[j] = Some(self.copy.record_event(None).ctx("cuEventRecord")?);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Copies the first `dst.len()` bytes of `src` to the host (synchronous).
