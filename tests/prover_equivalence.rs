@@ -8,8 +8,8 @@ use bellperson::groth16::{
     create_proof, generate_random_parameters, prepare_verifying_key, verify_proof, Parameters,
 };
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
-use blstrs::{Bls12, Scalar};
-use cuzk::prover::{cpu::CpuBackend, prove_with_randomness};
+use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use cuzk::prover::{cpu::CpuBackend, prove_with_randomness, Backend, ProverError};
 use cuzk::srs::{load_srs, SrsError};
 use cuzk::synth::synthesize;
 use ff::Field;
@@ -85,6 +85,54 @@ fn write_params(params: &Parameters<Bls12>) -> tempfile::TempDir {
     let mut vk = std::fs::File::create(dir.path().join("p.vk")).unwrap();
     params.vk.write(&mut vk).unwrap();
     dir
+}
+
+/// The CPU backend, but asking the prover to compute H and its MSM in one call
+/// (`Backend::fuses_h_query`, as the GPU backend does), with the trait's default
+/// `quotient_h_query`: the prover's fused branch, checked without a GPU.
+struct FusingCpu;
+
+impl Backend for FusingCpu {
+    fn name(&self) -> String {
+        "cpu, H fused".into()
+    }
+    fn quotient(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+    ) -> Result<Vec<Scalar>, ProverError> {
+        CpuBackend.quotient(a, b, c)
+    }
+    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError> {
+        CpuBackend.msm_g1(bases, scalars)
+    }
+    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, ProverError> {
+        CpuBackend.msm_g2(bases, scalars)
+    }
+    fn fuses_h_query(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn fused_h_query_gives_bellpersons_proof() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for (bits, inputs) in [(1usize, 1usize), (300, 3)] {
+        let circuit = BitsCircuit {
+            seed: bits as u64 + 100,
+            bits,
+            inputs,
+        };
+        let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+        let dir = write_params(&params);
+        let srs = load_srs(&dir.path().join("p.params")).unwrap();
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let theirs = create_proof(circuit.clone(), &params, r, s).unwrap();
+        let synthesized = synthesize(circuit).unwrap();
+        let (ours, _) = prove_with_randomness(&FusingCpu, &srs, synthesized, r, s).unwrap();
+        assert_eq!(ours, theirs, "bits {bits}, inputs {inputs}");
+    }
 }
 
 #[test]
