@@ -116,26 +116,6 @@ impl Backend for FusingCpu {
 }
 
 #[test]
-fn fused_h_query_gives_bellpersons_proof() {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    for (bits, inputs) in [(1usize, 1usize), (300, 3)] {
-        let circuit = BitsCircuit {
-            seed: bits as u64 + 100,
-            bits,
-            inputs,
-        };
-        let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
-        let dir = write_params(&params);
-        let srs = load_srs(&dir.path().join("p.params")).unwrap();
-        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-        let theirs = create_proof(circuit.clone(), &params, r, s).unwrap();
-        let synthesized = synthesize(circuit).unwrap();
-        let (ours, _) = prove_with_randomness(&FusingCpu, &srs, synthesized, r, s).unwrap();
-        assert_eq!(ours, theirs, "bits {bits}, inputs {inputs}");
-    }
-}
-
-#[test]
 fn proofs_equal_bellpersons_for_the_same_randomness() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
     for (bits, inputs) in [(1usize, 1usize), (7, 2), (300, 3), (2000, 5)] {
@@ -149,13 +129,16 @@ fn proofs_equal_bellpersons_for_the_same_randomness() {
         let srs = load_srs(&dir.path().join("p.params")).unwrap();
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let theirs = create_proof(circuit.clone(), &params, r, s).unwrap();
-        let synthesized = synthesize(circuit.clone()).unwrap();
-        assert!(synthesized.is_satisfied());
-        let public: Vec<Scalar> = synthesized.input[1..].to_vec();
-        let (ours, _) = prove_with_randomness(&CpuBackend, &srs, synthesized, r, s).unwrap();
-        assert_eq!(ours, theirs, "bits {bits}, inputs {inputs}");
         let pvk = prepare_verifying_key(&params.vk);
-        assert!(verify_proof(&pvk, &ours, &public).unwrap());
+        for backend in [&CpuBackend as &dyn Backend, &FusingCpu] {
+            let synthesized = synthesize(circuit.clone()).unwrap();
+            assert!(synthesized.is_satisfied());
+            let public: Vec<Scalar> = synthesized.input[1..].to_vec();
+            let (ours, _) = prove_with_randomness(backend, &srs, synthesized, r, s).unwrap();
+            let name = backend.name();
+            assert_eq!(ours, theirs, "{name}: bits {bits}, inputs {inputs}");
+            assert!(verify_proof(&pvk, &ours, &public).unwrap());
+        }
     }
 }
 
