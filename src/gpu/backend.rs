@@ -54,6 +54,11 @@ pub struct GpuBackend {
     state: Mutex<State>,
 }
 
+/// The quotient's domain for `n` constraints: the next power of two, at least 2.
+fn domain_size(n: usize) -> usize {
+    n.next_power_of_two().max(2)
+}
+
 fn bytes_of<T>(v: &[T]) -> &[u8] {
     // SAFETY: only used for blstrs affine points (repr(transparent) over blst's affine structs:
     // plain u64 limbs, no padding); any byte view of initialised memory is valid.
@@ -171,7 +176,7 @@ impl GpuBackend {
         if b.len() != n || c.len() != n {
             return Err(GpuError::Input("A, B and C have different lengths".into()));
         }
-        let m = n.next_power_of_two().max(2);
+        let m = domain_size(n);
         let lg = m.trailing_zeros();
         Self::domain(s, lg)?;
         let d = s
@@ -201,7 +206,7 @@ impl GpuBackend {
         c: Vec<Scalar>,
         bases: &[G1Affine],
     ) -> Result<G1Projective, GpuError> {
-        let m = a.len().next_power_of_two().max(2);
+        let m = domain_size(a.len());
         if bases.len() != m - 1 {
             return Err(GpuError::Input(format!(
                 "{} H bases for a domain of {m}",
@@ -211,18 +216,11 @@ impl GpuBackend {
         let base_bytes = bytes_of(bases);
         let key = BaseKey::new(base_bytes, bases.len(), Curve::G1);
         let run = |s: &mut State| -> Result<msm::MsmParts, GpuError> {
-            if !s.bases.contains_key(&key) {
-                let buf = s.gpu.upload_new(base_bytes)?;
-                s.bases.insert(key, buf);
-            }
             let (h, _) = Self::quotient_on_device(s, &a, &b, &c)?;
-            let resident = s
-                .bases
-                .get(&key)
-                .ok_or_else(|| GpuError::Input("base cache".into()))?;
-            msm::msm_device(&s.gpu, Curve::G1, resident, m - 1, h)
+            msm::msm_device(&s.gpu, Curve::G1, Self::resident(s, &key)?, m - 1, h)
         };
         let mut s = self.lock()?;
+        Self::ensure_bases(&mut s, key, base_bytes)?;
         let parts = match run(&mut s) {
             // The inputs are still on the host: after freeing the other resident bases and the
             // NTT tables, once more (as in the separate quotient and MSM).
@@ -247,22 +245,15 @@ impl GpuBackend {
         }
         let mut s = self.lock()?;
         let key = BaseKey::new(base_bytes, n, curve);
-        if !s.bases.contains_key(&key) {
-            let buf = match s.gpu.upload_new(base_bytes) {
-                Err(e) if e.is_out_of_memory() && Self::evict_except(&mut s, None) => {
-                    // Room made by dropping the other resident bases and the NTT tables; once more.
-                    s.gpu.upload_new(base_bytes)?
-                }
-                r => r?,
-            };
-            s.bases.insert(key, buf);
-        }
+        Self::ensure_bases(&mut s, key, base_bytes)?;
         let run = |s: &State| -> Result<msm::MsmParts, GpuError> {
-            let bases = s
-                .bases
-                .get(&key)
-                .ok_or_else(|| GpuError::Input("base cache".into()))?;
-            msm::msm(&s.gpu, curve, bases, n, scalar_bytes(scalars))
+            msm::msm(
+                &s.gpu,
+                curve,
+                Self::resident(s, &key)?,
+                n,
+                scalar_bytes(scalars),
+            )
         };
         match run(&s) {
             Err(e) if e.is_out_of_memory() && Self::evict_except(&mut s, Some(&key)) => {
@@ -273,6 +264,30 @@ impl GpuBackend {
             }
             r => r,
         }
+    }
+
+    /// Makes the bases of `key` resident (uploaded once, kept for later proofs); where the
+    /// upload runs out of memory, the other resident bases and the NTT tables go first and it
+    /// is tried once more.
+    fn ensure_bases(s: &mut State, key: BaseKey, bytes: &[u8]) -> Result<(), GpuError> {
+        if s.bases.contains_key(&key) {
+            return Ok(());
+        }
+        let buf = match s.gpu.upload_new(bytes) {
+            Err(e) if e.is_out_of_memory() && Self::evict_except(s, None) => {
+                s.gpu.upload_new(bytes)?
+            }
+            r => r?,
+        };
+        s.bases.insert(key, buf);
+        Ok(())
+    }
+
+    /// The resident bases of `key` (see [`GpuBackend::ensure_bases`]).
+    fn resident<'a>(s: &'a State, key: &BaseKey) -> Result<&'a DevBuf, GpuError> {
+        s.bases
+            .get(key)
+            .ok_or_else(|| GpuError::Input("base cache".into()))
     }
 
     /// Drops every resident base slice but `keep` and every NTT domain's tables (a 2^27

@@ -112,6 +112,9 @@ pub struct Gpu {
     /// Page-locked buffers that uploads from pageable memory go through (allocated on first
     /// use; see [`Gpu::copy_staged`]).
     staging: Mutex<StagingState>,
+    /// `CUZK_GPU_NO_STAGING` was set when the device was opened: pageable uploads go through
+    /// the driver (for A/B runs).
+    no_staging: bool,
 }
 
 /// Bytes of one staging buffer, and of the pieces of a large pageable upload.
@@ -129,9 +132,9 @@ enum StagingState {
 }
 
 /// Two page-locked host buffers used in turn: while the device reads one over PCIe, the host
-/// fills the other. From pageable memory the driver's own staging reached ≈ 10 GB/s on the
-/// H200 host (the quotient's three 4.3 GB inputs at 2^27 took ≈ 1.3 s); through these, the
-/// host copy runs on all cores and overlaps the transfer.
+/// fills the other, on all cores. On the H200 host the quotient with its H MSM at 2^27 (three
+/// 4.3 GB inputs from pageable memory) took 2.73 s with the driver staging the uploads and
+/// 1.40 s through these (docs/gpu-notes.md, v15).
 struct Staging {
     bufs: [PinnedHostSlice<u8>; 2],
     /// Recorded on the copy stream after the last transfer out of each buffer; the host
@@ -255,6 +258,7 @@ impl Gpu {
             copy,
             funcs,
             staging: Mutex::new(StagingState::Untried),
+            no_staging: std::env::var_os("CUZK_GPU_NO_STAGING").is_some(),
         })
     }
 
@@ -312,8 +316,9 @@ impl Gpu {
     /// `offset..offset + len` of `dst`, and may run while later pieces are still being copied.
     /// From pinned host memory the copies overlap that work; pageable memory goes through the
     /// two page-locked staging buffers ([`Gpu::copy_staged`]), filled by the host while the
-    /// device reads the other. On return (also on error) no copy is in flight. Everything issued on the main
-    /// stream before the call (the allocation of `dst`, for one) is ordered before the copies.
+    /// device reads the other. On return (also on error) no copy is in flight. Everything
+    /// issued on the main stream before the call (the allocation of `dst`, for one) is ordered
+    /// before the copies.
     pub fn upload_overlapped(
         &self,
         dst: &mut DevBuf,
@@ -341,9 +346,10 @@ impl Gpu {
         //   stream has waited for the last piece it is ordered after every copy, and `dst` is
         //   freed (in main-stream order) only after all of them.
         // Pieces of `dst` are disjoint and each is written once, so the copy stream never needs
-        // to wait for the main stream again (no reuse of a staging buffer). The host issues
-        // piece k+1 after the work on piece k, so that with pageable memory (where the copy
-        // call blocks the host while it stages) that work is already queued.
+        // to wait for the main stream again (the staging buffers, reused, are ordered by events
+        // of their own in `copy_staged`). The host issues piece k+1 after the work on piece k,
+        // so that while the host copies a pageable piece into a staging buffer that work is
+        // already queued.
         let fence = CopyFence {
             stream: &self.copy,
             armed: true,
@@ -392,13 +398,18 @@ impl Gpu {
     }
 
     /// Whether an upload from `src` goes through the staging buffers: pageable memory, unless
-    /// `CUZK_GPU_NO_STAGING` is set (then the driver stages it, for A/B runs).
+    /// `CUZK_GPU_NO_STAGING` was set (then the driver stages it, for A/B runs).
     fn needs_staging(&self, src: &[u8]) -> bool {
-        !self.is_pinned(src) && std::env::var_os("CUZK_GPU_NO_STAGING").is_none()
+        !self.no_staging && !self.is_pinned(src)
+    }
+
+    /// Whether the staging buffers have been allocated (by a pageable upload).
+    pub fn staging_ready(&self) -> bool {
+        matches!(self.staging.lock().as_deref(), Ok(StagingState::Ready(_)))
     }
 
     /// Whether `src` is page-locked memory of this context (the device can read it directly).
-    fn is_pinned(&self, src: &[u8]) -> bool {
+    pub fn is_pinned(&self, src: &[u8]) -> bool {
         if self.ctx.bind_to_thread().is_err() {
             return false;
         }

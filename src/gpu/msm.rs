@@ -9,7 +9,8 @@
 //!   dropped, 1s listed apart, the rest listed with their signed digits, written window-major
 //!   with a window stride of n since their count m is known only at the end). The window width
 //!   is chosen for n.
-//! * `ones`: the bases whose scalar is 1, summed by batched affine additions and a tree.
+//! * `ones`: the bases whose scalar is 1, summed by mixed XYZZ additions (32 per thread) and a
+//!   tree.
 //! * `redigits`, only where m ≤ n / [`REDIGIT_SHARE`] and [`window_bits`] of m is two bits or
 //!   more from that of n: the digits again (`msm_digits`, stride m) with the width for m.
 //! * `scan`, `scatter`: the counting sort of (window, point) pairs by bucket.
@@ -328,6 +329,7 @@ pub fn msm_chunked(
             scalars.len()
         )));
     }
+    let chunk = chunk.clamp(1, n.max(1));
     msm_from(gpu, curve, bases, n, Source::Host { scalars, chunk })
 }
 
@@ -352,7 +354,7 @@ pub fn msm_device(
 
 /// Where the scalars of an MSM are.
 enum Source<'a> {
-    /// Host bytes, uploaded in pieces of `chunk` scalars overlapped with `msm_front`.
+    /// Host bytes, uploaded in pieces of `chunk` (≥ 1) scalars overlapped with `msm_front`.
     Host { scalars: &'a [u8], chunk: usize },
     /// A device buffer of at least n scalars.
     Device(DevBuf),
@@ -420,7 +422,6 @@ fn msm_from(
     };
     match upload {
         Some((scalars, chunk)) => {
-            let chunk = chunk.clamp(1, n.max(1));
             gpu.upload_overlapped(&mut sc, scalars, chunk * 32, |offset, len| {
                 front((offset / 32) as u64, (len / 32) as u64)
             })?
