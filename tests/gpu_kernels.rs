@@ -132,11 +132,6 @@ fn point_bytes<T>(v: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
-/// The scalars uploaded in pieces (`msm_chunked`, on a device handle of its own): one piece,
-/// pieces of one scalar, several pieces with a shorter last one, from pageable and from pinned
-/// host memory; edge-heavy scalars (0, 1, r−1 mixed in: digits as the pieces arrive), sparse
-/// ones (the digits redone for their count), all 0s and all 1s. The default piece size
-/// (2^20) is covered by msm_g1_large_sizes: 2^24 − 1 points are 16 pieces, the last one short.
 /// Large uploads from pageable memory go through the page-locked staging buffers (32 MiB
 /// pieces, two in turn); from pinned memory they go directly. Both must arrive byte for byte,
 /// with a short last piece and with whole pieces only.
@@ -153,12 +148,21 @@ fn staged_uploads_round_trip() {
         });
         src[len - 1] = rng.gen();
         let mut dst = gpu.alloc(len + 7).unwrap();
+        assert!(!gpu.is_pinned(&src), "a Vec is pageable");
         gpu.upload(&mut dst, &src).unwrap();
+        assert!(
+            gpu.staging_ready(),
+            "the pageable upload went through the staging buffers"
+        );
         let mut back = vec![0u8; len];
         gpu.download(&dst, &mut back).unwrap();
         assert!(back == src, "pageable upload of {len} bytes");
         let mut pinned = gpu.pinned(len).unwrap();
         pinned.as_mut_slice().unwrap().copy_from_slice(&src);
+        assert!(
+            gpu.is_pinned(pinned.as_slice().unwrap()),
+            "pinned memory is recognised"
+        );
         let mut dst2 = gpu.alloc(len).unwrap();
         gpu.upload(&mut dst2, pinned.as_slice().unwrap()).unwrap();
         gpu.download(&dst2, &mut back).unwrap();
@@ -166,6 +170,11 @@ fn staged_uploads_round_trip() {
     }
 }
 
+/// The scalars uploaded in pieces (`msm_chunked`, on a device handle of its own): one piece,
+/// pieces of one scalar, several pieces with a shorter last one, from pageable and from pinned
+/// host memory; edge-heavy scalars (0, 1, r−1 mixed in: digits as the pieces arrive), sparse
+/// ones (the digits redone for their count), all 0s and all 1s. The default piece size
+/// (2^20) is covered by msm_g1_large_sizes: 2^24 − 1 points are 16 pieces, the last one short.
 #[test]
 fn msm_upload_pieces() {
     let Some(gpu) = raw_gpu() else { return };
