@@ -62,6 +62,8 @@ inline u32 madlo_cc(u32 a, u32 b, u32 c) { return add3(mullo(a, b), c, 0, true);
 inline u32 madloc_cc(u32 a, u32 b, u32 c) { return add3(mullo(a, b), c, cf(), true); }
 inline u32 madhi_cc(u32 a, u32 b, u32 c) { return add3(mulhi(a, b), c, 0, true); }
 inline u32 madhic_cc(u32 a, u32 b, u32 c) { return add3(mulhi(a, b), c, cf(), true); }
+// A carry the code knows to be 0 and leaves unread (Field::mac_half's carry_out = false).
+inline void drop_carry() { if (cf()) lost_carries()++; }
 }  // namespace ptx
 #else
 namespace ptx {
@@ -75,6 +77,9 @@ __device__ __forceinline__ u32 madlo_cc(u32 a, u32 b, u32 c) { u32 r; asm volati
 __device__ __forceinline__ u32 madloc_cc(u32 a, u32 b, u32 c) { u32 r; asm volatile("madc.lo.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
 __device__ __forceinline__ u32 madhi_cc(u32 a, u32 b, u32 c) { u32 r; asm volatile("mad.hi.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
 __device__ __forceinline__ u32 madhic_cc(u32 a, u32 b, u32 c) { u32 r; asm volatile("madc.hi.cc.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
+// The chain's last madc.hi keeps its .cc (ptxas fuses a lo/hi pair into IMAD.WIDE.U32.X only
+// then; a plain madc.hi became IMAD + IMAD.HI + IADD3.X) and the flag is simply not read.
+__device__ __forceinline__ void drop_carry() {}
 }  // namespace ptx
 #endif  // CUZK_HOST_EMU
 
@@ -94,6 +99,8 @@ struct FpParams {
     static const u32 INV = 0xfffcfffd;
     static __device__ __forceinline__ u32 inv() { return INV; }
     static const bool MOD_LOW_1_M1 = false;  // see Field::mul_inline
+    // The top limbs of p and of any two operands below 4p sum below 2^32 - 1 (Field::mac_row).
+    static const bool TOP_ROOM = true;
     // Fp products sit inside large point formulas (G2 above all): calling one out-of-line copy
     // keeps NVRTC/ptxas time and code size small. CUZK_FP_INLINE (a tuning variant, see
     // CUZK_NVRTC_DEFINES in src/gpu/compile.rs) inlines them instead.
@@ -125,6 +132,10 @@ struct FrParams {
     }
     static const u32 INV = 0xffffffff;
     static __device__ __forceinline__ u32 inv() { return FR_INV_CONST[0]; }
+    // Lazy operands (below 2r) leave no room in the top word for a reduction row's carry
+    // (Field::mac_row). (With the multiplicand below r they would; the NTT's operand order
+    // that this needs, twiddle as multiplicand, made ptxas split the product's chains.)
+    static const bool TOP_ROOM = false;
     // mod(0) = 1, mod(1) = 2^32 - 1: the reduction rounds start without multiplications
     // (Field::mul_inline). CUZK_FR_GENERIC (a tuning variant) keeps the generic rounds.
 #ifdef CUZK_FR_GENERIC
@@ -276,50 +287,90 @@ struct Field {
     // head: 0 = the chain as above; 1 = its first pair is lo + hi 2^32 + (cin != 0) instead of
     // a[s] b (a partial product known without a multiplication, plus a carry); 2 = no first pair
     // (a[s] b is accounted for elsewhere), the chain starts at acc[2].
+    // carry_out = false: the chain's top pair cannot overflow (see mac_row), so its carry out is
+    // 0 and nothing is added to acc[N]. The flag is left for the next chain to read
+    // (carry_in): ptxas fuses a chain's lo/hi pairs into IMAD.WIDE.U32.X only when its final
+    // carry has a reader (an unread one, and a final madc.hi without .cc, made it split the
+    // whole chain into IMAD + IMAD.HI + IADD3.X).
+    // carry_in: the flag holds such a 0 carry; the chain's first instruction reads it.
+    // CUZK_KEEP_CARRIES (a tuning variant, for A/B runs) keeps every chain's carry.
     template <class Limb>
     __device__ __forceinline__ static void mac_half(u32* acc, Limb limb, int s, u32 b, int head = 0,
-                                                    u32 lo = 0, u32 hi = 0, u32 cin = 0) {
+                                                    u32 lo = 0, u32 hi = 0, u32 cin = 0, bool carry_out = true,
+                                                    bool carry_in = false) {
+#ifdef CUZK_KEEP_CARRIES
+        carry_out = true;
+        carry_in = false;
+#endif
         if (head == 0) {
-            acc[0] = ptx::madlo_cc(limb(s), b, acc[0]);
+            acc[0] = carry_in ? ptx::madloc_cc(limb(s), b, acc[0]) : ptx::madlo_cc(limb(s), b, acc[0]);
             acc[1] = ptx::madhic_cc(limb(s), b, acc[1]);
         } else if (head == 1) {
-            ptx::add_cc(cin, 0xffffffffu);  // carry = (cin != 0)
+            // carry = (cin != 0)
+            if (carry_in) ptx::addc_cc(cin, 0xffffffffu);
+            else ptx::add_cc(cin, 0xffffffffu);
             acc[0] = ptx::addc_cc(acc[0], lo);
             acc[1] = ptx::addc_cc(acc[1], hi);
         }
 #pragma unroll
         for (int j = 2; j < N; j += 2) {
-            if (head == 2 && j == 2) acc[j] = ptx::madlo_cc(limb(s + j), b, acc[j]);
+            if (head == 2 && j == 2 && !carry_in) acc[j] = ptx::madlo_cc(limb(s + j), b, acc[j]);
             else acc[j] = ptx::madloc_cc(limb(s + j), b, acc[j]);
             acc[j + 1] = ptx::madhic_cc(limb(s + j), b, acc[j + 1]);
         }
-        acc[N] = ptx::addc(acc[N], 0);
+        if (carry_out) acc[N] = ptx::addc(acc[N], 0);
+        else ptx::drop_carry();
     }
 
     // Adds b * A * 2^(32 i) to the split accumulator (x, y) of mul_inline: the even limbs of A
     // and the odd limbs of A go to whichever of x (aligned at even absolute words) and y
     // (aligned at odd absolute words) keeps every 64-bit product on an aligned word pair.
     // head0, head1 (with lo1, hi1, cin1): mac_half's head for the even and the odd chain.
+    //
+    // odd_carry = false drops the odd chain's carry out of its top pair. That chain is the one
+    // that carries the top limb A[N-1], and in every round it is the first chain to reach its
+    // top pair: in x and in y alike the odd chains of round i end one word above anything
+    // written before (the even chains of round i-1 end, with their carry, one word lower), so
+    // the pair's high word is still 0 and the pair below 2^32. The first row of a round adds at
+    // most (2^32 - 1)^2 + 1 to it, so it never carries out. Each further row adds at most
+    // A_top 2^32 + 1 (A_top the top limb of the row's multiplicand: an operand's, or p's for the
+    // reduction row), so the sum stays below 2^64 while 1 + the rows' top limbs stays below
+    // 2^32 - 1. Fp (top limb 0x1a0111ea) meets that for any operands below 4p and three rows;
+    // Fr (0x73eda753) for a product and its reduction when the multiplicand is below r. The
+    // even chains end on words the odd chains of the round before have filled, so they keep
+    // their carries.
+    // The host emulation counts any carry a dropped chain end would lose (ptx::lost_carries).
+    // Without the odd chain's carry the flag holds 0 afterwards, and the caller's next flag
+    // instruction must read it (mac_half); carry_in says the row's first chain does.
     template <class Limb>
     __device__ __forceinline__ static void mac_row(u32* x, u32* y, int i, Limb limb, u32 b, int head0 = 0,
-                                                   int head1 = 0, u32 lo1 = 0, u32 hi1 = 0, u32 cin1 = 0) {
-        if ((i & 1) == 0) {
-            mac_half(x + i, limb, 0, b, head0);                  // a[2k] b at absolute words i+2k, i+2k+1
-            mac_half(y + i, limb, 1, b, head1, lo1, hi1, cin1);  // a[2k+1] b at absolute i+2k+1, i+2k+2
-        } else {
-            mac_half(y + i - 1, limb, 0, b, head0);              // a[2k] b at absolute i+2k (odd)
-            mac_half(x + i + 1, limb, 1, b, head1, lo1, hi1, cin1);  // a[2k+1] b at absolute i+2k+1 (even)
-        }
+                                                   int head1 = 0, u32 lo1 = 0, u32 hi1 = 0, u32 cin1 = 0,
+                                                   bool odd_carry = true, bool carry_in = false) {
+        // a[2k] b at absolute words i+2k, i+2k+1, a[2k+1] b at i+2k+1, i+2k+2.
+        u32* even = (i & 1) == 0 ? x + i : y + i - 1;
+        u32* odd = (i & 1) == 0 ? y + i : x + i + 1;
+        mac_half(even, limb, 0, b, head0, 0, 0, 0, true, carry_in);
+        mac_half(odd, limb, 1, b, head1, lo1, hi1, cin1, odd_carry);
+    }
+
+    // a + b, or a + b + flag when the flag holds a 0 carry left by a chain (mac_half).
+    __device__ __forceinline__ static u32 add_first(u32 a, u32 b, bool carry_in) {
+#ifdef CUZK_KEEP_CARRIES
+        carry_in = false;
+#endif
+        return carry_in ? ptx::addc_cc(a, b) : ptx::add_cc(a, b);
     }
 
     // The generic reduction row of round i (mul_inline, redc_wide, mul_sub_inline): m clears
     // word i of T (m p[0] goes to x[i] for even i, to y[i-1] for odd i); afterwards that word's
     // sum x[i] + y[i-1] + c is 0, 2^32 or 2^33, and c becomes what it passes upwards.
-    __device__ __forceinline__ static void reduce_row(u32* x, u32* y, int i, u32& c) {
+    // odd_carry, carry_in: as mac_row's; the row's own dropped carry is read here.
+    __device__ __forceinline__ static void reduce_row(u32* x, u32* y, int i, u32& c, bool odd_carry = true,
+                                                      bool carry_in = false) {
         const u32 yl = i == 0 ? 0u : y[i - 1];
         const u32 m = (x[i] + yl + c) * P::inv();
-        mac_row(x, y, i, [](int j) { return P::mod(j); }, m);
-        u32 t = ptx::add_cc(x[i], i == 0 ? 0u : y[i - 1]);
+        mac_row(x, y, i, [](int j) { return P::mod(j); }, m, 0, 0, 0, 0, 0, odd_carry, carry_in);
+        u32 t = add_first(x[i], i == 0 ? 0u : y[i - 1], !odd_carry);
         const u32 h = ptx::addc(0, 0);
         t = ptx::add_cc(t, c);
         c = ptx::addc(h, 0);
@@ -327,9 +378,10 @@ struct Field {
 
     // T/2^(32N) after the N rounds, not reduced: words N .. 2N-1 of x, plus y shifted by one
     // word, plus c at word N.
-    __device__ __forceinline__ static Field split_high(const u32* x, const u32* y, u32 c) {
+    // carry_in: the flag holds a 0 carry to read (mac_half).
+    __device__ __forceinline__ static Field split_high(const u32* x, const u32* y, u32 c, bool carry_in = false) {
         Field r;
-        r.v[0] = ptx::add_cc(x[N], y[N - 1]);
+        r.v[0] = add_first(x[N], y[N - 1], carry_in);
 #pragma unroll
         for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(x[N + k], y[N - 1 + k]);
         r.v[0] = ptx::add_cc(r.v[0], c);
@@ -373,29 +425,39 @@ struct Field {
     // instance a < 2p and b < p, since 2p < R). The rounds are mul_inline's: T = a b + M p stays
     // below p R + p R < R^2, so its accumulator bounds hold whatever the operands' order.
     __device__ __forceinline__ static Field mul_unreduced(const Field& a, const Field& b) {
+        // The product row's odd chain never needs its carry (the first row on its top pair, see
+        // mac_row); the reduction row's only where the top limbs leave room (P::TOP_ROOM: Fp).
+        const bool red_carry = !P::TOP_ROOM;
         u32 x[2 * N + 2], y[2 * N + 2];
 #pragma unroll
         for (int k = 0; k < 2 * N + 2; k++) { x[k] = 0; y[k] = 0; }
         u32 c = 0;
 #pragma unroll
-        for (int i = 0; i < N; i++) {
-            mac_row(x, y, i, [&](int j) { return a.v[j]; }, b.v[i]);
-            const u32 yl = i == 0 ? 0u : y[i - 1];
-            if (P::MOD_LOW_1_M1) {
-                // t = W mod 2^32 and c = floor(W / 2^32) (word i is not touched again).
-                u32 t = ptx::add_cc(x[i], yl);
-                const u32 h = ptx::addc(0, 0);
-                t = ptx::add_cc(t, c);
-                c = ptx::addc(h, 0);
-                const u32 m = t * P::inv();       // = -t
-                ptx::sub_cc(0, t);                // borrow = (t != 0)
-                const u32 hi1 = ptx::subc(m, 0);  // m - (t != 0)
-                mac_row(x, y, i, [](int j) { return P::mod(j); }, m, 2, 1, t, hi1, t);
-            } else {
-                reduce_row(x, y, i, c);
-            }
+        for (int i = 0; i < N; i++) mul_round(x, y, c, i, a, b.v[i], red_carry);
+        return split_high(x, y, c, P::MOD_LOW_1_M1 && !red_carry);
+    }
+
+    // Round i of mul_unreduced: b_i a, then the reduction row that clears word i.
+    __device__ __forceinline__ static void mul_round(u32* x, u32* y, u32& c, int i, const Field& a, u32 bi,
+                                                     bool red_carry) {
+        // Fr rounds end with the reduction row's odd chain, whose dropped carry the next
+        // round's first chain reads; the generic rounds read theirs in reduce_row.
+        const bool pending = P::MOD_LOW_1_M1 && i > 0 && !red_carry;
+        mac_row(x, y, i, [&](int j) { return a.v[j]; }, bi, 0, 0, 0, 0, 0, false, pending);
+        const u32 yl = i == 0 ? 0u : y[i - 1];
+        if (P::MOD_LOW_1_M1) {
+            // t = W mod 2^32 and c = floor(W / 2^32) (word i is not touched again).
+            u32 t = add_first(x[i], yl, true);
+            const u32 h = ptx::addc(0, 0);
+            t = ptx::add_cc(t, c);
+            c = ptx::addc(h, 0);
+            const u32 m = t * P::inv();       // = -t
+            ptx::sub_cc(0, t);                // borrow = (t != 0)
+            const u32 hi1 = ptx::subc(m, 0);  // m - (t != 0)
+            mac_row(x, y, i, [](int j) { return P::mod(j); }, m, 2, 1, t, hi1, t, red_carry);
+        } else {
+            reduce_row(x, y, i, c, red_carry, true);
         }
-        return split_high(x, y, c);
     }
 
     __device__ __forceinline__ static Field sqr(const Field& a) { return mul(a, a); }
@@ -411,6 +473,7 @@ struct Field {
 #pragma unroll
         for (int k = 0; k < 2 * N + 2; k++) { x[k] = 0; y[k] = 0; }
 #pragma unroll
+        // (Dropping the odd chains' carries here, as mul_unreduced does, made G2 2% slower.)
         for (int i = 0; i < N; i++) mac_row(x, y, i, [&](int j) { return a.v[j]; }, b.v[i]);
         t[0] = x[0];
         t[1] = ptx::add_cc(x[1], y[0]);
@@ -466,9 +529,9 @@ struct Field {
         u32 cw = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            mac_row(x, y, i, [&](int j) { return a.v[j]; }, b.v[i]);
-            mac_row(x, y, i, [&](int j) { return c.v[j]; }, dn.v[i]);
-            reduce_row(x, y, i, cw);
+            mac_row(x, y, i, [&](int j) { return a.v[j]; }, b.v[i], 0, 0, 0, 0, 0, false);
+            mac_row(x, y, i, [&](int j) { return c.v[j]; }, dn.v[i], 0, 0, 0, 0, 0, !P::TOP_ROOM, true);
+            reduce_row(x, y, i, cw, !P::TOP_ROOM, P::TOP_ROOM);
         }
         const Field r = split_high(x, y, cw);
         return LAZY ? r : reduce_once(r);
