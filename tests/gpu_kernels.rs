@@ -510,3 +510,98 @@ fn field_and_curve_ops_match_blst() {
         }
     }
 }
+
+/// Flags set with probability `p_set`, else clear.
+fn density(rng: &mut StdRng, n: usize, p_set: f64) -> Vec<bool> {
+    (0..n).map(|_| rng.gen_bool(p_set)).collect()
+}
+
+fn selected(values: &[Scalar], flags: &[bool]) -> Vec<Scalar> {
+    values
+        .iter()
+        .zip(flags)
+        .filter(|(_, &f)| f)
+        .map(|(v, _)| *v)
+        .collect()
+}
+
+/// The device's selection of flagged scalars (msm::compact), across one block of 1024, many,
+/// and more than 1024 blocks (a scan of the block counts in two levels).
+#[test]
+fn compaction_keeps_flagged_scalars_in_order() {
+    let Some(gpu) = raw_gpu() else { return };
+    let mut rng = fresh_rng();
+    for (n, p) in [
+        (1usize, 1.0),
+        (5, 0.0),
+        (1000, 0.5),
+        (4096, 0.97),
+        ((1 << 20) + 3001, 0.25),
+    ] {
+        let v = edgy_scalars(&mut rng, n);
+        let flags = density(&mut rng, n, p);
+        let want = selected(&v, &flags);
+        let src = gpu.upload_new(scalar_bytes(&v)).unwrap();
+        let dst = gpu_msm::compact(&gpu, &src, &flags, want.len()).unwrap();
+        let mut got = vec![Scalar::ZERO; want.len()];
+        gpu.download(&dst, cuzk::gpu::ntt::scalar_bytes_mut(&mut got))
+            .unwrap();
+        assert_eq!(got, want, "compaction of {n} at {p}");
+        // A count that disagrees with the flags is refused, not written past the buffer.
+        let err = gpu_msm::compact(&gpu, &src, &flags, want.len() + 1);
+        assert!(
+            matches!(err, Err(GpuError::Input(_))),
+            "{n}: {:?}",
+            err.err()
+        );
+    }
+}
+
+/// The four aux MSMs in one call (assignment uploaded once, A and B selected on the device)
+/// against blst on the host selections; empty queries give the identity; lengths that do not
+/// fit the densities are a typed error.
+#[test]
+fn aux_msms_match_cpu() {
+    use cuzk::prover::AuxQueries;
+    let Some(gpu) = backend() else { return };
+    let mut rng = fresh_rng();
+    for (n, pa, pb) in [
+        (1usize, 1.0, 0.0),
+        (1000, 0.997, 0.254),
+        (70_001, 0.997, 0.254),
+        (3000, 0.0, 1.0),
+    ] {
+        let aux = sparse_scalars(&mut rng, n);
+        let a_density = density(&mut rng, n, pa);
+        let b_density = density(&mut rng, n, pb);
+        let (a_sel, b_sel) = (selected(&aux, &a_density), selected(&aux, &b_density));
+        let l = g1_bases(&mut rng, n, 512);
+        let a = g1_bases(&mut rng, a_sel.len(), 512);
+        let b_g1 = g1_bases(&mut rng, b_sel.len(), 512);
+        let b_g2 = g2_bases(&mut rng, b_sel.len(), 64);
+        let q = AuxQueries {
+            aux: &aux,
+            a_density: &a_density,
+            b_density: &b_density,
+            l: &l,
+            a: &a,
+            b_g1: &b_g1,
+            b_g2: &b_g2,
+        };
+        let got = gpu
+            .aux_msms(&q)
+            .expect("the GPU takes the aux MSMs")
+            .unwrap();
+        assert_eq!(got.l, cpu_msm::msm_g1(&l, &aux), "L of {n}");
+        assert_eq!(got.a, cpu_msm::msm_g1(&a, &a_sel), "A of {n}");
+        assert_eq!(got.b_g1, cpu_msm::msm_g1(&b_g1, &b_sel), "B G1 of {n}");
+        assert_eq!(got.b_g2, cpu_msm::msm_g2(&b_g2, &b_sel), "B G2 of {n}");
+        let short = AuxQueries { l: &l[1..], ..q };
+        let err = gpu.aux_msms_gpu(&short);
+        assert!(
+            matches!(err, Err(GpuError::Input(_))),
+            "{n}: {:?}",
+            err.err()
+        );
+    }
+}

@@ -9,7 +9,9 @@ use bellperson::groth16::{
 };
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk::prover::{cpu::CpuBackend, prove_with_randomness, Backend, ProverError};
+use cuzk::prover::{
+    cpu::CpuBackend, prove_with_randomness, AuxQueries, AuxSums, Backend, ProverError,
+};
 use cuzk::srs::{load_srs, SrsError};
 use cuzk::synth::synthesize;
 use ff::Field;
@@ -87,10 +89,20 @@ fn write_params(params: &Parameters<Bls12>) -> tempfile::TempDir {
     dir
 }
 
-/// The CPU backend, but asking the prover to compute H and its MSM in one call
-/// (`Backend::fuses_h_query`, as the GPU backend does), with the trait's default
-/// `quotient_h_query`: the prover's fused branch, checked without a GPU.
+/// The CPU backend, but taking the calls the GPU backend combines: H and its MSM in one call
+/// (`Backend::fuses_h_query`, with the trait's default `quotient_h_query`), and the four aux
+/// MSMs in one call (`Backend::aux_msms`, selections made here): the prover's branches for
+/// them, checked without a GPU.
 struct FusingCpu;
+
+fn selected(values: &[Scalar], flags: &[bool]) -> Vec<Scalar> {
+    values
+        .iter()
+        .zip(flags)
+        .filter(|(_, &f)| f)
+        .map(|(v, _)| *v)
+        .collect()
+}
 
 impl Backend for FusingCpu {
     fn name(&self) -> String {
@@ -112,6 +124,19 @@ impl Backend for FusingCpu {
     }
     fn fuses_h_query(&self) -> bool {
         true
+    }
+    fn aux_msms(&self, q: &AuxQueries<'_>) -> Option<Result<AuxSums, ProverError>> {
+        let sums = || -> Result<AuxSums, ProverError> {
+            let a = selected(q.aux, q.a_density);
+            let b = selected(q.aux, q.b_density);
+            Ok(AuxSums {
+                l: CpuBackend.msm_g1(q.l, q.aux)?,
+                a: CpuBackend.msm_g1(q.a, &a)?,
+                b_g1: CpuBackend.msm_g1(q.b_g1, &b)?,
+                b_g2: CpuBackend.msm_g2(q.b_g2, &b)?,
+            })
+        };
+        Some(sums())
     }
 }
 

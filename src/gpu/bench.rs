@@ -1,7 +1,8 @@
 //! `cuzk bench gpu`: our MSM and NTT times on this GPU next to sppark's reference figures
 //! (ANCHORS.md, same H200). Bases are random points tiled on the device from 4096; scalars are
 //! uniformly random, read from pinned host memory; NTT data is on the device. Also the quotient
-//! with its H-query MSM, H through host memory against H left on the device.
+//! with its H-query MSM, H through host memory against H left on the device, and the four aux
+//! MSMs with the assignment sent once against once per query.
 
 use std::time::Instant;
 
@@ -31,6 +32,11 @@ pub struct GpuBenchArgs {
     /// memory, and H left on the device (`--h` with no value: none).
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "24")]
     pub h: Vec<u32>,
+    /// log2 sizes of an aux assignment for the four aux MSMs (L, A, B in G1 and G2), timed
+    /// both ways: one upload per query with the selections made on the host, and the
+    /// assignment uploaded once (`--aux` with no value: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "24")]
+    pub aux: Vec<u32>,
     /// Timed runs per measurement, after one warm-up (named apart from `cuzk bench --runs`,
     /// which counts proof runs).
     #[arg(long = "timed-runs", default_value_t = 3)]
@@ -299,6 +305,129 @@ fn bench_h(
     Ok(())
 }
 
+/// A witness-like aux assignment of `n` values: 45% zeros, 45% ones, the rest uniform. (A
+/// guess at the shape of a PoRep partition's assignment, mostly bits; not measured from one.)
+fn witness_scalars(n: usize, seed: u64) -> Vec<Scalar> {
+    let mut v = random_scalars(n, seed);
+    v.par_iter_mut().enumerate().for_each(|(i, s)| {
+        match (i as u64).wrapping_mul(0x9e3779b97f4a7c15) >> 44 & 0xfff {
+            0..=1842 => *s = Scalar::ZERO,
+            1843..=3685 => *s = Scalar::ONE,
+            _ => {}
+        }
+    });
+    v
+}
+
+/// Flags set for about `per_mille`/1000 of `n` variables.
+fn density(n: usize, per_mille: u64, seed: u64) -> Vec<bool> {
+    (0..n as u64)
+        .map(|i| (i ^ seed).wrapping_mul(0xbf58476d1ce4e5b9) >> 40 & 1023 < per_mille * 1024 / 1000)
+        .collect()
+}
+
+/// `n` host bases: `tile` repeated.
+fn repeat<T: Copy>(tile: &[T], n: usize) -> Vec<T> {
+    (0..n).map(|i| tile[i % tile.len()]).collect()
+}
+
+fn selected(values: &[Scalar], flags: &[bool]) -> Vec<Scalar> {
+    values
+        .iter()
+        .zip(flags)
+        .filter(|(_, &f)| f)
+        .map(|(v, _)| *v)
+        .collect()
+}
+
+/// The four MSMs over an aux assignment of 2^lg values (densities as a 32 GiB PoRep
+/// partition's: A 99.7%, B 25.4%, ANCHORS.md), both ways the prover can run them on this GPU:
+/// "aux apart" is four `msm_*_gpu` calls, each uploading its scalars, with the A and B
+/// selections made on the host as the prover does; "aux joint" is `aux_msms_gpu` (the
+/// assignment sent once, selected on the device). Pageable inputs; bases resident (uploaded
+/// in the warm-up); the sums must agree.
+fn bench_aux(
+    device: usize,
+    sizes: &[u32],
+    args: &GpuBenchArgs,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
+    use crate::prover::AuxQueries;
+    if sizes.is_empty() {
+        return Ok(());
+    }
+    let backend = super::GpuBackend::new(device)?;
+    let tile1 = random_g1(TILE, 5);
+    let tile2 = random_g2(TILE / 8, 6);
+    for &lg in sizes {
+        let n = 1usize << lg;
+        let aux = witness_scalars(n, 50 + lg as u64);
+        let a_density = density(n, 997, 1);
+        let b_density = density(n, 254, 2);
+        let l = repeat(&tile1, n);
+        let a = repeat(&tile1[1..], a_density.iter().filter(|&&f| f).count());
+        let nb = b_density.iter().filter(|&&f| f).count();
+        let b_g1 = repeat(&tile1[2..], nb);
+        let b_g2 = repeat(&tile2, nb);
+        let q = AuxQueries {
+            aux: &aux,
+            a_density: &a_density,
+            b_density: &b_density,
+            l: &l,
+            a: &a,
+            b_g1: &b_g1,
+            b_g2: &b_g2,
+        };
+        let mut times = [Vec::new(), Vec::new()];
+        let mut sums = [None, None];
+        for run in 0..=args.runs {
+            for (way, joint) in [false, true].into_iter().enumerate() {
+                let t0 = Instant::now();
+                let sum = if joint {
+                    let s = backend.aux_msms_gpu(&q)?;
+                    (s.l, s.a, s.b_g1, s.b_g2)
+                } else {
+                    let a_sel = selected(&aux, &a_density);
+                    let b_sel = selected(&aux, &b_density);
+                    (
+                        backend.msm_g1_gpu(&l, &aux)?,
+                        backend.msm_g1_gpu(&a, &a_sel)?,
+                        backend.msm_g1_gpu(&b_g1, &b_sel)?,
+                        backend.msm_g2_gpu(&b_g2, &b_sel)?,
+                    )
+                };
+                if run > 0 {
+                    times[way].push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+                sums[way] = Some(sum);
+            }
+        }
+        if sums[0] != sums[1] {
+            anyhow::bail!("aux MSMs 2^{lg}: the joint sums differ from the separate ones");
+        }
+        let ratio = stats(&times[1]).0 / stats(&times[0]).0;
+        eprintln!(
+            "aux MSMs 2^{lg}: apart {:.1?} ms, joint {:.1?} ms",
+            times[0], times[1]
+        );
+        let [apart, joint] = times;
+        rows.push(Row {
+            op: "aux apart",
+            lg,
+            ms: apart,
+            note: "L, A, B G1, B G2; 45% 0, 45% 1".into(),
+        });
+        rows.push(Row {
+            op: "aux joint",
+            lg,
+            ms: joint,
+            note: format!("{ratio:.2}× apart, same sums"),
+        });
+    }
+    backend.clear_cache()?;
+    Ok(())
+}
+
 /// Runs the benchmark and prints the table.
 pub fn run(args: GpuBenchArgs) -> anyhow::Result<()> {
     let gpu = Gpu::open(args.device)?;
@@ -323,6 +452,7 @@ pub fn run(args: GpuBenchArgs) -> anyhow::Result<()> {
     bench_msm(&gpu, Curve::G1, &args.g1, &args, &mut rows)?;
     bench_msm(&gpu, Curve::G2, &args.g2, &args, &mut rows)?;
     bench_h(&gpu, &args.h, &args, &mut rows)?;
+    bench_aux(args.device, &args.aux, &args, &mut rows)?;
     println!(
         "{} timed runs each after a warm-up; ours = median (min–max)",
         args.runs

@@ -17,12 +17,13 @@ use sha2::{Digest, Sha256};
 use super::GpuError;
 
 /// The CUDA sources, in translation-unit order. `scripts/gpu-nvrtc.py` mirrors this list.
-pub const SOURCES: [(&str, &str); 8] = [
+pub const SOURCES: [(&str, &str); 9] = [
     ("field.cuh", include_str!("../../cuda/field.cuh")),
     ("fp2.cuh", include_str!("../../cuda/fp2.cuh")),
     ("curve.cuh", include_str!("../../cuda/curve.cuh")),
     ("ntt.cu", include_str!("../../cuda/ntt.cu")),
     ("scan.cu", include_str!("../../cuda/scan.cu")),
+    ("compact.cu", include_str!("../../cuda/compact.cu")),
     ("msm.cu", include_str!("../../cuda/msm.cu")),
     ("batch_add.cu", include_str!("../../cuda/batch_add.cu")),
     ("selftest.cu", include_str!("../../cuda/selftest.cu")),

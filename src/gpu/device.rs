@@ -49,6 +49,8 @@ const KERNELS: &[&str] = &[
     "quotient_pointwise",
     "scan_blocks",
     "scan_add",
+    "compact_count",
+    "compact_scatter",
     "msm_front",
     "msm_digits",
     "msm_scatter",

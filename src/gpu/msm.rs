@@ -224,6 +224,53 @@ fn to_jacobian(
     Ok(host.chunks(words).map(|c| c.to_vec()).collect())
 }
 
+/// The `count` scalars of `src` (n of them, 32 bytes each) whose flag is set, in order, in a
+/// new device buffer: the A and B queries' scalars taken from the aux assignment already on
+/// the device. `count` is the query's length, checked against the flags (a wrong one would
+/// make the kernel write past the buffer); the buffer holds at least one scalar so that it is
+/// never empty.
+pub fn compact(gpu: &Gpu, src: &DevBuf, flags: &[bool], count: usize) -> Result<DevBuf, GpuError> {
+    let n = flags.len();
+    let set = flags.iter().filter(|&&f| f).count();
+    if src.len() < n * 32 || count != set || n >= (1usize << 32) {
+        return Err(GpuError::Input(format!(
+            "compaction of {n} flags ({set} set) over {} scalar bytes into {count}",
+            src.len()
+        )));
+    }
+    let dst = gpu.alloc(count.max(1) * 32)?;
+    if count == 0 {
+        return Ok(dst);
+    }
+    // SAFETY: bool is one byte holding 0 or 1, so a slice of them is a valid byte slice of
+    // the same length.
+    let flag_bytes = unsafe { std::slice::from_raw_parts(flags.as_ptr().cast::<u8>(), n) };
+    let flags_dev = gpu.upload_new(flag_bytes)?;
+    let blocks = (n as u64).div_ceil(1024);
+    let offsets = gpu.alloc(blocks as usize * 4)?;
+    gpu.launch(
+        "compact_count",
+        blocks,
+        1024,
+        &[flags_dev.ptr(), n as u64, offsets.ptr()],
+    )?;
+    exclusive_scan(gpu, offsets.ptr(), blocks)?;
+    gpu.launch(
+        "compact_scatter",
+        blocks,
+        1024,
+        &[
+            src.ptr(),
+            flags_dev.ptr(),
+            n as u64,
+            offsets.ptr(),
+            dst.ptr(),
+        ],
+    )?;
+    gpu.sync()?;
+    Ok(dst)
+}
+
 /// Exclusive prefix sum of `n` u32 values at `ptr`, in place.
 fn exclusive_scan(gpu: &Gpu, ptr: u64, n: u64) -> Result<(), GpuError> {
     let blocks = n.div_ceil(1024);

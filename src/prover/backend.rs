@@ -54,6 +54,17 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// The four MSMs over the aux assignment (L, and the aux parts of A, B in G1 and B in G2)
+    /// in one call, or `None` where the backend has no such path or declines this time (the
+    /// default; a device without the memory for it): the prover then runs them as separate
+    /// [`Backend::msm_g1`] / [`Backend::msm_g2`] calls on the selected scalars. Worth it where
+    /// the assignment can be sent once and the queries' scalars selected where it went (a
+    /// device: one upload instead of four, and no host copies of the selections).
+    fn aux_msms(&self, queries: &AuxQueries<'_>) -> Option<Result<AuxSums, ProverError>> {
+        let _ = queries;
+        None
+    }
+
     /// Σ scalars[i] · bases[i] in G1. `bases.len() == scalars.len()`.
     fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError>;
 
@@ -67,4 +78,36 @@ pub trait Backend: Send + Sync {
     fn concurrent_msms(&self) -> bool {
         false
     }
+}
+
+/// The MSMs over the aux assignment of one proof ([`Backend::aux_msms`]). The prover checks
+/// the lengths before: `l` has one point per aux value, `a` one per set flag of `a_density`,
+/// `b_g1` and `b_g2` one per set flag of `b_density`; both densities have one flag per aux value.
+pub struct AuxQueries<'a> {
+    /// The aux part of the assignment.
+    pub aux: &'a [Scalar],
+    /// Which aux variables the A query uses.
+    pub a_density: &'a [bool],
+    /// Which aux variables the B queries use.
+    pub b_density: &'a [bool],
+    /// The L query.
+    pub l: &'a [G1Affine],
+    /// The aux part of the A query.
+    pub a: &'a [G1Affine],
+    /// The aux part of the B query in G1.
+    pub b_g1: &'a [G1Affine],
+    /// The aux part of the B query in G2.
+    pub b_g2: &'a [G2Affine],
+}
+
+/// The sums of [`AuxQueries`].
+pub struct AuxSums {
+    /// Σ aux_i · l_i.
+    pub l: G1Projective,
+    /// Σ over the A-dense aux values.
+    pub a: G1Projective,
+    /// Σ over the B-dense aux values, in G1.
+    pub b_g1: G1Projective,
+    /// The same in G2.
+    pub b_g2: G2Projective,
 }

@@ -8,7 +8,7 @@ use ff::Field;
 use group::{prime::PrimeCurveAffine, Curve};
 use rand_core::OsRng;
 
-use super::{Backend, ProverError};
+use super::{AuxQueries, Backend, ProverError};
 use crate::srs::Srs;
 use crate::synth::Synthesized;
 
@@ -162,6 +162,30 @@ pub fn prove_with_randomness(
     };
     let witness = move || -> Result<WitnessSums, ProverError> {
         let b_input = dense(&input, &b_input_density);
+        // A backend that can send the aux assignment once and select the A and B scalars where
+        // it went does the four aux MSMs in one call; the inputs' parts (a few points) stay
+        // separate calls.
+        let t = Instant::now();
+        let joint = backend.aux_msms(&AuxQueries {
+            aux: &aux,
+            a_density: &a_aux_density,
+            b_density: &b_aux_density,
+            l: &srs.l,
+            a: &srs.a[n_in..],
+            b_g1: &srs.b_g1[b_in..],
+            b_g2: &srs.b_g2[b_in..],
+        });
+        if let Some(sums) = joint {
+            let sums = sums?;
+            tracing::trace!(msm = "aux", ms = t.elapsed().as_millis() as u64, "msm done");
+            drop(aux);
+            return Ok(WitnessSums {
+                l: sums.l,
+                a: sums.a + backend.msm_g1(&srs.a[..n_in], &input)?,
+                b_g1: sums.b_g1 + backend.msm_g1(&srs.b_g1[..b_in], &b_input)?,
+                b_g2: sums.b_g2 + backend.msm_g2(&srs.b_g2[..b_in], &b_input)?,
+            });
+        }
         let b_aux = dense(&aux, &b_aux_density);
         let l_and_a = move || {
             let sums = both(

@@ -13,7 +13,7 @@ pub mod ntt;
 pub mod pippenger;
 mod simd;
 
-pub use backend::Backend;
+pub use backend::{AuxQueries, AuxSums, Backend};
 pub use groth16::{prove, prove_with_randomness, ProofTimings};
 
 /// Why a backend stage failed.
