@@ -183,17 +183,7 @@ impl GpuBackend {
             .domains
             .get(&lg)
             .ok_or_else(|| GpuError::Input("domain cache".into()))?;
-        let gpu = &s.gpu;
-        let load = |v: &[Scalar]| -> Result<DevBuf, GpuError> {
-            let mut buf = gpu.alloc(m * FR_BYTES)?;
-            gpu.upload(&mut buf, scalar_bytes(v))?;
-            gpu.zero_range(&mut buf, n * FR_BYTES, (m - n) * FR_BYTES)?;
-            Ok(buf)
-        };
-        let mut bufs = [load(a)?, load(b)?, load(c)?, gpu.alloc(m * FR_BYTES)?];
-        d.quotient(gpu, &mut bufs)?;
-        let [h, ..] = bufs;
-        Ok((h, m))
+        Ok((d.quotient_from_host(&s.gpu, a, b, c)?, m))
     }
 
     /// Σ h_i·bases[i] for the quotient H of `a`, `b`, `c`, with H left on the device between

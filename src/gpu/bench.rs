@@ -235,7 +235,8 @@ fn bench_ntt(
 /// both ways the prover can run them: "H via host" downloads H and sends it back up as the
 /// MSM's scalars (the separate `quotient` and `msm_g1` of the prover's backend boundary), "H
 /// fused" hands the device buffer to the MSM (`GpuBackend::quotient_h_query_gpu`). Inputs A, B,
-/// C from pageable host memory, as the prover's; the two results must agree.
+/// C from pageable host memory, sent as the prover's are (`Domain::quotient_from_host`); the two
+/// results must agree.
 fn bench_h(
     gpu: &Gpu,
     sizes: &[u32],
@@ -257,14 +258,7 @@ fn bench_h(
             for (way, fused) in [false, true].into_iter().enumerate() {
                 gpu.sync()?;
                 let t0 = Instant::now();
-                let mut bufs = [
-                    gpu.upload_new(scalar_bytes(&inputs[0]))?,
-                    gpu.upload_new(scalar_bytes(&inputs[1]))?,
-                    gpu.upload_new(scalar_bytes(&inputs[2]))?,
-                    gpu.alloc(m * FR_BYTES)?,
-                ];
-                dom.quotient(gpu, &mut bufs)?;
-                let [h, ..] = bufs;
+                let h = dom.quotient_from_host(gpu, &inputs[0], &inputs[1], &inputs[2])?;
                 let parts = if fused {
                     msm::msm_device(gpu, Curve::G1, &bases, m - 1, h)?
                 } else {

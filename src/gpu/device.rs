@@ -174,6 +174,9 @@ impl Drop for CopyFence<'_> {
     }
 }
 
+/// A point in the main stream's work, for [`Gpu::upload_after`].
+pub struct StreamMark(CudaEvent);
+
 /// Number of CUDA devices, or why there are none. Never panics, also without libcuda.
 pub fn device_count() -> Result<usize, GpuError> {
     // SAFETY: only tries to load libcuda; cudarc panics on the first driver call without it.
@@ -326,6 +329,41 @@ impl Gpu {
         dst: &mut DevBuf,
         src: &[u8],
         chunk: usize,
+        consume: impl FnMut(usize, usize) -> Result<(), GpuError>,
+    ) -> Result<(), GpuError> {
+        self.upload_pieces(dst, src, chunk, None, consume)
+    }
+
+    /// Marks the work issued on the main stream so far (see [`Gpu::upload_after`]).
+    pub fn mark(&self) -> Result<StreamMark, GpuError> {
+        Ok(StreamMark(
+            self.stream.record_event(None).ctx("cuEventRecord")?,
+        ))
+    }
+
+    /// Copies `src` to the start of `dst` (on the copy stream, through the staging buffers
+    /// when pageable), ordered after the main-stream work before `mark` only: main-stream work
+    /// issued between the mark and this call (transforms of an earlier upload, say) runs while
+    /// the bytes travel. The caller makes sure that work does not touch `dst` (allocate `dst`
+    /// before the mark). Main-stream work issued after the call sees the bytes; on return no
+    /// copy is in flight.
+    pub fn upload_after(
+        &self,
+        mark: &StreamMark,
+        dst: &mut DevBuf,
+        src: &[u8],
+    ) -> Result<(), GpuError> {
+        self.upload_pieces(dst, src, src.len().max(1), Some(&mark.0), |_, _| Ok(()))
+    }
+
+    /// [`Gpu::upload_overlapped`], with the copies ordered after `after` instead of after all
+    /// the main stream's work so far when it is given.
+    fn upload_pieces(
+        &self,
+        dst: &mut DevBuf,
+        src: &[u8],
+        chunk: usize,
+        after: Option<&CudaEvent>,
         mut consume: impl FnMut(usize, usize) -> Result<(), GpuError>,
     ) -> Result<(), GpuError> {
         if src.len() > dst.len() {
@@ -342,7 +380,9 @@ impl Gpu {
         let staged = self.needs_staging(src);
         // Ordering (all events are recorded before they are waited for, in host order):
         // * allocated: main → copy, once, so the copy stream writes `dst` only after its
-        //   stream-ordered allocation on the main stream (and any earlier main-stream work).
+        //   stream-ordered allocation on the main stream (and any earlier main-stream work;
+        //   with `after`, only the work before that mark, which the caller made sure covers
+        //   the allocation).
         // * copied[k]: copy → main after piece k, waited for before `consume` issues the work
         //   on piece k. The copies run in issue order on the copy stream, so once the main
         //   stream has waited for the last piece it is ordered after every copy, and `dst` is
@@ -356,8 +396,13 @@ impl Gpu {
             stream: &self.copy,
             armed: true,
         };
-        let allocated: CudaEvent = self.stream.record_event(None).ctx("cuEventRecord")?;
-        self.copy.wait(&allocated).ctx("cuStreamWaitEvent")?;
+        match after {
+            Some(ev) => self.copy.wait(ev).ctx("cuStreamWaitEvent")?,
+            None => {
+                let allocated: CudaEvent = self.stream.record_event(None).ctx("cuEventRecord")?;
+                self.copy.wait(&allocated).ctx("cuStreamWaitEvent")?;
+            }
+        }
         let mut copied = self.copy_piece(dst, src, 0, chunk, staged)?;
         let mut offset = 0;
         while offset < src.len() {

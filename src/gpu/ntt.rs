@@ -305,23 +305,62 @@ impl Domain {
         self.run(gpu, data, out, inverse, scale)
     }
 
-    /// H = (A·B − C)/Z: see [`crate::prover::Backend::quotient`]. `bufs` holds A, B, C
-    /// (natural order, zero-padded to the domain) and a scratch buffer, each of the domain's
-    /// size; the coefficients of H end up in `bufs[0]`.
-    pub fn quotient(&self, gpu: &Gpu, bufs: &mut [DevBuf; 4]) -> Result<(), GpuError> {
-        for v in 0..3 {
-            // evaluations on H → coefficients times g^i/n (the polynomial of the coset)
-            // → evaluations on gH
-            let (vs, scratch) = bufs.split_at_mut(3);
-            self.run(
-                gpu,
-                &vs[v],
-                &mut scratch[0],
-                true,
-                Scale::Post(&self.coset_n_inv),
-            )?;
-            self.run(gpu, &scratch[0], &mut vs[v], false, Scale::None)?;
+    /// H = (A·B − C)/Z (see [`crate::prover::Backend::quotient`]) from host vectors `a`, `b`,
+    /// `c` (each of at most the domain's size, the rest zero): the buffer with H's
+    /// coefficients. Each input's transforms are issued before
+    /// the next input is sent, and the uploads are ordered only after the allocations
+    /// ([`Gpu::upload_after`]), so that B and C travel while the transforms of A and B run.
+    /// `CUZK_QUOTIENT_SERIAL=1` orders each upload after all earlier work instead (A/B runs).
+    pub fn quotient_from_host(
+        &self,
+        gpu: &Gpu,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+    ) -> Result<DevBuf, GpuError> {
+        let m = self.size();
+        let n = a.len();
+        if b.len() != n || c.len() != n || n > m {
+            return Err(GpuError::Input(format!(
+                "A, B, C of {}, {} and {} values for a domain of {m}",
+                n,
+                b.len(),
+                c.len()
+            )));
         }
+        let serial = std::env::var_os("CUZK_QUOTIENT_SERIAL").is_some();
+        let mut bufs = [
+            gpu.alloc(m * FR_BYTES)?,
+            gpu.alloc(m * FR_BYTES)?,
+            gpu.alloc(m * FR_BYTES)?,
+            gpu.alloc(m * FR_BYTES)?,
+        ];
+        let mark = gpu.mark()?;
+        for (v, src) in [a, b, c].into_iter().enumerate() {
+            let (vs, scratch) = bufs.split_at_mut(3);
+            if serial {
+                gpu.upload(&mut vs[v], scalar_bytes(src))?;
+            } else {
+                gpu.upload_after(&mark, &mut vs[v], scalar_bytes(src))?;
+            }
+            gpu.zero_range(&mut vs[v], n * FR_BYTES, (m - n) * FR_BYTES)?;
+            self.to_coset(gpu, &mut vs[v], &mut scratch[0])?;
+        }
+        self.quotient_on_coset(gpu, &mut bufs)?;
+        let [h, ..] = bufs;
+        Ok(h)
+    }
+
+    /// Evaluations on H → coefficients times g^i/n (the polynomial of the coset) → evaluations
+    /// on gH, in place (through `scratch`).
+    fn to_coset(&self, gpu: &Gpu, v: &mut DevBuf, scratch: &mut DevBuf) -> Result<(), GpuError> {
+        self.run(gpu, v, scratch, true, Scale::Post(&self.coset_n_inv))?;
+        self.run(gpu, scratch, v, false, Scale::None)
+    }
+
+    /// From A, B, C evaluated on gH (`bufs[0..3]`, `bufs[3]` scratch): H's coefficients in
+    /// `bufs[0]`.
+    fn quotient_on_coset(&self, gpu: &Gpu, bufs: &mut [DevBuf; 4]) -> Result<(), GpuError> {
         let n = self.size() as u64;
         gpu.launch(
             "quotient_pointwise",
