@@ -7,6 +7,7 @@ use blstrs::{Bls12, G1Projective, G2Projective, Scalar};
 use ff::Field;
 use group::{prime::PrimeCurveAffine, Curve};
 use rand_core::OsRng;
+use rayon::prelude::*;
 
 use super::{AuxQueries, Backend, ProverError};
 use crate::srs::Srs;
@@ -71,10 +72,11 @@ pub fn prove(
     prove_with_randomness(backend, srs, circuit, r, s)
 }
 
-/// Selects `values[i]` where `density[i]` is set.
+/// Selects `values[i]` where `density[i]` is set, in order. In parallel: for a 32 GiB
+/// partition this copies up to 4 GiB, and it runs before the MSMs that need it.
 fn dense(values: &[Scalar], density: &[bool]) -> Vec<Scalar> {
     values
-        .iter()
+        .par_iter()
         .zip(density)
         .filter(|(_, &d)| d)
         .map(|(v, _)| *v)
