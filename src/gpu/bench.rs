@@ -325,9 +325,10 @@ fn repeat<T: Copy>(tile: &[T], n: usize) -> Vec<T> {
     (0..n).map(|i| tile[i % tile.len()]).collect()
 }
 
+/// The prover's selection of the flagged values (in parallel, as its `dense`).
 fn selected(values: &[Scalar], flags: &[bool]) -> Vec<Scalar> {
     values
-        .iter()
+        .par_iter()
         .zip(flags)
         .filter(|(_, &f)| f)
         .map(|(v, _)| *v)
