@@ -516,15 +516,6 @@ fn density(rng: &mut StdRng, n: usize, p_set: f64) -> Vec<bool> {
     (0..n).map(|_| rng.gen_bool(p_set)).collect()
 }
 
-fn selected(values: &[Scalar], flags: &[bool]) -> Vec<Scalar> {
-    values
-        .iter()
-        .zip(flags)
-        .filter(|(_, &f)| f)
-        .map(|(v, _)| *v)
-        .collect()
-}
-
 /// The device's selection of flagged scalars (msm::compact), across one block of 1024, many,
 /// and more than 1024 blocks (a scan of the block counts in two levels).
 #[test]
@@ -540,7 +531,7 @@ fn compaction_keeps_flagged_scalars_in_order() {
     ] {
         let v = edgy_scalars(&mut rng, n);
         let flags = density(&mut rng, n, p);
-        let want = selected(&v, &flags);
+        let want = cuzk::prover::dense(&v, &flags);
         let src = gpu.upload_new(scalar_bytes(&v)).unwrap();
         let dst = gpu_msm::compact(&gpu, &src, &flags, want.len()).unwrap();
         let mut got = vec![Scalar::ZERO; want.len()];
@@ -574,7 +565,10 @@ fn aux_msms_match_cpu() {
         let aux = sparse_scalars(&mut rng, n);
         let a_density = density(&mut rng, n, pa);
         let b_density = density(&mut rng, n, pb);
-        let (a_sel, b_sel) = (selected(&aux, &a_density), selected(&aux, &b_density));
+        let (a_sel, b_sel) = (
+            cuzk::prover::dense(&aux, &a_density),
+            cuzk::prover::dense(&aux, &b_density),
+        );
         let l = g1_bases(&mut rng, n, 512);
         let a = g1_bases(&mut rng, a_sel.len(), 512);
         let b_g1 = g1_bases(&mut rng, b_sel.len(), 512);

@@ -95,15 +95,6 @@ fn write_params(params: &Parameters<Bls12>) -> tempfile::TempDir {
 /// them, checked without a GPU.
 struct FusingCpu;
 
-fn selected(values: &[Scalar], flags: &[bool]) -> Vec<Scalar> {
-    values
-        .iter()
-        .zip(flags)
-        .filter(|(_, &f)| f)
-        .map(|(v, _)| *v)
-        .collect()
-}
-
 impl Backend for FusingCpu {
     fn name(&self) -> String {
         "cpu, H fused".into()
@@ -127,8 +118,8 @@ impl Backend for FusingCpu {
     }
     fn aux_msms(&self, q: &AuxQueries<'_>) -> Option<Result<AuxSums, ProverError>> {
         let sums = || -> Result<AuxSums, ProverError> {
-            let a = selected(q.aux, q.a_density);
-            let b = selected(q.aux, q.b_density);
+            let a = cuzk::prover::dense(q.aux, q.a_density);
+            let b = cuzk::prover::dense(q.aux, q.b_density);
             Ok(AuxSums {
                 l: CpuBackend.msm_g1(q.l, q.aux)?,
                 a: CpuBackend.msm_g1(q.a, &a)?,

@@ -325,16 +325,6 @@ fn repeat<T: Copy>(tile: &[T], n: usize) -> Vec<T> {
     (0..n).map(|i| tile[i % tile.len()]).collect()
 }
 
-/// The prover's selection of the flagged values (in parallel, as its `dense`).
-fn selected(values: &[Scalar], flags: &[bool]) -> Vec<Scalar> {
-    values
-        .par_iter()
-        .zip(flags)
-        .filter(|(_, &f)| f)
-        .map(|(v, _)| *v)
-        .collect()
-}
-
 /// The four MSMs over an aux assignment of 2^lg values (densities as a 32 GiB PoRep
 /// partition's: A 99.7%, B 25.4%, ANCHORS.md), both ways the prover can run them on this GPU:
 /// "aux apart" is four `msm_*_gpu` calls, each uploading its scalars, with the A and B
@@ -382,8 +372,8 @@ fn bench_aux(
                     let s = backend.aux_msms_gpu(&q)?;
                     (s.l, s.a, s.b_g1, s.b_g2)
                 } else {
-                    let a_sel = selected(&aux, &a_density);
-                    let b_sel = selected(&aux, &b_density);
+                    let a_sel = crate::prover::dense(&aux, &a_density);
+                    let b_sel = crate::prover::dense(&aux, &b_density);
                     (
                         backend.msm_g1_gpu(&l, &aux)?,
                         backend.msm_g1_gpu(&a, &a_sel)?,

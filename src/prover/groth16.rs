@@ -72,9 +72,10 @@ pub fn prove(
     prove_with_randomness(backend, srs, circuit, r, s)
 }
 
-/// Selects `values[i]` where `density[i]` is set, in order. In parallel: for a 32 GiB
-/// partition this copies up to 4 GiB, and it runs before the MSMs that need it.
-fn dense(values: &[Scalar], density: &[bool]) -> Vec<Scalar> {
+/// Selects `values[i]` where `density[i]` is set, in order: the scalars of a query that
+/// uses only the variables its density marks. In parallel: for a 32 GiB partition this copies
+/// up to 4 GiB, and it runs before the MSMs that need it.
+pub fn dense(values: &[Scalar], density: &[bool]) -> Vec<Scalar> {
     values
         .par_iter()
         .zip(density)
