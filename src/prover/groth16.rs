@@ -73,15 +73,42 @@ pub fn prove(
 }
 
 /// Selects `values[i]` where `density[i]` is set, in order: the scalars of a query that
-/// uses only the variables its density marks. In parallel: for a 32 GiB partition this copies
-/// up to 4 GiB, and it runs before the MSMs that need it.
+/// uses only the variables its density marks. For a 32 GiB partition this copies up to 4 GiB,
+/// so it runs in parallel, in two passes over chunks: count the flags of each chunk, then
+/// copy each chunk's values to its own part of the output. (2^24 values at A's density on
+/// the 2-core machine, in a standalone copy: one thread 229 ms, this 109 ms, rayon's
+/// filter-collect 355 ms.)
 pub fn dense(values: &[Scalar], density: &[bool]) -> Vec<Scalar> {
-    values
-        .par_iter()
-        .zip(density)
-        .filter(|(_, &d)| d)
-        .map(|(v, _)| *v)
-        .collect()
+    const CHUNK: usize = 1 << 16;
+    let n = values.len().min(density.len());
+    let (values, density) = (&values[..n], &density[..n]);
+    let counts: Vec<usize> = density
+        .par_chunks(CHUNK)
+        .map(|c| c.iter().filter(|&&f| f).count())
+        .collect();
+    let total = counts.iter().sum();
+    let mut out: Vec<Scalar> = Vec::with_capacity(total);
+    let mut rest = &mut out.spare_capacity_mut()[..total];
+    let mut parts = Vec::with_capacity(counts.len());
+    for &c in &counts {
+        let (part, tail) = rest.split_at_mut(c);
+        parts.push(part);
+        rest = tail;
+    }
+    parts
+        .into_par_iter()
+        .zip(values.par_chunks(CHUNK).zip(density.par_chunks(CHUNK)))
+        .for_each(|(part, (vs, ds))| {
+            let selected = vs.iter().zip(ds).filter(|(_, &f)| f).map(|(v, _)| v);
+            for (slot, v) in part.iter_mut().zip(selected) {
+                slot.write(*v);
+            }
+        });
+    // SAFETY: the first `total` elements are initialised: part k has exactly as many slots as
+    // chunk k has set flags (counted from the same slice), and the loop above wrote each of
+    // them with one of that chunk's selected values.
+    unsafe { out.set_len(total) };
+    out
 }
 
 fn count(density: &[bool]) -> usize {
@@ -255,4 +282,39 @@ pub fn prove_with_randomness(
         c: g_c.to_affine(),
     };
     Ok((proof, ProofTimings { quotient, msm }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `dense` against the obvious sequential selection: empty, none, all, chunk borders,
+    /// and a density longer or shorter than the values (the shorter one decides).
+    #[test]
+    fn dense_selects_in_order() {
+        let v: Vec<Scalar> = (0..200_003u64).map(Scalar::from).collect();
+        let patterns: [&dyn Fn(usize) -> bool; 4] =
+            [&|_| false, &|_| true, &|i| i % 3 == 0, &|i| {
+                (i * 2_654_435_761) % 1000 < 254
+            }];
+        for f in patterns {
+            for (nv, nd) in [
+                (0, 0),
+                (1, 1),
+                (65_536, 65_536),
+                (200_003, 200_003),
+                (70_000, 200_003),
+                (200_003, 131_073),
+            ] {
+                let d: Vec<bool> = (0..nd).map(f).collect();
+                let want: Vec<Scalar> = v[..nv]
+                    .iter()
+                    .zip(&d)
+                    .filter(|(_, &b)| b)
+                    .map(|(x, _)| *x)
+                    .collect();
+                assert_eq!(dense(&v[..nv], &d), want, "{nv} values, {nd} flags");
+            }
+        }
+    }
 }
