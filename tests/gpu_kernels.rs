@@ -597,5 +597,19 @@ fn aux_msms_match_cpu() {
             "{n}: {:?}",
             err.err()
         );
+        // A query that does not match its density's count is refused before any upload.
+        if !b_g1.is_empty() {
+            let short_b = AuxQueries {
+                b_g1: &b_g1[1..],
+                b_g2: &b_g2[1..],
+                ..q
+            };
+            let err = gpu.aux_msms_gpu(&short_b);
+            assert!(
+                matches!(err, Err(GpuError::Input(_))),
+                "{n}: {:?}",
+                err.err()
+            );
+        }
     }
 }

@@ -6,7 +6,7 @@
 use blstrs::{G1Affine, G1Projective, Scalar};
 use cuzk::gpu::device::Gpu;
 use cuzk::gpu::test_backend;
-use cuzk::prover::{msm as cpu_msm, Backend, ProverError};
+use cuzk::prover::{msm as cpu_msm, AuxQueries, Backend, ProverError};
 use ff::Field;
 use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -49,6 +49,22 @@ fn out_of_memory_is_typed_and_recoverable() {
         "expected out of memory, got {err}"
     );
 
+    // The joint aux MSMs do not fit either: the backend declines (None), so that the prover
+    // makes the separate calls, instead of failing the proof.
+    let (all, none) = (
+        vec![true; big_scalars.len()],
+        vec![false; big_scalars.len()],
+    );
+    let joint = gpu.aux_msms(&AuxQueries {
+        aux: &big_scalars,
+        a_density: &all,
+        b_density: &none,
+        l: &big_bases,
+        a: &big_bases,
+        b_g1: &[],
+        b_g2: &[],
+    });
+    assert!(joint.is_none(), "the aux MSMs should have been declined");
     drop(held);
     drop(hog);
     assert_eq!(gpu.msm_g1_gpu(&bases, &scalars).unwrap(), want);

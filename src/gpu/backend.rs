@@ -54,6 +54,20 @@ pub struct GpuBackend {
     state: Mutex<State>,
 }
 
+/// Device memory an MSM over n scalars from a device buffer takes besides its scalars, as an
+/// estimate for [`GpuBackend::aux_msms_gpu`]'s fit check, per scalar: the 0 / 1 / other
+/// index lists (8 bytes), the signed digits and their bucket-sorted list (4 bytes each per
+/// window, up to 16 windows) and the chunk sums of the bucket phase (two XYZZ points per 128
+/// list entries, about 40 bytes in G1); and once: the buckets (1.3 GB for G1 at 20-bit
+/// windows). Read from `msm.rs`'s allocations, not measured.
+const AUX_WORK_PER_SCALAR: usize = 8 + 2 * 4 * 16 + 40;
+const AUX_WORK_FIXED: usize = 2 << 30;
+
+/// Number of set flags.
+fn count_set(flags: &[bool]) -> usize {
+    flags.iter().filter(|&&f| f).count()
+}
+
 /// The quotient's domain for `n` constraints: the next power of two, at least 2.
 fn domain_size(n: usize) -> usize {
     n.next_power_of_two().max(2)
@@ -293,11 +307,13 @@ impl GpuBackend {
     /// The four aux MSMs with the assignment uploaded once ([`Backend::aux_msms`]): the A and
     /// B queries' scalars are selected on the device ([`msm::compact`]) before the L query's
     /// MSM runs on the uploaded copy (an MSM's front end rewrites its scalars in place, so the
-    /// B scalars are selected twice, once for each group). For a 32 GiB partition that sends
+    /// B selection is copied once, one for each group). For a 32 GiB partition that sends
     /// 4.2 GB over PCIe instead of about 10 GB, and the host makes no copies of the
-    /// selections. All four base slices must be resident at once: where that does not fit
-    /// beside each other this returns the out-of-memory error, with nothing changed but the
-    /// resident slices, and the caller runs the queries one by one.
+    /// selections. All four base slices must be resident at once: where the free memory
+    /// cannot hold the missing ones and the working buffers (estimated, see
+    /// [`AUX_WORK_PER_SCALAR`]) this returns the out-of-memory error at once, touching nothing,
+    /// and the caller runs the queries one by one (which evicts and uploads per query as
+    /// needed); an out-of-memory error later on is returned the same way.
     pub fn aux_msms_gpu(&self, q: &AuxQueries<'_>) -> Result<AuxSums, GpuError> {
         let n = q.aux.len();
         if q.l.len() != n || q.a_density.len() != n || q.b_density.len() != n {
@@ -313,6 +329,14 @@ impl GpuBackend {
                 "B query of {} points in G1 and {} in G2",
                 q.b_g1.len(),
                 q.b_g2.len()
+            )));
+        }
+        let nb = q.b_g1.len();
+        let (a_set, b_set) = (count_set(q.a_density), count_set(q.b_density));
+        if a_set != q.a.len() || b_set != nb {
+            return Err(GpuError::Input(format!(
+                "A query of {} points for {a_set} flags, B of {nb} for {b_set}",
+                q.a.len()
             )));
         }
         if n == 0 {
@@ -331,6 +355,21 @@ impl GpuBackend {
         ];
         let keys = queries.map(|(bytes, len, curve)| BaseKey::new(bytes, len, curve));
         let mut s = self.lock()?;
+        let missing: usize = queries
+            .iter()
+            .zip(&keys)
+            .filter(|(_, key)| !s.bases.contains_key(key))
+            .map(|((bytes, _, _), _)| bytes.len())
+            .sum();
+        let work = (n + 2 * nb) * FR_BYTES + n * AUX_WORK_PER_SCALAR + AUX_WORK_FIXED;
+        let (free, _) = s.gpu.mem_info()?;
+        if missing + work > free {
+            return Err(GpuError::OutOfMemory(format!(
+                "the aux MSMs together need about {} MiB more, {} MiB free",
+                (missing + work) >> 20,
+                free >> 20
+            )));
+        }
         for ((bytes, len, _), key) in queries.iter().zip(&keys) {
             if *len > 0 {
                 Self::ensure_bases(&mut s, *key, bytes)?;
@@ -361,9 +400,11 @@ impl GpuBackend {
         // others are made; the L query last of those reading `aux`.
         let aux = gpu.upload_new(scalar_bytes(q.aux))?;
         let a = sum(1, msm::compact(gpu, &aux, q.a_density, q.a.len())?)?;
-        let nb = q.b_g1.len();
         let b1 = msm::compact(gpu, &aux, q.b_density, nb)?;
-        let b2 = msm::compact(gpu, &aux, q.b_density, nb)?;
+        let mut b2 = gpu.alloc(nb.max(1) * FR_BYTES)?;
+        if nb > 0 {
+            gpu.copy(&b1, &mut b2, nb * FR_BYTES)?;
+        }
         let l = sum(0, aux)?;
         let b1 = sum(2, b1)?;
         let b2 = sum(3, b2)?;

@@ -99,10 +99,10 @@ impl DevBuf {
 
 /// A context, its streams and the loaded kernels. All work — allocations, frees, kernels,
 /// copies — is issued on the one main stream, in order, so it needs no cross-stream events.
-/// The one exception is [`Gpu::upload_overlapped`]: its host→device copies run on a second
-/// (copy) stream, ordered against the main stream by events, and it synchronizes the copy
-/// stream before it returns, so that between its calls the copy stream is idle and everything
-/// else can keep reasoning about the main stream alone.
+/// The exceptions are [`Gpu::upload_overlapped`] and `Gpu::upload_after`: their host→device
+/// copies run on a second (copy) stream, ordered against the main stream by events, and they
+/// synchronize the copy stream before they return, so that between their calls the copy
+/// stream is idle and everything else can keep reasoning about the main stream alone.
 pub struct Gpu {
     /// The device.
     pub info: DeviceInfo,
@@ -174,8 +174,8 @@ impl Drop for CopyFence<'_> {
     }
 }
 
-/// A point in the main stream's work, for [`Gpu::upload_after`].
-pub struct StreamMark(CudaEvent);
+/// A point in the main stream's work, for `Gpu::upload_after`.
+pub(crate) struct StreamMark(CudaEvent);
 
 /// Number of CUDA devices, or why there are none. Never panics, also without libcuda.
 pub fn device_count() -> Result<usize, GpuError> {
@@ -335,7 +335,7 @@ impl Gpu {
     }
 
     /// Marks the work issued on the main stream so far (see [`Gpu::upload_after`]).
-    pub fn mark(&self) -> Result<StreamMark, GpuError> {
+    pub(crate) fn mark(&self) -> Result<StreamMark, GpuError> {
         Ok(StreamMark(
             self.stream.record_event(None).ctx("cuEventRecord")?,
         ))
@@ -346,8 +346,9 @@ impl Gpu {
     /// issued between the mark and this call (transforms of an earlier upload, say) runs while
     /// the bytes travel. The caller makes sure that work does not touch `dst` (allocate `dst`
     /// before the mark). Main-stream work issued after the call sees the bytes; on return no
-    /// copy is in flight.
-    pub fn upload_after(
+    /// copy is in flight. Crate-private: a `dst` touched by work after the mark would race
+    /// with the copy, which the type system cannot rule out.
+    pub(crate) fn upload_after(
         &self,
         mark: &StreamMark,
         dst: &mut DevBuf,

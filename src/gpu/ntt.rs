@@ -309,8 +309,9 @@ impl Domain {
     /// `c` (each of at most the domain's size, the rest zero): the buffer with H's
     /// coefficients. Each input's transforms are issued before
     /// the next input is sent, and the uploads are ordered only after the allocations
-    /// ([`Gpu::upload_after`]), so that B and C travel while the transforms of A and B run.
-    /// `CUZK_QUOTIENT_SERIAL=1` orders each upload after all earlier work instead (A/B runs).
+    /// (`Gpu::upload_after`), so that B and C travel while the transforms of A and B run.
+    /// `CUZK_QUOTIENT_SERIAL` set (to anything) orders each upload after all earlier work
+    /// instead (A/B runs).
     pub fn quotient_from_host(
         &self,
         gpu: &Gpu,
