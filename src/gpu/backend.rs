@@ -63,11 +63,6 @@ pub struct GpuBackend {
 const AUX_WORK_PER_SCALAR: usize = 8 + 2 * 4 * 16 + 40;
 const AUX_WORK_FIXED: usize = 2 << 30;
 
-/// Number of set flags.
-fn count_set(flags: &[bool]) -> usize {
-    flags.iter().filter(|&&f| f).count()
-}
-
 /// The quotient's domain for `n` constraints: the next power of two, at least 2.
 fn domain_size(n: usize) -> usize {
     n.next_power_of_two().max(2)
@@ -332,7 +327,7 @@ impl GpuBackend {
             )));
         }
         let nb = q.b_g1.len();
-        let (a_set, b_set) = (count_set(q.a_density), count_set(q.b_density));
+        let (a_set, b_set) = (msm::count_set(q.a_density), msm::count_set(q.b_density));
         if a_set != q.a.len() || b_set != nb {
             return Err(GpuError::Input(format!(
                 "A query of {} points for {a_set} flags, B of {nb} for {b_set}",
