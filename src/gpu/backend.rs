@@ -12,7 +12,7 @@ use super::device::{DevBuf, DeviceInfo, Gpu};
 use super::msm::{self, Curve};
 use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
 use super::GpuError;
-use crate::prover::{AuxQueries, AuxSums, Backend, ProverError};
+use crate::prover::{count_set, AuxQueries, AuxSums, Backend, ProverError};
 
 /// Identifies a host base slice: address, length, group and a fingerprint of its first and last
 /// points, so that a freed and reused address with other points is not mistaken for it.
@@ -327,7 +327,7 @@ impl GpuBackend {
             )));
         }
         let nb = q.b_g1.len();
-        let (a_set, b_set) = (msm::count_set(q.a_density), msm::count_set(q.b_density));
+        let (a_set, b_set) = (count_set(q.a_density), count_set(q.b_density));
         if a_set != q.a.len() || b_set != nb {
             return Err(GpuError::Input(format!(
                 "A query of {} points for {a_set} flags, B of {nb} for {b_set}",

@@ -108,7 +108,7 @@ pub struct Gpu {
     pub info: DeviceInfo,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    /// Non-blocking stream for the chunked uploads of [`Gpu::upload_overlapped`] only.
+    /// Non-blocking stream for the uploads of [`Gpu::upload_overlapped`] and `upload_after` only.
     copy: Arc<CudaStream>,
     funcs: HashMap<&'static str, CudaFunction>,
     /// Page-locked buffers that uploads from pageable memory go through (allocated on first
@@ -145,8 +145,8 @@ struct Staging {
     next: usize,
 }
 
-/// Synchronizes the copy stream when dropped, so that no copy issued by
-/// [`Gpu::upload_overlapped`] is in flight once it returns, whatever the path out (an early
+/// Synchronizes the copy stream when dropped, so that no copy issued by `Gpu::upload_pieces`
+/// (behind [`Gpu::upload_overlapped`] and `upload_after`) is in flight once it returns, whatever the path out (an early
 /// error, a panic in the caller's closure): neither its host source (which the caller may free
 /// or reuse, pinned or not) nor its device destination (which is freed in main-stream order, and
 /// the main stream may not have waited for every copy yet) is touched afterwards.
@@ -204,10 +204,10 @@ impl Gpu {
         let ctx = CudaContext::new(ordinal).ctx("cuCtxCreate")?;
         // SAFETY: every buffer and kernel of this context is used on `stream` only, in issue
         // order, and host reads synchronize the stream first; per-buffer events would add
-        // nothing but overhead. The one exception, the copies of `upload_overlapped` on the
-        // `copy` stream, are ordered against `stream` by explicit events there (after the
-        // destination's allocation, before any kernel that reads a piece and before its free)
-        // and the copy stream is synchronized before that function returns.
+        // nothing but overhead. The one exception, the copies of `upload_overlapped` and
+        // `upload_after` on the `copy` stream, are ordered against `stream` by explicit events
+        // in `upload_pieces` (after the destination's allocation, before any kernel that reads
+        // a piece and before its free) and the copy stream is synchronized before they return.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         // Non-blocking: it does not synchronize implicitly with the (legacy) default stream

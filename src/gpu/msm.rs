@@ -22,7 +22,6 @@
 use blst::{blst_fp, blst_fp2, blst_p1, blst_p2};
 use blstrs::{G1Projective, G2Projective};
 use group::Group;
-use rayon::prelude::*;
 
 use super::device::{DevBuf, Gpu};
 use super::GpuError;
@@ -225,14 +224,6 @@ fn to_jacobian(
     Ok(host.chunks(words).map(|c| c.to_vec()).collect())
 }
 
-/// Number of set flags (in parallel: a 32 GiB partition's densities have 130M flags each).
-pub(crate) fn count_set(flags: &[bool]) -> usize {
-    flags
-        .par_chunks(1 << 16)
-        .map(|c| c.iter().filter(|&&f| f).count())
-        .sum()
-}
-
 /// The `count` scalars of `src` (n of them, 32 bytes each) whose flag is set, in order, in a
 /// new device buffer: the A and B queries' scalars taken from the aux assignment already on
 /// the device. `count` is the query's length, checked against the flags (a wrong one would
@@ -240,7 +231,7 @@ pub(crate) fn count_set(flags: &[bool]) -> usize {
 /// never empty.
 pub fn compact(gpu: &Gpu, src: &DevBuf, flags: &[bool], count: usize) -> Result<DevBuf, GpuError> {
     let n = flags.len();
-    let set = count_set(flags);
+    let set = crate::prover::count_set(flags);
     if src.len() < n * 32 || count != set || n >= (1usize << 32) {
         return Err(GpuError::Input(format!(
             "compaction of {n} flags ({set} set) over {} scalar bytes into {count}",

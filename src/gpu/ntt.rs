@@ -81,6 +81,9 @@ pub struct Domain {
     /// 1/(g^n − 1), the inverse of Z on the coset.
     z_inv: DevBuf,
     shape: PassShape,
+    /// `CUZK_QUOTIENT_SERIAL` was set when the domain was built (see
+    /// [`Domain::quotient_from_host`]).
+    serial_uploads: bool,
 }
 
 /// Where a transform's elements get a factor s·g^i: on the way in (before the first pass) or
@@ -193,6 +196,7 @@ impl Domain {
             n_inv: PowTables::new(gpu, Scalar::ONE, n_inv)?,
             z_inv: gpu.upload_new(scalar_bytes(&[inv(z)?]))?,
             shape: PassShape::from_env(),
+            serial_uploads: std::env::var_os("CUZK_QUOTIENT_SERIAL").is_some(),
         })
     }
 
@@ -310,8 +314,8 @@ impl Domain {
     /// coefficients. Each input's transforms are issued before
     /// the next input is sent, and the uploads are ordered only after the allocations
     /// (`Gpu::upload_after`), so that B and C travel while the transforms of A and B run.
-    /// `CUZK_QUOTIENT_SERIAL` set (to anything) orders each upload after all earlier work
-    /// instead (A/B runs).
+    /// `CUZK_QUOTIENT_SERIAL` set (to anything) when the domain is built orders each upload
+    /// after all earlier work instead (A/B runs).
     pub fn quotient_from_host(
         &self,
         gpu: &Gpu,
@@ -329,7 +333,6 @@ impl Domain {
                 c.len()
             )));
         }
-        let serial = std::env::var_os("CUZK_QUOTIENT_SERIAL").is_some();
         let mut bufs = [
             gpu.alloc(m * FR_BYTES)?,
             gpu.alloc(m * FR_BYTES)?,
@@ -339,7 +342,7 @@ impl Domain {
         let mark = gpu.mark()?;
         for (v, src) in [a, b, c].into_iter().enumerate() {
             let (vs, scratch) = bufs.split_at_mut(3);
-            if serial {
+            if self.serial_uploads {
                 gpu.upload(&mut vs[v], scalar_bytes(src))?;
             } else {
                 gpu.upload_after(&mark, &mut vs[v], scalar_bytes(src))?;

@@ -14,7 +14,7 @@ pub mod pippenger;
 mod simd;
 
 pub use backend::{AuxQueries, AuxSums, Backend};
-pub use groth16::{dense, prove, prove_with_randomness, ProofTimings};
+pub use groth16::{count_set, dense, prove, prove_with_randomness, ProofTimings};
 
 /// Why a backend stage failed.
 #[derive(Debug, thiserror::Error)]
