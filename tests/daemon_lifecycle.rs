@@ -608,7 +608,9 @@ fn logs_natively_to_journald_with_job_fields() {
     };
     for msg in ["job accepted", "job finished"] {
         let r = find(msg);
-        assert_eq!(get(r, "JOB_ID"), Some(job.to_string()), "{msg}: {r:?}");
+        assert_eq!(get(r, "CUZK_JOB_ID"), Some(job.to_string()), "{msg}: {r:?}");
+        // JOB_ID is systemd's own field (its unit-job messages); cuzk never writes it.
+        assert_eq!(get(r, "JOB_ID"), None, "{msg}: {r:?}");
         assert_eq!(get(r, "PROOF_KIND").as_deref(), Some("porep"));
         assert_eq!(get(r, "MINER").as_deref(), Some("1000"));
         assert_eq!(get(r, "SECTOR").as_deref(), Some("1"));

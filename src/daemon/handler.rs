@@ -118,7 +118,7 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
     })?;
     if !submitted.existing {
         tracing::info!(
-            job_id = submitted.id,
+            cuzk_job_id = submitted.id,
             proof_kind = %kind,
             miner,
             sector,
@@ -170,7 +170,7 @@ async fn await_job(a: AwaitJob, ctx: &Context) -> Response {
 fn cancel(job: u64, ctx: &Context) -> Response {
     match ctx.engine.cancel(job) {
         Ok(was_running) => {
-            tracing::info!(job_id = job, was_running, "job cancelled");
+            tracing::info!(cuzk_job_id = job, was_running, "job cancelled");
             Response::Cancelled(proto::Cancelled {
                 job_id: job,
                 was_running,

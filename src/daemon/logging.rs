@@ -33,7 +33,7 @@ pub fn init(level: &str) {
     if stderr_is_journal() {
         match tracing_journald::layer() {
             Ok(journald) => {
-                // No prefix: fields arrive as JOB_ID, PROOF_KIND, MINER, SECTOR, PRIORITY.
+                // No prefix: fields arrive as CUZK_JOB_ID, PROOF_KIND, MINER, SECTOR, JOB_PRIORITY.
                 let journald = journald
                     .with_field_prefix(None)
                     .with_syslog_identifier("cuzkd".into());

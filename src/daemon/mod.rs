@@ -130,13 +130,15 @@ fn ms(d: Duration) -> u64 {
 }
 
 /// Logs job starts (debug) and ends (info, with timings), with journald-friendly fields:
-/// JOB_ID, PROOF_KIND, MINER, SECTOR (PoRep) and JOB_PRIORITY. The priority class is not
-/// called PRIORITY because journald reserves that field for the syslog level that
-/// `journalctl -p` filters on.
+/// CUZK_JOB_ID, PROOF_KIND, MINER, SECTOR (PoRep) and JOB_PRIORITY. The job id is not called
+/// JOB_ID because systemd itself writes that field on its unit-job messages (so
+/// `journalctl JOB_ID=7` would match those too), and the priority class is not called
+/// PRIORITY because journald reserves that field for the syslog level that `journalctl -p`
+/// filters on.
 fn log_event(event: JobEvent) {
     match event {
         JobEvent::Started(s) => tracing::debug!(
-            job_id = s.id,
+            cuzk_job_id = s.id,
             proof_kind = %s.kind,
             miner = s.miner,
             sector = s.sector,
@@ -153,7 +155,7 @@ fn log_finished(s: &JobSnapshot, result: &JobResult) {
         Ok(out) => {
             let t = &out.timings;
             tracing::info!(
-                job_id = s.id,
+                cuzk_job_id = s.id,
                 proof_kind = %s.kind,
                 miner = s.miner,
                 sector = s.sector,
@@ -171,7 +173,7 @@ fn log_finished(s: &JobSnapshot, result: &JobResult) {
             );
         }
         Err(f) => tracing::info!(
-            job_id = s.id,
+            cuzk_job_id = s.id,
             proof_kind = %s.kind,
             miner = s.miner,
             sector = s.sector,
