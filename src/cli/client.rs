@@ -27,6 +27,18 @@ pub struct DaemonOpts {
         global = true
     )]
     pub socket: std::path::PathBuf,
+    /// How long to wait for an answer that should come at once (e.g. 30s, 2m; 0 waits
+    /// forever). A daemon that keeps failing to start still has its connections accepted by
+    /// systemd's socket, but never answers: the client then stops with an error naming the
+    /// socket and where to look (`journalctl -u cuzkd`).
+    #[arg(
+        long,
+        env = "CUZK_ANSWER_TIMEOUT",
+        default_value = "60s",
+        value_parser = parse_duration_arg,
+        global = true
+    )]
+    pub answer_timeout: Duration,
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -172,7 +184,7 @@ pub fn run(cmd: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Cancel(a) => cancel(a),
         ClientCommand::Status(a) => status(a),
         ClientCommand::Metrics(a) => {
-            print!("{}", connect(&a.daemon.socket)?.metrics()?);
+            print!("{}", connect_to(&a.daemon)?.metrics()?);
             Ok(())
         }
         ClientCommand::Preload(a) => params(a, true),
@@ -181,11 +193,19 @@ pub fn run(cmd: ClientCommand) -> anyhow::Result<()> {
     }
 }
 
-/// Connects and says Hello.
+const CLIENT_NAME: &str = concat!("cuzk/", env!("CARGO_PKG_VERSION"));
+
+/// Connects to `socket` and says Hello, with the default answer timeout.
 pub fn connect(socket: &Path) -> anyhow::Result<Client> {
-    Ok(Client::connect(
-        socket,
-        concat!("cuzk/", env!("CARGO_PKG_VERSION")),
+    Ok(Client::connect(socket, CLIENT_NAME)?)
+}
+
+/// Connects as the command line's options say and says Hello.
+pub fn connect_to(opts: &DaemonOpts) -> anyhow::Result<Client> {
+    Ok(Client::connect_with(
+        &opts.socket,
+        CLIENT_NAME,
+        Some(opts.answer_timeout),
     )?)
 }
 
@@ -209,7 +229,7 @@ pub fn prove_via_daemon_with(
     opts: &DaemonOpts,
     job: &JobOpts,
 ) -> anyhow::Result<Vec<u8>> {
-    let mut client = connect(&opts.socket)?;
+    let mut client = connect_to(opts)?;
     let accepted = client.submit(submission(request, job))?;
     let result = wait(&mut client, accepted.job_id, None)?
         .ok_or_else(|| anyhow::anyhow!("job {} did not finish", accepted.job_id))?;
@@ -219,7 +239,7 @@ pub fn prove_via_daemon_with(
 
 fn submit(a: SubmitArgs) -> anyhow::Result<()> {
     let request = request_of(&a.what)?;
-    let accepted = connect(&a.daemon.socket)?.submit(submission(request, &a.job))?;
+    let accepted = connect_to(&a.daemon)?.submit(submission(request, &a.job))?;
     if a.daemon.json {
         println!("{}", serde_json::to_string(&accepted)?);
     } else {
@@ -295,7 +315,7 @@ fn progress_line(info: &JobInfo, waited: Duration) -> String {
 }
 
 fn await_cmd(a: AwaitArgs) -> anyhow::Result<()> {
-    let mut client = connect(&a.daemon.socket)?;
+    let mut client = connect_to(&a.daemon)?;
     let Some(result) = wait(&mut client, a.job, a.timeout)? else {
         let info = client.status(Some(a.job))?.jobs.into_iter().next();
         match (&info, a.daemon.json) {
@@ -358,7 +378,7 @@ pub fn timing_table(t: &Timings) -> String {
 }
 
 fn cancel(a: JobArgs) -> anyhow::Result<()> {
-    let c = connect(&a.daemon.socket)?.cancel(a.job)?;
+    let c = connect_to(&a.daemon)?.cancel(a.job)?;
     if a.daemon.json {
         println!("{}", serde_json::to_string(&c)?);
     } else if c.was_running {
@@ -373,7 +393,7 @@ fn cancel(a: JobArgs) -> anyhow::Result<()> {
 }
 
 fn status(a: StatusArgs) -> anyhow::Result<()> {
-    let s = connect(&a.daemon.socket)?.status(a.job)?;
+    let s = connect_to(&a.daemon)?.status(a.job)?;
     if a.daemon.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
@@ -434,7 +454,7 @@ fn status_text(s: &StatusReport) -> String {
 }
 
 fn params(a: ParamArgs, load: bool) -> anyhow::Result<()> {
-    let mut client = connect(&a.daemon.socket)?;
+    let mut client = connect_to(&a.daemon)?;
     let spec = ParamSpec {
         kind: a.kind.into(),
         sector_size: a.sector_size,

@@ -2,23 +2,59 @@
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::codec::{decode_payload, encode_frame, FrameError, LENGTH_PREFIX};
 use super::messages::*;
 use super::{DEFAULT_MAX_FRAME_SIZE, PROTOCOL_VERSION};
 
+/// How long a client waits for an answer that should come at once (the Welcome, a Status,
+/// a Submit's Accepted) before it gives up: long enough for a socket-activated daemon to
+/// start, short enough that a daemon failing to start is reported instead of waited on.
+pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where a daemon's troubles are explained: said in every error that means "no daemon".
+const WHERE_TO_LOOK: &str = "see `systemctl status cuzkd.socket cuzkd` and `journalctl -u cuzkd`";
+
 /// Why a client call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// Connecting, reading or writing failed.
-    #[error("{context}: {source}")]
+    /// Nothing accepts connections at the socket path.
+    #[error("cannot connect to cuzkd at {}: {error}; is cuzkd.socket (or cuzkd) running? {WHERE_TO_LOOK}", socket.display())]
+    Connect {
+        /// The socket path.
+        socket: PathBuf,
+        /// The underlying error.
+        error: std::io::Error,
+    },
+    /// The daemon accepted the connection but did not answer in time: typically a
+    /// socket-activated daemon that keeps failing to start, so systemd holds the connection
+    /// and nobody reads it.
+    #[error("cuzkd at {} did not answer within {} s; it may be failing to start: {WHERE_TO_LOOK}", socket.display(), waited.as_secs_f64())]
+    NoAnswer {
+        /// The socket path.
+        socket: PathBuf,
+        /// How long the client waited.
+        waited: Duration,
+    },
+    /// Connecting, reading or writing failed. (The I/O errors are fields, not `source`s: the
+    /// message already says them, and a source would print them twice in an error chain.)
+    #[error("{context}: {error}")]
     Io {
         /// What was being done.
         context: String,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
+    },
+    /// The daemon closed the connection without answering: it stopped, crashed, or (socket
+    /// activated) failed to start, and systemd dropped the waiting connection.
+    #[error("cuzkd at {} closed the connection without answering ({error}); it may have failed to start or be stopping: {WHERE_TO_LOOK}", socket.display())]
+    Closed {
+        /// The socket path.
+        socket: PathBuf,
+        /// The underlying error.
+        error: std::io::Error,
     },
     /// The daemon sent something that is not a valid frame or message.
     #[error("bad response from the daemon: {0}")]
@@ -43,25 +79,42 @@ impl ClientError {
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClientError {
     let context = context.into();
-    move |source| ClientError::Io { context, source }
+    move |error| ClientError::Io { context, error }
 }
 
 /// A connection to `cuzkd`, past the Hello/Welcome exchange.
 pub struct Client {
     stream: UnixStream,
     welcome: Welcome,
+    socket: PathBuf,
+    answer_timeout: Option<Duration>,
 }
 
 impl Client {
-    /// Connects to the daemon at `socket` and says Hello as `client_name`.
+    /// Connects to the daemon at `socket` and says Hello as `client_name`, waiting at most
+    /// [`DEFAULT_ANSWER_TIMEOUT`] for each answer that should come at once.
     pub fn connect(socket: &Path, client_name: &str) -> Result<Self, ClientError> {
-        let stream = UnixStream::connect(socket).map_err(io(format!(
-            "cannot connect to cuzkd at {}",
-            socket.display()
-        )))?;
+        Self::connect_with(socket, client_name, Some(DEFAULT_ANSWER_TIMEOUT))
+    }
+
+    /// Like [`Client::connect`], waiting at most `answer_timeout` (`None`: forever) for the
+    /// Welcome and for every answer that does not wait on a proof. An Await waits its own
+    /// timeout on top; a Prove, or an Await without a timeout, waits as long as the proof
+    /// takes (a daemon that dies meanwhile closes the connection).
+    pub fn connect_with(
+        socket: &Path,
+        client_name: &str,
+        answer_timeout: Option<Duration>,
+    ) -> Result<Self, ClientError> {
+        let stream = UnixStream::connect(socket).map_err(|error| ClientError::Connect {
+            socket: socket.to_path_buf(),
+            error,
+        })?;
         let mut client = Client {
             stream,
             welcome: placeholder_welcome(),
+            socket: socket.to_path_buf(),
+            answer_timeout: answer_timeout.filter(|t| !t.is_zero()),
         };
         let hello = Request::Hello(Hello {
             protocol_version: PROTOCOL_VERSION,
@@ -88,21 +141,69 @@ impl Client {
     /// [`ClientError::Server`].
     pub fn call(&mut self, request: &Request) -> Result<Response, ClientError> {
         let frame = encode_frame(request)?;
+        let wait = self.wait_for(request);
         self.stream
-            .write_all(&frame)
-            .map_err(io("sending to cuzkd"))?;
+            .set_read_timeout(wait)
+            .map_err(io("setting the read timeout"))?;
+        if let Err(e) = self.stream.write_all(&frame) {
+            // A daemon that refuses a connection (busy, uid not allowed) answers and closes
+            // before reading: its error frame is still waiting in the receive buffer.
+            return match self.read_response() {
+                Ok(Response::Error(refusal)) => Err(ClientError::Server(refusal)),
+                _ => Err(self.closed_or(io("sending to cuzkd")(e))),
+            };
+        }
         match self.read_response()? {
             Response::Error(e) => Err(ClientError::Server(e)),
             r => Ok(r),
         }
     }
 
-    /// Reads one response frame.
+    /// How long an answer to `request` may take: the answer timeout, plus an Await's own
+    /// timeout; unbounded for a request that waits on a proof without one.
+    fn wait_for(&self, request: &Request) -> Option<Duration> {
+        let base = self.answer_timeout?;
+        match request {
+            Request::Prove(_) => None,
+            Request::Await(AwaitJob { timeout_ms, .. }) => {
+                timeout_ms.map(|ms| base.saturating_add(Duration::from_millis(ms)))
+            }
+            _ => Some(base),
+        }
+    }
+
+    /// Reads one response frame (with the read timeout the last [`Client::call`] set).
     pub fn read_response(&mut self) -> Result<Response, ClientError> {
+        let waited = self.stream.read_timeout().ok().flatten();
         read_response(
             &mut self.stream,
             self.welcome.max_frame_size.max(DEFAULT_MAX_FRAME_SIZE),
         )
+        .map_err(|e| match (e, waited) {
+            (ClientError::Io { error, .. }, Some(waited)) if is_timeout(&error) => {
+                ClientError::NoAnswer {
+                    socket: self.socket.clone(),
+                    waited,
+                }
+            }
+            (e, _) => self.closed_or(e),
+        })
+    }
+
+    /// `e`, or [`ClientError::Closed`] when it means the daemon hung up.
+    fn closed_or(&self, e: ClientError) -> ClientError {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionReset, UnexpectedEof};
+        match e {
+            ClientError::Io { error, .. }
+                if matches!(error.kind(), BrokenPipe | ConnectionReset | UnexpectedEof) =>
+            {
+                ClientError::Closed {
+                    socket: self.socket.clone(),
+                    error,
+                }
+            }
+            e => e,
+        }
     }
 
     /// Queues a proof.
@@ -191,6 +292,14 @@ pub fn read_response(stream: &mut impl Read, max: u32) -> Result<Response, Clien
         .read_exact(&mut payload)
         .map_err(io("reading from cuzkd"))?;
     Ok(decode_payload(&payload)?)
+}
+
+/// A read that ran into its timeout: `EAGAIN` on Linux, `TimedOut` elsewhere.
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
 }
 
 fn unexpected(r: &Response) -> ClientError {
