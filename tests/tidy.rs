@@ -7,8 +7,11 @@
 //!   top-level module. Modules of one layer are independent of each other. `src/bin/` sits
 //!   above every layer and `src/lib.rs` only declares them.
 //! * **env** — only `src/bin/` reads or changes the environment (`env::var`, `env::var_os`,
-//!   `env::vars`, `env::vars_os`, `env::set_var`, `env::remove_var`): the library takes its
-//!   settings as values, so that `cuzkd --check-config` shows every one of them.
+//!   `env::vars`, `env::vars_os`, `env::set_var`, `env::remove_var`, and tracing-subscriber's
+//!   `EnvFilter::from_env` and its kin): the library takes its settings as values, so that
+//!   `cuzkd --check-config` shows every one of them. clap's `#[arg(env = "…")]` is not
+//!   flagged: like the arguments themselves, such a variable is read by the `Parser::parse`
+//!   call, which is in `src/bin/`.
 //! * **print** — library code does not print (`println!`, `eprintln!`, `print!`, `eprint!`,
 //!   `dbg!`): it logs through `tracing` or returns values. Allowed in `src/bin/` and in
 //!   `src/cli/`, the command line's library half, whose job is printing results for a human.
@@ -372,11 +375,11 @@ fn annotate(toks: &mut [Tok]) {
     let mut header: Vec<String> = Vec::new();
     // A `#[cfg(test)]` was seen; the next item is test code.
     let mut pending_test = false;
-    // The brace depth at which a test item without braces yet started (ends at `;`).
-    let mut test_item_depth: Option<usize> = None;
+    // A test item has started and not yet opened its block (it may end at `;` instead).
+    let mut in_test_item = false;
     let mut i = 0;
     while i < toks.len() {
-        let in_test = stack.iter().any(|&(_, t)| t) || test_item_depth.is_some() || pending_test;
+        let in_test = stack.iter().any(|&(_, t)| t) || in_test_item || pending_test;
         let mod_depth = stack.iter().filter(|&&(b, _)| b == Block::Mod).count();
         let in_trait_or_macro = stack
             .iter()
@@ -429,7 +432,8 @@ fn annotate(toks: &mut [Tok]) {
             "{" => {
                 let h: Vec<&str> = header.iter().map(String::as_str).collect();
                 let kind = classify(&h);
-                let opens_test = test_item_depth.take().is_some() || pending_test;
+                let opens_test = in_test_item || pending_test;
+                in_test_item = false;
                 pending_test = false;
                 stack.push((kind, opens_test));
                 header.clear();
@@ -440,7 +444,7 @@ fn annotate(toks: &mut [Tok]) {
             }
             ";" => {
                 // A test item without a block (`#[cfg(test)] use …;`) ends here.
-                test_item_depth = None;
+                in_test_item = false;
                 pending_test = false;
                 header.clear();
             }
@@ -448,7 +452,7 @@ fn annotate(toks: &mut [Tok]) {
                 if pending_test {
                     // A `#[cfg(test)]` item starts: it lasts until its `;` or its block ends.
                     pending_test = false;
-                    test_item_depth = Some(stack.len());
+                    in_test_item = true;
                 }
                 header.push(t);
             }
@@ -644,6 +648,14 @@ fn check_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
 }
 
 const ENV_FNS: &[&str] = &["var", "var_os", "vars", "vars_os", "set_var", "remove_var"];
+/// tracing-subscriber's constructors that read a variable.
+const ENV_FILTER_FNS: &[&str] = &[
+    "from_env",
+    "try_from_env",
+    "from_default_env",
+    "try_from_default_env",
+    "from_env_lossy",
+];
 const PRINT_MACROS: &[&str] = &["println", "eprintln", "print", "eprint", "dbg"];
 
 fn check_env_and_print(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
@@ -670,6 +682,22 @@ fn check_env_and_print(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
                     });
                 }
             }
+        }
+        if ENV_FILTER_FNS.contains(&t.text.as_str())
+            && prev == Some("::")
+            && i >= 2
+            && toks[i - 2].text == "EnvFilter"
+        {
+            out.push(Violation {
+                path: ctx.path.to_string(),
+                line: t.line + 1,
+                rule: Rule::Env,
+                what: format!(
+                    "`EnvFilter::{}` reads the environment in library code: take the filter \
+                     as a value (only src/bin/ reads the environment)",
+                    t.text
+                ),
+            });
         }
         if !printing_allowed
             && PRINT_MACROS.contains(&t.text.as_str())

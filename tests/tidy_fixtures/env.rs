@@ -13,6 +13,10 @@ fn knobs() -> Option<String> {
     let mut cmd = std::process::Command::new("true");
     cmd.env("A", "b"); // a child's environment, fine
     let s = "std::env::var(\"IN_A_STRING\")";
+    let f = EnvFilter::try_from_env("CUZK_LOG"); // tidy-expect: env
+    let g = tracing_subscriber::EnvFilter::from_default_env(); // tidy-expect: env
+    let h = EnvFilter::new("info"); // a value: fine
+    let shape = PassShape::from_env(); // our own function: its env::var is flagged where it is
     // std::env::var("IN_A_COMMENT")
     a
 }
