@@ -11,9 +11,10 @@
 //! * [`proofs`] knows the Filecoin proof kinds: it parses the miner's inputs, builds the circuits
 //!   and public inputs, and verifies every proof before returning it.
 //!
-//! Test and benchmark scaffolding — [`sealing`], [`params_gen`], the GPU self-test kernels,
-//! the GPU benchmark and the command line in [`cli`] that uses them — is built only with the
-//! `scaffolding` feature (on by default). The packaged `cuzkd` is built without it.
+//! Test and benchmark scaffolding — `sealing`, `params_gen`, the GPU self-test kernels, the
+//! GPU benchmark and the command line in `cli` that uses them — is built only with the
+//! `scaffolding` feature (on by default; plain names here, as the links would dangle without
+//! it). The packaged `cuzkd` is built without it.
 //!
 //! See `ARCHITECTURE.md` for the map, the layers and the invariants.
 
