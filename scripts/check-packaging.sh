@@ -2,7 +2,9 @@
 # Builds the cuzk .deb and checks the distribution path end to end:
 #   1. the committed man pages and example configuration match their sources;
 #   2. the .deb holds exactly the files in packaging/deb-contents.txt (two binaries, no
-#      test or generator binaries), with /etc/cuzk/cuzk.toml as a conffile;
+#      test or generator binaries), with /etc/cuzk/cuzk.toml as a conffile; its cuzkd is
+#      built without the `scaffolding` feature: no test sealing, test parameters, command
+#      line or benchmark code, and no self-test kernels in its CUDA source or kernel list;
 #   3. `dpkg -i` installs it: the cuzk user and group exist, the installed `cuzkd
 #      --check-config` and `cuzk --help` work, a bad configuration exits 78;
 #   4. the man pages render without groff warnings and the tmpfiles/sysusers entries apply;
@@ -49,6 +51,8 @@ command -v systemd-analyze >/dev/null || apt_install systemd
 # groff-base: the page lint below.
 command -v man >/dev/null || apt_install man-db
 command -v groff >/dev/null || apt_install groff-base
+# nm, readelf: the scaffolding check below reads the binaries' symbols and build ids.
+command -v nm >/dev/null && command -v readelf >/dev/null || apt_install binutils
 cargo deb --version >/dev/null 2>&1 || cargo install cargo-deb --locked
 echo "$(cargo deb --version), $(systemd-analyze --version | head -1)"
 
@@ -57,11 +61,16 @@ check "tests/man_pages.rs" cargo test --release --locked --test man_pages
 
 step "build"
 # The man_pages test above built target/release/cuzk and cuzkd (cargo builds every binary
-# for an integration test), with the same flags as scripts/test.sh, so nothing is compiled
-# again here; a plain `cargo build --release` could rebuild part of the crate graph with
-# different dependency features. For a release: cargo build --release && cargo deb --no-build.
+# for an integration test) with the same flags as scripts/test.sh and the default features,
+# `scaffolding` included, which cuzk needs (demo, params generate, bench). The daemon is
+# then built once more without it, replacing target/release/cuzkd: only this cuzk crate is
+# compiled again, as the feature changes no dependency. For a release:
+#   cargo build --release && cargo build --release --bin cuzkd --no-default-features \
+#     && cargo deb --no-build
 target_dir=${CARGO_TARGET_DIR:-target}
-test -x "$target_dir/release/cuzk" && test -x "$target_dir/release/cuzkd"
+test -x "$target_dir/release/cuzk"
+cargo build --release --locked --bin cuzkd --no-default-features
+test -x "$target_dir/release/cuzkd"
 rm -rf "$target_dir/debian"
 # --no-build: package what was just built; --fast: gzip, not xz (the CI machine has 2 cores).
 cargo deb --no-build --fast --output "$target_dir/debian/"
@@ -83,8 +92,37 @@ dpkg-deb -x "$deb" "$unpacked"
 elves=$(cd "$unpacked" && find . -type f | sort | while read -r f; do
     if [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ]; then echo "$f"; fi
 done | tr '\n' ' ')
-rm -rf "$unpacked"
 check "the only ELF files are cuzk and cuzkd ($elves)" test "$elves" = "./usr/bin/cuzk ./usr/bin/cuzkd "
+
+# The scaffolding stays out of the packaged daemon. The CUDA sources are embedded as text
+# (include_str! in src/gpu/compile.rs) and the kernels looked up by name (src/gpu/device.rs),
+# so a self-test kernel in cuzkd would show as its name in the binary's bytes; Rust code shows
+# as symbols in the unstripped build that was packaged. Each check also looks at cuzk, which
+# has the scaffolding, so that a check that cannot see it fails instead of passing.
+count_bytes() { grep -a -c -e "$1" "$2" || true; }
+count_symbols() { nm -C --defined-only "$2" | grep -c -E "$1" || true; }
+scaffolding_symbols='cuzk::(sealing|params_gen|cli|gpu::bench|gpu::selftest)::'
+for kernel in selftest_fp selftest_fr_from_mont selftest_g1; do
+    n_cuzkd=$(count_bytes "$kernel" "$unpacked/usr/bin/cuzkd")
+    n_cuzk=$(count_bytes "$kernel" "$unpacked/usr/bin/cuzk")
+    check "packaged cuzkd has no self-test kernel $kernel ($n_cuzkd lines; cuzk $n_cuzk)" \
+        test "$n_cuzkd" = 0 -a "$n_cuzk" -gt 0
+done
+n_cuzkd=$(count_symbols "$scaffolding_symbols" "$target_dir/release/cuzkd")
+n_cuzk=$(count_symbols "$scaffolding_symbols" "$target_dir/release/cuzk")
+check "cuzkd has no scaffolding symbols ($n_cuzkd; cuzk $n_cuzk)" test "$n_cuzkd" = 0 -a "$n_cuzk" -gt 0
+for module in sealing params_gen; do
+    n_cuzk=$(count_symbols "cuzk::$module::" "$target_dir/release/cuzk")
+    check "cuzk has cuzk::$module ($n_cuzk symbols), so the check above can see it" test "$n_cuzk" -gt 0
+done
+# cargo-deb strips what it packages (the debug info goes to the dbgsym package); the build id
+# survives, and ties the packaged daemon to the one whose symbols were read above.
+build_id() { readelf -n "$1" | sed -n 's/.*Build ID: *//p'; }
+id_built=$(build_id "$target_dir/release/cuzkd")
+id_packaged=$(build_id "$unpacked/usr/bin/cuzkd")
+check "packaged cuzkd is the one built without scaffolding (build id ${id_packaged:-none})" \
+    test -n "$id_built" -a "$id_built" = "$id_packaged"
+rm -rf "$unpacked"
 check "/etc/cuzk/cuzk.toml is a conffile" \
     sh -c "dpkg-deb --ctrl-tarfile '$deb' | tar -xO ./conffiles | grep -qx /etc/cuzk/cuzk.toml"
 for script in postinst prerm postrm; do

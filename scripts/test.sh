@@ -12,6 +12,9 @@ export CUZK_TEST_PARAMS="${CUZK_TEST_PARAMS:-/var/tmp/filecoin-proof-parameters}
 export FIL_PROOFS_PARAMETER_CACHE="$CUZK_TEST_PARAMS"
 target_dir="${CARGO_TARGET_DIR:-target}"
 
+# With the default features: `cuzk params generate` is scaffolding (Cargo.toml [features]).
+# The tests that need a CUDA device are #[ignore]d here and reported as such; they run on a
+# GPU host through scripts/gpu-device-run.sh.
 cargo build --release --locked --bin cuzk
 "$target_dir/release/cuzk" params generate --sector-size 2KiB --kind all --dir "$CUZK_TEST_PARAMS"
 cargo test --release --locked "$@"

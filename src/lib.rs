@@ -11,17 +11,25 @@
 //! * [`proofs`] knows the Filecoin proof kinds: it parses the miner's inputs, builds the circuits
 //!   and public inputs, and verifies every proof before returning it.
 //!
-//! See `ARCHITECTURE.md` for the map and the invariants.
+//! Test and benchmark scaffolding — `sealing`, `params_gen`, the GPU self-test kernels, the
+//! GPU benchmark and the command line in `cli` that uses them — is built only with the
+//! `scaffolding` feature (on by default; plain names here, as the links would dangle without
+//! it). The packaged `cuzkd` is built without it.
+//!
+//! See `ARCHITECTURE.md` for the map, the layers and the invariants.
 
+#[cfg(feature = "scaffolding")]
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod engine;
 pub mod gpu;
+#[cfg(feature = "scaffolding")]
 pub mod params_gen;
 pub mod proofs;
 pub mod proto;
 pub mod prover;
+#[cfg(feature = "scaffolding")]
 pub mod sealing;
 pub mod srs;
 pub mod synth;

@@ -6,7 +6,6 @@
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -45,22 +44,16 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> GenError + '_ {
     }
 }
 
-/// Holds an exclusive `flock` on a lock file, so that concurrent generators (parallel tests,
-/// two terminals) generate each parameter set once.
+/// Holds an exclusive lock on a lock file (`File::lock`, an `flock` on Linux), so that
+/// concurrent generators (parallel tests, two terminals) generate each parameter set once.
+/// The lock is released when the file is closed, on drop.
 struct DirLock(#[allow(dead_code)] File);
 
 impl DirLock {
     fn acquire(path: &Path) -> Result<Self, GenError> {
         let file = File::create(path).map_err(io_err(path))?;
-        // SAFETY: flock on a descriptor we own; it blocks until the lock is granted and is
-        // released when the file is closed (on drop).
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc != 0 {
-            return Err(GenError::Io {
-                path: path.to_path_buf(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
+        // Blocks until the lock is granted.
+        file.lock().map_err(io_err(path))?;
         Ok(Self(file))
     }
 }

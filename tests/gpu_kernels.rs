@@ -1,5 +1,7 @@
 //! GPU kernels against the CPU reference (blst / the CPU NTT) on fresh random inputs and edge
-//! cases. Without a CUDA device every test prints "skipped: no CUDA device" and passes.
+//! cases. Every test needs a CUDA device, so every one is `#[ignore]`d: a machine without one
+//! reports them as ignored, never as passed. Where a device is expected they run with
+//! `--ignored` (`scripts/gpu-device-run.sh tests`), and a missing device fails them.
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk::gpu::device::Gpu;
@@ -12,20 +14,18 @@ use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rayon::prelude::*;
 
-fn backend() -> Option<GpuBackend> {
-    test_backend().expect("GPU present but unusable")
+/// What a missing device means here: these tests only run (with `--ignored`) where one is
+/// expected.
+const NO_DEVICE: &str = "no usable CUDA device, but the GPU tests were asked for (--ignored)";
+
+/// The backend on device 0; a test run with `--ignored` expects one, so none is a failure.
+fn backend() -> GpuBackend {
+    test_backend().unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"))
 }
 
-/// The device itself (for tests below the backend), or None after printing why it is skipped.
-fn raw_gpu() -> Option<Gpu> {
-    match Gpu::open(0) {
-        Ok(g) => Some(g),
-        Err(GpuError::NoDevice(why)) => {
-            println!("skipped: no CUDA device ({why})");
-            None
-        }
-        Err(e) => panic!("GPU present but unusable: {e}"),
-    }
+/// The device itself (for tests below the backend); none is a failure, as for [`backend`].
+fn raw_gpu() -> Gpu {
+    Gpu::open(0).unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"))
 }
 
 fn fresh_rng() -> StdRng {
@@ -92,8 +92,9 @@ fn g2_bases(rng: &mut StdRng, n: usize, distinct: usize) -> Vec<G2Affine> {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn msm_g1_matches_blst() {
-    let Some(gpu) = backend() else { return };
+    let gpu = backend();
     let mut rng = fresh_rng();
     for n in [
         1usize,
@@ -136,8 +137,9 @@ fn point_bytes<T>(v: &[T]) -> &[u8] {
 /// pieces, two in turn); from pinned memory they go directly. Both must arrive byte for byte,
 /// with a short last piece and with whole pieces only.
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn staged_uploads_round_trip() {
-    let Some(gpu) = raw_gpu() else { return };
+    let gpu = raw_gpu();
     let mut rng = fresh_rng();
     const MIB: usize = 1 << 20;
     for len in [64 * MIB, 96 * MIB, 5 * 32 * MIB + 12_345] {
@@ -176,8 +178,9 @@ fn staged_uploads_round_trip() {
 /// ones (the digits redone for their count), all 0s and all 1s. The default piece size
 /// (2^20) is covered by msm_g1_large_sizes: 2^24 − 1 points are 16 pieces, the last one short.
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn msm_upload_pieces() {
-    let Some(gpu) = raw_gpu() else { return };
+    let gpu = raw_gpu();
     let mut rng = fresh_rng();
     for (n, chunk) in [
         (1usize, 1usize),
@@ -240,8 +243,9 @@ fn msm_upload_pieces() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn msm_g1_large_sizes() {
-    let Some(gpu) = backend() else { return };
+    let gpu = backend();
     let mut rng = fresh_rng();
     for lg in [20u32, 24] {
         for n in [(1usize << lg) - 1, 1 << lg] {
@@ -261,8 +265,9 @@ fn msm_g1_large_sizes() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn msm_special_patterns() {
-    let Some(gpu) = backend() else { return };
+    let gpu = backend();
     let mut rng = fresh_rng();
     let n = 5000;
     // Repeated base, equal scalars: every bucket addition doubles.
@@ -302,8 +307,9 @@ fn msm_special_patterns() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn msm_g2_matches_blst() {
-    let Some(gpu) = backend() else { return };
+    let gpu = backend();
     let mut rng = fresh_rng();
     for n in [1usize, 2, 3, 17, 255, 1025, (1 << 12) + 1, (1 << 18) - 1] {
         let mut bases = g2_bases(&mut rng, n, 64);
@@ -356,8 +362,9 @@ fn cpu_transform(v: &[Scalar], inverse: bool, coset: bool) -> Vec<Scalar> {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn ntt_matches_cpu() {
-    let Some(gpu) = backend() else { return };
+    let gpu = backend();
     let mut rng = fresh_rng();
     for lg in (0u32..=12).chain([16, 20]) {
         let v = scalars(&mut rng, 1 << lg);
@@ -374,8 +381,9 @@ fn ntt_matches_cpu() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn ntt_round_trips() {
-    let Some(gpu) = backend() else { return };
+    let gpu = backend();
     let mut rng = fresh_rng();
     for lg in [1u32, 9, 10, 18, 19, 24] {
         let v = scalars(&mut rng, 1 << lg);
@@ -390,8 +398,9 @@ fn ntt_round_trips() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn quotient_matches_cpu() {
-    let Some(gpu) = backend() else { return };
+    let gpu = backend();
     let mut rng = fresh_rng();
     for n in [1usize, 2, 3, 5, 1000, 1024, (1 << 16) + 1, 1 << 20] {
         let a = scalars(&mut rng, n);
@@ -407,8 +416,9 @@ fn quotient_matches_cpu() {
 /// The fused quotient and H query (H stays on the device between the transforms and the MSM)
 /// against the CPU quotient and the CPU MSM; a wrong number of H bases is a typed error.
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn quotient_h_query_matches_cpu() {
-    let Some(gpu) = backend() else { return };
+    let gpu = backend();
     assert!(gpu.fuses_h_query());
     let mut rng = fresh_rng();
     for n in [1usize, 3, 1000, 1024, (1 << 16) + 1] {
@@ -439,9 +449,10 @@ fn fp_limbs(p: &G1Affine) -> ([u64; 6], [u64; 6]) {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn field_and_curve_ops_match_blst() {
     use blst::*;
-    let Some(gpu) = backend() else { return };
+    let gpu = backend();
     let mut rng = fresh_rng();
     let pts = g1_bases(&mut rng, 256, 256);
     let mut a: Vec<[u64; 6]> = pts.iter().map(|p| fp_limbs(p).0).collect();
@@ -519,8 +530,9 @@ fn density(rng: &mut StdRng, n: usize, p_set: f64) -> Vec<bool> {
 /// The device's selection of flagged scalars (msm::compact), across one block of 1024, many,
 /// and more than 1024 blocks (a scan of the block counts in two levels).
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn compaction_keeps_flagged_scalars_in_order() {
-    let Some(gpu) = raw_gpu() else { return };
+    let gpu = raw_gpu();
     let mut rng = fresh_rng();
     for (n, p) in [
         (1usize, 1.0),
@@ -552,9 +564,10 @@ fn compaction_keeps_flagged_scalars_in_order() {
 /// against blst on the host selections; empty queries give the identity; lengths that do not
 /// fit the densities are a typed error.
 #[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn aux_msms_match_cpu() {
     use cuzk::prover::AuxQueries;
-    let Some(gpu) = backend() else { return };
+    let gpu = backend();
     let mut rng = fresh_rng();
     for (n, pa, pb) in [
         (1usize, 1.0, 0.0),

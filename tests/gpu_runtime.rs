@@ -1,5 +1,6 @@
 //! The GPU runtime's host-side pieces, which need no GPU: the NVRTC translation unit, the cache
-//! key, window sizes, and the no-device path (a typed error, never a panic).
+//! key, window sizes, and the no-device path (a typed error, never a panic). Compiling the
+//! kernels needs libnvrtc and is ignored unless asked for (`--ignored`).
 
 use cuzk::gpu::{compile, msm, GpuError};
 
@@ -50,17 +51,21 @@ fn window_bits_stay_in_range() {
 fn no_device_is_a_typed_error() {
     match cuzk::gpu::try_backend() {
         Ok(b) => println!("GPU present: {}", b.name()),
-        Err(GpuError::NoDevice(why)) => println!("skipped: no CUDA device ({why})"),
+        // Without a device this is the case under test, not a skip.
+        Err(GpuError::NoDevice(why)) => println!("no CUDA device, a typed error: {why}"),
         Err(e) => panic!("unexpected error without a device: {e}"),
     }
 }
 
+/// NVRTC needs no GPU, but a library that plain CI does not have on its search path (CI
+/// compiles the same translation unit with the pip-installed NVRTC in scripts/check-cuda.sh),
+/// so this is ignored by default and runs with `--ignored` where NVRTC is installed: on the GPU
+/// host (scripts/gpu-device-run.sh), where a missing library fails it.
 #[test]
-fn nvrtc_compiles_the_kernels_when_available() {
-    // NVRTC needs no GPU; where it is not installed (plain CI) this reports and passes.
+#[ignore = "needs libnvrtc: run with --ignored where the CUDA toolkit is installed (scripts/gpu-device-run.sh)"]
+fn nvrtc_compiles_the_kernels() {
     match compile::compile(90) {
         Ok(cubin) => assert!(cubin.len() > 100_000, "cubin of {} bytes", cubin.len()),
-        Err(GpuError::Compile(why)) if why.contains("not found") => println!("skipped: {why}"),
         Err(e) => panic!("{e}"),
     }
 }

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use super::GpuError;
 
 /// The CUDA sources, in translation-unit order. `scripts/gpu-nvrtc.py` mirrors this list.
-pub const SOURCES: [(&str, &str); 9] = [
+pub const SOURCES: &[(&str, &str)] = &[
     ("field.cuh", include_str!("../../cuda/field.cuh")),
     ("fp2.cuh", include_str!("../../cuda/fp2.cuh")),
     ("curve.cuh", include_str!("../../cuda/curve.cuh")),
@@ -26,6 +26,8 @@ pub const SOURCES: [(&str, &str); 9] = [
     ("compact.cu", include_str!("../../cuda/compact.cu")),
     ("msm.cu", include_str!("../../cuda/msm.cu")),
     ("batch_add.cu", include_str!("../../cuda/batch_add.cu")),
+    // Test kernels only (tests/gpu_kernels.rs): not in the daemon's cubin.
+    #[cfg(feature = "scaffolding")]
     ("selftest.cu", include_str!("../../cuda/selftest.cu")),
 ];
 

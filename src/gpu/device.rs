@@ -67,8 +67,11 @@ const KERNELS: &[&str] = &[
     "msm_to_jacobian_g2",
     "batch_add_g1",
     "batch_add_g2",
+    #[cfg(feature = "scaffolding")]
     "selftest_fp",
+    #[cfg(feature = "scaffolding")]
     "selftest_fr_from_mont",
+    #[cfg(feature = "scaffolding")]
     "selftest_g1",
 ];
 

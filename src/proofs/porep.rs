@@ -151,6 +151,7 @@ fn params_id_shape<Tree: 'static + MerkleTreeTrait>(
 }
 
 /// The blank circuit of a registered seal proof, for parameter generation.
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
 pub(crate) fn generate_params(
     proof: RegisteredSealProof,
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
@@ -158,6 +159,7 @@ pub(crate) fn generate_params(
     with_shape!(size, generate_params_shape, proof)
 }
 
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
 fn generate_params_shape<Tree: 'static + MerkleTreeTrait>(
     proof: RegisteredSealProof,
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {

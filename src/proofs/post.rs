@@ -134,12 +134,14 @@ fn params_id_shape<Tree: 'static + MerkleTreeTrait>(
     })
 }
 
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
 pub(crate) fn generate_params(
     proof: RegisteredPoStProof,
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
     with_shape!(u64::from(proof.sector_size()), generate_params_shape, proof)
 }
 
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
 fn generate_params_shape<Tree: 'static + MerkleTreeTrait>(
     proof: RegisteredPoStProof,
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {

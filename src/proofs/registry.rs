@@ -67,6 +67,7 @@ pub fn params_id(kind: ProofKind, sector_size: u64) -> Result<ParamsId, ProveErr
 }
 
 /// Random Groth16 parameters for the blank circuit of `kind` at `sector_size` (test use).
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
 pub(crate) fn generate(
     kind: ProofKind,
     sector_size: u64,

@@ -1,0 +1,1081 @@
+//! Tidy: rules about the source tree that the compiler does not enforce, checked by reading
+//! the sources (rust-analyzer keeps its own rules the same way). Four rules:
+//!
+//! * **layering** — a module of `src/` may only use modules of its own top-level module or of
+//!   a lower layer of [`LAYERS`], read from `crate::…` paths (in `use` lines and in code,
+//!   `use crate::{a, b::c}` groups included) and from `super::` paths that climb out of the
+//!   top-level module. Modules of one layer are independent of each other. `src/bin/` sits
+//!   above every layer and `src/lib.rs` only declares them.
+//! * **env** — only `src/bin/` reads or changes the environment (`env::var`, `env::var_os`,
+//!   `env::vars`, `env::vars_os`, `env::set_var`, `env::remove_var`, and tracing-subscriber's
+//!   `EnvFilter::from_env` and its kin): the library takes its settings as values, so that
+//!   `cuzkd --check-config` shows every one of them. clap's `#[arg(env = "…")]` is not
+//!   flagged: like the arguments themselves, such a variable is read by the `Parser::parse`
+//!   call, which is in `src/bin/`.
+//! * **print** — library code does not print (`println!`, `eprintln!`, `print!`, `eprint!`,
+//!   `dbg!`): it logs through `tracing` or returns values. Allowed in `src/bin/` and in
+//!   `src/cli/`, the command line's library half, whose job is printing results for a human.
+//! * **safety** — every `unsafe` block, `unsafe impl` and `unsafe extern` block has a
+//!   `// SAFETY:` comment right above the statement or item that holds it (attributes and
+//!   other comment lines may come between; a blank line or the end of an earlier statement
+//!   may not). An `unsafe fn` or `unsafe trait` may instead carry a `# Safety` section in its
+//!   doc comment; an `unsafe fn` inside a trait, a trait impl or a `macro_rules!` body is
+//!   covered by the trait's own `# Safety` section. Checked in `src/`, `tests/` and `benches/`.
+//!
+//! Code inside `#[cfg(test)]` items (and in files declared by `#[cfg(test)] mod x;`) is test
+//! code: the env and print rules do not apply to it; the layering and safety rules do.
+//! Comments and string and character literals are blanked out before any rule looks at the
+//! code, so a `"println!"` in a string or a `crate::gpu` in a doc comment is not a use.
+//!
+//! Known limits, on purpose (this is a lint, not a compiler): a `super::` path is resolved by
+//! counting the file's module depth (a file included with `#[path = "…"]` takes the module path
+//! of its declaration) and the inline `mod x { … }` blocks around it; macros are not expanded;
+//! `use std::env::var as v` followed by `v(…)` is caught at the `use` line only.
+//!
+//! Known violations that other work is removing are listed in [`ALLOWED`], by file and rule;
+//! the list can only shrink, as an entry that no longer matches anything fails the test.
+//!
+//! [`planted_violations_are_found`] checks the checker: every file under
+//! `tests/tidy_fixtures/` says which path it pretends to be and marks each line that must be
+//! flagged with `tidy-expect: RULE`; the checker must flag exactly those lines.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The layers of the library, lowest first; a module may use its own layer's top-level module
+/// and the modules of the layers below it. This is the one place the order is written down:
+/// ARCHITECTURE.md's "Layers" section draws it ([`layers_are_drawn_in_architecture_md`]
+/// checks the drawing), and every top-level module of `src/lib.rs` must appear here.
+/// `params_gen` and `sealing` (test parameters and test sectors, behind the `scaffolding`
+/// feature) sit just below `cli` so that nothing `cuzkd` links can reach them.
+const LAYERS: &[&[&str]] = &[
+    &["config", "srs", "synth"],
+    &["prover"],
+    &["gpu"],
+    &["proofs"],
+    &["engine"],
+    &["proto"],
+    &["daemon"],
+    &["params_gen", "sealing"],
+    &["cli"],
+];
+
+/// A rule of this file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Rule {
+    Layering,
+    Env,
+    Print,
+    Safety,
+}
+
+impl Rule {
+    fn name(self) -> &'static str {
+        match self {
+            Rule::Layering => "layering",
+            Rule::Env => "env",
+            Rule::Print => "print",
+            Rule::Safety => "safety",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Rule> {
+        [Rule::Layering, Rule::Env, Rule::Print, Rule::Safety]
+            .into_iter()
+            .find(|r| r.name() == s)
+    }
+}
+
+/// Today's known violations, tolerated until the work that removes them lands. Each entry
+/// must still match at least one violation, so the list can only shrink: when a fix lands,
+/// [`tree_is_tidy`] fails until its entry is deleted here.
+const ALLOWED: &[(&str, Rule)] = &[
+    // removed by the typed-options work
+    ("src/cli/bench.rs", Rule::Env),
+    // removed by the typed-options work
+    ("src/cli/demo.rs", Rule::Env),
+    // removed by the typed-options work
+    ("src/daemon/logging.rs", Rule::Env),
+    // removed by the typed-options work
+    ("src/daemon/notify.rs", Rule::Env),
+    // removed by the typed-options work
+    ("src/gpu/compile.rs", Rule::Env),
+    // removed by the typed-options work
+    ("src/gpu/device.rs", Rule::Env),
+    // removed by the typed-options work
+    ("src/gpu/msm.rs", Rule::Env),
+    // removed by the typed-options work
+    ("src/gpu/ntt.rs", Rule::Env),
+    // removed by the typed-options work
+    ("src/prover/pippenger/mod.rs", Rule::Env),
+    // removed by the typed-options work
+    ("src/prover/simd.rs", Rule::Env),
+    // removed by the typed-options work
+    ("src/srs/ids.rs", Rule::Env),
+    // removed by the typed-options work (`ProofKind` moves below `srs`)
+    ("src/srs/ids.rs", Rule::Layering),
+    // removed by the typed-options work (phase timings become `tracing` spans)
+    ("src/gpu/msm.rs", Rule::Print),
+    // removed by the typed-options work (phase timings become `tracing` spans)
+    ("src/gpu/ntt.rs", Rule::Print),
+    // removed by the typed-options work (the benchmark's progress lines and report move to
+    // `tracing` and to `src/cli/bench.rs`)
+    ("src/gpu/bench.rs", Rule::Print),
+    // Not part of the typed-options work: `cuzkd --check-config` prints the effective
+    // configuration (and the error) from `daemon::run`; that output belongs in
+    // `src/bin/cuzkd.rs`.
+    ("src/daemon/mod.rs", Rule::Print),
+];
+
+/// One finding.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Violation {
+    path: String,
+    /// 1-based.
+    line: usize,
+    rule: Rule,
+    what: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}: [{}] {}",
+            self.path,
+            self.line,
+            self.rule.name(),
+            self.what
+        )
+    }
+}
+
+// ---- lexing -------------------------------------------------------------------------------
+
+/// A file split, line by line, into its code (comments removed, string and character literals
+/// emptied: `"…"` becomes `""`) and its comments.
+struct Lexed {
+    code: Vec<String>,
+    comments: Vec<String>,
+}
+
+impl Lexed {
+    fn new_line(&mut self) {
+        self.code.push(String::new());
+        self.comments.push(String::new());
+    }
+    fn code(&mut self, c: char) {
+        if let Some(l) = self.code.last_mut() {
+            l.push(c);
+        }
+    }
+    fn comment(&mut self, c: char) {
+        if let Some(l) = self.comments.last_mut() {
+            l.push(c);
+        }
+    }
+}
+
+fn is_ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+fn lex(text: &str) -> Lexed {
+    let s: Vec<char> = text.chars().collect();
+    let at = |i: usize| s.get(i).copied();
+    let mut out = Lexed {
+        code: vec![String::new()],
+        comments: vec![String::new()],
+    };
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        let prev_ident = i > 0 && is_ident_char(s[i - 1]);
+        if c == '\n' {
+            out.new_line();
+            i += 1;
+        } else if c == '/' && at(i + 1) == Some('/') {
+            while i < s.len() && s[i] != '\n' {
+                out.comment(s[i]);
+                i += 1;
+            }
+        } else if c == '/' && at(i + 1) == Some('*') {
+            // Block comments nest in Rust.
+            let mut depth = 0usize;
+            while i < s.len() {
+                if s[i] == '/' && at(i + 1) == Some('*') {
+                    depth += 1;
+                    out.comment('/');
+                    out.comment('*');
+                    i += 2;
+                } else if s[i] == '*' && at(i + 1) == Some('/') {
+                    depth -= 1;
+                    out.comment('*');
+                    out.comment('/');
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if s[i] == '\n' {
+                        out.new_line();
+                    } else {
+                        out.comment(s[i]);
+                    }
+                    i += 1;
+                }
+            }
+        } else if let Some(end) = (!prev_ident).then(|| raw_string_end(&s, i)).flatten() {
+            for &ch in &s[i..end] {
+                if ch == '\n' {
+                    out.new_line();
+                }
+            }
+            out.code('"');
+            out.code('"');
+            i = end;
+        } else if c == '"' {
+            i += 1;
+            while i < s.len() && s[i] != '"' {
+                if s[i] == '\\' {
+                    i += 1;
+                }
+                if at(i) == Some('\n') {
+                    out.new_line();
+                }
+                i += 1;
+            }
+            i += 1;
+            out.code('"');
+            out.code('"');
+        } else if c == '\'' && at(i + 1) == Some('\\') {
+            // An escaped character literal: '\n', '\'', '\u{…}'. The character after the
+            // backslash is part of the escape even when it is a quote.
+            i += 3;
+            while i < s.len() && s[i] != '\'' && s[i] != '\n' {
+                i += 1;
+            }
+            i += 1;
+            out.code('\'');
+            out.code('\'');
+        } else if c == '\'' && at(i + 2) == Some('\'') {
+            i += 3;
+            out.code('\'');
+            out.code('\'');
+        } else {
+            // Everything else, lifetimes and labels ('a) included, is code.
+            out.code(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// If a raw string literal (`r"…"`, `r#"…"#`, `br"…"`, `cr"…"`) starts at `i`, the index just
+/// past its end.
+fn raw_string_end(s: &[char], i: usize) -> Option<usize> {
+    let mut j = i;
+    if matches!(s.get(j), Some('b' | 'c')) {
+        j += 1;
+    }
+    if s.get(j) != Some(&'r') {
+        return None;
+    }
+    j += 1;
+    let mut hashes = 0;
+    while s.get(j) == Some(&'#') {
+        hashes += 1;
+        j += 1;
+    }
+    if s.get(j) != Some(&'"') {
+        return None; // r#ident, or just an identifier starting with r
+    }
+    j += 1;
+    while j < s.len() {
+        if s[j] == '"' && (1..=hashes).all(|k| s.get(j + k) == Some(&'#')) {
+            return Some(j + 1 + hashes);
+        }
+        j += 1;
+    }
+    Some(s.len())
+}
+
+// ---- tokens and the structure around them -------------------------------------------------
+
+/// What a `{ … }` block is, as far as the rules care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Block {
+    /// `mod x { … }`.
+    Mod,
+    /// `trait X { … }`.
+    Trait,
+    /// `impl X for Y { … }`.
+    TraitImpl,
+    /// `macro_rules! m { … }`.
+    Macro,
+    Other,
+}
+
+#[derive(Debug)]
+struct Tok {
+    text: String,
+    /// 0-based line.
+    line: usize,
+    /// Inside a `#[cfg(test)]` item.
+    test: bool,
+    /// How many inline `mod x { … }` blocks enclose it.
+    mod_depth: usize,
+    /// Inside a trait, a trait impl or a macro body (for `unsafe fn`).
+    in_trait_or_macro: bool,
+}
+
+fn tokenize(lexed: &Lexed) -> Vec<Tok> {
+    let mut toks = Vec::new();
+    for (line, code) in lexed.code.iter().enumerate() {
+        let cs: Vec<char> = code.chars().collect();
+        let mut i = 0;
+        while i < cs.len() {
+            let c = cs[i];
+            if c.is_whitespace() {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            if is_ident_char(c) {
+                while i < cs.len() && is_ident_char(cs[i]) {
+                    i += 1;
+                }
+            } else if c == ':' && cs.get(i + 1) == Some(&':') {
+                i += 2;
+            } else {
+                i += 1;
+            }
+            toks.push(Tok {
+                text: cs[start..i].iter().collect(),
+                line,
+                test: false,
+                mod_depth: 0,
+                in_trait_or_macro: false,
+            });
+        }
+    }
+    annotate(&mut toks);
+    toks
+}
+
+/// Whether the attribute tokens (between `#[` and `]`) gate on `test`: `cfg(test)`,
+/// `cfg(all(test, …))`.
+fn is_cfg_test(attr: &[&str]) -> bool {
+    attr.first() == Some(&"cfg") && attr.contains(&"test") && !attr.contains(&"not")
+}
+
+/// Fills in `test`, `mod_depth` and `in_trait_or_macro`.
+fn annotate(toks: &mut [Tok]) {
+    // The block stack: what each open brace is, and whether it opened a test item.
+    let mut stack: Vec<(Block, bool)> = Vec::new();
+    // The tokens of the current item's header (since the last `;`, `{` or `}`).
+    let mut header: Vec<String> = Vec::new();
+    // A `#[cfg(test)]` was seen; the next item is test code.
+    let mut pending_test = false;
+    // A test item has started and not yet opened its block (it may end at `;` instead).
+    let mut in_test_item = false;
+    let mut i = 0;
+    while i < toks.len() {
+        let in_test = stack.iter().any(|&(_, t)| t) || in_test_item || pending_test;
+        let mod_depth = stack.iter().filter(|&&(b, _)| b == Block::Mod).count();
+        let in_trait_or_macro = stack
+            .iter()
+            .any(|&(b, _)| matches!(b, Block::Trait | Block::TraitImpl | Block::Macro));
+        toks[i].test = in_test;
+        toks[i].mod_depth = mod_depth;
+        toks[i].in_trait_or_macro = in_trait_or_macro;
+        let t = toks[i].text.clone();
+        // Attributes: `#[…]` (outer) and `#![…]` (inner).
+        if t == "#" {
+            let mut j = i + 1;
+            if toks.get(j).is_some_and(|x| x.text == "!") {
+                j += 1;
+            }
+            if toks.get(j).is_some_and(|x| x.text == "[") {
+                let mut depth = 0usize;
+                let mut k = j;
+                let mut attr = Vec::new();
+                while k < toks.len() {
+                    match toks[k].text.as_str() {
+                        "[" => depth += 1,
+                        "]" => {
+                            depth = depth.saturating_sub(1);
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    if k > j {
+                        attr.push(toks[k].text.clone());
+                    }
+                    k += 1;
+                }
+                let attr_refs: Vec<&str> = attr.iter().map(String::as_str).collect();
+                let inner = toks.get(i + 1).is_some_and(|x| x.text == "!");
+                for tok in toks.iter_mut().take(k + 1).skip(i) {
+                    tok.test = in_test;
+                    tok.mod_depth = mod_depth;
+                    tok.in_trait_or_macro = in_trait_or_macro;
+                }
+                if !inner && is_cfg_test(&attr_refs) {
+                    pending_test = true;
+                }
+                i = k + 1;
+                continue;
+            }
+        }
+        match t.as_str() {
+            "{" => {
+                let h: Vec<&str> = header.iter().map(String::as_str).collect();
+                let kind = classify(&h);
+                let opens_test = in_test_item || pending_test;
+                in_test_item = false;
+                pending_test = false;
+                stack.push((kind, opens_test));
+                header.clear();
+            }
+            "}" => {
+                stack.pop();
+                header.clear();
+            }
+            ";" => {
+                // A test item without a block (`#[cfg(test)] use …;`) ends here.
+                in_test_item = false;
+                pending_test = false;
+                header.clear();
+            }
+            _ => {
+                if pending_test {
+                    // A `#[cfg(test)]` item starts: it lasts until its `;` or its block ends.
+                    pending_test = false;
+                    in_test_item = true;
+                }
+                header.push(t);
+            }
+        }
+        i += 1;
+    }
+}
+
+/// What block an item header (the tokens before its `{`) opens.
+fn classify(header: &[&str]) -> Block {
+    if header.contains(&"macro_rules") {
+        return Block::Macro;
+    }
+    let first = header
+        .iter()
+        .position(|t| !matches!(*t, "pub" | "(" | ")" | "crate" | "super" | "in" | "unsafe"))
+        .map(|p| header[p]);
+    match first {
+        Some("mod") => Block::Mod,
+        Some("trait") => Block::Trait,
+        Some("impl") if header.contains(&"for") => Block::TraitImpl,
+        _ => Block::Other,
+    }
+}
+
+// ---- the rules ----------------------------------------------------------------------------
+
+/// What a file is to the rules.
+struct FileCtx<'a> {
+    /// Relative to the repository root, with `/`.
+    path: &'a str,
+    /// Declared by `#[cfg(test)] mod x;`: all of it is test code.
+    test_file: bool,
+    /// Its module path when a `#[path = "…"]` declaration gives it one other than its file
+    /// name says (`src/prover/ntt_ifma.rs` is `prover::ntt::ifma`).
+    module: Option<Vec<String>>,
+}
+
+impl FileCtx<'_> {
+    fn in_src(&self) -> bool {
+        self.path.starts_with("src/")
+    }
+    fn in_bin(&self) -> bool {
+        self.path.starts_with("src/bin/")
+    }
+    fn module_path(&self) -> Vec<String> {
+        self.module
+            .clone()
+            .unwrap_or_else(|| module_path_of(self.path))
+    }
+}
+
+/// The module path a file of `src/` has by its name: `src/prover/pippenger/sum.rs` →
+/// `[prover, pippenger, sum]`, `src/srs/mod.rs` → `[srs]`, `src/lib.rs` → `[]`.
+fn module_path_of(path: &str) -> Vec<String> {
+    let rel = path.trim_start_matches("src/").trim_end_matches(".rs");
+    let mut parts: Vec<String> = rel.split('/').map(str::to_string).collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The files that `#[path = "FILE"] mod NAME;` lines in `path` declare, with the module path
+/// each gets. Read from the raw text, as the lexer empties string literals.
+fn path_attr_children(path: &str, text: &str) -> Vec<(String, Vec<String>)> {
+    let dir = Path::new(path).parent().unwrap_or(Path::new(""));
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let Some(file) = line
+            .strip_prefix("#[path = \"")
+            .and_then(|r| r.split('"').next())
+        else {
+            continue;
+        };
+        let decl = lines[n + 1..].iter().find(|l| !l.starts_with("#["));
+        let name = decl.and_then(|l| {
+            let l = l.strip_prefix("pub ").unwrap_or(l);
+            let l = l.strip_prefix("pub(crate) ").unwrap_or(l);
+            l.strip_prefix("mod ")?.strip_suffix(';')
+        });
+        if let Some(name) = name {
+            let mut module = module_path_of(path);
+            module.push(name.trim().to_string());
+            let file = dir.join(file).to_string_lossy().replace('\\', "/");
+            out.push((file, module));
+        }
+    }
+    out
+}
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+/// The names a path continues with at `toks[i]` (just after a `::`): one identifier, or the
+/// first identifier of each element of a `{ … }` group.
+fn path_heads(toks: &[Tok], i: usize) -> Vec<(String, usize)> {
+    match toks.get(i) {
+        Some(t) if t.text == "{" => {
+            let mut out = Vec::new();
+            let mut depth = 0usize;
+            let mut expect_head = true;
+            for t in &toks[i..] {
+                match t.text.as_str() {
+                    "{" => {
+                        depth += 1;
+                        if depth > 1 {
+                            expect_head = false;
+                        }
+                    }
+                    "}" => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    "," if depth == 1 => expect_head = true,
+                    s if depth == 1 && expect_head => {
+                        if s.chars().all(is_ident_char) {
+                            out.push((s.to_string(), t.line));
+                        }
+                        expect_head = false;
+                    }
+                    _ => {}
+                }
+            }
+            out
+        }
+        Some(t) if t.text.chars().all(is_ident_char) => vec![(t.text.clone(), t.line)],
+        _ => Vec::new(),
+    }
+}
+
+fn check_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
+    if !ctx.in_src() || ctx.in_bin() {
+        return;
+    }
+    let here = ctx.module_path();
+    let Some(own) = here.first().map(String::as_str) else {
+        return; // src/lib.rs only declares the modules
+    };
+    let check = |target: &str, line: usize, out: &mut Vec<Violation>| {
+        if matches!(target, "self" | "super" | "crate") || target == own {
+            return;
+        }
+        let what = match (layer_of(own), layer_of(target)) {
+            (None, _) => format!("module `{own}` is not in LAYERS (tests/tidy.rs)"),
+            (_, None) => format!("`{own}` uses `crate::{target}`, which is not in LAYERS"),
+            (Some(a), Some(b)) if b > a => {
+                format!("`{own}` (layer {a}) uses `crate::{target}` (layer {b}), a higher layer")
+            }
+            (Some(a), Some(b)) if a == b => {
+                format!("`{own}` uses `crate::{target}` of its own layer {a}; they are independent")
+            }
+            _ => return,
+        };
+        out.push(Violation {
+            path: ctx.path.to_string(),
+            line: line + 1,
+            rule: Rule::Layering,
+            what,
+        });
+    };
+    for (i, t) in toks.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|p| toks[p].text.as_str());
+        let next_is_path = toks.get(i + 1).is_some_and(|n| n.text == "::");
+        if !next_is_path || prev == Some("::") || prev == Some("$") {
+            continue;
+        }
+        if t.text == "crate" {
+            for (target, line) in path_heads(toks, i + 2) {
+                check(&target, line, out);
+            }
+        } else if t.text == "super" {
+            // Count the `super::` chain and see whether it climbs to the crate root.
+            let mut k = 0;
+            let mut j = i;
+            while toks.get(j).is_some_and(|x| x.text == "super")
+                && toks.get(j + 1).is_some_and(|x| x.text == "::")
+            {
+                k += 1;
+                j += 2;
+            }
+            if k == here.len() + t.mod_depth {
+                for (target, line) in path_heads(toks, j) {
+                    check(&target, line, out);
+                }
+            }
+        }
+    }
+}
+
+const ENV_FNS: &[&str] = &["var", "var_os", "vars", "vars_os", "set_var", "remove_var"];
+/// tracing-subscriber's constructors that read a variable.
+const ENV_FILTER_FNS: &[&str] = &[
+    "from_env",
+    "try_from_env",
+    "from_default_env",
+    "try_from_default_env",
+    "from_env_lossy",
+];
+const PRINT_MACROS: &[&str] = &["println", "eprintln", "print", "eprint", "dbg"];
+
+fn check_env_and_print(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
+    if !ctx.in_src() || ctx.in_bin() || ctx.test_file {
+        return;
+    }
+    let printing_allowed = ctx.path.starts_with("src/cli/");
+    for (i, t) in toks.iter().enumerate() {
+        if t.test {
+            continue;
+        }
+        let prev = i.checked_sub(1).map(|p| toks[p].text.as_str());
+        if t.text == "env" && prev != Some(".") && toks.get(i + 1).is_some_and(|n| n.text == "::") {
+            for (f, line) in path_heads(toks, i + 2) {
+                if ENV_FNS.contains(&f.as_str()) {
+                    out.push(Violation {
+                        path: ctx.path.to_string(),
+                        line: line + 1,
+                        rule: Rule::Env,
+                        what: format!(
+                            "`env::{f}` in library code: take the setting as a value \
+                             (only src/bin/ reads the environment)"
+                        ),
+                    });
+                }
+            }
+        }
+        if ENV_FILTER_FNS.contains(&t.text.as_str())
+            && prev == Some("::")
+            && i >= 2
+            && toks[i - 2].text == "EnvFilter"
+        {
+            out.push(Violation {
+                path: ctx.path.to_string(),
+                line: t.line + 1,
+                rule: Rule::Env,
+                what: format!(
+                    "`EnvFilter::{}` reads the environment in library code: take the filter \
+                     as a value (only src/bin/ reads the environment)",
+                    t.text
+                ),
+            });
+        }
+        if !printing_allowed
+            && PRINT_MACROS.contains(&t.text.as_str())
+            && prev != Some(".")
+            && toks.get(i + 1).is_some_and(|n| n.text == "!")
+        {
+            out.push(Violation {
+                path: ctx.path.to_string(),
+                line: t.line + 1,
+                rule: Rule::Print,
+                what: format!(
+                    "`{}!` in library code: log with `tracing` or return the value",
+                    t.text
+                ),
+            });
+        }
+    }
+}
+
+/// Whether a `// SAFETY:` comment (or, for an unsafe fn or trait, a `# Safety` doc section)
+/// sits right above line `line`: walking up, comment lines and attributes are passed over, as
+/// are the earlier lines of the same statement (code that does not end with `;`, `{` or `}`);
+/// a blank line or the end of an earlier statement or block stops the search. One form covers
+/// a run of statements: `// SAFETY (the three closures): …` holds for every statement below
+/// it up to the next blank line or brace.
+fn has_safety_comment(lexed: &Lexed, line: usize, doc_allowed: bool) -> bool {
+    let mut crossed_statement = false;
+    for j in (0..line).rev() {
+        let comment = lexed.comments[j].as_str();
+        let code = lexed.code[j].trim();
+        if comment.contains("SAFETY (") {
+            return true;
+        }
+        if !crossed_statement
+            && (comment.contains("SAFETY:") || (doc_allowed && comment.contains("# Safety")))
+        {
+            return true;
+        }
+        if code.is_empty() {
+            if comment.trim().is_empty() {
+                return false; // a blank line
+            }
+            continue; // another comment line of the same block
+        }
+        if code.starts_with("#[") || code.starts_with("#![") {
+            continue;
+        }
+        if code.ends_with('{') || code.ends_with('}') {
+            return false;
+        }
+        if code.ends_with(';') {
+            crossed_statement = true;
+        }
+    }
+    false
+}
+
+fn check_safety(ctx: &FileCtx, lexed: &Lexed, toks: &[Tok], out: &mut Vec<Violation>) {
+    for (i, t) in toks.iter().enumerate() {
+        if t.text != "unsafe" {
+            continue;
+        }
+        let next = toks.get(i + 1).map_or("", |n| n.text.as_str());
+        // `unsafe fn`, `unsafe extern "C" fn` (an item); `unsafe extern "C" {` is a block.
+        let after_abi = toks[i + 1..]
+            .iter()
+            .find(|x| !matches!(x.text.as_str(), "extern" | "\""))
+            .map_or("", |x| x.text.as_str());
+        let fn_like = next == "fn" || (next == "extern" && after_abi == "fn");
+        let prev = i.checked_sub(1).map_or("", |p| toks[p].text.as_str());
+        // A function pointer type (`f: unsafe fn(…)`, `-> unsafe extern "C" fn(…)`) declares
+        // nothing.
+        if fn_like && matches!(prev, ":" | ">" | "<" | "(" | "," | "=" | "&" | "*") {
+            continue;
+        }
+        let (kind, doc_allowed) = match next {
+            "{" => ("`unsafe` block", false),
+            "impl" => ("`unsafe impl`", false),
+            "trait" => ("`unsafe trait`", true),
+            _ if fn_like => {
+                if t.in_trait_or_macro {
+                    continue; // the trait's `# Safety` section holds the contract
+                }
+                ("`unsafe fn`", true)
+            }
+            "extern" => ("`unsafe extern` block", false),
+            _ => ("`unsafe`", false),
+        };
+        if !has_safety_comment(lexed, t.line, doc_allowed) {
+            let want = if doc_allowed {
+                "a `// SAFETY:` comment or a `# Safety` doc section"
+            } else {
+                "a `// SAFETY:` comment"
+            };
+            out.push(Violation {
+                path: ctx.path.to_string(),
+                line: t.line + 1,
+                rule: Rule::Safety,
+                what: format!("{kind} without {want} right above it"),
+            });
+        }
+    }
+}
+
+/// Every rule on one file.
+fn check_file(ctx: &FileCtx, text: &str) -> Vec<Violation> {
+    let lexed = lex(text);
+    let toks = tokenize(&lexed);
+    let mut out = Vec::new();
+    check_layering(ctx, &toks, &mut out);
+    check_env_and_print(ctx, &toks, &mut out);
+    check_safety(ctx, &lexed, &toks, &mut out);
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The files that `#[cfg(test)] mod x;` in `path` declares (repository-relative).
+fn test_children(path: &str, text: &str) -> Vec<String> {
+    let lexed = lex(text);
+    let toks = tokenize(&lexed);
+    let dir =
+        if path.ends_with("/mod.rs") || path.ends_with("/lib.rs") || path.ends_with("/main.rs") {
+            Path::new(path).parent().map(Path::to_path_buf)
+        } else {
+            Some(PathBuf::from(path.trim_end_matches(".rs")))
+        };
+    let Some(dir) = dir else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for w in toks.windows(3) {
+        if w[0].text == "mod" && w[2].text == ";" && w[1].test && w[0].mod_depth == 0 {
+            for f in [format!("{}.rs", w[1].text), format!("{}/mod.rs", w[1].text)] {
+                out.push(dir.join(f).to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    out
+}
+
+// ---- the tree -----------------------------------------------------------------------------
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// The `.rs` files under `dir` (repository-relative, sorted), skipping `skip`.
+fn rust_files(dir: &str, skip: &[&str]) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut Vec<String>) {
+        let entries =
+            fs::read_dir(dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
+        for entry in entries {
+            let entry = entry.unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            if skip
+                .iter()
+                .any(|s| rel == *s || rel.starts_with(&format!("{s}/")))
+            {
+                continue;
+            }
+            if path.is_dir() {
+                walk(root, &path, skip, out);
+            } else if rel.ends_with(".rs") {
+                out.push(rel);
+            }
+        }
+    }
+    let root = root();
+    let mut out = Vec::new();
+    if root.join(dir).is_dir() {
+        walk(&root, &root.join(dir), skip, &mut out);
+    }
+    out.sort();
+    out
+}
+
+fn tree_violations() -> Vec<Violation> {
+    let root = root();
+    let mut files = rust_files("src", &[]);
+    files.extend(rust_files("tests", &["tests/tidy_fixtures"]));
+    files.extend(rust_files("benches", &[]));
+    let texts: BTreeMap<String, String> = files
+        .iter()
+        .map(|f| (f.clone(), read(&root.join(f))))
+        .collect();
+    let test_files: BTreeSet<String> = texts
+        .iter()
+        .filter(|(p, _)| p.starts_with("src/"))
+        .flat_map(|(p, t)| test_children(p, t))
+        .collect();
+    let modules: BTreeMap<String, Vec<String>> = texts
+        .iter()
+        .filter(|(p, _)| p.starts_with("src/"))
+        .flat_map(|(p, t)| path_attr_children(p, t))
+        .collect();
+    let mut out = Vec::new();
+    for (path, text) in &texts {
+        let ctx = FileCtx {
+            path,
+            test_file: test_files.contains(path),
+            module: modules.get(path).cloned(),
+        };
+        out.extend(check_file(&ctx, text));
+    }
+    out
+}
+
+#[test]
+fn tree_is_tidy() {
+    let found = tree_violations();
+    let mut problems: Vec<String> = found
+        .iter()
+        .filter(|v| !ALLOWED.contains(&(v.path.as_str(), v.rule)))
+        .map(|v| v.to_string())
+        .collect();
+    for &(path, rule) in ALLOWED {
+        if !found.iter().any(|v| v.path == path && v.rule == rule) {
+            problems.push(format!(
+                "{path}: [{}] is in ALLOWED (tests/tidy.rs) but no longer violates: delete the entry",
+                rule.name()
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "tidy: {} problem(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// The top-level modules `src/lib.rs` declares.
+fn lib_modules() -> BTreeSet<String> {
+    let lexed = lex(&read(&root().join("src/lib.rs")));
+    let toks = tokenize(&lexed);
+    toks.windows(3)
+        .filter(|w| w[0].text == "mod" && w[2].text == ";")
+        .map(|w| w[1].text.clone())
+        .collect()
+}
+
+/// The layers as ARCHITECTURE.md draws them, lowest first.
+fn layers_line() -> String {
+    LAYERS
+        .iter()
+        .map(|l| l.join(", "))
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+#[test]
+fn layers_are_drawn_in_architecture_md() {
+    let declared = lib_modules();
+    let layered: BTreeSet<String> = LAYERS
+        .iter()
+        .flat_map(|l| l.iter())
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(
+        declared, layered,
+        "src/lib.rs's modules and LAYERS (tests/tidy.rs) differ: place every module in a layer"
+    );
+    let doc = read(&root().join("ARCHITECTURE.md"));
+    let line = layers_line();
+    assert!(
+        doc.lines().any(|l| l.trim() == line),
+        "ARCHITECTURE.md's Layers section must draw LAYERS (tests/tidy.rs) as the line\n{line}"
+    );
+}
+
+// ---- the test of the test -----------------------------------------------------------------
+
+/// A planted file: the path it pretends to be (`tidy-fixture: as PATH` on a line of its own)
+/// and the lines that must be flagged (`tidy-expect: RULE` on the line), 1-based.
+fn fixture_expectations(name: &str, text: &str) -> (String, BTreeSet<(usize, Rule)>) {
+    let mut path = None;
+    let mut expect = BTreeSet::new();
+    for (n, line) in text.lines().enumerate() {
+        if let Some(rest) = line.split("tidy-fixture: as ").nth(1) {
+            path = Some(rest.trim().to_string());
+        }
+        for part in line.split("tidy-expect: ").skip(1) {
+            let word = part.split_whitespace().next().unwrap_or("");
+            let rule = Rule::parse(word)
+                .unwrap_or_else(|| panic!("{name}:{}: unknown rule {word:?}", n + 1));
+            expect.insert((n + 1, rule));
+        }
+    }
+    let path = path.unwrap_or_else(|| panic!("{name}: no `tidy-fixture: as PATH` line"));
+    (path, expect)
+}
+
+#[test]
+fn planted_violations_are_found() {
+    let dir = root().join("tests/tidy_fixtures");
+    let names = rust_files("tests/tidy_fixtures", &[]);
+    assert!(names.len() >= 5, "fixtures missing under {}", dir.display());
+    let mut rules_planted = BTreeSet::new();
+    let mut clean_files = 0;
+    let mut problems = Vec::new();
+    for name in &names {
+        let text = read(&root().join(name));
+        let (path, expect) = fixture_expectations(name, &text);
+        let ctx = FileCtx {
+            path: &path,
+            test_file: false,
+            module: None,
+        };
+        let got: BTreeSet<(usize, Rule)> = check_file(&ctx, &text)
+            .iter()
+            .map(|v| (v.line, v.rule))
+            .collect();
+        for missed in expect.difference(&got) {
+            problems.push(format!(
+                "{name}:{}: [{}] planted but not found",
+                missed.0,
+                missed.1.name()
+            ));
+        }
+        for extra in got.difference(&expect) {
+            problems.push(format!(
+                "{name}:{}: [{}] found but not planted",
+                extra.0,
+                extra.1.name()
+            ));
+        }
+        if expect.is_empty() {
+            clean_files += 1;
+        }
+        rules_planted.extend(expect.iter().map(|&(_, r)| r));
+    }
+    assert!(
+        problems.is_empty(),
+        "the checker is wrong:\n{}",
+        problems.join("\n")
+    );
+    for rule in [Rule::Layering, Rule::Env, Rule::Print, Rule::Safety] {
+        assert!(
+            rules_planted.contains(&rule),
+            "no fixture plants a [{}] violation",
+            rule.name()
+        );
+    }
+    assert!(
+        clean_files > 0,
+        "no clean fixture (one the checker must not flag)"
+    );
+}
+
+#[test]
+fn literals_and_comments_are_not_code() {
+    let lexed = lex(concat!(
+        "let a = \"println!(x) // not a comment\"; // crate::gpu\n",
+        "let b = r#\"env::var(\"X\")\"#; let c = '\"'; let d = b'\\'';\n",
+        "/* outer /* inner */ still comment */ let e: &'static str = \"\";\n",
+        "fn f<'a>(x: &'a str) -> char { 'x' }\n",
+    ));
+    assert_eq!(lexed.code.len(), 5);
+    assert_eq!(lexed.code[0].trim(), "let a = \"\";");
+    assert_eq!(lexed.comments[0].trim(), "// crate::gpu");
+    assert_eq!(
+        lexed.code[1].trim(),
+        "let b = \"\"; let c = ''; let d = b'';"
+    );
+    assert_eq!(lexed.code[2].trim(), "let e: &'static str = \"\";");
+    assert_eq!(lexed.code[3].trim(), "fn f<'a>(x: &'a str) -> char { '' }");
+}
