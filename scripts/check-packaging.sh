@@ -9,7 +9,7 @@
 #      --check-config` and `cuzk --help` work, a bad configuration exits 78;
 #   4. the man pages render without groff warnings and the tmpfiles/sysusers entries apply;
 #   5. `systemd-analyze verify` accepts the installed units, and `systemd-analyze security`
-#      scores the service at most 3.0 and equal to the score recorded in docs/operating.md;
+#      scores the service at most 1.0 and equal to the score recorded in docs/operating.md;
 #   6. remove, purge and reinstall work (the package is left installed).
 #
 # Needs root (dpkg -i). Installs what it lacks (cargo-deb from crates.io, systemd and
@@ -211,10 +211,10 @@ check "man finds the installed pages" sh -c 'man -w cuzk >/dev/null && man -w 8 
 step "systemd units"
 units="/usr/lib/systemd/system/cuzkd.service /usr/lib/systemd/system/cuzkd.socket"
 check "systemd-analyze verify (installed units)" sh -c "out=\$(systemd-analyze verify $units 2>&1); echo \"\$out\"; [ -z \"\$out\" ]"
-security=$(systemd-analyze security --offline=yes --threshold=30 /usr/lib/systemd/system/cuzkd.service 2>&1) && rc=0 || rc=$?
+security=$(systemd-analyze security --offline=yes --threshold=10 /usr/lib/systemd/system/cuzkd.service 2>&1) && rc=0 || rc=$?
 score=$(echo "$security" | sed -n 's/.*Overall exposure level for cuzkd.service: \([0-9.]*\).*/\1/p')
 echo "exposure score: ${score:-?}"
-check "systemd-analyze security: exposure ${score:-?} <= 3.0" test "$rc" = 0 -a -n "$score"
+check "systemd-analyze security: exposure ${score:-?} <= 1.0" test "$rc" = 0 -a -n "$score"
 check "docs/operating.md records the exposure score $score" grep -q "exposure score is \*\*$score\*\*" docs/operating.md
 
 step "remove, purge, reinstall"
