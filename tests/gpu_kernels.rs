@@ -5,20 +5,30 @@ use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk::gpu::device::Gpu;
 use cuzk::gpu::msm as gpu_msm;
 use cuzk::gpu::ntt::scalar_bytes;
-use cuzk::gpu::{test_backend, GpuBackend, GpuError};
+use cuzk::gpu::{test_backend, GpuBackend, GpuError, GpuOptions};
 use cuzk::prover::{msm as cpu_msm, ntt as cpu_ntt, Backend};
 use ff::{Field, PrimeField};
 use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rayon::prelude::*;
 
+/// The GPU options of these tests: the default tuning, with the kernel cache that
+/// scripts/gpu-device-run.sh names in `CUZK_GPU_CACHE` (a test may read the environment; the
+/// library takes options).
+fn gpu_options() -> GpuOptions {
+    GpuOptions {
+        kernel_cache: std::env::var_os("CUZK_GPU_CACHE").map(Into::into),
+        ..GpuOptions::default()
+    }
+}
+
 fn backend() -> Option<GpuBackend> {
-    test_backend().expect("GPU present but unusable")
+    test_backend(&gpu_options()).expect("GPU present but unusable")
 }
 
 /// The device itself (for tests below the backend), or None after printing why it is skipped.
 fn raw_gpu() -> Option<Gpu> {
-    match Gpu::open(0) {
+    match Gpu::open(&gpu_options()) {
         Ok(g) => Some(g),
         Err(GpuError::NoDevice(why)) => {
             println!("skipped: no CUDA device ({why})");

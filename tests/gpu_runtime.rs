@@ -29,10 +29,12 @@ fn translation_unit_is_self_contained() {
 
 #[test]
 fn cache_key_depends_on_arch_and_driver() {
-    let a = compile::cache_key(90, 13000);
-    assert_eq!(a, compile::cache_key(90, 13000));
-    assert_ne!(a, compile::cache_key(90, 13010));
-    assert_ne!(a, compile::cache_key(100, 13000));
+    let a = compile::cache_key(90, 13000, &[]);
+    assert_eq!(a, compile::cache_key(90, 13000, &[]));
+    assert_ne!(a, compile::cache_key(90, 13010, &[]));
+    assert_ne!(a, compile::cache_key(100, 13000, &[]));
+    // A kernel variant gets a cubin of its own.
+    assert_ne!(a, compile::cache_key(90, 13000, &["CUZK_FP_INLINE".into()]));
     assert!(a.ends_with(".cubin"));
 }
 
@@ -48,7 +50,12 @@ fn window_bits_stay_in_range() {
 
 #[test]
 fn no_device_is_a_typed_error() {
-    match cuzk::gpu::try_backend() {
+    // The kernel cache scripts/gpu-device-run.sh names, where a device is present.
+    let options = cuzk::gpu::GpuOptions {
+        kernel_cache: std::env::var_os("CUZK_GPU_CACHE").map(Into::into),
+        ..cuzk::gpu::GpuOptions::default()
+    };
+    match cuzk::gpu::try_backend(&options) {
         Ok(b) => println!("GPU present: {}", b.name()),
         Err(GpuError::NoDevice(why)) => println!("skipped: no CUDA device ({why})"),
         Err(e) => panic!("unexpected error without a device: {e}"),
@@ -58,7 +65,7 @@ fn no_device_is_a_typed_error() {
 #[test]
 fn nvrtc_compiles_the_kernels_when_available() {
     // NVRTC needs no GPU; where it is not installed (plain CI) this reports and passes.
-    match compile::compile(90) {
+    match compile::compile(90, &[]) {
         Ok(cubin) => assert!(cubin.len() > 100_000, "cubin of {} bytes", cubin.len()),
         Err(GpuError::Compile(why)) if why.contains("not found") => println!("skipped: {why}"),
         Err(e) => panic!("{e}"),

@@ -3,6 +3,8 @@
 //! machines without CUDA (where [`try_backend`] returns [`GpuError::NoDevice`] and the caller
 //! uses the CPU backend).
 //!
+//! * [`GpuOptions`]: the device, kernel cache, staging memory and tuning, built once at start
+//!   and passed in (the library reads no environment).
 //! * [`compile`]: NVRTC → cubin for the device's architecture, cached on disk.
 //! * [`device`]: device discovery, context, stream, buffers, kernel launches.
 //! * [`ntt`], [`msm`]: host drivers of the kernels.
@@ -16,6 +18,7 @@ pub mod device;
 mod error;
 pub mod msm;
 pub mod ntt;
+mod options;
 mod selftest;
 
 use std::sync::Arc;
@@ -23,16 +26,18 @@ use std::sync::Arc;
 pub use backend::GpuBackend;
 pub use device::DeviceInfo;
 pub use error::GpuError;
+pub use options::{GpuOptions, MsmTuning, NttTuning, DEFAULT_STAGING_BYTES, MIN_STAGING_BYTES};
 
-/// The GPU backend on device 0, or why there is none (print it and use the CPU backend).
-pub fn try_backend() -> Result<Arc<dyn crate::prover::Backend>, GpuError> {
-    Ok(Arc::new(GpuBackend::new(0)?))
+/// The GPU backend `options` describe, or why there is none (print it and use the CPU
+/// backend).
+pub fn try_backend(options: &GpuOptions) -> Result<Arc<dyn crate::prover::Backend>, GpuError> {
+    Ok(Arc::new(GpuBackend::new(options)?))
 }
 
-/// Opens device 0 for tests: `None` (after printing "skipped: no CUDA device") when this
-/// machine has no usable GPU; other failures are returned.
-pub fn test_backend() -> Result<Option<GpuBackend>, GpuError> {
-    match GpuBackend::new(0) {
+/// Opens the device `options` name for tests: `None` (after printing "skipped: no CUDA
+/// device") when this machine has no usable GPU; other failures are returned.
+pub fn test_backend(options: &GpuOptions) -> Result<Option<GpuBackend>, GpuError> {
+    match GpuBackend::new(options) {
         Ok(b) => Ok(Some(b)),
         Err(GpuError::NoDevice(why)) => {
             println!("skipped: no CUDA device ({why})");
