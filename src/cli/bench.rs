@@ -208,3 +208,102 @@ fn reference(request: &ProofRequest) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::super::{Cli, Command, Environment};
+    use super::*;
+
+    fn bench_args(line: &[&str]) -> BenchArgs {
+        match Cli::try_parse_from(line).expect("parses").command {
+            Command::Bench(b) => b,
+            other => panic!("not a bench command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn flags_fill_the_options_the_environment_started() {
+        let env = Environment::default();
+        let b = bench_args(&[
+            "cuzk",
+            "bench",
+            "gpu",
+            "--g1",
+            "20",
+            "--gpu-device",
+            "1",
+            "--msm-window-bits",
+            "16",
+            "--nvrtc-define",
+            "CUZK_FP_INLINE,CUZK_ACC_MINB=5",
+            "--staging-memory",
+            "0",
+            "--ntt-split",
+            "10,10",
+            "--trace",
+            "--no-cpu-simd",
+        ]);
+        let gpu = b.gpu.apply(env.gpu.clone()).unwrap();
+        assert_eq!(gpu.ordinal, 1);
+        assert_eq!(gpu.msm.window_bits, Some(16));
+        assert_eq!(gpu.nvrtc_defines, vec!["CUZK_FP_INLINE", "CUZK_ACC_MINB=5"]);
+        assert_eq!(gpu.staging_bytes, 0);
+        assert_eq!(gpu.ntt.split, vec![10, 10]);
+        assert!(gpu.trace);
+        let cpu = b.cpu_options.apply(env.cpu.clone()).unwrap();
+        assert!(!cpu.simd);
+        assert!(filecoin_proofs_param_dir(&b, &env).is_none());
+
+        // No flags: the options cuzk started with, unchanged.
+        let b = bench_args(&["cuzk", "bench", "msm"]);
+        assert_eq!(b.gpu.apply(env.gpu.clone()).unwrap(), env.gpu);
+        assert_eq!(b.cpu_options.apply(env.cpu.clone()).unwrap(), env.cpu);
+
+        // Out of range is refused, not clamped silently.
+        let b = bench_args(&["cuzk", "bench", "gpu", "--ntt-max-stages", "11"]);
+        assert!(b.gpu.apply(env.gpu.clone()).is_err());
+    }
+
+    #[test]
+    fn proof_benchmarks_point_filecoin_proofs_at_their_parameters() {
+        let env = Environment {
+            param_cache: Some("/data/zk/params".into()),
+            ..Environment::default()
+        };
+        let b = bench_args(&[
+            "cuzk",
+            "bench",
+            "porep",
+            "--c1",
+            "c1.json",
+            "--miner-id",
+            "1",
+        ]);
+        assert_eq!(
+            filecoin_proofs_param_dir(&b, &env),
+            Some(PathBuf::from("/data/zk/params"))
+        );
+        let b = bench_args(&[
+            "cuzk",
+            "bench",
+            "--param-dir",
+            "/p",
+            "porep",
+            "--c1",
+            "c1.json",
+            "--miner-id",
+            "1",
+        ]);
+        assert_eq!(
+            filecoin_proofs_param_dir(&b, &env),
+            Some(PathBuf::from("/p"))
+        );
+    }
+}
