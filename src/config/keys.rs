@@ -490,7 +490,7 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "boolean",
         default: "false",
         description: "Diagnosis: log per-phase GPU MSM times and per-pass NTT times as debug \
-                      events (seen with log_level \"cuzk::gpu=debug\"). Synchronizes the \
+                      events (seen with log_level \"info,cuzk::gpu=debug\"). Synchronizes the \
                       device after every phase, which slows proving.",
         apply: |c, v| {
             c.debug.gpu_trace = boolean(v)?;

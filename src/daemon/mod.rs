@@ -387,11 +387,12 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
         }
     }
     // The options, built once from the configuration; nothing later reads another source.
-    let backend = service::select_backend(
-        config.proving.backend,
-        &GpuOptions::from_config(config),
+    let (gpu, cpu) = (
+        GpuOptions::from_config(config),
         CpuOptions::from_config(config),
-    )?;
+    );
+    tracing::debug!(?gpu, ?cpu, "proving options");
+    let backend = service::select_backend(config.proving.backend, &gpu, cpu)?;
     let dir = &config.params.dir;
     match crate::srs::list_param_dir(dir, &crate::proofs::registry::known_params()) {
         Ok(found) => tracing::info!(dir = %dir.display(), files = found.len(), "parameter cache"),
