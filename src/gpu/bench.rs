@@ -64,8 +64,9 @@ pub struct GpuFlags {
     /// Upload each quotient input after all earlier work (debug.gpu_quotient_serial).
     #[arg(long, global = true)]
     pub quotient_serial: bool,
-    /// Per-phase MSM and per-pass NTT timings as debug events (debug.gpu_trace; shown with
-    /// CUZK_LOG=cuzk::gpu=debug). Synchronizes after every phase.
+    /// Per-phase MSM and per-pass NTT timings as debug events on stderr (debug.gpu_trace; a
+    /// CUZK_LOG filter, if set, must let cuzk::gpu=debug through). Synchronizes after every
+    /// phase.
     #[arg(long, global = true)]
     pub trace: bool,
 }
