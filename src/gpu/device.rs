@@ -699,3 +699,18 @@ impl Gpu {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The staging budget is split between the two buffers; 0 turns staging off, and a tiny
+    /// budget still gets buffers of one parallel piece.
+    #[test]
+    fn the_staging_budget_sizes_the_two_buffers() {
+        assert_eq!(stage_bytes(0), 0);
+        assert_eq!(stage_bytes(super::super::DEFAULT_STAGING_BYTES), 32 << 20);
+        assert_eq!(stage_bytes(256 << 20), 128 << 20);
+        assert_eq!(stage_bytes(1), STAGE_PAR);
+    }
+}
