@@ -71,17 +71,25 @@ impl Environment {
 }
 
 /// `params.dir` set in the configuration file to another directory than
-/// `FIL_PROOFS_PARAMETER_CACHE`: the key wins, and the operator is told.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "params.dir = {configured:?} (configuration file) and FIL_PROOFS_PARAMETER_CACHE={env:?} \
-     name different directories; using params.dir {configured:?}"
-)]
+/// `FIL_PROOFS_PARAMETER_CACHE`: the key wins, and the operator is warned (not an error: the
+/// daemon starts).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParamsDirConflict {
     /// The directory the configuration file names (the one used).
     pub configured: PathBuf,
     /// The directory the environment names (ignored).
     pub env: PathBuf,
+}
+
+impl std::fmt::Display for ParamsDirConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "params.dir = {:?} (configuration file) and FIL_PROOFS_PARAMETER_CACHE={:?} name \
+             different directories; using params.dir {:?}",
+            self.configured, self.env, self.configured
+        )
+    }
 }
 
 /// The conflict between an explicit `params.dir` and `FIL_PROOFS_PARAMETER_CACHE`, if any.
