@@ -10,7 +10,8 @@ use bellperson::groth16::{
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk::prover::{
-    cpu::CpuBackend, prove_with_randomness, AuxQueries, AuxSums, Backend, ProverError,
+    cpu::{CpuBackend, CpuOptions},
+    prove_with_randomness, AuxQueries, AuxSums, Backend, ProverError,
 };
 use cuzk::srs::{load_srs, SrsError};
 use cuzk::synth::synthesize;
@@ -95,6 +96,25 @@ fn write_params(params: &Parameters<Bls12>) -> tempfile::TempDir {
 /// them, checked without a GPU.
 struct FusingCpu;
 
+/// The CPU backend with `CUZK_CPU_SIMD=off` honoured (scripts/test.sh runs this test again
+/// with it, so that the portable paths prove the whole circuit on an IFMA machine too). The
+/// variable is read here, in the test: the library takes [`CpuOptions`].
+fn cpu() -> CpuBackend {
+    let simd = std::env::var("CUZK_CPU_SIMD").map_or(true, |v| v != "off");
+    CpuBackend::new(CpuOptions {
+        simd,
+        ..CpuOptions::default()
+    })
+}
+
+/// The CPU backend on its portable paths whatever the CPU has.
+fn portable_cpu() -> CpuBackend {
+    CpuBackend::new(CpuOptions {
+        simd: false,
+        ..CpuOptions::default()
+    })
+}
+
 impl Backend for FusingCpu {
     fn name(&self) -> String {
         "cpu, H fused".into()
@@ -105,13 +125,13 @@ impl Backend for FusingCpu {
         b: Vec<Scalar>,
         c: Vec<Scalar>,
     ) -> Result<Vec<Scalar>, ProverError> {
-        CpuBackend.quotient(a, b, c)
+        cpu().quotient(a, b, c)
     }
     fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError> {
-        CpuBackend.msm_g1(bases, scalars)
+        cpu().msm_g1(bases, scalars)
     }
     fn msm_g2(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, ProverError> {
-        CpuBackend.msm_g2(bases, scalars)
+        cpu().msm_g2(bases, scalars)
     }
     fn fuses_h_query(&self) -> bool {
         true
@@ -121,10 +141,10 @@ impl Backend for FusingCpu {
             let a = cuzk::prover::dense(q.aux, q.a_density);
             let b = cuzk::prover::dense(q.aux, q.b_density);
             Ok(AuxSums {
-                l: CpuBackend.msm_g1(q.l, q.aux)?,
-                a: CpuBackend.msm_g1(q.a, &a)?,
-                b_g1: CpuBackend.msm_g1(q.b_g1, &b)?,
-                b_g2: CpuBackend.msm_g2(q.b_g2, &b)?,
+                l: cpu().msm_g1(q.l, q.aux)?,
+                a: cpu().msm_g1(q.a, &a)?,
+                b_g1: cpu().msm_g1(q.b_g1, &b)?,
+                b_g2: cpu().msm_g2(q.b_g2, &b)?,
             })
         };
         Some(sums())
@@ -146,7 +166,8 @@ fn proofs_equal_bellpersons_for_the_same_randomness() {
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let theirs = create_proof(circuit.clone(), &params, r, s).unwrap();
         let pvk = prepare_verifying_key(&params.vk);
-        for backend in [&CpuBackend as &dyn Backend, &FusingCpu] {
+        let (simd_cpu, portable) = (cpu(), portable_cpu());
+        for backend in [&simd_cpu as &dyn Backend, &portable, &FusingCpu] {
             let synthesized = synthesize(circuit.clone()).unwrap();
             assert!(synthesized.is_satisfied());
             let public: Vec<Scalar> = synthesized.input[1..].to_vec();
@@ -175,8 +196,7 @@ fn another_circuits_parameters_are_a_typed_error() {
         inputs: 2,
     })
     .unwrap();
-    let err =
-        prove_with_randomness(&CpuBackend, &srs, other, Scalar::ONE, Scalar::ONE).unwrap_err();
+    let err = prove_with_randomness(&cpu(), &srs, other, Scalar::ONE, Scalar::ONE).unwrap_err();
     assert!(
         err.to_string().contains("does not match") || err.to_string().contains("points"),
         "{err}"

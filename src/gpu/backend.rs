@@ -11,7 +11,7 @@ use group::Group;
 use super::device::{DevBuf, DeviceInfo, Gpu};
 use super::msm::{self, Curve};
 use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
-use super::GpuError;
+use super::{GpuError, GpuOptions};
 use crate::prover::{count_set, AuxQueries, AuxSums, Backend, ProverError};
 
 /// Identifies a host base slice: address, length, group and a fingerprint of its first and last
@@ -75,9 +75,10 @@ fn bytes_of<T>(v: &[T]) -> &[u8] {
 }
 
 impl GpuBackend {
-    /// Opens CUDA device `ordinal` and loads the kernels.
-    pub fn new(ordinal: usize) -> Result<Self, GpuError> {
-        let gpu = Gpu::open(ordinal)?;
+    /// Opens the CUDA device `options` name and loads the kernels; the NTTs and MSMs then run
+    /// as `options` say.
+    pub fn new(options: &GpuOptions) -> Result<Self, GpuError> {
+        let gpu = Gpu::open(options)?;
         let info = gpu.info.clone();
         Ok(GpuBackend {
             info,
