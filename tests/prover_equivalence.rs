@@ -3,15 +3,14 @@
 //! densities, H and every MSM agree.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use bellperson::groth16::{
     create_proof, generate_random_parameters, prepare_verifying_key, verify_proof, Parameters,
 };
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
-use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk::prover::{
-    cpu::CpuBackend, prove_with_randomness, AuxQueries, AuxSums, Backend, ProverError,
-};
+use blstrs::{Bls12, Scalar};
+use cuzk::prover::{cpu::CpuBackend, prove_with_randomness, Backend, ProverError};
 use cuzk::srs::{load_srs, SrsError};
 use cuzk::synth::synthesize;
 use ff::Field;
@@ -89,48 +88,6 @@ fn write_params(params: &Parameters<Bls12>) -> tempfile::TempDir {
     dir
 }
 
-/// The CPU backend, but taking the calls the GPU backend combines: H and its MSM in one call
-/// (`Backend::fuses_h_query`, with the trait's default `quotient_h_query`), and the four aux
-/// MSMs in one call (`Backend::aux_msms`, selections made here): the prover's branches for
-/// them, checked without a GPU.
-struct FusingCpu;
-
-impl Backend for FusingCpu {
-    fn name(&self) -> String {
-        "cpu, H fused".into()
-    }
-    fn quotient(
-        &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-    ) -> Result<Vec<Scalar>, ProverError> {
-        CpuBackend.quotient(a, b, c)
-    }
-    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError> {
-        CpuBackend.msm_g1(bases, scalars)
-    }
-    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, ProverError> {
-        CpuBackend.msm_g2(bases, scalars)
-    }
-    fn fuses_h_query(&self) -> bool {
-        true
-    }
-    fn aux_msms(&self, q: &AuxQueries<'_>) -> Option<Result<AuxSums, ProverError>> {
-        let sums = || -> Result<AuxSums, ProverError> {
-            let a = cuzk::prover::dense(q.aux, q.a_density);
-            let b = cuzk::prover::dense(q.aux, q.b_density);
-            Ok(AuxSums {
-                l: CpuBackend.msm_g1(q.l, q.aux)?,
-                a: CpuBackend.msm_g1(q.a, &a)?,
-                b_g1: CpuBackend.msm_g1(q.b_g1, &b)?,
-                b_g2: CpuBackend.msm_g2(q.b_g2, &b)?,
-            })
-        };
-        Some(sums())
-    }
-}
-
 #[test]
 fn proofs_equal_bellpersons_for_the_same_randomness() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
@@ -142,17 +99,24 @@ fn proofs_equal_bellpersons_for_the_same_randomness() {
         };
         let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
         let dir = write_params(&params);
-        let srs = load_srs(&dir.path().join("p.params")).unwrap();
+        let srs = Arc::new(load_srs(&dir.path().join("p.params")).unwrap());
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let theirs = create_proof(circuit.clone(), &params, r, s).unwrap();
         let pvk = prepare_verifying_key(&params.vk);
-        for backend in [&CpuBackend as &dyn Backend, &FusingCpu] {
+        // The real CPU backend through the prepared-parameters boundary, twice with one
+        // handle: a prepared set serves any number of proofs.
+        let prepared = CpuBackend.prepare(srs).unwrap();
+        assert_eq!(
+            prepared.device_bytes(),
+            0,
+            "the CPU holds nothing on a device"
+        );
+        for round in 0..2 {
             let synthesized = synthesize(circuit.clone()).unwrap();
             assert!(synthesized.is_satisfied());
             let public: Vec<Scalar> = synthesized.input[1..].to_vec();
-            let (ours, _) = prove_with_randomness(backend, &srs, synthesized, r, s).unwrap();
-            let name = backend.name();
-            assert_eq!(ours, theirs, "{name}: bits {bits}, inputs {inputs}");
+            let (ours, _) = prove_with_randomness(prepared.as_ref(), synthesized, r, s).unwrap();
+            assert_eq!(ours, theirs, "round {round}: bits {bits}, inputs {inputs}");
             assert!(verify_proof(&pvk, &ours, &public).unwrap());
         }
     }
@@ -168,19 +132,22 @@ fn another_circuits_parameters_are_a_typed_error() {
     };
     let params = generate_random_parameters::<Bls12, _, _>(small, &mut rng).unwrap();
     let dir = write_params(&params);
-    let srs = load_srs(&dir.path().join("p.params")).unwrap();
+    let srs = Arc::new(load_srs(&dir.path().join("p.params")).unwrap());
     let other = synthesize(BitsCircuit {
         seed: 2,
         bits: 40,
         inputs: 2,
     })
     .unwrap();
+    let prepared = CpuBackend.prepare(srs).unwrap();
     let err =
-        prove_with_randomness(&CpuBackend, &srs, other, Scalar::ONE, Scalar::ONE).unwrap_err();
+        prove_with_randomness(prepared.as_ref(), other, Scalar::ONE, Scalar::ONE).unwrap_err();
     assert!(
-        err.to_string().contains("does not match") || err.to_string().contains("points"),
-        "{err}"
+        matches!(err, ProverError::ParamsMismatch { .. }),
+        "expected a parameter mismatch, got {err}"
     );
+    assert!(err.to_string().contains("section h has"), "{err}");
+    assert!(!err.is_retryable());
 }
 
 #[test]

@@ -72,6 +72,7 @@ pub fn failure(f: &Failure, job: JobId) -> Response {
         FailureKind::Cancelled => ErrorCode::Cancelled,
         FailureKind::ShuttingDown => ErrorCode::ShuttingDown,
         FailureKind::Internal => ErrorCode::Internal,
+        FailureKind::ResourceExhausted => ErrorCode::ResourceExhausted,
     };
     error(code, f.message.clone(), Some(job))
 }

@@ -337,7 +337,7 @@ fn bench_aux(
     args: &GpuBenchArgs,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
-    use crate::prover::AuxQueries;
+    use super::backend::AuxQueries;
     if sizes.is_empty() {
         return Ok(());
     }
