@@ -215,3 +215,55 @@ fn truncated_and_corrupt_parameter_files_name_the_section() {
         Err(SrsError::Missing { .. })
     ));
 }
+
+/// The proving service's cache keeps the backend's prepared set next to the host copy: a
+/// second request gets the same handle, and Evict drops the cache's handle with the host copy
+/// (on a GPU that frees the device memory), while a running proof keeps its own until it ends.
+#[test]
+fn evict_drops_the_prepared_set_with_the_host_copy() {
+    use cuzk::proofs::{registry, ProofKind, ProvingService};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(8);
+    let params = generate_random_parameters::<Bls12, _, _>(
+        BitsCircuit {
+            seed: 4,
+            bits: 20,
+            inputs: 2,
+        },
+        &mut rng,
+    )
+    .unwrap();
+    // Under the file names of a real parameter set, in a directory of its own.
+    let id = registry::params_id(ProofKind::WinningPoSt, 2048).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = std::fs::File::create(id.params_file(dir.path())).unwrap();
+    params.write(&mut f).unwrap();
+    let mut vk = std::fs::File::create(id.vk_file(dir.path())).unwrap();
+    params.vk.write(&mut vk).unwrap();
+    drop((f, vk));
+
+    let svc = ProvingService::new(dir.path().to_path_buf(), Arc::new(CpuBackend));
+    let (prepared, _) = svc.prepared(&id).unwrap();
+    let (again, load) = svc.prepared(&id).unwrap();
+    assert_eq!(
+        Arc::as_ptr(&prepared).cast::<()>(),
+        Arc::as_ptr(&again).cast::<()>(),
+        "prepared once"
+    );
+    assert_eq!(load, std::time::Duration::ZERO, "resident the second time");
+    drop(again);
+    let resident = svc.resident();
+    assert_eq!(resident.len(), 1);
+    assert!(resident[0].params.resident_bytes > 0);
+    assert_eq!(resident[0].device_bytes, 0);
+
+    let handle = Arc::downgrade(&prepared);
+    assert!(svc.evict(&id));
+    assert!(svc.resident().is_empty());
+    assert!(handle.upgrade().is_some(), "a running proof keeps its set");
+    drop(prepared);
+    assert!(
+        handle.upgrade().is_none(),
+        "Evict dropped the cache's prepared set"
+    );
+    assert!(!svc.evict(&id), "evicted already");
+}
