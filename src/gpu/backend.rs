@@ -680,36 +680,54 @@ pub struct GpuPrepared {
     srs: Arc<Srs>,
 }
 
+/// The points of a proof's witness queries, split where the inputs' parts end.
+#[derive(Clone, Copy)]
+struct WitnessPoints<'p> {
+    l: Points<'p>,
+    a_in: Points<'p>,
+    a_aux: Points<'p>,
+    b1_in: Points<'p>,
+    b1_aux: Points<'p>,
+    b2_in: Points<'p>,
+    b2_aux: Points<'p>,
+}
+
 impl GpuPrepared {
+    /// The witness queries' points for `n_in` inputs of which the B queries use `b_in`.
+    fn witness_points(&self, n_in: usize, b_in: usize) -> Result<WitnessPoints<'_>, GpuError> {
+        let (srs, id) = (&*self.srs, self.set.id);
+        Ok(WitnessPoints {
+            l: Points::g1(id, Query::L, &srs.l, 0..srs.l.len())?,
+            a_in: Points::g1(id, Query::A, &srs.a, 0..n_in)?,
+            a_aux: Points::g1(id, Query::A, &srs.a, n_in..srs.a.len())?,
+            b1_in: Points::g1(id, Query::BG1, &srs.b_g1, 0..b_in)?,
+            b1_aux: Points::g1(id, Query::BG1, &srs.b_g1, b_in..srs.b_g1.len())?,
+            b2_in: Points::g2(id, Query::BG2, &srs.b_g2, 0..b_in)?,
+            b2_aux: Points::g2(id, Query::BG2, &srs.b_g2, b_in..srs.b_g2.len())?,
+        })
+    }
+
     /// The witness sums: the four aux MSMs jointly where they fit on the device together,
     /// else one by one; the inputs' parts (a few points) as separate MSMs.
     fn witness(&self, w: Witness) -> Result<WitnessSums, GpuError> {
-        let srs = &*self.srs;
-        let id = self.set.id;
-        let (n_in, b_in) = (w.input.len(), w.b_in);
-        let a_in = Points::g1(id, Query::A, &srs.a, 0..n_in)?;
-        let b1_in = Points::g1(id, Query::BG1, &srs.b_g1, 0..b_in)?;
-        let b2_in = Points::g2(id, Query::BG2, &srs.b_g2, 0..b_in)?;
-        let aux = AuxPoints {
+        let p = self.witness_points(w.input.len(), w.b_in)?;
+        let b_input = dense(&w.input, &w.b_input_density);
+        let t = Instant::now();
+        let joint = self.set.shared.aux_joint(&AuxPoints {
             aux: &w.aux,
             a_density: &w.a_aux_density,
             b_density: &w.b_aux_density,
-            l: Points::g1(id, Query::L, &srs.l, 0..srs.l.len())?,
-            a: Points::g1(id, Query::A, &srs.a, n_in..srs.a.len())?,
-            b_g1: Points::g1(id, Query::BG1, &srs.b_g1, b_in..srs.b_g1.len())?,
-            b_g2: Points::g2(id, Query::BG2, &srs.b_g2, b_in..srs.b_g2.len())?,
-        };
-        let b_input = dense(&w.input, &w.b_input_density);
-        let t = Instant::now();
-        let sums = match self.set.shared.aux_joint(&aux) {
+            l: p.l,
+            a: p.a_aux,
+            b_g1: p.b1_aux,
+            b_g2: p.b2_aux,
+        });
+        let sums = match joint {
             Err(e) if e.is_out_of_memory() => {
                 // Nothing was lost: the queries go one at a time instead, each with room for
                 // its own working buffers.
                 tracing::debug!(error = %e, "aux MSMs one by one");
-                let AuxPoints {
-                    l, a, b_g1, b_g2, ..
-                } = aux;
-                return self.witness_apart(w, [a_in, l, a, b1_in, b_g1], [b2_in, b_g2], &b_input);
+                return self.witness_apart(w, &p, &b_input);
             }
             r => r?,
         };
@@ -718,36 +736,32 @@ impl GpuPrepared {
         let shared = &self.set.shared;
         Ok(WitnessSums {
             l: sums.l,
-            a: sums.a + shared.sum_g1(&a_in, &w.input)?,
-            b_g1: sums.b_g1 + shared.sum_g1(&b1_in, &b_input)?,
-            b_g2: sums.b_g2 + shared.sum_g2(&b2_in, &b_input)?,
+            a: sums.a + shared.sum_g1(&p.a_in, &w.input)?,
+            b_g1: sums.b_g1 + shared.sum_g1(&p.b1_in, &b_input)?,
+            b_g2: sums.b_g2 + shared.sum_g2(&p.b2_in, &b_input)?,
         })
     }
 
     /// The witness MSMs one at a time, with the A and B selections made on the host: where the
-    /// four aux MSMs do not fit on the device together. `g1` are the A inputs, L, A aux, B
-    /// inputs and B aux points; `g2` the B inputs and B aux points in G2.
+    /// four aux MSMs do not fit on the device together.
     fn witness_apart(
         &self,
         w: Witness,
-        g1: [Points<'_>; 5],
-        g2: [Points<'_>; 2],
+        p: &WitnessPoints<'_>,
         b_input: &[Scalar],
     ) -> Result<WitnessSums, GpuError> {
         let shared = &self.set.shared;
-        let [a_in, l, a_aux, b1_in, b1_aux] = g1;
-        let [b2_in, b2_aux] = g2;
         let b_aux = dense(&w.aux, &w.b_aux_density);
-        let l = shared.sum_g1(&l, &w.aux)?;
-        let a = shared.sum_g1(&a_in, &w.input)?
-            + shared.sum_g1(&a_aux, &dense(&w.aux, &w.a_aux_density))?;
+        let l = shared.sum_g1(&p.l, &w.aux)?;
+        let a = shared.sum_g1(&p.a_in, &w.input)?
+            + shared.sum_g1(&p.a_aux, &dense(&w.aux, &w.a_aux_density))?;
         // The assignment is not needed any more: B's selection is made.
         drop(w.aux);
         Ok(WitnessSums {
             l,
             a,
-            b_g1: shared.sum_g1(&b1_in, b_input)? + shared.sum_g1(&b1_aux, &b_aux)?,
-            b_g2: shared.sum_g2(&b2_in, b_input)? + shared.sum_g2(&b2_aux, &b_aux)?,
+            b_g1: shared.sum_g1(&p.b1_in, b_input)? + shared.sum_g1(&p.b1_aux, &b_aux)?,
+            b_g2: shared.sum_g2(&p.b2_in, b_input)? + shared.sum_g2(&p.b2_aux, &b_aux)?,
         })
     }
 }
