@@ -43,7 +43,7 @@ struct SlotKey {
 }
 
 /// The points of one MSM: the buffer that holds them on the device, or will once
-/// [`ensure`] uploaded `bytes`, their host copy.
+/// [`State::ensure`] uploaded `bytes`, their host copy.
 #[derive(Clone, Copy)]
 struct Points<'a> {
     key: SlotKey,
