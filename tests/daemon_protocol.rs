@@ -243,6 +243,7 @@ fn metrics_are_prometheus_text() {
         "cuzk_jobs_finished_total{kind=\"porep\",outcome=\"failed\"} 1",
         "cuzk_connections 1",
         "cuzk_info{version=",
+        "# TYPE cuzk_params_device_bytes gauge",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
