@@ -31,6 +31,8 @@ enum Query {
     A,
     BG1,
     BG2,
+    /// Points a caller of [`ResidentPoints`] named.
+    Named(usize),
 }
 
 /// Names a device buffer of points: a range of one query of one prepared set.
@@ -621,21 +623,19 @@ impl GpuBackend {
         self.shared.h_sum(a, b, c, &h)
     }
 
-    /// The four aux MSMs as a prepared set computes them jointly (the assignment uploaded
-    /// once), for host points uploaded for this call only (tests, benchmarks). Out of memory
-    /// is an error here; a prepared set then runs the MSMs one by one.
-    pub fn aux_msms_gpu(&self, q: &AuxQueries<'_>) -> Result<WitnessSums, GpuError> {
-        let set = SetGuard::new(&self.shared)?;
-        let id = set.id;
-        self.shared.aux_joint(&AuxPoints {
-            aux: q.aux,
-            a_density: q.a_density,
-            b_density: q.b_density,
-            l: Points::g1(id, Query::L, q.l, 0..q.l.len())?,
-            a: Points::g1(id, Query::A, q.a, 0..q.a.len())?,
-            b_g1: Points::g1(id, Query::BG1, q.b_g1, 0..q.b_g1.len())?,
-            b_g2: Points::g2(id, Query::BG2, q.b_g2, 0..q.b_g2.len())?,
+    /// Points kept on the device across calls for ad-hoc MSMs (tests, benchmarks); see
+    /// [`ResidentPoints`].
+    pub fn resident_points(&self) -> Result<ResidentPoints, GpuError> {
+        Ok(ResidentPoints {
+            set: SetGuard::new(&self.shared)?,
         })
+    }
+
+    /// The four aux MSMs as a prepared set computes them jointly (the assignment uploaded
+    /// once), for host points uploaded for this call only. Out of memory is an error here; a
+    /// prepared set then runs the MSMs one by one.
+    pub fn aux_msms_gpu(&self, q: &AuxQueries<'_>) -> Result<WitnessSums, GpuError> {
+        self.resident_points()?.aux_msms(q)
     }
 
     /// Σ scalars[i]·bases[i] in G1 on the GPU, the bases uploaded for this call only.
@@ -644,9 +644,7 @@ impl GpuBackend {
         bases: &[G1Affine],
         scalars: &[Scalar],
     ) -> Result<G1Projective, GpuError> {
-        let set = SetGuard::new(&self.shared)?;
-        let p = Points::g1(set.id, Query::L, bases, 0..bases.len())?;
-        self.shared.sum_g1(&p, scalars)
+        self.resident_points()?.msm_g1(0, bases, scalars)
     }
 
     /// Σ scalars[i]·bases[i] in G2 on the GPU, the bases uploaded for this call only.
@@ -655,9 +653,56 @@ impl GpuBackend {
         bases: &[G2Affine],
         scalars: &[Scalar],
     ) -> Result<G2Projective, GpuError> {
-        let set = SetGuard::new(&self.shared)?;
-        let p = Points::g2(set.id, Query::BG2, bases, 0..bases.len())?;
-        self.shared.sum_g2(&p, scalars)
+        self.resident_points()?.msm_g2(0, bases, scalars)
+    }
+}
+
+/// Host points kept on the device across calls, for MSMs outside a prepared parameter set
+/// (tests, benchmarks): each slice goes up on its first use and stays until this is dropped.
+/// The caller names each slice of [`ResidentPoints::msm_g1`] / [`ResidentPoints::msm_g2`] and
+/// promises that a name always means the same points (of the same length); the queries of
+/// [`ResidentPoints::aux_msms`] are names 0 to 3 in the order of [`AuxQueries`] (L, A, B in G1,
+/// B in G2), so that separate MSMs over the same points share them.
+pub struct ResidentPoints {
+    set: SetGuard,
+}
+
+impl ResidentPoints {
+    /// Σ scalars[i]·bases[i] in G1, the bases resident under `name`.
+    pub fn msm_g1(
+        &self,
+        name: usize,
+        bases: &[G1Affine],
+        scalars: &[Scalar],
+    ) -> Result<G1Projective, GpuError> {
+        let p = Points::g1(self.set.id, Query::Named(name), bases, 0..bases.len())?;
+        self.set.shared.sum_g1(&p, scalars)
+    }
+
+    /// Σ scalars[i]·bases[i] in G2, the bases resident under `name`.
+    pub fn msm_g2(
+        &self,
+        name: usize,
+        bases: &[G2Affine],
+        scalars: &[Scalar],
+    ) -> Result<G2Projective, GpuError> {
+        let p = Points::g2(self.set.id, Query::Named(name), bases, 0..bases.len())?;
+        self.set.shared.sum_g2(&p, scalars)
+    }
+
+    /// The four aux MSMs jointly, as a prepared set computes them (the assignment uploaded
+    /// once); the four queries' points resident.
+    pub fn aux_msms(&self, q: &AuxQueries<'_>) -> Result<WitnessSums, GpuError> {
+        let id = self.set.id;
+        self.set.shared.aux_joint(&AuxPoints {
+            aux: q.aux,
+            a_density: q.a_density,
+            b_density: q.b_density,
+            l: Points::g1(id, Query::Named(0), q.l, 0..q.l.len())?,
+            a: Points::g1(id, Query::Named(1), q.a, 0..q.a.len())?,
+            b_g1: Points::g1(id, Query::Named(2), q.b_g1, 0..q.b_g1.len())?,
+            b_g2: Points::g2(id, Query::Named(3), q.b_g2, 0..q.b_g2.len())?,
+        })
     }
 }
 
