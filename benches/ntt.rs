@@ -441,7 +441,9 @@ fn main() {
         only(&which, &sizes, runs);
         return;
     }
-    let ifma = Arith::best() == Arith::Ifma;
+    // A benchmark may read the environment (the library takes `CpuOptions` instead).
+    let simd_allowed = std::env::var("CUZK_CPU_SIMD").map_or(true, |v| v != "off");
+    let ifma = simd_allowed && Arith::best() == Arith::Ifma;
     println!(
         "CPU quotient, {} rayon threads, median of {runs} runs [min–max], wall and CPU time{}",
         rayon::current_num_threads(),

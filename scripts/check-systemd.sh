@@ -101,6 +101,8 @@ SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 setsid systemd-nspawn -q -x -D "$rootfs" -b -
     >"$console" 2>&1 </dev/null &
 nspawn=$!
 cleanup() {
+    [ -n "${cleaned:-}" ] && return
+    cleaned=1
     # A clean power-off lets nspawn delete its ephemeral copy of the tree; a kill leaves it.
     [ -n "${leader:-}" ] && nsenter -t "$leader" -a -- systemctl poweroff >/dev/null 2>&1 || true
     for _ in $(seq 1 150); do kill -0 "$nspawn" 2>/dev/null || break; sleep 0.2; done
@@ -113,6 +115,7 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'cleanup; exit 1' INT TERM
 leader=
 for _ in $(seq 1 100); do
     for p in $(pgrep -P "$nspawn" 2>/dev/null); do

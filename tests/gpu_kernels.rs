@@ -7,12 +7,22 @@ use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk::gpu::device::Gpu;
 use cuzk::gpu::msm as gpu_msm;
 use cuzk::gpu::ntt::scalar_bytes;
-use cuzk::gpu::{test_backend, GpuBackend, GpuError};
+use cuzk::gpu::{test_backend, GpuBackend, GpuError, GpuOptions};
 use cuzk::prover::{msm as cpu_msm, ntt as cpu_ntt};
 use ff::{Field, PrimeField};
 use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rayon::prelude::*;
+
+/// The GPU options of these tests: the default tuning, with the kernel cache that
+/// scripts/gpu-device-run.sh names in `CUZK_GPU_CACHE` (a test may read the environment; the
+/// library takes options).
+fn gpu_options() -> GpuOptions {
+    GpuOptions {
+        kernel_cache: std::env::var_os("CUZK_GPU_CACHE").map(Into::into),
+        ..GpuOptions::default()
+    }
+}
 
 /// What a missing device means here: these tests only run (with `--ignored`) where one is
 /// expected.
@@ -20,12 +30,12 @@ const NO_DEVICE: &str = "no usable CUDA device, but the GPU tests were asked for
 
 /// The backend on device 0; a test run with `--ignored` expects one, so none is a failure.
 fn backend() -> GpuBackend {
-    test_backend().unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"))
+    test_backend(&gpu_options()).unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"))
 }
 
 /// The device itself (for tests below the backend); none is a failure, as for [`backend`].
 fn raw_gpu() -> Gpu {
-    Gpu::open(0).unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"))
+    Gpu::open(&gpu_options()).unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"))
 }
 
 fn fresh_rng() -> StdRng {

@@ -8,7 +8,7 @@
 use blstrs::{G1Affine, G1Projective, Scalar};
 use cuzk::gpu::backend::AuxQueries;
 use cuzk::gpu::device::Gpu;
-use cuzk::gpu::test_backend;
+use cuzk::gpu::{test_backend, GpuOptions};
 use cuzk::prover::{msm as cpu_msm, ProverError};
 use ff::Field;
 use group::{prime::PrimeCurveAffine, Curve, Group};
@@ -23,10 +23,20 @@ fn inputs(rng: &mut StdRng, n: usize) -> (Vec<G1Affine>, Vec<Scalar>) {
     (bases, scalars)
 }
 
+/// The GPU options of these tests: the default tuning, with the kernel cache that
+/// scripts/gpu-device-run.sh names in `CUZK_GPU_CACHE` (a test may read the environment; the
+/// library takes options).
+fn gpu_options() -> GpuOptions {
+    GpuOptions {
+        kernel_cache: std::env::var_os("CUZK_GPU_CACHE").map(Into::into),
+        ..GpuOptions::default()
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn out_of_memory_is_typed_and_recoverable() {
-    let gpu = test_backend().unwrap_or_else(|e| {
+    let gpu = test_backend(&gpu_options()).unwrap_or_else(|e| {
         panic!("no usable CUDA device, but the GPU tests were asked for (--ignored): {e}")
     });
     let seed: u64 = rand::thread_rng().gen();
@@ -40,7 +50,7 @@ fn out_of_memory_is_typed_and_recoverable() {
     gpu.ntt(&mut v, false, true).unwrap();
 
     // Hold all but 16 MiB of the device's free memory from a second handle on the device.
-    let hog = Gpu::open(0).unwrap();
+    let hog = Gpu::open(&gpu_options()).unwrap();
     let (free, _) = hog.mem_info().unwrap();
     let held = hog.alloc(free.saturating_sub(16 << 20)).unwrap();
     let (big_bases, big_scalars) = inputs(&mut rng, 1 << 20); // 96 MiB of bases

@@ -13,7 +13,7 @@ use bellperson::groth16::{create_proof, generate_random_parameters, Parameters};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk::gpu::device::Gpu;
-use cuzk::gpu::{test_backend, GpuBackend};
+use cuzk::gpu::{test_backend, GpuBackend, GpuOptions};
 use cuzk::proofs::{registry, ProofKind, ProvingService};
 use cuzk::prover::{prove_with_randomness, Backend};
 use cuzk::srs::load_srs;
@@ -22,8 +22,18 @@ use ff::Field;
 use group::{Curve, Group};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
+/// The GPU options of these tests: the default tuning, with the kernel cache that
+/// scripts/gpu-device-run.sh names in `CUZK_GPU_CACHE` (a test may read the environment; the
+/// library takes options).
+fn gpu_options() -> GpuOptions {
+    GpuOptions {
+        kernel_cache: std::env::var_os("CUZK_GPU_CACHE").map(Into::into),
+        ..GpuOptions::default()
+    }
+}
+
 fn device() -> GpuBackend {
-    test_backend().unwrap_or_else(|e| {
+    test_backend(&gpu_options()).unwrap_or_else(|e| {
         panic!("no usable CUDA device, but the GPU tests were asked for (--ignored): {e}")
     })
 }
@@ -119,7 +129,7 @@ fn prepared_proofs_equal_bellpersons() {
         // All but 1 GiB of the device's free memory held elsewhere: the four aux MSMs no
         // longer fit together (their estimate alone is 2 GiB), so the set runs them one by one;
         // the proof must not change.
-        let hog = Gpu::open(0).unwrap();
+        let hog = Gpu::open(&gpu_options()).unwrap();
         let (free, _) = hog.mem_info().unwrap();
         let held = hog.alloc(free.saturating_sub(1 << 30)).unwrap();
         let ours = prove_with_randomness(

@@ -30,10 +30,12 @@ fn translation_unit_is_self_contained() {
 
 #[test]
 fn cache_key_depends_on_arch_and_driver() {
-    let a = compile::cache_key(90, 13000);
-    assert_eq!(a, compile::cache_key(90, 13000));
-    assert_ne!(a, compile::cache_key(90, 13010));
-    assert_ne!(a, compile::cache_key(100, 13000));
+    let a = compile::cache_key(90, 13000, &[]);
+    assert_eq!(a, compile::cache_key(90, 13000, &[]));
+    assert_ne!(a, compile::cache_key(90, 13010, &[]));
+    assert_ne!(a, compile::cache_key(100, 13000, &[]));
+    // A kernel variant gets a cubin of its own.
+    assert_ne!(a, compile::cache_key(90, 13000, &["CUZK_FP_INLINE".into()]));
     assert!(a.ends_with(".cubin"));
 }
 
@@ -49,7 +51,12 @@ fn window_bits_stay_in_range() {
 
 #[test]
 fn no_device_is_a_typed_error() {
-    match cuzk::gpu::try_backend() {
+    // The kernel cache scripts/gpu-device-run.sh names, where a device is present.
+    let options = cuzk::gpu::GpuOptions {
+        kernel_cache: std::env::var_os("CUZK_GPU_CACHE").map(Into::into),
+        ..cuzk::gpu::GpuOptions::default()
+    };
+    match cuzk::gpu::try_backend(&options) {
         Ok(b) => println!("GPU present: {}", b.name()),
         // Without a device this is the case under test, not a skip.
         Err(GpuError::NoDevice(why)) => println!("no CUDA device, a typed error: {why}"),
@@ -64,7 +71,7 @@ fn no_device_is_a_typed_error() {
 #[test]
 #[ignore = "needs libnvrtc: run with --ignored where the CUDA toolkit is installed (scripts/gpu-device-run.sh)"]
 fn nvrtc_compiles_the_kernels() {
-    match compile::compile(90) {
+    match compile::compile(90, &[]) {
         Ok(cubin) => assert!(cubin.len() > 100_000, "cubin of {} bytes", cubin.len()),
         Err(e) => panic!("{e}"),
     }

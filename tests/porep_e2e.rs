@@ -18,7 +18,7 @@ use filecoin_proofs_api::RegisteredSealProof;
 const MINER: u64 = 1000;
 
 fn service(dir: &std::path::Path) -> ProvingService {
-    ProvingService::new(dir.to_path_buf(), Arc::new(CpuBackend))
+    ProvingService::new(dir.to_path_buf(), Arc::new(CpuBackend::default()))
 }
 
 fn seal(proof: RegisteredSealProof, sector: u64) -> (tempfile::TempDir, SealedSector) {
@@ -179,7 +179,7 @@ impl PartitionVisitor for CompareWithBellperson {
         );
         let mut rng = rand::thread_rng();
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-        let prepared = CpuBackend.prepare(self.srs.clone()).unwrap();
+        let prepared = CpuBackend::default().prepare(self.srs.clone()).unwrap();
         let (ours, _) = prove_with_randomness(prepared.as_ref(), synthesized, r, s).unwrap();
         let theirs = create_proof(circuit, &self.params, r, s).unwrap();
         assert_eq!(ours, theirs);

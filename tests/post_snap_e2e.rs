@@ -56,7 +56,7 @@ fn post_proofs_verify_with_filecoin_proofs() {
         12,
     )
     .unwrap();
-    let svc = ProvingService::new(params, Arc::new(CpuBackend));
+    let svc = ProvingService::new(params, Arc::new(CpuBackend::default()));
     let randomness = random32();
 
     // WinningPoSt.
@@ -139,7 +139,7 @@ fn snap_deals_proof_verifies_with_filecoin_proofs() {
     )
     .unwrap();
     let input = sealed.snap_update(&dir.path().join("snap")).unwrap();
-    let svc = ProvingService::new(params, Arc::new(CpuBackend));
+    let svc = ProvingService::new(params, Arc::new(CpuBackend::default()));
     let req = ProofRequest::SnapDeals {
         input: serde_json::to_vec(&input).unwrap(),
     };

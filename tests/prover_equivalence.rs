@@ -10,7 +10,10 @@ use bellperson::groth16::{
 };
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
-use cuzk::prover::{cpu::CpuBackend, prove_with_randomness, Backend, ProverError};
+use cuzk::prover::{
+    cpu::{CpuBackend, CpuOptions},
+    prove_with_randomness, Backend, ProverError,
+};
 use cuzk::srs::{load_srs, SrsError};
 use cuzk::synth::synthesize;
 use ff::Field;
@@ -88,6 +91,25 @@ fn write_params(params: &Parameters<Bls12>) -> tempfile::TempDir {
     dir
 }
 
+/// The CPU backend with `CUZK_CPU_SIMD=off` honoured (scripts/test.sh runs this test again
+/// with it, so that the portable paths prove the whole circuit on an IFMA machine too). The
+/// variable is read here, in the test: the library takes [`CpuOptions`].
+fn cpu() -> CpuBackend {
+    let simd = std::env::var("CUZK_CPU_SIMD").map_or(true, |v| v != "off");
+    CpuBackend::new(CpuOptions {
+        simd,
+        ..CpuOptions::default()
+    })
+}
+
+/// The CPU backend on its portable paths whatever the CPU has.
+fn portable_cpu() -> CpuBackend {
+    CpuBackend::new(CpuOptions {
+        simd: false,
+        ..CpuOptions::default()
+    })
+}
+
 #[test]
 fn proofs_equal_bellpersons_for_the_same_randomness() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
@@ -103,21 +125,29 @@ fn proofs_equal_bellpersons_for_the_same_randomness() {
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let theirs = create_proof(circuit.clone(), &params, r, s).unwrap();
         let pvk = prepare_verifying_key(&params.vk);
-        // The real CPU backend through the prepared-parameters boundary, twice with one
-        // handle: a prepared set serves any number of proofs.
-        let prepared = CpuBackend.prepare(srs).unwrap();
-        assert_eq!(
-            prepared.device_bytes(),
-            0,
-            "the CPU holds nothing on a device"
-        );
-        for round in 0..2 {
-            let synthesized = synthesize(circuit.clone()).unwrap();
-            assert!(synthesized.is_satisfied());
-            let public: Vec<Scalar> = synthesized.input[1..].to_vec();
-            let (ours, _) = prove_with_randomness(prepared.as_ref(), synthesized, r, s).unwrap();
-            assert_eq!(ours, theirs, "round {round}: bits {bits}, inputs {inputs}");
-            assert!(verify_proof(&pvk, &ours, &public).unwrap());
+        // The real CPU backend (its vector and its portable paths) through the
+        // prepared-parameters boundary, twice with one handle: a prepared set serves any
+        // number of proofs.
+        for backend in [cpu(), portable_cpu()] {
+            let prepared = backend.prepare(srs.clone()).unwrap();
+            assert_eq!(
+                prepared.device_bytes(),
+                0,
+                "the CPU holds nothing on a device"
+            );
+            for round in 0..2 {
+                let synthesized = synthesize(circuit.clone()).unwrap();
+                assert!(synthesized.is_satisfied());
+                let public: Vec<Scalar> = synthesized.input[1..].to_vec();
+                let (ours, _) =
+                    prove_with_randomness(prepared.as_ref(), synthesized, r, s).unwrap();
+                let name = backend.name();
+                assert_eq!(
+                    ours, theirs,
+                    "{name}, round {round}: bits {bits}, inputs {inputs}"
+                );
+                assert!(verify_proof(&pvk, &ours, &public).unwrap());
+            }
         }
     }
 }
@@ -139,7 +169,7 @@ fn another_circuits_parameters_are_a_typed_error() {
         inputs: 2,
     })
     .unwrap();
-    let prepared = CpuBackend.prepare(srs).unwrap();
+    let prepared = cpu().prepare(srs).unwrap();
     let err =
         prove_with_randomness(prepared.as_ref(), other, Scalar::ONE, Scalar::ONE).unwrap_err();
     assert!(
@@ -241,7 +271,7 @@ fn evict_drops_the_prepared_set_with_the_host_copy() {
     params.vk.write(&mut vk).unwrap();
     drop((f, vk));
 
-    let svc = ProvingService::new(dir.path().to_path_buf(), Arc::new(CpuBackend));
+    let svc = ProvingService::new(dir.path().to_path_buf(), Arc::new(cpu()));
     let (prepared, _) = svc.prepared(&id).unwrap();
     let (again, load) = svc.prepared(&id).unwrap();
     assert_eq!(

@@ -5,9 +5,11 @@ use std::time::{Duration, Instant};
 
 use clap::Subcommand;
 
+use super::bench_msm::CpuFlags;
 use super::prove::{request_of, select_backend, ProveWhat};
+use super::Environment;
+use crate::gpu::bench::GpuFlags;
 use crate::proofs::{porep, JobControl, ProofRequest, ProvingService};
-use crate::srs::default_param_dir;
 
 /// `cuzk bench …`
 #[derive(Debug, clap::Args)]
@@ -25,6 +27,12 @@ pub struct BenchArgs {
     /// Use the CPU backend even when a GPU is present.
     #[arg(long, global = true)]
     pub cpu: bool,
+    /// The GPU options of the run.
+    #[command(flatten)]
+    pub gpu: GpuFlags,
+    /// The CPU options of the run.
+    #[command(flatten)]
+    pub cpu_options: CpuFlags,
 }
 
 /// The benchmarks.
@@ -39,12 +47,29 @@ pub enum BenchWhat {
     Msm(super::bench_msm::MsmBenchArgs),
 }
 
-/// Runs `cuzk bench …`.
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+/// The parameter directory of a proof benchmark: `--param-dir`, else
+/// `FIL_PROOFS_PARAMETER_CACHE`, else filecoin-proofs' default. `None` for the kernel
+/// benchmarks, which read no parameters.
+pub fn filecoin_proofs_param_dir(args: &BenchArgs, env: &Environment) -> Option<PathBuf> {
     match args.what {
-        BenchWhat::Gpu(g) => crate::gpu::bench::run(g),
-        BenchWhat::Msm(m) => super::bench_msm::run(m),
-        BenchWhat::Proof(ref what) => proof_bench(what, &args),
+        BenchWhat::Proof(_) => Some(args.param_dir.clone().unwrap_or_else(|| env.param_dir())),
+        BenchWhat::Gpu(_) | BenchWhat::Msm(_) => None,
+    }
+}
+
+/// Runs `cuzk bench …`: the options `cuzk` started with, changed by the flags.
+pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
+    let gpu = args.gpu.apply(env.gpu.clone())?;
+    let cpu = args.cpu_options.apply(env.cpu.clone())?;
+    match args.what {
+        BenchWhat::Gpu(g) => crate::gpu::bench::run(g, &gpu),
+        BenchWhat::Msm(m) => super::bench_msm::run(m, &cpu),
+        BenchWhat::Proof(ref what) => {
+            let dir = filecoin_proofs_param_dir(&args, env)
+                .unwrap_or_else(|| PathBuf::from(crate::srs::DEFAULT_PARAM_DIR));
+            let backend = select_backend(args.cpu, &gpu, &cpu);
+            proof_bench(what, &args, dir, backend)
+        }
     }
 }
 
@@ -71,12 +96,17 @@ struct Row {
     detail: String,
 }
 
-fn proof_bench(what: &ProveWhat, b: &BenchArgs) -> anyhow::Result<()> {
-    let dir = b.param_dir.clone().unwrap_or_else(default_param_dir);
-    // filecoin-proofs reads its parameter directory from the environment once, on first use.
-    std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
+/// Our prover on `backend` against filecoin-proofs' on the same input. filecoin-proofs reads
+/// its parameter directory from `FIL_PROOFS_PARAMETER_CACHE` once, on first use: `cuzk`'s
+/// `main` set it to `dir` before any thread existed.
+fn proof_bench(
+    what: &ProveWhat,
+    b: &BenchArgs,
+    dir: PathBuf,
+    backend: std::sync::Arc<dyn crate::prover::Backend>,
+) -> anyhow::Result<()> {
     let request = request_of(what)?;
-    let svc = ProvingService::new(dir, select_backend(b.cpu));
+    let svc = ProvingService::new(dir, backend);
     let mut rows = Vec::new();
     for run in 0..=b.runs {
         reset_peak_rss();
@@ -177,4 +207,103 @@ fn reference(request: &ProofRequest) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::super::{Cli, Command, Environment};
+    use super::*;
+
+    fn bench_args(line: &[&str]) -> BenchArgs {
+        match Cli::try_parse_from(line).expect("parses").command {
+            Command::Bench(b) => b,
+            other => panic!("not a bench command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn flags_fill_the_options_the_environment_started() {
+        let env = Environment::default();
+        let b = bench_args(&[
+            "cuzk",
+            "bench",
+            "gpu",
+            "--g1",
+            "20",
+            "--gpu-device",
+            "1",
+            "--msm-window-bits",
+            "16",
+            "--nvrtc-define",
+            "CUZK_FP_INLINE,CUZK_ACC_MINB=5",
+            "--staging-memory",
+            "0",
+            "--ntt-split",
+            "10,10",
+            "--trace",
+            "--no-cpu-simd",
+        ]);
+        let gpu = b.gpu.apply(env.gpu.clone()).unwrap();
+        assert_eq!(gpu.ordinal, 1);
+        assert_eq!(gpu.msm.window_bits, Some(16));
+        assert_eq!(gpu.nvrtc_defines, vec!["CUZK_FP_INLINE", "CUZK_ACC_MINB=5"]);
+        assert_eq!(gpu.staging_bytes, 0);
+        assert_eq!(gpu.ntt.split, vec![10, 10]);
+        assert!(gpu.trace);
+        let cpu = b.cpu_options.apply(env.cpu.clone()).unwrap();
+        assert!(!cpu.simd);
+        assert!(filecoin_proofs_param_dir(&b, &env).is_none());
+
+        // No flags: the options cuzk started with, unchanged.
+        let b = bench_args(&["cuzk", "bench", "msm"]);
+        assert_eq!(b.gpu.apply(env.gpu.clone()).unwrap(), env.gpu);
+        assert_eq!(b.cpu_options.apply(env.cpu.clone()).unwrap(), env.cpu);
+
+        // Out of range is refused, not clamped silently.
+        let b = bench_args(&["cuzk", "bench", "gpu", "--ntt-max-stages", "11"]);
+        assert!(b.gpu.apply(env.gpu.clone()).is_err());
+    }
+
+    #[test]
+    fn proof_benchmarks_point_filecoin_proofs_at_their_parameters() {
+        let env = Environment {
+            param_cache: Some("/data/zk/params".into()),
+            ..Environment::default()
+        };
+        let b = bench_args(&[
+            "cuzk",
+            "bench",
+            "porep",
+            "--c1",
+            "c1.json",
+            "--miner-id",
+            "1",
+        ]);
+        assert_eq!(
+            filecoin_proofs_param_dir(&b, &env),
+            Some(PathBuf::from("/data/zk/params"))
+        );
+        let b = bench_args(&[
+            "cuzk",
+            "bench",
+            "--param-dir",
+            "/p",
+            "porep",
+            "--c1",
+            "c1.json",
+            "--miner-id",
+            "1",
+        ]);
+        assert_eq!(
+            filecoin_proofs_param_dir(&b, &env),
+            Some(PathBuf::from("/p"))
+        );
+    }
 }

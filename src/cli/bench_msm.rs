@@ -8,7 +8,38 @@ use ff::Field;
 use group::{Curve, Group};
 use rand::SeedableRng;
 
+use crate::prover::cpu::CpuOptions;
 use crate::prover::msm;
+
+/// Flags of `cuzk bench` that set the CPU options of the run: the `[debug]` keys `cpu_simd`
+/// and `cpu_msm_window_bits` of cuzkd's configuration (cuzk.toml(5)).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CpuFlags {
+    /// Run the CPU prover's portable paths even where the CPU has AVX-512 IFMA (debug.cpu_simd
+    /// = false).
+    #[arg(long, global = true)]
+    pub no_cpu_simd: bool,
+    /// Force the CPU Pippenger's window width, 2..=24 (debug.cpu_msm_window_bits).
+    #[arg(long, global = true)]
+    pub cpu_msm_window_bits: Option<u32>,
+}
+
+impl CpuFlags {
+    /// `base` with the flags that were given applied.
+    pub fn apply(&self, mut base: CpuOptions) -> anyhow::Result<CpuOptions> {
+        if self.no_cpu_simd {
+            base.simd = false;
+        }
+        if let Some(c) = self.cpu_msm_window_bits {
+            anyhow::ensure!(
+                CpuOptions::WINDOW_BITS.contains(&c),
+                "--cpu-msm-window-bits must be 2..=24"
+            );
+            base.msm_window_bits = Some(c);
+        }
+        Ok(base)
+    }
+}
 
 /// Options of `cuzk bench msm`.
 #[derive(Debug, clap::Args)]
@@ -37,7 +68,7 @@ const DISTINCT_BASES: usize = 1 << 12;
 /// `MultiPoint` is implemented per raw point type.)
 macro_rules! bench_size {
     ($curve:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty, $ours:path,
-     $log:expr, $ones:expr, $args:expr, $rng:expr) => {{
+     $log:expr, $ones:expr, $args:expr, $options:expr, $rng:expr) => {{
         let (log, ones) = ($log, $ones);
         let n = 1usize << log;
         let distinct: Vec<$affine> = (0..DISTINCT_BASES.min(n))
@@ -63,7 +94,7 @@ macro_rules! bench_size {
                 raw.mult(&bytes, 255)
             }
         });
-        let (t_ours, ours) = median($args.timed_runs, || $ours(&bases, &scalars));
+        let (t_ours, ours) = median($args.timed_runs, || $ours($options, &bases, &scalars));
         // SAFETY: as above.
         let reference = unsafe { std::mem::transmute::<$raw_proj, $proj>(reference) };
         let name = if ones {
@@ -81,41 +112,44 @@ macro_rules! bench_size {
 
 /// [`bench_size!`] on G1 and on G2.
 macro_rules! bench_g1 {
-    ($log:expr, $ones:expr, $args:expr, $rng:expr) => {
+    ($log:expr, $ones:expr, $args:expr, $options:expr, $rng:expr) => {
         bench_size!(
             G1,
             G1Affine,
             G1Projective,
             blst_p1_affine,
             blst_p1,
-            msm::msm_g1,
+            msm::msm_g1_with,
             $log,
             $ones,
             $args,
+            $options,
             $rng
         )
     };
 }
 
 macro_rules! bench_g2 {
-    ($log:expr, $ones:expr, $args:expr, $rng:expr) => {
+    ($log:expr, $ones:expr, $args:expr, $options:expr, $rng:expr) => {
         bench_size!(
             G2,
             G2Affine,
             G2Projective,
             blst_p2_affine,
             blst_p2,
-            msm::msm_g2,
+            msm::msm_g2_with,
             $log,
             $ones,
             $args,
+            $options,
             $rng
         )
     };
 }
 
-/// Runs the benchmark and prints one row per curve and size.
-pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
+/// Runs the benchmark with our MSM computing as `options` say, and prints one row per curve
+/// and size.
+pub fn run(args: MsmBenchArgs, options: &CpuOptions) -> anyhow::Result<()> {
     anyhow::ensure!(args.timed_runs > 0, "--timed-runs must be at least 1");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x6d736d);
     println!(
@@ -129,14 +163,14 @@ pub fn run(args: MsmBenchArgs) -> anyhow::Result<()> {
         "curve", "size", "blst ms", "cuzk ms", "ratio", "blst cpu", "cuzk cpu", "ratio"
     );
     for &log in &args.g1 {
-        bench_g1!(log, false, args, rng);
+        bench_g1!(log, false, args, options, rng);
     }
     for &log in &args.g2 {
-        bench_g2!(log, false, args, rng);
+        bench_g2!(log, false, args, options, rng);
     }
     for &log in &args.ones {
-        bench_g1!(log, true, args, rng);
-        bench_g2!(log, true, args, rng);
+        bench_g1!(log, true, args, options, rng);
+        bench_g2!(log, true, args, options, rng);
     }
     Ok(())
 }

@@ -61,16 +61,26 @@ impl Drop for WorkDir {
     }
 }
 
-fn param_dir(args: &DemoArgs) -> PathBuf {
+/// The demo's parameter directory: `--param-dir`, else `CUZK_TEST_PARAMS` (from `env`), else
+/// filecoin-proofs' default. `cuzk`'s `main` points filecoin-proofs' verifier at it.
+pub fn param_dir(args: &DemoArgs, env: &crate::cli::Environment) -> PathBuf {
     args.param_dir
         .clone()
-        .or_else(|| std::env::var_os("CUZK_TEST_PARAMS").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/filecoin-proof-parameters"))
+        .or_else(|| env.test_params.clone())
+        .unwrap_or_else(|| PathBuf::from(crate::srs::DEFAULT_PARAM_DIR))
 }
 
-/// Runs the demo.
+/// Runs the demo with the built-in defaults for what `cuzk` takes from its environment (the
+/// command line goes through [`run_with`]).
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
-    let dir = param_dir(&args);
+    run_with(args, &crate::cli::Environment::default())
+}
+
+/// Runs the demo. filecoin-proofs' verifier reads its verifying key from
+/// `FIL_PROOFS_PARAMETER_CACHE`, which `cuzk`'s `main` set to [`param_dir`] before any thread
+/// existed.
+pub fn run_with(args: DemoArgs, env: &crate::cli::Environment) -> anyhow::Result<()> {
+    let dir = param_dir(&args, env);
     let step = |msg: &str| eprintln!("cuzk demo: {msg}");
     let t = Instant::now();
     let (_, outcome) = ensure_params(&dir, ProofKind::PoRep, SECTOR_SIZE, &mut |m| step(m))
@@ -86,10 +96,6 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             d.as_secs_f64()
         )),
     }
-    // filecoin-proofs' verifier reads the verifying key from its parameter cache. Set it
-    // before any thread exists.
-    std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
-
     let work = WorkDir::new()?;
     step("sealing a fresh 2 KiB sector (PC1, PC2, C1) …");
     let t = Instant::now();
@@ -102,7 +108,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     .context("sealing the demo sector")?;
     let seal_time = t.elapsed();
 
-    let daemon = start_daemon(&dir, &work.0, args.cpu)?;
+    let daemon = start_daemon(&dir, &work.0, args.cpu, env)?;
     step(&format!(
         "daemon listening on {}",
         daemon.socket().display()
@@ -171,12 +177,17 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
 }
 
 /// Starts the in-process daemon on a socket in `work`.
-fn start_daemon(params: &Path, work: &Path, force_cpu: bool) -> anyhow::Result<InProcess> {
+fn start_daemon(
+    params: &Path,
+    work: &Path,
+    force_cpu: bool,
+    env: &crate::cli::Environment,
+) -> anyhow::Result<InProcess> {
     let mut config = Config::default();
     config.socket.path = work.join("cuzk.sock");
     config.socket.mode = 0o600;
     config.params.dir = params.to_path_buf();
-    let backend = crate::cli::prove::select_backend(force_cpu);
+    let backend = crate::cli::prove::select_backend(force_cpu, &env.gpu, &env.cpu);
     let service = Arc::new(ProvingService::new(params.to_path_buf(), backend));
     Ok(InProcess::start(config, service)?)
 }

@@ -11,7 +11,37 @@ pub mod params;
 pub mod prove;
 pub mod sample;
 
+use std::path::PathBuf;
+
 use clap::{Parser, Subcommand};
+
+use crate::gpu::GpuOptions;
+use crate::prover::cpu::CpuOptions;
+
+/// What `cuzk` takes from its process environment, read once by its `main` (in `src/bin`):
+/// the commands read no environment themselves.
+#[derive(Clone, Debug, Default)]
+pub struct Environment {
+    /// `FIL_PROOFS_PARAMETER_CACHE`: the default parameter directory.
+    pub param_cache: Option<PathBuf>,
+    /// `CUZK_TEST_PARAMS`: the default parameter directory of `cuzk demo`.
+    pub test_params: Option<PathBuf>,
+    /// The GPU options in-process proving starts from (kernel cache from `XDG_CACHE_HOME` or
+    /// `HOME`; `cuzk bench` flags change them).
+    pub gpu: GpuOptions,
+    /// The CPU options in-process proving starts from (`cuzk bench` flags change them).
+    pub cpu: CpuOptions,
+}
+
+impl Environment {
+    /// The parameter directory where no flag names one: `FIL_PROOFS_PARAMETER_CACHE`, else
+    /// filecoin-proofs' default.
+    pub fn param_dir(&self) -> PathBuf {
+        self.param_cache
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(crate::srs::DEFAULT_PARAM_DIR))
+    }
+}
 
 /// cuzk — Filecoin Groth16 proving (client of `cuzkd`, and standalone tools).
 #[derive(Debug, Parser)]
@@ -40,13 +70,29 @@ pub enum Command {
     Client(client::ClientCommand),
 }
 
-/// Runs the parsed command line.
-pub fn run(cli: Cli) -> anyhow::Result<()> {
+impl Cli {
+    /// The parameter directory filecoin-proofs must see for this command (`cuzk demo` and the
+    /// proof benchmarks call its verifier and prover, which read `FIL_PROOFS_PARAMETER_CACHE`
+    /// once per process): `cuzk`'s `main` sets the variable to it before any thread exists.
+    pub fn filecoin_proofs_param_dir(&self, env: &Environment) -> Option<PathBuf> {
+        match &self.command {
+            Command::Client(client::ClientCommand::Demo(args)) => {
+                Some(client::demo::param_dir(args, env))
+            }
+            Command::Bench(args) => bench::filecoin_proofs_param_dir(args, env),
+            _ => None,
+        }
+    }
+}
+
+/// Runs the parsed command line with what `cuzk` took from its environment.
+pub fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
     match cli.command {
-        Command::Prove(args) => prove::run(args),
-        Command::Params(cmd) => params::run(cmd),
-        Command::Bench(cmd) => bench::run(cmd),
+        Command::Prove(args) => prove::run(args, env),
+        Command::Params(cmd) => params::run(cmd, env),
+        Command::Bench(cmd) => bench::run(cmd, env),
         Command::Sample(args) => sample::run(args),
+        Command::Client(client::ClientCommand::Demo(args)) => client::demo::run_with(args, env),
         Command::Client(cmd) => client::run(cmd),
     }
 }

@@ -4,11 +4,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use super::Environment;
 use crate::params_gen::{ensure_params, GenOutcome};
 use crate::proofs::registry::known_params;
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};
 use crate::proofs::ProofKind;
-use crate::srs::{default_param_dir, list_param_dir, load_srs};
+use crate::srs::{list_param_dir, load_srs};
 
 /// `cuzk params …`
 #[derive(Debug, Subcommand)]
@@ -80,15 +81,15 @@ pub struct ListArgs {
 }
 
 /// Runs `cuzk params …`.
-pub fn run(cmd: ParamsCommand) -> anyhow::Result<()> {
+pub fn run(cmd: ParamsCommand, env: &Environment) -> anyhow::Result<()> {
     match cmd {
-        ParamsCommand::Generate(a) => generate(a),
-        ParamsCommand::List(a) => list(a),
+        ParamsCommand::Generate(a) => generate(a, env),
+        ParamsCommand::List(a) => list(a, env),
     }
 }
 
-fn generate(args: GenerateArgs) -> anyhow::Result<()> {
-    let dir = args.dir.unwrap_or_else(default_param_dir);
+fn generate(args: GenerateArgs, env: &Environment) -> anyhow::Result<()> {
+    let dir = args.dir.unwrap_or_else(|| env.param_dir());
     for kind in args.kind.kinds() {
         let mut progress = |m: &str| eprintln!("cuzk: {m}");
         let (id, outcome) = ensure_params(&dir, kind, args.sector_size, &mut progress)?;
@@ -106,8 +107,8 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn list(args: ListArgs) -> anyhow::Result<()> {
-    let dir = args.dir.unwrap_or_else(default_param_dir);
+fn list(args: ListArgs, env: &Environment) -> anyhow::Result<()> {
+    let dir = args.dir.unwrap_or_else(|| env.param_dir());
     let listed = list_param_dir(&dir, &known_params())
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?;
     println!(

@@ -6,9 +6,11 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 
 use super::client::{prove_via_daemon_with, DaemonOpts, JobOpts};
+use super::Environment;
+use crate::gpu::GpuOptions;
 use crate::proofs::{PoRepRequest, ProofRequest, ProvingService};
+use crate::prover::cpu::{CpuBackend, CpuOptions};
 use crate::prover::Backend;
-use crate::srs::default_param_dir;
 
 /// `cuzk prove …`
 #[derive(Debug, Args)]
@@ -100,24 +102,24 @@ pub fn request_of(what: &ProveWhat) -> anyhow::Result<ProofRequest> {
     })
 }
 
-/// The best backend available: the GPU when one is usable, else the CPU (with the reason
-/// printed to the log).
-pub fn select_backend(force_cpu: bool) -> Arc<dyn Backend> {
+/// The best backend available, built with `gpu` or `cpu`: the GPU when one is usable, else
+/// the CPU (with the reason printed to the log).
+pub fn select_backend(force_cpu: bool, gpu: &GpuOptions, cpu: &CpuOptions) -> Arc<dyn Backend> {
     if !force_cpu {
-        match crate::gpu::try_backend() {
+        match crate::gpu::try_backend(gpu) {
             Ok(b) => return b,
             Err(e) => tracing::warn!("no GPU backend ({e}); proving on the CPU"),
         }
     }
-    Arc::new(crate::prover::cpu::CpuBackend)
+    Arc::new(CpuBackend::new(cpu.clone()))
 }
 
 /// Runs `cuzk prove …`.
-pub fn run(args: ProveArgs) -> anyhow::Result<()> {
+pub fn run(args: ProveArgs, env: &Environment) -> anyhow::Result<()> {
     let request = request_of(&args.what)?;
     let proof = if args.standalone {
-        let dir = args.param_dir.clone().unwrap_or_else(default_param_dir);
-        let svc = ProvingService::new(dir, select_backend(args.cpu));
+        let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());
+        let svc = ProvingService::new(dir, select_backend(args.cpu, &env.gpu, &env.cpu));
         let control = crate::proofs::JobControl::new();
         let out = svc.prove(&request, &control)?;
         let t = &out.timings;

@@ -2,6 +2,7 @@
 //! meaning are written down. Man pages and the packaged example configuration should be
 //! generated from [`KEYS`] (see `cuzkd --check-config` and [`KeyDoc`]).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -9,8 +10,8 @@ use toml::Value;
 
 use super::units::{format_duration, format_size, parse_duration, parse_size};
 use super::{
-    BackendChoice, Config, ConfigError, DaemonConfig, DebugConfig, ParamsConfig, ProtocolConfig,
-    ProvingConfig, QueueConfig, SocketConfig,
+    BackendChoice, Config, ConfigError, DaemonConfig, DebugConfig, GpuConfig, ParamsConfig,
+    ProtocolConfig, ProvingConfig, QueueConfig, SocketConfig,
 };
 
 /// One configuration key.
@@ -143,7 +144,10 @@ pub static KEYS: &[KeyDoc] = &[
         name: "params.dir",
         kind: "path",
         default: "\"/var/tmp/filecoin-proof-parameters\"",
-        description: "Parameter cache: the directory of the .params/.vk files.",
+        description: "Parameter cache: the directory of the .params/.vk files. Where this key \
+                      is not set, cuzkd takes FIL_PROOFS_PARAMETER_CACHE from its environment \
+                      when set, as every Filecoin tool does. Set here, the key wins; if the \
+                      variable names another directory, cuzkd logs a warning naming both.",
         apply: |c, v| {
             c.params.dir = PathBuf::from(string(v)?);
             Ok(())
@@ -255,15 +259,73 @@ pub static KEYS: &[KeyDoc] = &[
         name: "proving.pinned_memory",
         kind: "size",
         default: "\"0\"",
-        description: "Host memory the GPU backend pins (at least its two 32 MiB upload \
-                      staging buffers per device; where they are refused, uploads from \
-                      pageable memory go through the driver, more slowly). CAP_IPC_LOCK is kept only when this exceeds \
-                      RLIMIT_MEMLOCK; every other capability is dropped at start.",
+        description: "Page-locked host memory to allow for. It sizes nothing: it only decides \
+                      at start whether CAP_IPC_LOCK is kept, which happens only when this \
+                      exceeds RLIMIT_MEMLOCK (every other capability is dropped). The GPU \
+                      backend pins gpu.staging_memory; where RLIMIT_MEMLOCK is below that and \
+                      cannot be raised (the packaged unit sets LimitMEMLOCK=infinity), set this \
+                      to at least gpu.staging_memory.",
         apply: |c, v| {
             c.proving.pinned_memory = size(v)?;
             Ok(())
         },
         show: |c| Value::String(format_size(c.proving.pinned_memory)),
+    },
+    KeyDoc {
+        name: "gpu.device",
+        kind: "integer",
+        default: "0",
+        description: "CUDA device ordinal the GPU backend runs on (as nvidia-smi numbers them \
+                      unless CUDA_VISIBLE_DEVICES reorders them).",
+        apply: |c, v| {
+            c.gpu.device = integer(v, 0, 1023)?;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.gpu.device as i64),
+    },
+    KeyDoc {
+        name: "gpu.kernel_cache",
+        kind: "path",
+        default: "\"\"",
+        description: "Directory where the compiled GPU kernels are cached, so that only the \
+                      first start after an upgrade compiles them (about 10 s). \"\" (the \
+                      default) means $CACHE_DIRECTORY/kernels under systemd's CacheDirectory= \
+                      (/var/cache/cuzk/kernels for the packaged unit), else \
+                      $XDG_CACHE_HOME/cuzk or ~/.cache/cuzk, else no cache; \
+                      --check-config prints the directory that applies.",
+        apply: |c, v| {
+            let dir = string(v)?;
+            c.gpu.kernel_cache = (!dir.is_empty()).then(|| PathBuf::from(dir));
+            Ok(())
+        },
+        show: |c| {
+            Value::String(
+                c.gpu
+                    .kernel_cache
+                    .as_ref()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default(),
+            )
+        },
+    },
+    KeyDoc {
+        name: "gpu.staging_memory",
+        kind: "size",
+        default: "\"64MiB\"",
+        description: "Page-locked host memory the GPU backend allocates (on first use) for its \
+                      two upload staging buffers, half each: uploads from pageable memory go \
+                      through them while the host fills the other (about twice as fast as the \
+                      driver's own staging). \"0\" turns staging off; otherwise at least \
+                      2MiB. Where the memory is refused, uploads go through the driver.",
+        apply: |c, v| {
+            let n = size(v)?;
+            if n != 0 && n < 2 << 20 {
+                return Err("must be 0 (no staging) or at least 2MiB".into());
+            }
+            c.gpu.staging_memory = n;
+            Ok(())
+        },
+        show: |c| Value::String(format_size(c.gpu.staging_memory)),
     },
     KeyDoc {
         name: "daemon.drain_grace",
@@ -283,7 +345,7 @@ pub static KEYS: &[KeyDoc] = &[
         default: "false",
         description: "Allow running as root (uid 0). Without it cuzkd refuses to start as root.",
         apply: |c, v| {
-            c.daemon.allow_root = v.as_bool().ok_or("expected true or false")?;
+            c.daemon.allow_root = boolean(v)?;
             Ok(())
         },
         show: |c| Value::Boolean(c.daemon.allow_root),
@@ -314,6 +376,148 @@ pub static KEYS: &[KeyDoc] = &[
             Ok(())
         },
         show: |c| Value::String(format_duration(c.debug.job_delay)),
+    },
+    KeyDoc {
+        name: "debug.cpu_simd",
+        kind: "boolean",
+        default: "true",
+        description: "Tuning: let the CPU prover use its eight-lane AVX-512 IFMA paths (MSM \
+                      batch additions, quotient) where the CPU has them. false runs the \
+                      portable paths (same results, slower), for A/B runs.",
+        apply: |c, v| {
+            c.debug.cpu_simd = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.debug.cpu_simd),
+    },
+    KeyDoc {
+        name: "debug.cpu_msm_window_bits",
+        kind: "integer",
+        default: "0",
+        description: "Tuning: window width (2 to 24 bits) forced on the CPU Pippenger MSM; 0 \
+                      chooses it per MSM from the size.",
+        apply: |c, v| {
+            c.debug.cpu_msm_window_bits = optional_bits(v, 2, 24)?;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.debug.cpu_msm_window_bits.unwrap_or(0).into()),
+    },
+    KeyDoc {
+        name: "debug.gpu_msm_window_bits",
+        kind: "integer",
+        default: "0",
+        description: "Tuning: window width (4 to 24 bits) forced on every GPU MSM; 0 chooses it \
+                      per MSM from the measured table.",
+        apply: |c, v| {
+            c.debug.gpu_msm_window_bits = optional_bits(v, 4, 24)?;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.debug.gpu_msm_window_bits.unwrap_or(0).into()),
+    },
+    KeyDoc {
+        name: "debug.gpu_msm_chunk_min",
+        kind: "integer",
+        default: "128",
+        description: "Tuning: smallest chunk, in points, of the GPU MSM's balanced bucket \
+                      accumulation.",
+        apply: |c, v| {
+            c.debug.gpu_msm_chunk_min = integer(v, 1, 1 << 30)? as u64;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.debug.gpu_msm_chunk_min as i64),
+    },
+    KeyDoc {
+        name: "debug.gpu_msm_upload_chunk",
+        kind: "integer",
+        default: "1048576",
+        description: "Tuning: scalars per piece of the GPU MSM's upload, which overlaps the \
+                      classification of the piece before.",
+        apply: |c, v| {
+            c.debug.gpu_msm_upload_chunk = integer(v, 1, 1 << 31)?;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.debug.gpu_msm_upload_chunk as i64),
+    },
+    KeyDoc {
+        name: "debug.gpu_ntt_max_stages",
+        kind: "integer",
+        default: "9",
+        description: "Tuning: most butterfly stages per GPU NTT pass (1 to 10).",
+        apply: |c, v| {
+            c.debug.gpu_ntt_max_stages = integer(v, 1, 10)? as u32;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.debug.gpu_ntt_max_stages.into()),
+    },
+    KeyDoc {
+        name: "debug.gpu_ntt_min_threads",
+        kind: "integer",
+        default: "128",
+        description: "Tuning: fewest threads per GPU NTT pass block (1 to 1024).",
+        apply: |c, v| {
+            c.debug.gpu_ntt_min_threads = integer(v, 1, 1024)? as u32;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.debug.gpu_ntt_min_threads.into()),
+    },
+    KeyDoc {
+        name: "debug.gpu_ntt_split",
+        kind: "array of integers",
+        default: "[]",
+        description: "Tuning: stages per GPU NTT pass, e.g. [10, 9, 8], used for the domain \
+                      whose log2 size they add up to (1 to 10 each); [] spreads the stages \
+                      evenly.",
+        apply: |c, v| {
+            c.debug.gpu_ntt_split = id_list(v)?;
+            Ok(())
+        },
+        show: |c| ids(&c.debug.gpu_ntt_split),
+    },
+    KeyDoc {
+        name: "debug.gpu_quotient_serial",
+        kind: "boolean",
+        default: "false",
+        description: "Tuning: upload each GPU quotient input after all earlier work instead of \
+                      while the transforms of the one before run (A/B runs).",
+        apply: |c, v| {
+            c.debug.gpu_quotient_serial = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.debug.gpu_quotient_serial),
+    },
+    KeyDoc {
+        name: "debug.gpu_trace",
+        kind: "boolean",
+        default: "false",
+        description: "Diagnosis: log per-phase GPU MSM times and per-pass NTT times as debug \
+                      events (seen with log_level \"info,cuzk::gpu=debug\"). Synchronizes the \
+                      device after every phase, which slows proving.",
+        apply: |c, v| {
+            c.debug.gpu_trace = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.debug.gpu_trace),
+    },
+    KeyDoc {
+        name: "debug.nvrtc_defines",
+        kind: "array of strings",
+        default: "[]",
+        description: "Tuning: kernel variants, each NAME or NAME=VALUE passed to NVRTC as -D \
+                      (e.g. \"CUZK_FP_INLINE\"; docs/gpu-notes.md lists them). Variants get \
+                      cache entries of their own.",
+        apply: |c, v| {
+            c.debug.nvrtc_defines = defines(v)?;
+            Ok(())
+        },
+        show: |c| {
+            Value::Array(
+                c.debug
+                    .nvrtc_defines
+                    .iter()
+                    .map(|d| Value::String(d.clone()))
+                    .collect(),
+            )
+        },
     },
 ];
 
@@ -347,6 +551,11 @@ pub(super) fn zero_config() -> Config {
             backend: BackendChoice::Auto,
             pinned_memory: 0,
         },
+        gpu: GpuConfig {
+            device: 0,
+            kernel_cache: None,
+            staging_memory: 0,
+        },
         daemon: DaemonConfig {
             drain_grace: Duration::ZERO,
             allow_root: false,
@@ -354,6 +563,17 @@ pub(super) fn zero_config() -> Config {
         },
         debug: DebugConfig {
             job_delay: Duration::ZERO,
+            cpu_simd: false,
+            cpu_msm_window_bits: None,
+            gpu_msm_window_bits: None,
+            gpu_msm_chunk_min: 0,
+            gpu_msm_upload_chunk: 0,
+            gpu_ntt_max_stages: 0,
+            gpu_ntt_min_threads: 0,
+            gpu_ntt_split: Vec::new(),
+            gpu_quotient_serial: false,
+            gpu_trace: false,
+            nvrtc_defines: Vec::new(),
         },
     }
 }
@@ -367,8 +587,13 @@ pub(super) fn default_value(key: &KeyDoc) -> Value {
         .unwrap_or_else(|| panic!("default of {} is not a TOML literal", key.name))
 }
 
-/// Applies a parsed document to `config`, rejecting unknown sections and keys.
-pub(super) fn apply_table(config: &mut Config, table: &toml::Table) -> Result<(), ConfigError> {
+/// Applies a parsed document to `config`, rejecting unknown sections and keys; returns the
+/// dotted keys it set.
+pub(super) fn apply_table(
+    config: &mut Config,
+    table: &toml::Table,
+) -> Result<BTreeSet<String>, ConfigError> {
+    let mut set = BTreeSet::new();
     for (section, body) in table {
         let known_section = KEYS.iter().any(|k| k.section() == section);
         let Some(body) = body.as_table().filter(|_| known_section) else {
@@ -391,12 +616,13 @@ pub(super) fn apply_table(config: &mut Config, table: &toml::Table) -> Result<()
                         key: dotted.clone(),
                     })?;
             (key.apply)(config, value).map_err(|message| ConfigError::InvalidValue {
-                key: dotted,
+                key: dotted.clone(),
                 message,
             })?;
+            set.insert(dotted);
         }
     }
-    Ok(())
+    Ok(set)
 }
 
 /// Renders every key of `config` as a commented TOML document.
@@ -424,6 +650,43 @@ fn string(v: &Value) -> Result<String, String> {
     v.as_str()
         .map(str::to_owned)
         .ok_or_else(|| format!("expected a string, found {}", v.type_str()))
+}
+
+fn boolean(v: &Value) -> Result<bool, String> {
+    v.as_bool()
+        .ok_or_else(|| format!("expected true or false, found {}", v.type_str()))
+}
+
+/// A window width in `min..=max` bits, or 0 for "chosen per MSM" (`None`).
+fn optional_bits(v: &Value, min: usize, max: usize) -> Result<Option<u32>, String> {
+    match integer(v, 0, max)? {
+        0 => Ok(None),
+        n if n < min => Err(format!("{n} is out of range (0, or {min}..={max})")),
+        n => Ok(Some(n as u32)),
+    }
+}
+
+/// NVRTC definitions: `NAME` or `NAME=VALUE`, NAME a C identifier (no option injection).
+fn defines(v: &Value) -> Result<Vec<String>, String> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| format!("expected an array of strings, found {}", v.type_str()))?;
+    items
+        .iter()
+        .map(|i| {
+            let d = i.as_str().ok_or_else(|| format!("{i} is not a string"))?;
+            let name = d.split_once('=').map_or(d, |(n, _)| n);
+            let identifier = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !identifier {
+                return Err(format!("{d:?} is not NAME or NAME=VALUE"));
+            }
+            Ok(d.to_owned())
+        })
+        .collect()
 }
 
 fn integer(v: &Value, min: usize, max: usize) -> Result<usize, String> {
@@ -493,7 +756,7 @@ fn id_list(v: &Value) -> Result<Vec<u32>, String> {
         .map(|i| {
             i.as_integer()
                 .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| format!("{i} is not a uid/gid"))
+                .ok_or_else(|| format!("{i} is not an integer in 0..=4294967295"))
         })
         .collect()
 }

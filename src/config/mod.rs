@@ -98,7 +98,8 @@ pub struct ProtocolConfig {
 /// The parameter cache.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamsConfig {
-    /// Directory of the `.params`/`.vk` files.
+    /// Directory of the `.params`/`.vk` files. Its default is `FIL_PROOFS_PARAMETER_CACHE`
+    /// where `cuzkd` was started with it (see [`EnvDefaults`]).
     pub dir: PathBuf,
 }
 
@@ -124,8 +125,21 @@ pub struct ProvingConfig {
     pub synthesis_threads: usize,
     /// Backend selection.
     pub backend: BackendChoice,
-    /// Host memory the GPU backend pins; decides whether `CAP_IPC_LOCK` is kept.
+    /// Page-locked host memory to allow for: decides at start whether `CAP_IPC_LOCK` is kept
+    /// (when it exceeds `RLIMIT_MEMLOCK`). It sizes nothing itself; the GPU backend pins
+    /// [`GpuConfig::staging_memory`].
     pub pinned_memory: u64,
+}
+
+/// The GPU backend's device and caches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuConfig {
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// Directory of the compiled-kernel cache; `None`: no cache (every start compiles).
+    pub kernel_cache: Option<PathBuf>,
+    /// Page-locked host memory of the two upload staging buffers (half each); 0: no staging.
+    pub staging_memory: u64,
 }
 
 /// Process-level settings.
@@ -139,11 +153,35 @@ pub struct DaemonConfig {
     pub log_level: String,
 }
 
-/// Testing aids; never set in production.
+/// Testing aids and tuning knobs; never set in production (the defaults are the measured
+/// best). Each tuning knob names the option it fills (`prover::cpu::CpuOptions`,
+/// `gpu::GpuOptions`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DebugConfig {
     /// A cancellable pause at the start of every job, before proving.
     pub job_delay: Duration,
+    /// Whether the CPU prover's eight-lane AVX-512 IFMA paths may run.
+    pub cpu_simd: bool,
+    /// A window width forced on the CPU Pippenger (2..=24); `None`: chosen per MSM.
+    pub cpu_msm_window_bits: Option<u32>,
+    /// A window width forced on the GPU MSM (4..=24); `None`: chosen per MSM.
+    pub gpu_msm_window_bits: Option<u32>,
+    /// Smallest bucket-accumulation chunk of the GPU MSM, in points.
+    pub gpu_msm_chunk_min: u64,
+    /// Scalars per piece of the GPU MSM's overlapped upload.
+    pub gpu_msm_upload_chunk: usize,
+    /// Most butterfly stages per GPU NTT pass (1..=10).
+    pub gpu_ntt_max_stages: u32,
+    /// Fewest threads per GPU NTT pass block (1..=1024).
+    pub gpu_ntt_min_threads: u32,
+    /// Stages per GPU NTT pass for the domain they add up to; empty: even spread.
+    pub gpu_ntt_split: Vec<u32>,
+    /// Each GPU quotient input uploaded after all earlier work.
+    pub gpu_quotient_serial: bool,
+    /// GPU per-phase timings as debug events (synchronizes after every phase).
+    pub gpu_trace: bool,
+    /// Extra NVRTC `-D` definitions (kernel variants).
+    pub nvrtc_defines: Vec<String>,
 }
 
 /// The complete effective configuration.
@@ -159,6 +197,8 @@ pub struct Config {
     pub queue: QueueConfig,
     /// `[proving]`
     pub proving: ProvingConfig,
+    /// `[gpu]`
+    pub gpu: GpuConfig,
     /// `[daemon]`
     pub daemon: DaemonConfig,
     /// `[debug]`
@@ -180,33 +220,120 @@ impl Default for Config {
     }
 }
 
+/// Defaults that come from the process environment, as every Filecoin tool takes them. The
+/// library reads no environment: `cuzkd`'s `main` (in `src/bin`) fills this in and hands it to
+/// [`Config::load_over`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvDefaults {
+    /// `FIL_PROOFS_PARAMETER_CACHE`: the default of `params.dir`.
+    pub params_dir: Option<PathBuf>,
+    /// The default of `gpu.kernel_cache`: `$CACHE_DIRECTORY/kernels` under systemd's
+    /// `CacheDirectory=`, else `$XDG_CACHE_HOME/cuzk` or `$HOME/.cache/cuzk`.
+    pub kernel_cache: Option<PathBuf>,
+}
+
+impl EnvDefaults {
+    /// The built-in defaults with these applied: what a file that sets nothing means.
+    pub fn config(&self) -> Config {
+        let mut config = Config::default();
+        if let Some(dir) = &self.params_dir {
+            config.params.dir = dir.clone();
+        }
+        if let Some(dir) = &self.kernel_cache {
+            config.gpu.kernel_cache = Some(dir.clone());
+        }
+        config
+    }
+}
+
+/// The default kernel cache directory from the environment's cache locations (each the value
+/// of its variable, read by the caller): `$CACHE_DIRECTORY/kernels` (systemd's
+/// `CacheDirectory=`; the first where it lists several), else `$XDG_CACHE_HOME/cuzk`, else
+/// `$HOME/.cache/cuzk`; none without any of them.
+pub fn default_kernel_cache(
+    cache_directory: Option<&std::ffi::OsStr>,
+    xdg_cache_home: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+) -> Option<PathBuf> {
+    fn non_empty(v: Option<&std::ffi::OsStr>) -> Option<&std::ffi::OsStr> {
+        v.filter(|v| !v.is_empty())
+    }
+    if let Some(dirs) = non_empty(cache_directory) {
+        use std::os::unix::ffi::OsStrExt;
+        let first = dirs
+            .as_bytes()
+            .split(|&b| b == b':')
+            .next()
+            .unwrap_or_default();
+        return Some(PathBuf::from(std::ffi::OsStr::from_bytes(first)).join("kernels"));
+    }
+    if let Some(d) = non_empty(xdg_cache_home) {
+        return Some(PathBuf::from(d).join("cuzk"));
+    }
+    non_empty(home).map(|h| PathBuf::from(h).join(".cache/cuzk"))
+}
+
+/// The dotted keys a configuration file set explicitly (whatever their value).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExplicitKeys(std::collections::BTreeSet<String>);
+
+impl ExplicitKeys {
+    /// Whether the file set `key` (`params.dir`, say).
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.contains(key)
+    }
+}
+
+/// A loaded configuration and what its file set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loaded {
+    /// The effective configuration.
+    pub config: Config,
+    /// The keys the file set (none where no file was read).
+    pub explicit: ExplicitKeys,
+}
+
 impl Config {
     /// Parses a configuration document over the built-in defaults.
     pub fn from_toml_str(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        Ok(Self::parse_over(text, path, Config::default())?.config)
+    }
+
+    /// Parses a configuration document over `base` (the defaults, changed by the
+    /// environment's), and says which keys it set.
+    pub fn parse_over(text: &str, path: &Path, base: Config) -> Result<Loaded, ConfigError> {
         let table: toml::Table =
             text.parse()
                 .map_err(|e: toml::de::Error| ConfigError::Syntax {
                     path: path.to_owned(),
                     message: e.to_string(),
                 })?;
-        let mut config = Config::default();
-        keys::apply_table(&mut config, &table)?;
+        let mut config = base;
+        let explicit = ExplicitKeys(keys::apply_table(&mut config, &table)?);
         config.validate()?;
-        Ok(config)
+        Ok(Loaded { config, explicit })
     }
 
     /// Loads `path`, or the built-in defaults when `path` is `None` and the default file
     /// does not exist.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        Ok(Self::load_over(path, &EnvDefaults::default())?.config)
+    }
+
+    /// [`Config::load`] over the built-in defaults as `env` changes them: a key the file sets
+    /// wins over the environment's default for it (the caller may warn about a conflict:
+    /// [`Loaded::explicit`] says which keys were set).
+    pub fn load_over(path: Option<&Path>, env: &EnvDefaults) -> Result<Loaded, ConfigError> {
         let (path, explicit) = match path {
             Some(p) => (p.to_owned(), true),
             None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
         };
         match std::fs::read_to_string(&path) {
-            Ok(text) => Self::from_toml_str(&text, &path),
-            Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {
-                Ok(Config::default())
-            }
+            Ok(text) => Self::parse_over(&text, &path, env.config()),
+            Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => Ok(Loaded {
+                config: env.config(),
+                explicit: ExplicitKeys::default(),
+            }),
             Err(source) => Err(ConfigError::Io { path, source }),
         }
     }
@@ -225,6 +352,16 @@ impl Config {
         }
         if self.socket.path.as_os_str().is_empty() {
             return Err(invalid("socket.path", "must not be empty"));
+        }
+        if self.params.dir.as_os_str().is_empty() {
+            return Err(invalid("params.dir", "must not be empty"));
+        }
+        let split = &self.debug.gpu_ntt_split;
+        if split.iter().any(|t| !(1..=10).contains(t)) {
+            return Err(invalid(
+                "debug.gpu_ntt_split",
+                "every pass has 1 to 10 stages",
+            ));
         }
         Ok(())
     }
@@ -288,6 +425,91 @@ mod tests {
         assert_eq!(c.protocol.max_frame_size, 16 << 20);
         assert_eq!(c.daemon.drain_grace, Duration::from_secs(30));
         assert_eq!(c.proving.pinned_memory, 64 << 30);
+    }
+
+    #[test]
+    fn tuning_knobs_parse_and_check_their_ranges() {
+        let c = parse(
+            "[gpu]\ndevice = 1\nkernel_cache = \"/k\"\nstaging_memory = \"0\"\n\
+             [debug]\ncpu_simd = false\ncpu_msm_window_bits = 12\ngpu_msm_window_bits = 16\n\
+             gpu_ntt_split = [10, 9, 8]\nnvrtc_defines = [\"CUZK_FP_INLINE\", \"X=5\"]\n\
+             gpu_trace = true\n",
+        )
+        .unwrap();
+        assert_eq!(c.gpu.device, 1);
+        assert_eq!(c.gpu.kernel_cache.as_deref(), Some(Path::new("/k")));
+        assert_eq!(c.gpu.staging_memory, 0);
+        assert!(!c.debug.cpu_simd);
+        assert_eq!(c.debug.cpu_msm_window_bits, Some(12));
+        assert_eq!(c.debug.gpu_msm_window_bits, Some(16));
+        assert_eq!(c.debug.gpu_ntt_split, vec![10, 9, 8]);
+        assert_eq!(c.debug.nvrtc_defines, vec!["CUZK_FP_INLINE", "X=5"]);
+        assert!(c.debug.gpu_trace);
+        assert_eq!(parse(&c.to_toml()).unwrap(), c);
+        for (text, key) in [
+            (
+                "[debug]\ncpu_msm_window_bits = 1\n",
+                "debug.cpu_msm_window_bits",
+            ),
+            (
+                "[debug]\ngpu_msm_window_bits = 30\n",
+                "debug.gpu_msm_window_bits",
+            ),
+            ("[debug]\ngpu_ntt_split = [11, 9]\n", "debug.gpu_ntt_split"),
+            (
+                "[debug]\ngpu_ntt_max_stages = 0\n",
+                "debug.gpu_ntt_max_stages",
+            ),
+            (
+                "[debug]\nnvrtc_defines = [\"-DX\"]\n",
+                "debug.nvrtc_defines",
+            ),
+            ("[gpu]\nstaging_memory = \"1KiB\"\n", "gpu.staging_memory"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.to_string().contains(key), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_kernel_cache_follows_systemd_then_xdg_then_home() {
+        use std::ffi::OsStr;
+        let some = |s: &'static str| Some(OsStr::new(s));
+        assert_eq!(
+            default_kernel_cache(some("/var/cache/cuzk:/other"), some("/x"), some("/h")),
+            Some(PathBuf::from("/var/cache/cuzk/kernels"))
+        );
+        assert_eq!(
+            default_kernel_cache(None, some("/x"), some("/h")),
+            Some(PathBuf::from("/x/cuzk"))
+        );
+        assert_eq!(
+            default_kernel_cache(some(""), None, some("/h")),
+            Some(PathBuf::from("/h/.cache/cuzk"))
+        );
+        assert_eq!(default_kernel_cache(None, None, None), None);
+    }
+
+    #[test]
+    fn the_environment_gives_defaults_that_the_file_overrides() {
+        let env = EnvDefaults {
+            params_dir: Some(PathBuf::from("/data/zk/params")),
+            kernel_cache: Some(PathBuf::from("/var/cache/cuzk/kernels")),
+        };
+        let base = env.config();
+        assert_eq!(base.params.dir, PathBuf::from("/data/zk/params"));
+        assert_eq!(
+            base.gpu.kernel_cache.as_deref(),
+            Some(Path::new("/var/cache/cuzk/kernels"))
+        );
+        let path = Path::new("test.toml");
+        let loaded = Config::parse_over("[queue]\nmax_queued = 7\n", path, base.clone()).unwrap();
+        assert_eq!(loaded.config.params.dir, PathBuf::from("/data/zk/params"));
+        assert!(!loaded.explicit.contains("params.dir"));
+        assert!(loaded.explicit.contains("queue.max_queued"));
+        let loaded = Config::parse_over("[params]\ndir = \"/other\"\n", path, base).unwrap();
+        assert_eq!(loaded.config.params.dir, PathBuf::from("/other"));
+        assert!(loaded.explicit.contains("params.dir"));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Logging: natively to journald (structured fields, journald's own timestamps) when stderr is
-//! the journal, else human-readable lines with timestamps on stderr.
+//! the journal, else human-readable lines with timestamps on stderr. The variables involved
+//! (`JOURNAL_STREAM`, `CUZK_LOG`) come from [`super::Environment`].
 
+use std::ffi::OsStr;
 use std::io::IsTerminal;
 use std::os::fd::AsRawFd;
 
@@ -9,10 +11,10 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
 /// Whether stderr is connected to the journal: systemd sets `JOURNAL_STREAM=<dev>:<inode>`
-/// for the service's stdout/stderr; a child process that inherited the variable but not the
-/// stream must not log to journald.
-fn stderr_is_journal() -> bool {
-    let Some(value) = std::env::var_os("JOURNAL_STREAM") else {
+/// (`journal_stream`) for the service's stdout/stderr; a child process that inherited the
+/// variable but not the stream must not log to journald.
+fn stderr_is_journal(journal_stream: Option<&OsStr>) -> bool {
+    let Some(value) = journal_stream else {
         return false;
     };
     let Some((dev, ino)) = value.to_str().and_then(|v| v.split_once(':')) else {
@@ -27,10 +29,15 @@ fn stderr_is_journal() -> bool {
     }
 }
 
-/// Installs the global subscriber. `CUZK_LOG` overrides the configured filter.
-pub fn init(level: &str) {
-    let filter = EnvFilter::try_from_env("CUZK_LOG").unwrap_or_else(|_| EnvFilter::new(level));
-    if stderr_is_journal() {
+/// Installs the global subscriber. `env.log_filter` (`CUZK_LOG`) overrides the configured
+/// filter `level` where it parses.
+pub fn init(level: &str, env: &super::Environment) {
+    let filter = env
+        .log_filter
+        .as_deref()
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| EnvFilter::new(level));
+    if stderr_is_journal(env.journal_stream.as_deref()) {
         match tracing_journald::layer() {
             Ok(journald) => {
                 // No prefix: fields arrive as CUZK_JOB_ID, PROOF_KIND, MINER, SECTOR, JOB_PRIORITY.

@@ -4,6 +4,9 @@
 //! Start-up order matters: configuration → logging → root check → socket (bound, or taken
 //! from systemd) → capabilities dropped (before any thread exists, since capabilities are per
 //! thread) → proving service and engine → runtime → `READY=1`.
+//!
+//! The daemon reads no environment itself: `src/bin/cuzkd.rs` gathers what it needs into an
+//! [`Environment`] once, at start, and passes it to [`main`].
 
 pub mod cli;
 mod connection;
@@ -17,6 +20,7 @@ mod server;
 mod service;
 mod wire;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -28,9 +32,75 @@ use sd_notify::NotifyState;
 pub use listener::{Listener, SocketOrigin};
 pub use notify::Notifier;
 
-use crate::config::{Config, EXIT_CONFIG};
+use crate::config::{Config, EnvDefaults, Loaded};
 use crate::engine::{Engine, EngineConfig, JobEvent, JobResult, JobSnapshot};
+use crate::gpu::GpuOptions;
 use crate::proofs::ProvingService;
+use crate::prover::cpu::CpuOptions;
+
+/// What `cuzkd` takes from its process environment, read once by its `main` (in `src/bin`)
+/// before anything else runs. Socket activation's `LISTEN_*` are read by the `sd-notify` crate
+/// when the listener takes the socket over.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Environment {
+    /// `FIL_PROOFS_PARAMETER_CACHE`: the default of `params.dir`.
+    pub param_cache: Option<PathBuf>,
+    /// `CUZK_LOG`: a tracing filter that overrides `daemon.log_level`.
+    pub log_filter: Option<String>,
+    /// `NOTIFY_SOCKET`: where systemd takes notifications.
+    pub notify_socket: Option<OsString>,
+    /// `WATCHDOG_USEC`: the watchdog interval systemd asked for.
+    pub watchdog_usec: Option<String>,
+    /// `WATCHDOG_PID`: the process the watchdog interval is meant for.
+    pub watchdog_pid: Option<String>,
+    /// `JOURNAL_STREAM`: the journal's stream, if stdout/stderr were connected to it.
+    pub journal_stream: Option<OsString>,
+    /// The default of `gpu.kernel_cache`, from `CACHE_DIRECTORY`, `XDG_CACHE_HOME` or `HOME`
+    /// ([`crate::config::default_kernel_cache`]).
+    pub kernel_cache: Option<PathBuf>,
+}
+
+impl Environment {
+    /// The configuration defaults this environment changes.
+    pub fn defaults(&self) -> EnvDefaults {
+        EnvDefaults {
+            params_dir: self.param_cache.clone(),
+            kernel_cache: self.kernel_cache.clone(),
+        }
+    }
+}
+
+/// `params.dir` set in the configuration file to another directory than
+/// `FIL_PROOFS_PARAMETER_CACHE`: the key wins, and the operator is warned (not an error: the
+/// daemon starts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamsDirConflict {
+    /// The directory the configuration file names (the one used).
+    pub configured: PathBuf,
+    /// The directory the environment names (ignored).
+    pub env: PathBuf,
+}
+
+impl std::fmt::Display for ParamsDirConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "params.dir = {:?} (configuration file) and FIL_PROOFS_PARAMETER_CACHE={:?} name \
+             different directories; using params.dir {:?}",
+            self.configured, self.env, self.configured
+        )
+    }
+}
+
+/// The conflict between an explicit `params.dir` and `FIL_PROOFS_PARAMETER_CACHE`, if any.
+pub fn params_dir_conflict(loaded: &Loaded, env: &Environment) -> Option<ParamsDirConflict> {
+    let from_env = env.param_cache.as_ref()?;
+    let configured = &loaded.config.params.dir;
+    (loaded.explicit.contains("params.dir") && from_env != configured).then(|| ParamsDirConflict {
+        configured: configured.clone(),
+        env: from_env.clone(),
+    })
+}
 
 /// Why the daemon could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -186,21 +256,38 @@ fn log_finished(s: &JobSnapshot, result: &JobResult) {
     }
 }
 
-/// `cuzkd`'s `main`: exit 0 after a clean stop, 78 on a configuration error, 1 otherwise.
-pub fn main(args: cli::Args) -> ExitCode {
-    let config = match Config::load(args.config.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("cuzkd: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    if args.check_config {
-        print!("{}", config.to_toml());
-        return ExitCode::SUCCESS;
+/// A configuration read for cuzkd: the effective values, and an explicit `params.dir` that
+/// disagrees with `FIL_PROOFS_PARAMETER_CACHE`, if any.
+pub struct Startup {
+    /// The effective configuration.
+    pub config: Config,
+    /// The disagreement to warn about.
+    pub conflict: Option<ParamsDirConflict>,
+}
+
+/// Reads cuzkd's configuration file over the defaults its environment gives. An error is a
+/// configuration error: `src/bin/cuzkd.rs` prints it and exits with [`crate::config::EXIT_CONFIG`].
+pub fn load(args: &cli::Args, env: &Environment) -> Result<Startup, crate::config::ConfigError> {
+    let loaded = Config::load_over(args.config.as_deref(), &env.defaults())?;
+    let conflict = params_dir_conflict(&loaded, env);
+    Ok(Startup {
+        config: loaded.config,
+        conflict,
+    })
+}
+
+/// Runs cuzkd with a configuration [`load`] read: exit 0 after a clean stop, 1 otherwise.
+pub fn serve(startup: Startup, env: Environment) -> ExitCode {
+    let Startup { config, conflict } = startup;
+    logging::init(&config.daemon.log_level, &env);
+    if let Some(c) = conflict {
+        tracing::warn!(
+            params_dir = %c.configured.display(),
+            fil_proofs_parameter_cache = %c.env.display(),
+            "{c}"
+        );
     }
-    logging::init(&config.daemon.log_level);
-    match run(config) {
+    match run(config, &env) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("cannot run: {e}");
@@ -210,16 +297,16 @@ pub fn main(args: cli::Args) -> ExitCode {
 }
 
 /// Runs the daemon until SIGTERM/SIGINT and the drain that follows.
-fn run(config: Config) -> Result<(), DaemonError> {
+fn run(config: Config, env: &Environment) -> Result<(), DaemonError> {
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         pid = std::process::id(),
         "cuzkd starting"
     );
     privileges::check_root(&config)?;
-    // Environment first, while cuzkd is single-threaded.
-    let watchdog = notify::watchdog_interval();
-    let notifier = Notifier::new(true);
+    let watchdog =
+        notify::watchdog_interval(env.watchdog_usec.as_deref(), env.watchdog_pid.as_deref());
+    let notifier = Notifier::new(env.notify_socket.as_deref());
     let listener = match listener::take_activated()? {
         Some(socket) => Listener {
             socket,
@@ -313,7 +400,13 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
             tracing::warn!("cannot size the synthesis pool: {e}");
         }
     }
-    let backend = service::select_backend(config.proving.backend)?;
+    // The options, built once from the configuration; nothing later reads another source.
+    let (gpu, cpu) = (
+        GpuOptions::from_config(config),
+        CpuOptions::from_config(config),
+    );
+    tracing::debug!(?gpu, ?cpu, "proving options");
+    let backend = service::select_backend(config.proving.backend, &gpu, cpu)?;
     let dir = &config.params.dir;
     match crate::srs::list_param_dir(dir, &crate::proofs::registry::known_params()) {
         Ok(found) => tracing::info!(dir = %dir.display(), files = found.len(), "parameter cache"),
@@ -376,7 +469,7 @@ impl InProcess {
                         let _ = stop_rx.await;
                     };
                     let force = Arc::new(AtomicBool::new(false));
-                    server::serve(ctx, socket, shutdown, force, Notifier::new(false)).await;
+                    server::serve(ctx, socket, shutdown, force, Notifier::new(None)).await;
                 })
             })
             .map_err(|source| DaemonError::Io {

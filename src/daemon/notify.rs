@@ -1,8 +1,10 @@
 //! systemd notifications: readiness, status line, watchdog, stopping and drain extensions.
 //!
-//! Every function is a no-op when `NOTIFY_SOCKET` is not set (or when disabled, as for the
-//! in-process daemon of `cuzk demo`).
+//! Every function is a no-op when `NOTIFY_SOCKET` is not set (or for the in-process daemon of
+//! `cuzk demo`, which passes none). The variables come from [`super::Environment`]; nothing here
+//! reads the environment.
 
+use std::ffi::OsStr;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,19 +24,16 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    /// A notifier that talks to `$NOTIFY_SOCKET` (a path, or `@name` in the abstract
-    /// namespace) when `enabled` and the variable is set. Read once, at start.
-    pub fn new(enabled: bool) -> Self {
-        let target = enabled
-            .then(|| std::env::var_os("NOTIFY_SOCKET"))
-            .flatten()
-            .and_then(|raw| match notify_addr(&raw) {
-                Ok(addr) => Some(Arc::new(addr)),
-                Err(e) => {
-                    tracing::warn!("ignoring NOTIFY_SOCKET={raw:?}: {e}");
-                    None
-                }
-            });
+    /// A notifier that talks to `socket`, the value of `NOTIFY_SOCKET` (a path, or `@name` in
+    /// the abstract namespace), or nowhere for `None`.
+    pub fn new(socket: Option<&OsStr>) -> Self {
+        let target = socket.and_then(|raw| match notify_addr(raw) {
+            Ok(addr) => Some(Arc::new(addr)),
+            Err(e) => {
+                tracing::warn!("ignoring NOTIFY_SOCKET={raw:?}: {e}");
+                None
+            }
+        });
         Self { target }
     }
 
@@ -64,11 +63,11 @@ fn notify_addr(raw: &std::ffi::OsStr) -> std::io::Result<SocketAddr> {
     }
 }
 
-/// The watchdog interval systemd asked for (`WATCHDOG_USEC`, for this process if
-/// `WATCHDOG_PID` is set), if any. Read once at start.
-pub fn watchdog_interval() -> Option<Duration> {
-    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
-    if let Ok(pid) = std::env::var("WATCHDOG_PID") {
+/// The watchdog interval systemd asked for: `usec` (`WATCHDOG_USEC`), for this process if
+/// `pid` (`WATCHDOG_PID`) is given, if any.
+pub fn watchdog_interval(usec: Option<&str>, pid: Option<&str>) -> Option<Duration> {
+    let usec: u64 = usec?.parse().ok()?;
+    if let Some(pid) = pid {
         if pid.parse::<u32>().ok()? != std::process::id() {
             return None;
         }

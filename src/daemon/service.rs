@@ -6,25 +6,31 @@ use std::time::{Duration, Instant};
 use super::DaemonError;
 use crate::config::BackendChoice;
 use crate::engine::Runner;
+use crate::gpu::GpuOptions;
 use crate::proofs::{JobControl, ProofOutput, ProofRequest, ProveError, ProvingService};
-use crate::prover::cpu::CpuBackend;
+use crate::prover::cpu::{CpuBackend, CpuOptions};
 use crate::prover::Backend;
 
-/// The GPU backend (device 0), or why there is none.
-fn gpu_backend() -> Result<Arc<dyn Backend>, String> {
-    crate::gpu::try_backend().map_err(|e| e.to_string())
+/// The GPU backend `options` describe, or why there is none.
+fn gpu_backend(options: &GpuOptions) -> Result<Arc<dyn Backend>, String> {
+    crate::gpu::try_backend(options).map_err(|e| e.to_string())
 }
 
-/// The backend `choice` selects: `auto` falls back to the CPU (saying why), `gpu` fails.
-pub fn select_backend(choice: BackendChoice) -> Result<Arc<dyn Backend>, DaemonError> {
-    let cpu = || Arc::new(CpuBackend) as Arc<dyn Backend>;
+/// The backend `choice` selects, built with `gpu` or `cpu`: `auto` falls back to the CPU
+/// (saying why), `gpu` fails.
+pub fn select_backend(
+    choice: BackendChoice,
+    gpu: &GpuOptions,
+    cpu: CpuOptions,
+) -> Result<Arc<dyn Backend>, DaemonError> {
+    let cpu = move || Arc::new(CpuBackend::new(cpu.clone())) as Arc<dyn Backend>;
     match choice {
         BackendChoice::Cpu => Ok(cpu()),
-        BackendChoice::Auto => Ok(gpu_backend().unwrap_or_else(|why| {
+        BackendChoice::Auto => Ok(gpu_backend(gpu).unwrap_or_else(|why| {
             tracing::info!("no usable GPU ({why}); proving on the CPU");
             cpu()
         })),
-        BackendChoice::Gpu => gpu_backend()
+        BackendChoice::Gpu => gpu_backend(gpu)
             .map_err(|why| DaemonError::Backend(format!("proving.backend = \"gpu\": {why}"))),
     }
 }

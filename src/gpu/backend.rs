@@ -19,7 +19,7 @@ use group::Group;
 use super::device::{DevBuf, DeviceInfo, Gpu};
 use super::msm::{self, Curve};
 use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
-use super::GpuError;
+use super::{GpuError, GpuOptions};
 use crate::prover::{count_set, dense, Backend, PreparedSrs, ProverError, Witness, WitnessSums};
 use crate::srs::Srs;
 
@@ -485,9 +485,10 @@ pub struct AuxQueries<'a> {
 }
 
 impl GpuBackend {
-    /// Opens CUDA device `ordinal` and loads the kernels.
-    pub fn new(ordinal: usize) -> Result<Self, GpuError> {
-        let gpu = Gpu::open(ordinal)?;
+    /// Opens the CUDA device `options` name and loads the kernels; the NTTs and MSMs then run
+    /// as `options` say.
+    pub fn new(options: &GpuOptions) -> Result<Self, GpuError> {
+        let gpu = Gpu::open(options)?;
         let info = gpu.info.clone();
         Ok(GpuBackend {
             shared: Arc::new(Shared {

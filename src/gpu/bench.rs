@@ -4,6 +4,7 @@
 //! with its H-query MSM, H through host memory against H left on the device, and the four aux
 //! MSMs with the assignment sent once against once per query.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
@@ -15,6 +16,110 @@ use rayon::prelude::*;
 use super::device::{DevBuf, Gpu};
 use super::msm::{self, Curve};
 use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
+use super::GpuOptions;
+
+/// Flags of `cuzk bench` that set the GPU options of the run: the `[gpu]` and `[debug]` keys of
+/// cuzkd's configuration (cuzk.toml(5)), named alike. Unset flags keep the options `cuzk`
+/// started with.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct GpuFlags {
+    /// CUDA device ordinal (gpu.device) [default: 0].
+    #[arg(long = "gpu-device", global = true)]
+    pub device: Option<usize>,
+    /// Compiled-kernel cache directory (gpu.kernel_cache) [default: $XDG_CACHE_HOME/cuzk or
+    /// ~/.cache/cuzk].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub kernel_cache: Option<PathBuf>,
+    /// A kernel variant: NVRTC definition NAME or NAME=VALUE, e.g. CUZK_FP_INLINE
+    /// (debug.nvrtc_defines; repeat the flag or separate with commas).
+    #[arg(
+        long = "nvrtc-define",
+        global = true,
+        value_delimiter = ',',
+        value_name = "NAME[=V]"
+    )]
+    pub nvrtc_defines: Vec<String>,
+    /// Page-locked memory of the two upload staging buffers, e.g. 64MiB; 0 turns staging off
+    /// (gpu.staging_memory).
+    #[arg(long, global = true, value_parser = parse_size_flag, value_name = "SIZE")]
+    pub staging_memory: Option<u64>,
+    /// Force the MSM window width, 4..=24 (debug.gpu_msm_window_bits).
+    #[arg(long, global = true)]
+    pub msm_window_bits: Option<u32>,
+    /// Smallest bucket-accumulation chunk of the MSM, in points (debug.gpu_msm_chunk_min).
+    #[arg(long, global = true)]
+    pub msm_chunk_min: Option<u64>,
+    /// Scalars per piece of the MSM's overlapped upload (debug.gpu_msm_upload_chunk).
+    #[arg(long, global = true)]
+    pub msm_upload_chunk: Option<usize>,
+    /// Most butterfly stages per NTT pass, 1..=10 (debug.gpu_ntt_max_stages).
+    #[arg(long, global = true)]
+    pub ntt_max_stages: Option<u32>,
+    /// Fewest threads per NTT pass block (debug.gpu_ntt_min_threads).
+    #[arg(long, global = true)]
+    pub ntt_min_threads: Option<u32>,
+    /// Stages per NTT pass, e.g. 10,9,8, for the domain they add up to (debug.gpu_ntt_split).
+    #[arg(long, global = true, value_delimiter = ',')]
+    pub ntt_split: Vec<u32>,
+    /// Upload each quotient input after all earlier work (debug.gpu_quotient_serial).
+    #[arg(long, global = true)]
+    pub quotient_serial: bool,
+    /// Per-phase MSM and per-pass NTT timings as debug events on stderr (debug.gpu_trace; a
+    /// CUZK_LOG filter, if set, must let cuzk::gpu=debug through). Synchronizes after every
+    /// phase.
+    #[arg(long, global = true)]
+    pub trace: bool,
+}
+
+fn parse_size_flag(s: &str) -> Result<u64, String> {
+    crate::config::parse_size(s)
+}
+
+impl GpuFlags {
+    /// `base` with the flags that were given applied.
+    pub fn apply(&self, mut base: GpuOptions) -> anyhow::Result<GpuOptions> {
+        if let Some(d) = self.device {
+            base.ordinal = d;
+        }
+        if let Some(dir) = &self.kernel_cache {
+            base.kernel_cache = Some(dir.clone());
+        }
+        base.nvrtc_defines
+            .extend(self.nvrtc_defines.iter().cloned());
+        if let Some(bytes) = self.staging_memory {
+            base.staging_bytes = usize::try_from(bytes)?;
+        }
+        if let Some(c) = self.msm_window_bits {
+            anyhow::ensure!((4..=24).contains(&c), "--msm-window-bits must be 4..=24");
+            base.msm.window_bits = Some(c);
+        }
+        if let Some(k) = self.msm_chunk_min {
+            anyhow::ensure!(k > 0, "--msm-chunk-min must be at least 1");
+            base.msm.chunk_min = k;
+        }
+        if let Some(k) = self.msm_upload_chunk {
+            anyhow::ensure!(k > 0, "--msm-upload-chunk must be at least 1");
+            base.msm.upload_chunk = k;
+        }
+        if let Some(t) = self.ntt_max_stages {
+            anyhow::ensure!((1..=10).contains(&t), "--ntt-max-stages must be 1..=10");
+            base.ntt.max_stages = t;
+        }
+        if let Some(t) = self.ntt_min_threads {
+            anyhow::ensure!(
+                (1..=1024).contains(&t),
+                "--ntt-min-threads must be 1..=1024"
+            );
+            base.ntt.min_threads = t;
+        }
+        if !self.ntt_split.is_empty() {
+            base.ntt.split = self.ntt_split.clone();
+        }
+        base.ntt.quotient_serial |= self.quotient_serial;
+        base.trace |= self.trace;
+        Ok(base)
+    }
+}
 
 /// Options of `cuzk bench gpu`.
 #[derive(clap::Args, Debug, Clone)]
@@ -41,9 +146,6 @@ pub struct GpuBenchArgs {
     /// which counts proof runs).
     #[arg(long = "timed-runs", default_value_t = 3)]
     pub runs: usize,
-    /// CUDA device ordinal.
-    #[arg(long = "gpu-device", default_value_t = 0)]
-    pub device: usize,
     /// Also check each MSM's smallest size against the CPU (blst).
     #[arg(long)]
     pub check: bool,
@@ -332,7 +434,7 @@ fn repeat<T: Copy>(tile: &[T], n: usize) -> Vec<T> {
 /// assignment sent once, selected on the device). Pageable inputs; bases resident (uploaded
 /// in the warm-up); the sums must agree.
 fn bench_aux(
-    device: usize,
+    options: &GpuOptions,
     sizes: &[u32],
     args: &GpuBenchArgs,
     rows: &mut Vec<Row>,
@@ -341,7 +443,7 @@ fn bench_aux(
     if sizes.is_empty() {
         return Ok(());
     }
-    let backend = super::GpuBackend::new(device)?;
+    let backend = super::GpuBackend::new(options)?;
     let tile1 = random_g1(TILE, 5);
     let tile2 = random_g2(TILE / 8, 6);
     for &lg in sizes {
@@ -414,9 +516,9 @@ fn bench_aux(
     Ok(())
 }
 
-/// Runs the benchmark and prints the table.
-pub fn run(args: GpuBenchArgs) -> anyhow::Result<()> {
-    let gpu = Gpu::open(args.device)?;
+/// Runs the benchmark on the device `options` name, tuned as they say, and prints the table.
+pub fn run(args: GpuBenchArgs, options: &GpuOptions) -> anyhow::Result<()> {
+    let gpu = Gpu::open(options)?;
     let i = &gpu.info;
     println!(
         "device {}: {} ({} SMs, {:.0} GiB, sm_{}, driver {}), kernels {} in {:.0} ms",
@@ -438,7 +540,7 @@ pub fn run(args: GpuBenchArgs) -> anyhow::Result<()> {
     bench_msm(&gpu, Curve::G1, &args.g1, &args, &mut rows)?;
     bench_msm(&gpu, Curve::G2, &args.g2, &args, &mut rows)?;
     bench_h(&gpu, &args.h, &args, &mut rows)?;
-    bench_aux(args.device, &args.aux, &args, &mut rows)?;
+    bench_aux(options, &args.aux, &args, &mut rows)?;
     println!(
         "{} timed runs each after a warm-up; ours = median (min–max)",
         args.runs

@@ -2,14 +2,13 @@
 //!
 //! The kernels are one translation unit: the files of [`SOURCES`] concatenated with their
 //! `#include "..."` lines dropped (NVRTC gets no file system). NVRTC compiles it straight to a
-//! cubin for the device's architecture. The cubin is cached under
-//! `$CUZK_KERNEL_CACHE` (else `$CACHE_DIRECTORY/kernels`, `$XDG_CACHE_HOME/cuzk` or
-//! `~/.cache/cuzk`), named by the SHA-256 of
-//! the source and options, the architecture and the driver version, so only the first start
-//! after a change pays the compilation (seconds).
+//! cubin for the device's architecture. The cubin is cached in the directory the caller names
+//! ([`super::GpuOptions::kernel_cache`], `gpu.kernel_cache`), named by the SHA-256 of the
+//! source and options, the architecture and the driver version, so only the first start after
+//! a change pays the compilation (seconds).
 
 use std::ffi::{c_char, CStr, CString};
-use std::path::PathBuf;
+use std::path::Path;
 
 use cudarc::nvrtc::sys as nv;
 use sha2::{Digest, Sha256};
@@ -46,30 +45,30 @@ pub fn translation_unit() -> String {
     out
 }
 
-fn options(arch: u32) -> Vec<String> {
+/// NVRTC's options for `arch` (90 = sm_90) with the kernel variants `defines` (`NAME` or
+/// `NAME=VALUE`, e.g. `CUZK_FP_INLINE`, from `debug.nvrtc_defines`), each a `-D` option. The
+/// cache key covers the options, so variants get their own cubins.
+pub fn options(arch: u32, defines: &[String]) -> Vec<String> {
     let mut o = vec![
         format!("--gpu-architecture=sm_{arch}"),
         "--std=c++17".into(),
         "-default-device".into(),
     ];
-    // Kernel variants for tuning (e.g. `CUZK_NVRTC_DEFINES=CUZK_FP_INLINE`): each name becomes a
-    // `-D` option. The cache key covers the options, so variants get their own cubins.
-    if let Ok(defs) = std::env::var("CUZK_NVRTC_DEFINES") {
-        o.extend(
-            defs.split(',')
-                .map(str::trim)
-                .filter(|d| !d.is_empty())
-                .map(|d| format!("-D{d}")),
-        );
-    }
+    o.extend(
+        defines
+            .iter()
+            .map(|d| d.trim())
+            .filter(|d| !d.is_empty())
+            .map(|d| format!("-D{d}")),
+    );
     o
 }
 
-/// The cache file name for this source, architecture and driver version.
-pub fn cache_key(arch: u32, driver_version: i32) -> String {
+/// The cache file name for this source, architecture, driver version and kernel variants.
+pub fn cache_key(arch: u32, driver_version: i32, defines: &[String]) -> String {
     let mut h = Sha256::new();
     h.update(translation_unit().as_bytes());
-    for o in options(arch) {
+    for o in options(arch, defines) {
         h.update(o.as_bytes());
     }
     format!(
@@ -78,28 +77,17 @@ pub fn cache_key(arch: u32, driver_version: i32) -> String {
     )
 }
 
-fn cache_dir() -> Option<PathBuf> {
-    // `CUZK_KERNEL_CACHE` is what the systemd unit and cuzkd(8) name; `CUZK_GPU_CACHE` is
-    // its older spelling; systemd's `CacheDirectory=` sets `CACHE_DIRECTORY`.
-    for var in ["CUZK_KERNEL_CACHE", "CUZK_GPU_CACHE"] {
-        if let Some(d) = std::env::var_os(var) {
-            return Some(PathBuf::from(d));
-        }
-    }
-    if let Some(d) = std::env::var_os("CACHE_DIRECTORY") {
-        return Some(PathBuf::from(d).join("kernels"));
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(d).join("cuzk"));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/cuzk"))
-}
-
-/// Returns the cubin for `arch` (e.g. 90), from the cache or by compiling (and caching) it.
-/// The second value says whether it came from the cache.
-pub fn cubin(arch: u32, driver_version: i32) -> Result<(Vec<u8>, bool), GpuError> {
-    let key = cache_key(arch, driver_version);
-    let path = cache_dir().map(|d| d.join(&key));
+/// Returns the cubin for `arch` (e.g. 90) with the kernel variants `defines`, from the cache
+/// directory `cache` (none: always compiled) or by compiling (and caching) it. The second value
+/// says whether it came from the cache.
+pub fn cubin(
+    arch: u32,
+    driver_version: i32,
+    cache: Option<&Path>,
+    defines: &[String],
+) -> Result<(Vec<u8>, bool), GpuError> {
+    let key = cache_key(arch, driver_version, defines);
+    let path = cache.map(|d| d.join(&key));
     if let Some(p) = &path {
         if let Ok(bytes) = std::fs::read(p) {
             if !bytes.is_empty() {
@@ -107,7 +95,7 @@ pub fn cubin(arch: u32, driver_version: i32) -> Result<(Vec<u8>, bool), GpuError
             }
         }
     }
-    let bin = compile(arch)?;
+    let bin = compile(arch, defines)?;
     if let Some(p) = &path {
         // A cache that cannot be written only costs the next start a compilation. Write to a
         // temporary name first so that a concurrent reader never sees half a file.
@@ -130,8 +118,9 @@ fn nv_check(r: nv::nvrtcResult, what: &str) -> Result<(), GpuError> {
     }
 }
 
-/// Compiles the kernels to a cubin with NVRTC (needs libnvrtc, not a GPU). `arch` 90 = sm_90.
-pub fn compile(arch: u32) -> Result<Vec<u8>, GpuError> {
+/// Compiles the kernels to a cubin with NVRTC (needs libnvrtc, not a GPU). `arch` 90 = sm_90;
+/// `defines` as for [`options`].
+pub fn compile(arch: u32, defines: &[String]) -> Result<Vec<u8>, GpuError> {
     // SAFETY: probing for the library only loads it; no NVRTC function runs if it is absent
     // (cudarc would panic on the first call otherwise).
     if !unsafe { nv::is_culib_present() } {
@@ -142,7 +131,7 @@ pub fn compile(arch: u32) -> Result<Vec<u8>, GpuError> {
     let src =
         CString::new(translation_unit()).map_err(|_| GpuError::Compile("NUL in source".into()))?;
     let name = CString::new("cuzk.cu").map_err(|_| GpuError::Compile("NUL in name".into()))?;
-    let opts: Vec<CString> = options(arch)
+    let opts: Vec<CString> = options(arch, defines)
         .into_iter()
         .map(|o| CString::new(o).map_err(|_| GpuError::Compile("NUL in option".into())))
         .collect::<Result<_, _>>()?;

@@ -17,6 +17,7 @@ use rayon::prelude::*;
 
 use super::compile;
 use super::error::{Ctx, GpuError};
+use super::GpuOptions;
 
 /// What the backend reports about its device.
 #[derive(Debug, Clone)]
@@ -117,14 +118,16 @@ pub struct Gpu {
     /// Page-locked buffers that uploads from pageable memory go through (allocated on first
     /// use; see [`Gpu::copy_staged`]).
     staging: Mutex<StagingState>,
-    /// `CUZK_GPU_NO_STAGING` was set when the device was opened: pageable uploads go through
-    /// the driver (for A/B runs).
-    no_staging: bool,
+    /// Bytes of one staging buffer, and of the pieces of a large pageable upload: half of
+    /// [`GpuOptions::staging_bytes`]; 0 when that is 0 (pageable uploads then go through the
+    /// driver).
+    stage_bytes: usize,
+    /// What the device was opened with; the host drivers read their tuning from it.
+    options: GpuOptions,
 }
 
-/// Bytes of one staging buffer, and of the pieces of a large pageable upload.
-const STAGE_BYTES: usize = 32 << 20;
-/// Host copies into a staging buffer go in parallel pieces of this size.
+/// Host copies into a staging buffer go in parallel pieces of this size (also the smallest
+/// staging buffer).
 const STAGE_PAR: usize = 1 << 20;
 
 /// Whether the staging buffers exist yet, or could not be had.
@@ -177,6 +180,16 @@ impl Drop for CopyFence<'_> {
     }
 }
 
+/// One staging buffer's size for a budget of `total` bytes for both: half of it, at least
+/// [`STAGE_PAR`]; 0 (no staging) for a budget of 0.
+fn stage_bytes(total: usize) -> usize {
+    if total == 0 {
+        0
+    } else {
+        (total / 2).max(STAGE_PAR)
+    }
+}
+
 /// A point in the main stream's work, for `Gpu::upload_after`.
 pub(crate) struct StreamMark(CudaEvent);
 
@@ -201,8 +214,10 @@ pub fn device_count() -> Result<usize, GpuError> {
 }
 
 impl Gpu {
-    /// Opens device `ordinal`, compiles (or loads from cache) and loads the kernels.
-    pub fn open(ordinal: usize) -> Result<Gpu, GpuError> {
+    /// Opens the device `options` name, compiles (or loads from its kernel cache) and loads the
+    /// kernels, and keeps `options` for the host drivers ([`Gpu::options`]).
+    pub fn open(options: &GpuOptions) -> Result<Gpu, GpuError> {
+        let ordinal = options.ordinal;
         device_count()?;
         let ctx = CudaContext::new(ordinal).ctx("cuCtxCreate")?;
         // SAFETY: every buffer and kernel of this context is used on `stream` only, in issue
@@ -229,7 +244,12 @@ impl Gpu {
             .ctx("cuDriverGetVersion")?;
         let arch = (major * 10 + minor) as u32;
         let t0 = Instant::now();
-        let (bin, cached) = compile::cubin(arch, driver_version)?;
+        let (bin, cached) = compile::cubin(
+            arch,
+            driver_version,
+            options.kernel_cache.as_deref(),
+            &options.nvrtc_defines,
+        )?;
         let module = ctx
             .load_module(Ptx::from_binary(bin))
             .ctx("cuModuleLoadData")?;
@@ -266,8 +286,14 @@ impl Gpu {
             copy,
             funcs,
             staging: Mutex::new(StagingState::Untried),
-            no_staging: std::env::var_os("CUZK_GPU_NO_STAGING").is_some(),
+            stage_bytes: stage_bytes(options.staging_bytes),
+            options: options.clone(),
         })
+    }
+
+    /// The options the device was opened with.
+    pub fn options(&self) -> &GpuOptions {
+        &self.options
     }
 
     /// Free and total device memory in bytes.
@@ -303,8 +329,8 @@ impl Gpu {
                 dst.len()
             )));
         }
-        if src.len() >= 2 * STAGE_BYTES && self.needs_staging(src) {
-            return self.upload_overlapped(dst, src, STAGE_BYTES, |_, _| Ok(()));
+        if src.len() >= 2 * self.stage_bytes && self.needs_staging(src) {
+            return self.upload_overlapped(dst, src, self.stage_bytes, |_, _| Ok(()));
         }
         let mut view = dst.slice.slice_mut(0..src.len());
         self.stream.memcpy_htod(src, &mut view).ctx("cuMemcpyHtoD")
@@ -449,9 +475,9 @@ impl Gpu {
     }
 
     /// Whether an upload from `src` goes through the staging buffers: pageable memory, unless
-    /// `CUZK_GPU_NO_STAGING` was set (then the driver stages it, for A/B runs).
+    /// the options gave them no memory (then the driver stages it).
     fn needs_staging(&self, src: &[u8]) -> bool {
-        !self.no_staging && !self.is_pinned(src)
+        self.stage_bytes > 0 && !self.is_pinned(src)
     }
 
     /// Whether the staging buffers have been allocated (by a pageable upload).
@@ -479,18 +505,21 @@ impl Gpu {
     }
 
     /// Issues the transfer of the pageable `src` to device address `dst` on the copy stream,
-    /// in pieces of [`STAGE_BYTES`] through the two staging buffers: the host copies a piece
+    /// in pieces of `stage_bytes` through the two staging buffers: the host copies a piece
     /// into one buffer (in parallel) while the device reads the other. On return `src` is no
     /// longer needed; the transfers may still be running (the caller orders them by events,
     /// as `upload_overlapped` does, and synchronizes the copy stream before returning).
     /// Returns false, having issued nothing, where no staging buffers could be allocated.
     fn copy_staged(&self, dst: u64, src: &[u8]) -> Result<bool, GpuError> {
+        if self.stage_bytes == 0 {
+            return Ok(false);
+        }
         let mut guard = self.staging.lock().map_err(|_| GpuError::Cuda {
             context: "staging buffers",
             message: "a previous upload panicked".into(),
         })?;
         if let StagingState::Untried = *guard {
-            *guard = match (self.pinned(STAGE_BYTES), self.pinned(STAGE_BYTES)) {
+            *guard = match (self.pinned(self.stage_bytes), self.pinned(self.stage_bytes)) {
                 (Ok(a), Ok(b)) => StagingState::Ready(Staging {
                     bufs: [a, b],
                     done: [None, None],
@@ -505,7 +534,7 @@ impl Gpu {
         let StagingState::Ready(st) = &mut *guard else {
             return Ok(false);
         };
-        for (k, piece) in src.chunks(STAGE_BYTES).enumerate() {
+        for (k, piece) in src.chunks(self.stage_bytes).enumerate() {
             let j = st.next;
             st.next ^= 1;
             if let Some(ev) = st.done[j].take() {
@@ -524,7 +553,7 @@ impl Gpu {
             // against the main stream by the caller's events.
             unsafe {
                 cudarc::driver::result::memcpy_htod_async(
-                    dst + (k * STAGE_BYTES) as u64,
+                    dst + (k * self.stage_bytes) as u64,
                     host,
                     self.copy.cu_stream(),
                 )
@@ -671,5 +700,20 @@ impl Gpu {
         // in stream order anyway).
         unsafe { b.launch(cfg) }.ctx(name)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The staging budget is split between the two buffers; 0 turns staging off, and a tiny
+    /// budget still gets buffers of one parallel piece.
+    #[test]
+    fn the_staging_budget_sizes_the_two_buffers() {
+        assert_eq!(stage_bytes(0), 0);
+        assert_eq!(stage_bytes(super::super::DEFAULT_STAGING_BYTES), 32 << 20);
+        assert_eq!(stage_bytes(256 << 20), 128 << 20);
+        assert_eq!(stage_bytes(1), STAGE_PAR);
     }
 }

@@ -3,6 +3,8 @@
 //! machines without CUDA (where [`try_backend`] returns [`GpuError::NoDevice`] and the caller
 //! uses the CPU backend).
 //!
+//! * [`GpuOptions`]: the device, kernel cache, staging memory and tuning, built once at start
+//!   and passed in (the library reads no environment).
 //! * [`compile`]: NVRTC → cubin for the device's architecture, cached on disk.
 //! * [`device`]: device discovery, context, stream, buffers, kernel launches.
 //! * [`ntt`], [`msm`]: host drivers of the kernels.
@@ -19,6 +21,7 @@ pub mod device;
 mod error;
 pub mod msm;
 pub mod ntt;
+mod options;
 #[cfg(feature = "scaffolding")]
 mod selftest;
 
@@ -27,16 +30,19 @@ use std::sync::Arc;
 pub use backend::GpuBackend;
 pub use device::DeviceInfo;
 pub use error::GpuError;
+pub use options::{GpuOptions, MsmTuning, NttTuning, DEFAULT_STAGING_BYTES, MIN_STAGING_BYTES};
 
-/// The GPU backend on device 0, or why there is none (print it and use the CPU backend).
-pub fn try_backend() -> Result<Arc<dyn crate::prover::Backend>, GpuError> {
-    Ok(Arc::new(GpuBackend::new(0)?))
+/// The GPU backend `options` describe, or why there is none (print it and use the CPU
+/// backend).
+pub fn try_backend(options: &GpuOptions) -> Result<Arc<dyn crate::prover::Backend>, GpuError> {
+    Ok(Arc::new(GpuBackend::new(options)?))
 }
 
-/// Opens device 0 for the GPU tests. They are `#[ignore]`d, so that a machine without a device
-/// reports them as ignored rather than passed, and run with `--ignored` where a device is
-/// expected (`scripts/gpu-device-run.sh`): there, no device is an error like any other.
+/// Opens the device `options` name for the GPU tests. They are `#[ignore]`d, so that a machine
+/// without a device reports them as ignored rather than passed, and run with `--ignored` where
+/// a device is expected (`scripts/gpu-device-run.sh`): there, no device is an error like any
+/// other.
 #[cfg(feature = "scaffolding")]
-pub fn test_backend() -> Result<GpuBackend, GpuError> {
-    GpuBackend::new(0)
+pub fn test_backend(options: &GpuOptions) -> Result<GpuBackend, GpuError> {
+    GpuBackend::new(options)
 }

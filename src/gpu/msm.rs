@@ -3,7 +3,7 @@
 //! The device computes, per window, Σ_k (k+1)·B_k and, separately, the sum of the bases whose
 //! scalar is 1; the host adds the ≤ 26 window sums with doublings (microseconds).
 //!
-//! Phases (their names in the `CUZK_GPU_TRACE=1` line):
+//! Phases (their names in the trace event, a `tracing` debug event with `debug.gpu_trace`):
 //! * `front`: the scalars go up in pieces of [`UPLOAD_CHUNK`] scalars on the device's copy
 //!   stream ([`Gpu::upload_overlapped`]) while `msm_front` classifies the piece before (0s
 //!   dropped, 1s listed apart, the rest listed with their signed digits, written window-major
@@ -16,8 +16,8 @@
 //! * `scan`, `scatter`: the counting sort of (window, point) pairs by bucket.
 //! * `accumulate`, `segments`, `tree`: bucket sums, window sums, down to one point per window.
 //!
-//! Tuning variables (read per MSM): `CUZK_MSM_C` (window width), `CUZK_MSM_CHUNK` (smallest
-//! bucket-accumulation chunk), `CUZK_MSM_UPLOAD_CHUNK` (scalars per upload piece).
+//! Tuning (the device handle's [`super::MsmTuning`], from `[debug]` or `cuzk bench gpu` flags):
+//! the window width, the smallest bucket-accumulation chunk, the scalars per upload piece.
 
 use blst::{blst_fp, blst_fp2, blst_p1, blst_p2};
 use blstrs::{G1Projective, G2Projective};
@@ -85,11 +85,13 @@ enum Kernel {
 const ONES_PER_THREAD: u64 = 32;
 /// Points summed per thread and round of the tree reduction.
 const TREE_FANIN: u64 = 8;
-/// Smallest chunk of the balanced bucket accumulation, in points (`CUZK_MSM_CHUNK` overrides).
-const CHUNK_MIN: u64 = 128;
+/// Smallest chunk of the balanced bucket accumulation, in points (the default of
+/// [`super::MsmTuning::chunk_min`]).
+pub const CHUNK_MIN: u64 = 128;
 /// Buckets per thread in the window reduction.
 const SEGMENT: u32 = 16;
-/// Scalars per piece of the overlapped upload (`CUZK_MSM_UPLOAD_CHUNK` overrides). 2^20
+/// Scalars per piece of the overlapped upload (the default of
+/// [`super::MsmTuning::upload_chunk`]). 2^20
 /// scalars are 32 MiB, about 0.65 ms at the ≈ 50 GB/s the H200 reaches from pinned memory; the
 /// front end then takes about the whole upload plus `msm_front` on the last piece (G1 2^27:
 /// front 89.6 ms, where upload, classify and digits took 85 + 7 + 28 ms one after the other).
@@ -110,14 +112,9 @@ pub const REDIGIT_SHARE: u64 = 4;
 /// Window width for `m` full scalars, from sweeps on the H200 (docs/gpu-notes.md): 16-bit
 /// windows (16 windows, the top one balanced) up to 2^22 points; G1 19 at 2^23 and 20 from 2^24
 /// to 2^27; G2 16 up to 2^27; 22 above (fewer windows keep the bucket lists within u32 offsets). Larger windows shrink the m·(255/c + 1) bucket additions but grow the
-/// per-bucket reduction and memory. `CUZK_MSM_C` overrides (for tuning).
+/// per-bucket reduction and memory. [`super::MsmTuning::window_bits`] may force another width
+/// (for tuning).
 pub fn window_bits(m: usize, curve: Curve) -> u32 {
-    if let Some(c) = std::env::var("CUZK_MSM_C")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
-        return c.clamp(4, 24);
-    }
     let k = usize::BITS - m.max(1).leading_zeros() - 1; // floor(log2 m)
     match (k, curve) {
         (0..=9, _) => (k + 2).max(4),
@@ -140,8 +137,9 @@ pub struct MsmParts {
     pub ones: Option<Vec<u64>>,
 }
 
-/// Per-phase timings when `CUZK_GPU_TRACE` is set (synchronizes after each phase, so only
-/// for diagnosis).
+/// Per-phase timings when the device's options ask for them (`debug.gpu_trace`): the device
+/// is synchronized after each phase, so only for diagnosis. Emitted as one `tracing` debug
+/// event per MSM.
 struct Trace {
     on: bool,
     last: std::time::Instant,
@@ -149,9 +147,9 @@ struct Trace {
 }
 
 impl Trace {
-    fn new() -> Self {
+    fn new(gpu: &Gpu) -> Self {
         Trace {
-            on: std::env::var_os("CUZK_GPU_TRACE").is_some(),
+            on: gpu.options().trace,
             last: std::time::Instant::now(),
             marks: Vec::new(),
         }
@@ -166,14 +164,15 @@ impl Trace {
         }
         Ok(())
     }
-    fn print(&self, what: String) {
+    /// The event: what the MSM was (`what`) and each phase's milliseconds.
+    fn emit(&self, what: &str) {
         if self.on {
-            let parts: Vec<String> = self
+            let phases_ms: Vec<String> = self
                 .marks
                 .iter()
                 .map(|(n, t)| format!("{n} {t:.2}"))
                 .collect();
-            eprintln!("trace {what}: {}", parts.join(", "));
+            tracing::debug!(msm = what, phases_ms = %phases_ms.join(", "), "gpu msm trace");
         }
     }
 }
@@ -307,11 +306,7 @@ fn accumulate(
     let mut m = [0u8; 4];
     gpu.download(&max, &mut m)?;
     let max_size = u32::from_le_bytes(m) as f64;
-    let k_min = std::env::var("CUZK_MSM_CHUNK")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(CHUNK_MIN)
-        .max(1);
+    let k_min = gpu.options().msm.chunk_min.max(1);
     let k = (max_size.sqrt().ceil() as u64).max(k_min);
     let chunks = total.div_ceil(k);
     let buckets = gpu.alloc(nb as usize * curve.xyzz_bytes())?;
@@ -344,8 +339,8 @@ fn accumulate(
 
 /// Σ scalars[i]·bases[i] for `n` bases already on the device and `scalars` as raw blst_fr
 /// bytes (32 per scalar, Montgomery form), pinned or pageable host memory. The scalars go up in
-/// pieces of [`UPLOAD_CHUNK`] scalars, or `CUZK_MSM_UPLOAD_CHUNK` (a count of scalars, for
-/// tuning).
+/// pieces of the device options' [`super::MsmTuning::upload_chunk`] scalars ([`UPLOAD_CHUNK`]
+/// by default).
 pub fn msm(
     gpu: &Gpu,
     curve: Curve,
@@ -353,10 +348,7 @@ pub fn msm(
     n: usize,
     scalars: &[u8],
 ) -> Result<MsmParts, GpuError> {
-    let chunk = std::env::var("CUZK_MSM_UPLOAD_CHUNK")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(UPLOAD_CHUNK);
+    let chunk = gpu.options().msm.upload_chunk;
     msm_chunked(gpu, curve, bases, n, scalars, chunk)
 }
 
@@ -424,12 +416,13 @@ fn msm_from(
         return Err(GpuError::Input(format!("MSM of {n} points exceeds 2^31")));
     }
     let nn = n as u64;
-    let mut tr = Trace::new();
+    let mut tr = Trace::new(gpu);
+    let tuning = &gpu.options().msm;
 
     // Front end: upload, classification and digits together, a piece at a time. The digits are
     // written while the scalars arrive, before the number m of full scalars is known: with the
     // window width chosen for n, and with a window stride of n.
-    let c_front = window_bits(n, curve);
+    let c_front = tuning.window_bits(n, curve);
     let nw_front = (255 / c_front + 1) as u64;
     let nb_front = nw_front << (c_front - 1);
     let pieces = match &source {
@@ -514,7 +507,7 @@ fn msm_from(
     }
     // The window width for m, where few of the scalars are full ones (see REDIGIT_SHARE): the
     // digits again from the canonical scalars msm_front left in place, stride m.
-    let c_m = window_bits(m as usize, curve);
+    let c_m = tuning.window_bits(m as usize, curve);
     let (c, stride, digits, offsets) = if m * REDIGIT_SHARE <= nn && c_m.abs_diff(c_front) >= 2 {
         drop((digits_front, offsets_front));
         let nw = (255 / c_m + 1) as u64;
@@ -593,7 +586,7 @@ fn msm_from(
     let sums = reduce_tree(gpu, curve, seg_out, nw, segs)?;
     let windows = to_jacobian(gpu, curve, &sums, nw as usize)?;
     tr.mark(gpu, "tree")?;
-    tr.print(format!(
+    tr.emit(&format!(
         "{curve:?} n={n} ones={n_ones} full={m} c={c} {pieces}"
     ));
     Ok(MsmParts {

@@ -10,10 +10,11 @@ use crate::prover::ntt::root_of_unity;
 
 /// Bytes of one Fr element on the device.
 pub const FR_BYTES: usize = 32;
-/// Stages per shared-memory pass.
-const MAX_STAGES: u32 = 9;
-/// Fewest threads per pass block (2^20: 128 against 32 for one 7-stage group per block).
-const MIN_THREADS: u32 = 128;
+/// Stages per shared-memory pass (the default of [`super::NttTuning::max_stages`]).
+pub const MAX_STAGES: u32 = 9;
+/// Fewest threads per pass block (2^20: 128 against 32 for one 7-stage group per block; the
+/// default of [`super::NttTuning::min_threads`]).
+pub const MIN_THREADS: u32 = 128;
 /// Entries of each power table (2^POW_LO_BITS in ntt.cu).
 const POW_TABLE: usize = 1 << 14;
 /// Largest transform: the power tables cover exponents below 2^28.
@@ -81,8 +82,8 @@ pub struct Domain {
     /// 1/(g^n − 1), the inverse of Z on the coset.
     z_inv: DevBuf,
     shape: PassShape,
-    /// `CUZK_QUOTIENT_SERIAL` was set when the domain was built (see
-    /// [`Domain::quotient_from_host`]).
+    /// The device options' [`super::NttTuning::quotient_serial`] when the domain was built
+    /// (see [`Domain::quotient_from_host`]).
     serial_uploads: bool,
 }
 
@@ -97,8 +98,8 @@ enum Scale<'a> {
 
 /// How passes are cut and launched: at most `max_stages` stages per pass (or an explicit
 /// `split`), at least `min_threads` threads per block (several groups per block when one group,
-/// a thread per four elements, has fewer), and whether each pass is timed (`trace`). Read from
-/// the environment once per domain.
+/// a thread per four elements, has fewer), and whether each pass is timed (`trace`). Taken from
+/// the device's options once per domain.
 #[derive(Clone, Debug)]
 struct PassShape {
     max_stages: u32,
@@ -108,23 +109,15 @@ struct PassShape {
 }
 
 impl PassShape {
-    /// The defaults, or for tuning runs CUZK_NTT_MAX_STAGES (1..=10), CUZK_NTT_MIN_THREADS,
-    /// CUZK_NTT_SPLIT (e.g. "10,9,8": stages per pass, used where they add up to the size and
-    /// none exceeds 10) and CUZK_GPU_TRACE (per-pass times on stderr).
-    fn from_env() -> Self {
-        let num = |k: &str, d: u32| {
-            std::env::var(k)
-                .ok()
-                .and_then(|v| v.parse::<u32>().ok())
-                .unwrap_or(d)
-        };
+    /// The shape the device's options ask for (see [`super::NttTuning`]), clamped to what the
+    /// kernel supports: 1..=10 stages per pass, 1..=1024 threads per block.
+    fn from_options(gpu: &Gpu) -> Self {
+        let o = gpu.options();
         PassShape {
-            max_stages: num("CUZK_NTT_MAX_STAGES", MAX_STAGES).clamp(1, 10),
-            min_threads: num("CUZK_NTT_MIN_THREADS", MIN_THREADS).clamp(1, 1024),
-            split: std::env::var("CUZK_NTT_SPLIT")
-                .ok()
-                .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect()),
-            trace: std::env::var_os("CUZK_GPU_TRACE").is_some(),
+            max_stages: o.ntt.max_stages.clamp(1, 10),
+            min_threads: o.ntt.min_threads.clamp(1, 1024),
+            split: (!o.ntt.split.is_empty()).then(|| o.ntt.split.clone()),
+            trace: o.trace,
         }
     }
 
@@ -195,8 +188,8 @@ impl Domain {
             coset_inv_n_inv: PowTables::new(gpu, g_inv, n_inv)?,
             n_inv: PowTables::new(gpu, Scalar::ONE, n_inv)?,
             z_inv: gpu.upload_new(scalar_bytes(&[inv(z)?]))?,
-            shape: PassShape::from_env(),
-            serial_uploads: std::env::var_os("CUZK_QUOTIENT_SERIAL").is_some(),
+            shape: PassShape::from_options(gpu),
+            serial_uploads: gpu.options().ntt.quotient_serial,
         })
     }
 
@@ -267,11 +260,13 @@ impl Domain {
             )?;
             if self.shape.trace {
                 gpu.sync()?;
-                eprintln!(
-                    "trace NTT 2^{} pass {p} (stages {s0}..{}): {:.3} ms",
-                    self.lg,
-                    s0 + t,
-                    t0.elapsed().as_secs_f64() * 1e3
+                tracing::debug!(
+                    log_size = self.lg,
+                    pass = p,
+                    first_stage = s0,
+                    stages = t,
+                    ms = t0.elapsed().as_secs_f64() * 1e3,
+                    "gpu ntt pass trace"
                 );
             }
             s0 += t;
@@ -314,8 +309,8 @@ impl Domain {
     /// coefficients. Each input's transforms are issued before
     /// the next input is sent, and the uploads are ordered only after the allocations
     /// (`Gpu::upload_after`), so that B and C travel while the transforms of A and B run.
-    /// `CUZK_QUOTIENT_SERIAL` set (to anything) when the domain is built orders each upload
-    /// after all earlier work instead (A/B runs).
+    /// [`super::NttTuning::quotient_serial`] set in the device's options when the domain is
+    /// built orders each upload after all earlier work instead (A/B runs).
     pub fn quotient_from_host(
         &self,
         gpu: &Gpu,

@@ -2,57 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The four kinds of Groth16 proof a storage provider needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum ProofKind {
-    /// PoRep C2: the SNARK over a sector's SealCommitPhase1Output.
-    PoRep,
-    /// SnapDeals: the empty-sector-update proof.
-    SnapDeals,
-    /// One WindowPoSt partition proof.
-    WindowPoSt,
-    /// A WinningPoSt proof.
-    WinningPoSt,
-}
-
-impl ProofKind {
-    /// Every kind, in a stable order.
-    pub const ALL: [ProofKind; 4] = [
-        ProofKind::PoRep,
-        ProofKind::SnapDeals,
-        ProofKind::WindowPoSt,
-        ProofKind::WinningPoSt,
-    ];
-
-    /// The lower-case name used on the command line and in logs (`porep`, `snap`,
-    /// `window-post`, `winning-post`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProofKind::PoRep => "porep",
-            ProofKind::SnapDeals => "snap",
-            ProofKind::WindowPoSt => "window-post",
-            ProofKind::WinningPoSt => "winning-post",
-        }
-    }
-}
-
-impl std::fmt::Display for ProofKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for ProofKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ProofKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown proof kind {s:?} (porep, snap, window-post, winning-post)")
-            })
-    }
-}
+/// The four kinds of proof; defined with the parameter identities (`srs`), which name the kind
+/// each parameter set serves, so that `srs` needs nothing from this layer.
+pub use crate::srs::ProofKind;
 
 /// A proving request. Every payload is the raw bytes a miner produces (JSON), so that the
 /// request can be hashed for idempotency and parsed (and rejected) by the library.

@@ -8,9 +8,82 @@ use blstrs::{G1Projective, Scalar};
 use super::{dense, msm, ntt, Backend, PreparedSrs, ProverError, Witness, WitnessSums};
 use crate::srs::Srs;
 
+/// How the CPU prover computes, built once at start from the configuration (`[debug]`
+/// `cpu_simd` and `cpu_msm_window_bits`, see cuzk.toml(5)) or from `cuzk bench` flags, and
+/// handed to [`CpuBackend::new`]. The defaults are what production runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuOptions {
+    /// Whether the eight-lane AVX-512 IFMA paths (the MSM's batch solver and the quotient's
+    /// passes) may run. They run where this is set and the CPU has the instructions; unset,
+    /// the portable paths run everywhere (for A/B runs and for testing the portable paths on
+    /// an IFMA machine). Both give the same bits.
+    pub simd: bool,
+    /// A window width (2..=24 bits) forced on our Pippenger for sweeps; `None` chooses it per
+    /// MSM from the size (the production setting).
+    pub msm_window_bits: Option<u32>,
+}
+
+impl Default for CpuOptions {
+    fn default() -> Self {
+        CpuOptions {
+            simd: true,
+            msm_window_bits: None,
+        }
+    }
+}
+
+impl CpuOptions {
+    /// The smallest and largest window width [`CpuOptions::msm_window_bits`] may force.
+    pub const WINDOW_BITS: std::ops::RangeInclusive<u32> = 2..=24;
+
+    /// Whether the eight-lane paths run with these options on this CPU.
+    pub fn vector_paths(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.simd && super::simd::detected()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// The options the configuration's `[debug]` keys `cpu_simd` and `cpu_msm_window_bits`
+    /// describe (their ranges were checked when it was parsed).
+    pub fn from_config(config: &crate::config::Config) -> Self {
+        CpuOptions {
+            simd: config.debug.cpu_simd,
+            msm_window_bits: config.debug.cpu_msm_window_bits,
+        }
+    }
+
+    /// The quotient's arithmetic with these options on this CPU.
+    pub fn arith(&self) -> ntt::Arith {
+        if self.vector_paths() {
+            ntt::Arith::Ifma
+        } else {
+            ntt::Arith::Scalar
+        }
+    }
+}
+
 /// Proves on the CPU with every core rayon (and, for small MSMs, blst) is given.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct CpuBackend;
+#[derive(Debug, Default, Clone)]
+pub struct CpuBackend {
+    options: CpuOptions,
+}
+
+impl CpuBackend {
+    /// A CPU backend computing as `options` say.
+    pub fn new(options: CpuOptions) -> Self {
+        CpuBackend { options }
+    }
+
+    /// The options it was built with.
+    pub fn options(&self) -> &CpuOptions {
+        &self.options
+    }
+}
 
 impl Backend for CpuBackend {
     fn name(&self) -> String {
@@ -19,13 +92,17 @@ impl Backend for CpuBackend {
 
     /// Nothing to do: the CPU reads the points where the parameter cache keeps them.
     fn prepare(&self, srs: Arc<Srs>) -> Result<Arc<dyn PreparedSrs>, ProverError> {
-        Ok(Arc::new(CpuPrepared { srs }))
+        Ok(Arc::new(CpuPrepared {
+            srs,
+            options: self.options.clone(),
+        }))
     }
 }
 
-/// A parameter set on the CPU: the host points themselves.
+/// A parameter set on the CPU: the host points themselves, and how to compute with them.
 struct CpuPrepared {
     srs: Arc<Srs>,
+    options: CpuOptions,
 }
 
 impl PreparedSrs for CpuPrepared {
@@ -42,10 +119,10 @@ impl PreparedSrs for CpuPrepared {
         b: Vec<Scalar>,
         c: Vec<Scalar>,
     ) -> Result<G1Projective, ProverError> {
-        let h = ntt::quotient(a, b, c)?;
+        let h = ntt::quotient_using(a, b, c, self.options.arith())?;
         timed("h", || {
             check_len("H query", self.srs.h.len(), h.len())?;
-            Ok(msm::msm_g1(&self.srs.h, &h))
+            Ok(msm::msm_g1_with(&self.options, &self.srs.h, &h))
         })
     }
 
@@ -54,7 +131,7 @@ impl PreparedSrs for CpuPrepared {
     /// they run together. Each closure owns the vectors it reads and drops them as soon as its
     /// MSMs are done (the aux assignment of a 32 GiB partition is 4 GiB).
     fn witness_sums(&self, w: Witness) -> Result<WitnessSums, ProverError> {
-        let srs = &*self.srs;
+        let (srs, o) = (&*self.srs, &self.options);
         let Witness {
             input,
             aux,
@@ -74,11 +151,11 @@ impl PreparedSrs for CpuPrepared {
         check_len("B inputs", b_in, b_input.len())?;
         let l_and_a = move || {
             rayon::join(
-                move || timed("l", || Ok(msm::msm_g1(&srs.l, &aux))),
+                move || timed("l", || Ok(msm::msm_g1_with(o, &srs.l, &aux))),
                 move || {
                     timed("a", || {
-                        Ok(msm::msm_g1(&srs.a[..n_in], &input)
-                            + msm::msm_g1(&srs.a[n_in..], &a_aux))
+                        Ok(msm::msm_g1_with(o, &srs.a[..n_in], &input)
+                            + msm::msm_g1_with(o, &srs.a[n_in..], &a_aux))
                     })
                 },
             )
@@ -87,14 +164,14 @@ impl PreparedSrs for CpuPrepared {
             rayon::join(
                 || {
                     timed("b_g1", || {
-                        Ok(msm::msm_g1(&srs.b_g1[..b_in], &b_input)
-                            + msm::msm_g1(&srs.b_g1[b_in..], &b_aux))
+                        Ok(msm::msm_g1_with(o, &srs.b_g1[..b_in], &b_input)
+                            + msm::msm_g1_with(o, &srs.b_g1[b_in..], &b_aux))
                     })
                 },
                 || {
                     timed("b_g2", || {
-                        Ok(msm::msm_g2(&srs.b_g2[..b_in], &b_input)
-                            + msm::msm_g2(&srs.b_g2[b_in..], &b_aux))
+                        Ok(msm::msm_g2_with(o, &srs.b_g2[..b_in], &b_input)
+                            + msm::msm_g2_with(o, &srs.b_g2[b_in..], &b_aux))
                     })
                 },
             )
@@ -124,5 +201,27 @@ fn check_len(what: &'static str, left: usize, right: usize) -> Result<(), Prover
         Ok(())
     } else {
         Err(ProverError::LengthMismatch { what, left, right })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_defaults_are_the_built_in_ones() {
+        let config = crate::config::Config::default();
+        assert_eq!(CpuOptions::from_config(&config), CpuOptions::default());
+    }
+
+    #[test]
+    fn simd_off_runs_the_portable_arithmetic() {
+        let portable = CpuOptions {
+            simd: false,
+            ..CpuOptions::default()
+        };
+        assert!(!portable.vector_paths());
+        assert_eq!(portable.arith(), ntt::Arith::Scalar);
+        assert_eq!(CpuOptions::default().arith(), ntt::Arith::best());
     }
 }

@@ -34,7 +34,7 @@ use std::arch::x86_64::{
 use blst::blst_fr;
 use blstrs::Scalar;
 
-pub use super::simd::{available, detected, LANES};
+pub use super::simd::{detected, LANES};
 use super::simd::{splat, MASK52};
 
 /// Limbs per element: five of 52 bits hold r < 2^255.

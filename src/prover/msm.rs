@@ -11,6 +11,7 @@
 
 use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine, MultiPoint};
 
+use super::cpu::CpuOptions;
 use super::pippenger;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
@@ -80,9 +81,15 @@ fn scalar_limbs(scalars: &[Scalar], idx: Option<&[usize]>) -> Vec<[u64; 4]> {
 }
 
 macro_rules! cpu_msm {
-    ($name:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty, $curve:ty) => {
-        /// Σ scalars[i]·bases[i] on the CPU.
+    ($name:ident, $with:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty, $curve:ty) => {
+        /// Σ scalars[i]·bases[i] on the CPU with the default [`CpuOptions`] (the reference
+        /// that tests and benchmarks compare with).
         pub fn $name(bases: &[$affine], scalars: &[Scalar]) -> $proj {
+            $with(&CpuOptions::default(), bases, scalars)
+        }
+
+        /// Σ scalars[i]·bases[i] on the CPU, computed as `options` say.
+        pub fn $with(options: &CpuOptions, bases: &[$affine], scalars: &[Scalar]) -> $proj {
             assert_eq!(
                 bases.len(),
                 scalars.len(),
@@ -112,7 +119,8 @@ macro_rules! cpu_msm {
             };
             let mut acc = <$proj>::identity();
             if !ones.is_empty() {
-                let raw: $raw_proj = pippenger::sum_indexed::<$curve>(raw_bases, &ones);
+                let raw: $raw_proj =
+                    pippenger::sum_indexed::<$curve>(raw_bases, &ones, options.vector_paths());
                 // SAFETY: the blstrs projective type is `#[repr(transparent)]` over blst's raw
                 // projective point.
                 acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
@@ -121,7 +129,7 @@ macro_rules! cpu_msm {
             // (Only reached with more than NAIVE_LIMIT full scalars, so `points` is never empty,
             // which blst's `mult` needs.)
             let full_msm = |points: &[$raw_affine], limbs: &[[u64; 4]]| -> $raw_proj {
-                if points.len() < pippenger::min_points() {
+                if points.len() < pippenger::min_points(options) {
                     let bytes: Vec<u8> = limbs
                         .iter()
                         .flatten()
@@ -129,23 +137,28 @@ macro_rules! cpu_msm {
                         .collect();
                     points.mult(&bytes, 255)
                 } else {
-                    pippenger::msm::<$curve>(points, limbs)
+                    pippenger::msm::<$curve>(points, limbs, options)
                 }
             };
             if full.len() <= NAIVE_LIMIT {
                 acc += full.iter().map(|&i| bases[i] * scalars[i]).sum::<$proj>();
-            } else if full.len() == bases.len() && full.len() >= pippenger::min_points() {
+            } else if full.len() == bases.len() && full.len() >= pippenger::min_points(options) {
                 // Every scalar is full-width (the H query, whose values do not repeat): no
                 // copy of the bases.
-                let raw = pippenger::msm::<$curve>(raw_bases, &scalar_limbs(scalars, None));
+                let raw =
+                    pippenger::msm::<$curve>(raw_bases, &scalar_limbs(scalars, None), options);
                 // SAFETY: as above, a transparent wrapper over the same raw point.
                 acc += unsafe { std::mem::transmute::<$raw_proj, $proj>(raw) };
             } else {
                 let limbs = scalar_limbs(scalars, Some(&full));
                 let raw = match pippenger::group_equal(&full, &limbs) {
                     Some(g) => {
-                        let sums =
-                            pippenger::sum_groups::<$curve>(raw_bases, &g.indices, &g.bounds);
+                        let sums = pippenger::sum_groups::<$curve>(
+                            raw_bases,
+                            &g.indices,
+                            &g.bounds,
+                            options.vector_paths(),
+                        );
                         full_msm(&sums, &g.limbs)
                     }
                     None => full_msm(&gather(&full), &limbs),
@@ -160,6 +173,7 @@ macro_rules! cpu_msm {
 
 cpu_msm!(
     msm_g1,
+    msm_g1_with,
     G1Affine,
     G1Projective,
     blst_p1_affine,
@@ -168,6 +182,7 @@ cpu_msm!(
 );
 cpu_msm!(
     msm_g2,
+    msm_g2_with,
     G2Affine,
     G2Projective,
     blst_p2_affine,
@@ -227,7 +242,7 @@ mod tests {
     #[test]
     fn all_full_scalars_take_the_no_copy_path() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(9);
-        let n = pippenger::min_points() + 1;
+        let n = pippenger::min_points(&CpuOptions::default()) + 1;
         let bases: Vec<G1Affine> = (0..n)
             .map(|_| G1Projective::random(&mut rng).to_affine())
             .collect();
@@ -254,7 +269,7 @@ mod tests {
                 }
             })
             .collect();
-        assert!(scalar_classes(&scalars).full >= pippenger::min_points());
+        assert!(scalar_classes(&scalars).full >= pippenger::min_points(&CpuOptions::default()));
         let bytes: Vec<u8> = scalars.iter().flat_map(|s| s.to_bytes_le()).collect();
         // SAFETY: transparent wrappers over blst's raw points, as in the code under test.
         let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const blst_p1_affine, n) };

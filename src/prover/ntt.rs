@@ -700,8 +700,8 @@ impl Domain {
 /// 5. the bit-reversal permutation, into B's buffer, which is returned.
 ///
 /// The arithmetic is [`Arith::best`]'s: eight lanes at once with AVX-512 IFMA where the CPU
-/// has it (and `CUZK_CPU_SIMD` is not `off`), blst's products otherwise. Both give the same
-/// bits.
+/// has it, blst's products otherwise; [`quotient_using`] takes it as an argument (the CPU
+/// backend passes its options' choice). Both give the same bits.
 pub fn quotient(
     a: Vec<Scalar>,
     b: Vec<Scalar>,
@@ -721,11 +721,12 @@ pub enum Arith {
 }
 
 impl Arith {
-    /// The fastest this CPU runs: [`Arith::Ifma`] where the CPU has AVX-512 IFMA and the
-    /// environment variable `CUZK_CPU_SIMD` is not `off` (both read once per process).
+    /// The fastest this CPU runs: [`Arith::Ifma`] where the CPU has AVX-512 IFMA (checked
+    /// once per process). The CPU backend's choice, which its options may turn off, is
+    /// [`super::cpu::CpuOptions::arith`].
     pub fn best() -> Arith {
         #[cfg(target_arch = "x86_64")]
-        if super::fr52::available() {
+        if super::fr52::detected() {
             return Arith::Ifma;
         }
         Arith::Scalar

@@ -11,16 +11,9 @@ pub const LANES: usize = 8;
 /// The low 52 bits of a lane, one radix-2^52 limb.
 pub const MASK52: u64 = (1 << 52) - 1;
 
-/// Whether this CPU runs the eight-lane paths: AVX-512 IFMA is present and `CUZK_CPU_SIMD` is
-/// not `off` (both checked once per process).
-pub fn available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE
-        .get_or_init(|| std::env::var("CUZK_CPU_SIMD").map_or(true, |v| v != "off") && detected())
-}
-
 /// Whether this CPU has the instructions of the eight-lane paths (AVX-512F, DQ and IFMA),
-/// whatever the environment says (tests compare both paths in one process with it).
+/// checked once per process. Whether they run is [`super::cpu::CpuOptions::vector_paths`]:
+/// this and the `simd` option.
 pub fn detected() -> bool {
     static DETECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *DETECTED.get_or_init(|| {

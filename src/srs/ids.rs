@@ -4,7 +4,57 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::proofs::ProofKind;
+/// The four kinds of Groth16 proof a storage provider needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ProofKind {
+    /// PoRep C2: the SNARK over a sector's SealCommitPhase1Output.
+    PoRep,
+    /// SnapDeals: the empty-sector-update proof.
+    SnapDeals,
+    /// One WindowPoSt partition proof.
+    WindowPoSt,
+    /// A WinningPoSt proof.
+    WinningPoSt,
+}
+
+impl ProofKind {
+    /// Every kind, in a stable order.
+    pub const ALL: [ProofKind; 4] = [
+        ProofKind::PoRep,
+        ProofKind::SnapDeals,
+        ProofKind::WindowPoSt,
+        ProofKind::WinningPoSt,
+    ];
+
+    /// The lower-case name used on the command line and in logs (`porep`, `snap`,
+    /// `window-post`, `winning-post`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProofKind::PoRep => "porep",
+            ProofKind::SnapDeals => "snap",
+            ProofKind::WindowPoSt => "window-post",
+            ProofKind::WinningPoSt => "winning-post",
+        }
+    }
+}
+
+impl std::fmt::Display for ProofKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ProofKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ProofKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown proof kind {s:?} (porep, snap, window-post, winning-post)")
+            })
+    }
+}
 
 /// The parameter-file version prefix filecoin-proofs 19 uses.
 pub const PARAMS_VERSION: usize = 28;
@@ -39,12 +89,9 @@ impl ParamsId {
     }
 }
 
-/// `FIL_PROOFS_PARAMETER_CACHE`, or filecoin-proofs' default `/var/tmp/filecoin-proof-parameters`.
-pub fn default_param_dir() -> PathBuf {
-    std::env::var_os("FIL_PROOFS_PARAMETER_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/filecoin-proof-parameters"))
-}
+/// filecoin-proofs' default parameter cache, where `FIL_PROOFS_PARAMETER_CACHE` is not set (the
+/// variable is read by the binaries, never here).
+pub const DEFAULT_PARAM_DIR: &str = "/var/tmp/filecoin-proof-parameters";
 
 /// A `.params` file found in the cache directory.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -14,5 +14,5 @@ mod parse;
 
 pub use cache::{LoadedParams, SrsCache};
 pub use error::SrsError;
-pub use ids::{default_param_dir, list_param_dir, ListedParams, ParamsId};
+pub use ids::{list_param_dir, ListedParams, ParamsId, ProofKind, DEFAULT_PARAM_DIR};
 pub use parse::{load_srs, Section, Srs};

@@ -12,8 +12,9 @@ use super::curve::Coord;
 /// the sum is x₃ = λ² − x₁ − x₂, y₃ = λ·(x₁ − x₃) − y₁. Two points with x₁ = x₂ that are not
 /// equal (or have y = 0) cancel.
 pub trait AffineBatch<F>: Send {
-    /// A solver for batches of up to `cap` additions.
-    fn new(cap: usize) -> Self;
+    /// A solver for batches of up to `cap` additions; `simd` allows the eight-lane solver
+    /// where the CPU has it ([`crate::prover::cpu::CpuOptions::vector_paths`]).
+    fn new(cap: usize, simd: bool) -> Self;
     /// Queues (x₁, y₁) + (x₂, y₂). At most `cap` additions may wait for [`Self::solve`].
     fn push(&mut self, x1: &F, y1: &F, x2: &F, y2: &F);
     /// Solves the queued additions and empties the queue: `sink(k, Some((x₃, y₃)))` for the
@@ -48,7 +49,8 @@ pub struct ScalarBatch<F> {
 }
 
 impl<F: Coord> AffineBatch<F> for ScalarBatch<F> {
-    fn new(cap: usize) -> Self {
+    /// The portable solver whatever `simd` says.
+    fn new(cap: usize, _simd: bool) -> Self {
         ScalarBatch {
             ops: Vec::with_capacity(cap),
             den: vec![F::default(); cap],

@@ -42,8 +42,9 @@ pub struct Buckets<'a, C: Curve> {
 }
 
 impl<'a, C: Curve> Buckets<'a, C> {
-    /// `count` empty buckets over `points` (indices passed to [`Self::add`] refer to it).
-    pub fn new(points: &'a [C::Affine], count: usize) -> Self {
+    /// `count` empty buckets over `points` (indices passed to [`Self::add`] refer to it);
+    /// `simd` allows the eight-lane batch solver.
+    pub fn new(points: &'a [C::Affine], count: usize, simd: bool) -> Self {
         assert!(
             points.len() <= u32::MAX as usize && count <= u32::MAX as usize,
             "chunk too large for 32-bit indices"
@@ -62,7 +63,7 @@ impl<'a, C: Curve> Buckets<'a, C> {
             batch: Vec::with_capacity(cap),
             deferred: Vec::with_capacity(cap),
             spill: Vec::new(),
-            solver: <C::F as Coord>::Batch::new(cap),
+            solver: <C::F as Coord>::Batch::new(cap, simd),
             cap,
         }
     }

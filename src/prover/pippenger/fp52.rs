@@ -29,7 +29,7 @@ use blst::blst_fp2;
 
 use super::curve::Coord;
 
-pub use crate::prover::simd::{available, LANES};
+pub use crate::prover::simd::{detected, LANES};
 use crate::prover::simd::{splat, MASK52};
 
 /// The modulus p in radix 2^52.
@@ -396,7 +396,7 @@ impl Fp2x8 {
 /// Eight elements of a coordinate field in vector registers, and their form in memory.
 ///
 /// # Safety
-/// Every `unsafe` method requires a CPU with AVX-512F and IFMA ([`available`]).
+/// Every `unsafe` method requires a CPU with AVX-512F and IFMA ([`detected`]).
 pub trait Packed: Copy {
     /// The element as blst stores it.
     type Elem: Coord;
@@ -542,7 +542,7 @@ mod tests {
                 wa.set(lane, &raw(*a));
                 wb.set(lane, &raw(*b));
             }
-            // SAFETY: the caller checked `available()`.
+            // SAFETY: the caller checked `detected()`.
             unsafe { f(&Fp8::load(&wa), &Fp8::load(&wb)).store(&mut wr) };
             out.extend((0..group.len()).map(|lane| wr.get(lane)));
         }
@@ -559,12 +559,12 @@ mod tests {
 
     #[test]
     fn packing_round_trips_and_arithmetic_matches_blst() {
-        if !available() {
+        if !detected() {
             eprintln!("skipped: no AVX-512 IFMA on this CPU (the scalar path is tested elsewhere)");
             return;
         }
         let pairs = pairs();
-        // SAFETY (all closures): `available()` holds, so AVX-512F and IFMA are present.
+        // SAFETY (all closures): `detected()` holds, so AVX-512F and IFMA are present.
         let same = lanes(&pairs, |a, _| *a);
         let prod = lanes(&pairs, |a, b| unsafe { Fp8::canonical(&Fp8::mul(a, b)) });
         let diff = lanes(&pairs, |a, b| unsafe { Fp8::canonical(&Fp8::sub(a, b)) });
@@ -579,7 +579,7 @@ mod tests {
 
     #[test]
     fn fp2_products_and_squares_match_blst() {
-        if !available() {
+        if !detected() {
             eprintln!("skipped: no AVX-512 IFMA on this CPU (the scalar path is tested elsewhere)");
             return;
         }
@@ -605,7 +605,7 @@ mod tests {
                     [Words::default(); 2],
                     [Words::default(); 2],
                 );
-                // SAFETY: `available()` holds, so AVX-512F and IFMA are present.
+                // SAFETY: `detected()` holds, so AVX-512F and IFMA are present.
                 unsafe {
                     let (a, b) = (<Fp2x8 as Packed>::load(&wa), <Fp2x8 as Packed>::load(&wb));
                     let canonical = |x| <Fp2x8 as Packed>::canonical(&x);

@@ -21,6 +21,7 @@ pub use sum::{sum_groups, sum_indexed};
 
 use rayon::prelude::*;
 
+use super::cpu::CpuOptions;
 use buckets::Buckets;
 use curve::Curve;
 use digits::{window_count, WindowDigits};
@@ -30,12 +31,12 @@ use digits::{window_count, WindowDigits};
 /// Measured on the 2-core box, CPU time against blst: with the eight-lane IFMA solver ours is
 /// 0.73× at G1 2^10, 0.54× at 2^11, 0.49× at 2^12 (G2: 0.55×, 0.42×, 0.37×); with the
 /// portable solver it was 1.26× at 2^12, 0.89–1.03× at 2^14 and 0.8× from 2^16.
-pub fn min_points() -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if crate::prover::simd::available() {
-        return 1 << 10;
+pub fn min_points(options: &CpuOptions) -> usize {
+    if options.vector_paths() {
+        1 << 10
+    } else {
+        1 << 13
     }
-    1 << 13
 }
 
 /// The smallest chunk of points worth its own buckets when an MSM is split for more tasks
@@ -53,21 +54,15 @@ const TASKS_PER_THREAD: usize = 4;
 const COST_ADD: usize = 7;
 const COST_BUCKET: usize = 27;
 
-/// `CUZK_CPU_MSM_C`, a window width forced for sweeps, read once per process.
-fn forced_window_width() -> Option<u32> {
-    static FORCED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    *FORCED.get_or_init(|| {
-        std::env::var("CUZK_CPU_MSM_C")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|c| (2..=24).contains(c))
-    })
-}
-
-/// The window width that minimises the estimated work for `n` points in one chunk.
-fn window_width(n: usize) -> u32 {
-    if let Some(c) = forced_window_width() {
-        return c;
+/// The window width for `n` points in one chunk: the one forced by
+/// [`CpuOptions::msm_window_bits`] (for sweeps; clamped to [`CpuOptions::WINDOW_BITS`]), else
+/// the one that minimises the estimated work.
+fn window_width(n: usize, options: &CpuOptions) -> u32 {
+    if let Some(c) = options.msm_window_bits {
+        return c.clamp(
+            *CpuOptions::WINDOW_BITS.start(),
+            *CpuOptions::WINDOW_BITS.end(),
+        );
     }
     (2u32..=20)
         .min_by_key(|&c| {
@@ -82,8 +77,8 @@ fn window_width(n: usize) -> u32 {
 /// [`TASKS_PER_THREAD`] windows per thread (small MSMs on many cores) the points are split as
 /// well, but never into chunks below 2^[`MIN_CHUNK_LOG`] points, where each chunk's own
 /// bucket reduction would start to cost more than the better balance saves.
-fn chunk_count(n: usize, threads: usize) -> usize {
-    let windows = window_count(window_width(n)) as usize;
+fn chunk_count(n: usize, threads: usize, options: &CpuOptions) -> usize {
+    let windows = window_count(window_width(n, options)) as usize;
     (TASKS_PER_THREAD * threads)
         .div_ceil(windows)
         .min(n >> MIN_CHUNK_LOG)
@@ -152,11 +147,12 @@ pub fn group_equal(idx: &[usize], limbs: &[[u64; 4]]) -> Option<Grouped> {
     Some(grouped)
 }
 
-/// Σ scalars[i]·points[i], scalars as canonical little-endian limbs below 2^255.
+/// Σ scalars[i]·points[i], scalars as canonical little-endian limbs below 2^255, computed as
+/// `options` say (solver, window width).
 ///
 /// # Panics
 /// When the lengths differ.
-pub fn msm<C: Curve>(points: &[C::Affine], scalars: &[[u64; 4]]) -> C::Proj {
+pub fn msm<C: Curve>(points: &[C::Affine], scalars: &[[u64; 4]], options: &CpuOptions) -> C::Proj {
     assert_eq!(
         points.len(),
         scalars.len(),
@@ -167,9 +163,10 @@ pub fn msm<C: Curve>(points: &[C::Affine], scalars: &[[u64; 4]]) -> C::Proj {
         return C::Proj::default();
     }
     let threads = rayon::current_num_threads().max(1);
-    let chunks = chunk_count(n, threads);
+    let chunks = chunk_count(n, threads, options);
     let chunk_len = n.div_ceil(chunks);
-    let c = window_width(chunk_len);
+    let c = window_width(chunk_len, options);
+    let simd = options.vector_paths();
     let windows = window_count(c);
 
     let tasks: Vec<(u32, usize)> = (0..windows)
@@ -180,7 +177,10 @@ pub fn msm<C: Curve>(points: &[C::Affine], scalars: &[[u64; 4]]) -> C::Proj {
         .map(|&(j, k)| {
             let lo = k * chunk_len;
             let hi = (lo + chunk_len).min(n);
-            (j, window_sum::<C>(&points[lo..hi], &scalars[lo..hi], c, j))
+            (
+                j,
+                window_sum::<C>(&points[lo..hi], &scalars[lo..hi], c, j, simd),
+            )
         })
         .collect();
 
@@ -198,10 +198,17 @@ pub fn msm<C: Curve>(points: &[C::Affine], scalars: &[[u64; 4]]) -> C::Proj {
     acc
 }
 
-/// Σ d_j(scalars[i])·points[i] for window `j` of width `c`.
-fn window_sum<C: Curve>(points: &[C::Affine], scalars: &[[u64; 4]], c: u32, j: u32) -> C::Proj {
+/// Σ d_j(scalars[i])·points[i] for window `j` of width `c`; `simd` allows the eight-lane
+/// batch solver.
+fn window_sum<C: Curve>(
+    points: &[C::Affine],
+    scalars: &[[u64; 4]],
+    c: u32,
+    j: u32,
+    simd: bool,
+) -> C::Proj {
     let digits = WindowDigits::new(c, j);
-    let mut buckets = Buckets::<C>::new(points, 1 << (c - 1));
+    let mut buckets = Buckets::<C>::new(points, 1 << (c - 1), simd);
     for (i, s) in scalars.iter().enumerate() {
         let d = digits.digit(s);
         if d != 0 {
@@ -221,24 +228,55 @@ mod tests {
     use group::{prime::PrimeCurveAffine, Curve as _, Group};
     use rand::SeedableRng;
 
+    /// The portable path, the eight-lane one (where the CPU has it) and a forced window width.
+    fn every_option() -> [CpuOptions; 3] {
+        let portable = CpuOptions {
+            simd: false,
+            ..CpuOptions::default()
+        };
+        let forced = CpuOptions {
+            msm_window_bits: Some(7),
+            ..CpuOptions::default()
+        };
+        [CpuOptions::default(), portable, forced]
+    }
+
     fn g1_msm(points: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
+        let results: Vec<G1Projective> = every_option()
+            .iter()
+            .map(|o| g1_msm_with(points, scalars, o))
+            .collect();
+        assert!(results.windows(2).all(|w| w[0] == w[1]), "options disagree");
+        results[0]
+    }
+
+    fn g2_msm(points: &[G2Affine], scalars: &[Scalar]) -> G2Projective {
+        let results: Vec<G2Projective> = every_option()
+            .iter()
+            .map(|o| g2_msm_with(points, scalars, o))
+            .collect();
+        assert!(results.windows(2).all(|w| w[0] == w[1]), "options disagree");
+        results[0]
+    }
+
+    fn g1_msm_with(points: &[G1Affine], scalars: &[Scalar], options: &CpuOptions) -> G1Projective {
         // SAFETY: blstrs' G1Affine is a transparent wrapper over blst_p1_affine.
         let raw = unsafe {
             std::slice::from_raw_parts(points.as_ptr() as *const blst_p1_affine, points.len())
         };
         let limbs: Vec<[u64; 4]> = scalars.iter().map(scalar_limbs).collect();
-        let out: blst_p1 = msm::<curve::G1>(raw, &limbs);
+        let out: blst_p1 = msm::<curve::G1>(raw, &limbs, options);
         // SAFETY: blstrs' G1Projective is a transparent wrapper over blst_p1.
         unsafe { std::mem::transmute::<blst_p1, G1Projective>(out) }
     }
 
-    fn g2_msm(points: &[G2Affine], scalars: &[Scalar]) -> G2Projective {
+    fn g2_msm_with(points: &[G2Affine], scalars: &[Scalar], options: &CpuOptions) -> G2Projective {
         // SAFETY: blstrs' G2Affine is a transparent wrapper over blst_p2_affine.
         let raw = unsafe {
             std::slice::from_raw_parts(points.as_ptr() as *const blst_p2_affine, points.len())
         };
         let limbs: Vec<[u64; 4]> = scalars.iter().map(scalar_limbs).collect();
-        let out: blst_p2 = msm::<curve::G2>(raw, &limbs);
+        let out: blst_p2 = msm::<curve::G2>(raw, &limbs, options);
         // SAFETY: blstrs' G2Projective is a transparent wrapper over blst_p2.
         unsafe { std::mem::transmute::<blst_p2, G2Projective>(out) }
     }
@@ -312,7 +350,7 @@ mod tests {
     fn split_into_chunks_on_many_threads_matches_blst() {
         // 16 threads and 2^16 + 3 points make two chunks per window (and a short last one).
         let n = (1 << 16) + 3;
-        assert!(chunk_count(n, 16) > 1);
+        assert!(chunk_count(n, 16, &CpuOptions::default()) > 1);
         let mut rng = rand::rngs::StdRng::seed_from_u64(14);
         let distinct: Vec<G1Affine> = (0..256)
             .map(|_| G1Projective::random(&mut rng).to_affine())

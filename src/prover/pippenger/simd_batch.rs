@@ -12,7 +12,7 @@
 
 use super::batch::{AffineBatch, ScalarBatch};
 use super::curve::Coord;
-use super::fp52::{available, Fp2x8, Fp8, Packed, LANES};
+use super::fp52::{detected, Fp2x8, Fp8, Packed, LANES};
 
 /// The G1 solver.
 pub type G1Batch = SimdBatch<Fp8>;
@@ -23,7 +23,7 @@ pub type G2Batch = SimdBatch<Fp2x8>;
 pub enum SimdBatch<P: Packed> {
     /// The vector path, with its scratch space.
     Vector(Box<Scratch<P>>),
-    /// No IFMA on this CPU (or `CUZK_CPU_SIMD=off`).
+    /// No IFMA on this CPU, or the `simd` option unset.
     Scalar(ScalarBatch<P::Elem>),
 }
 
@@ -48,9 +48,11 @@ pub struct Scratch<P: Packed> {
 }
 
 impl<P: Packed + Send> AffineBatch<P::Elem> for SimdBatch<P> {
-    fn new(cap: usize) -> Self {
-        if !available() {
-            return SimdBatch::Scalar(ScalarBatch::new(cap));
+    fn new(cap: usize, simd: bool) -> Self {
+        // `detected()` is checked here whatever the caller found: it is what makes the
+        // `Vector` variant's unsafe calls sound.
+        if !(simd && detected()) {
+            return SimdBatch::Scalar(ScalarBatch::new(cap, false));
         }
         let groups = cap.div_ceil(LANES);
         let rows = || vec![P::Store::default(); groups];
@@ -93,7 +95,7 @@ impl<P: Packed + Send> AffineBatch<P::Elem> for SimdBatch<P> {
         }
         v.pad();
         let groups = v.len.div_ceil(LANES);
-        // SAFETY: `Vector` is built only when `available()` found AVX-512F and IFMA.
+        // SAFETY: `Vector` is built only when `detected()` found AVX-512F and IFMA.
         let totals = unsafe { forward(v, groups) };
         let inverses = lane_inverses::<P>(&totals);
         // SAFETY: as above.
@@ -266,8 +268,8 @@ mod tests {
                     }
                 })
                 .collect();
-            let want = run(&mut ScalarBatch::new(n), &ops);
-            let mut solver = SimdBatch::<P>::new(n);
+            let want = run(&mut ScalarBatch::new(n, false), &ops);
+            let mut solver = SimdBatch::<P>::new(n, true);
             if matches!(solver, SimdBatch::Scalar(_)) {
                 eprintln!("skipped: no AVX-512 IFMA on this CPU; the vector batch was not run");
                 return;

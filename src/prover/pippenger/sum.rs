@@ -25,15 +25,16 @@ fn run_len(points: usize) -> usize {
 }
 
 /// Σ points[i] over `indices` (repeats allowed, identities skipped): [`sum_groups`] over
-/// blocks of `indices` that are one task each, the block sums then added up.
-pub fn sum_indexed<C: Curve>(points: &[C::Affine], indices: &[usize]) -> C::Proj {
+/// blocks of `indices` that are one task each, the block sums then added up. `simd` allows the
+/// eight-lane batch solver.
+pub fn sum_indexed<C: Curve>(points: &[C::Affine], indices: &[usize], simd: bool) -> C::Proj {
     let block = run_len(indices.len());
     let bounds: Vec<usize> = (0..indices.len())
         .step_by(block)
         .chain([indices.len()])
         .collect();
     let mut acc = C::Proj::default();
-    for p in sum_groups::<C>(points, indices, &bounds) {
+    for p in sum_groups::<C>(points, indices, &bounds, simd) {
         C::add_affine(&mut acc, &p);
     }
     acc
@@ -43,11 +44,12 @@ pub fn sum_indexed<C: Curve>(points: &[C::Affine], indices: &[usize]) -> C::Proj
 /// Returns one affine point per group (the identity, (0, 0), where a group sums to zero).
 ///
 /// All groups advance a level at a time together, so the pairs of many small groups share one
-/// batch and one inversion.
+/// batch and one inversion. `simd` allows the eight-lane batch solver.
 pub fn sum_groups<C: Curve>(
     points: &[C::Affine],
     indices: &[usize],
     bounds: &[usize],
+    simd: bool,
 ) -> Vec<C::Affine> {
     // Runs of whole groups of about `run_len` points each, one rayon task per run.
     let len = run_len(indices.len());
@@ -60,13 +62,18 @@ pub fn sum_groups<C: Curve>(
         }
     }
     runs.par_iter()
-        .map(|&(g0, g1)| run_sums::<C>(points, indices, &bounds[g0..=g1]))
+        .map(|&(g0, g1)| run_sums::<C>(points, indices, &bounds[g0..=g1], simd))
         .collect::<Vec<_>>()
         .concat()
 }
 
 /// The groups of one run, `bounds` being that run's slice of group boundaries.
-fn run_sums<C: Curve>(points: &[C::Affine], indices: &[usize], bounds: &[usize]) -> Vec<C::Affine> {
+fn run_sums<C: Curve>(
+    points: &[C::Affine],
+    indices: &[usize],
+    bounds: &[usize],
+    simd: bool,
+) -> Vec<C::Affine> {
     let groups = bounds.len() - 1;
     // The current level: each group's points side by side, group g at
     // level[starts[g]..starts[g + 1]].
@@ -78,7 +85,7 @@ fn run_sums<C: Curve>(points: &[C::Affine], indices: &[usize], bounds: &[usize])
         level.extend(members.filter(|p| !C::is_identity(p)));
     }
     starts.push(level.len());
-    let mut solver = <C::F as Coord>::Batch::new(level.len() / 2);
+    let mut solver = <C::F as Coord>::Batch::new(level.len() / 2, simd);
     let mut sums: Vec<Option<C::Affine>> = vec![None; level.len() / 2];
     let (mut next, mut next_starts) = (
         Vec::with_capacity(level.len()),
@@ -166,10 +173,12 @@ mod tests {
             // SAFETY: blstrs' G1Affine is a transparent wrapper over blst_p1_affine.
             let raw =
                 unsafe { std::slice::from_raw_parts(pts.as_ptr() as *const blst_p1_affine, n) };
-            let got: blst_p1 = sum_indexed::<G1>(raw, &idx);
-            // SAFETY: blstrs' G1Projective is a transparent wrapper over blst_p1.
-            let got = unsafe { std::mem::transmute::<blst_p1, G1Projective>(got) };
-            assert_eq!(got, want, "n = {n}");
+            for simd in [true, false] {
+                let got: blst_p1 = sum_indexed::<G1>(raw, &idx, simd);
+                // SAFETY: blstrs' G1Projective is a transparent wrapper over blst_p1.
+                let got = unsafe { std::mem::transmute::<blst_p1, G1Projective>(got) };
+                assert_eq!(got, want, "n = {n}, simd {simd}");
+            }
         }
     }
 
@@ -183,10 +192,12 @@ mod tests {
             // SAFETY: blstrs' G2Affine is a transparent wrapper over blst_p2_affine.
             let raw =
                 unsafe { std::slice::from_raw_parts(pts.as_ptr() as *const blst_p2_affine, n) };
-            let got: blst_p2 = sum_indexed::<G2>(raw, &idx);
-            // SAFETY: blstrs' G2Projective is a transparent wrapper over blst_p2.
-            let got = unsafe { std::mem::transmute::<blst_p2, G2Projective>(got) };
-            assert_eq!(got, want, "n = {n}");
+            for simd in [true, false] {
+                let got: blst_p2 = sum_indexed::<G2>(raw, &idx, simd);
+                // SAFETY: blstrs' G2Projective is a transparent wrapper over blst_p2.
+                let got = unsafe { std::mem::transmute::<blst_p2, G2Projective>(got) };
+                assert_eq!(got, want, "n = {n}, simd {simd}");
+            }
         }
     }
 
@@ -197,10 +208,12 @@ mod tests {
         let pts: Vec<G1Affine> = vec![p, -p, p, -p];
         // SAFETY: as above.
         let raw = unsafe { std::slice::from_raw_parts(pts.as_ptr() as *const blst_p1_affine, 4) };
-        let got: blst_p1 = sum_indexed::<G1>(raw, &[0, 1, 2, 3]);
-        // SAFETY: as above.
-        let got = unsafe { std::mem::transmute::<blst_p1, G1Projective>(got) };
-        assert_eq!(got, G1Projective::identity());
+        for simd in [true, false] {
+            let got: blst_p1 = sum_indexed::<G1>(raw, &[0, 1, 2, 3], simd);
+            // SAFETY: as above.
+            let got = unsafe { std::mem::transmute::<blst_p1, G1Projective>(got) };
+            assert_eq!(got, G1Projective::identity());
+        }
     }
 
     #[test]
@@ -217,16 +230,18 @@ mod tests {
         }
         // SAFETY: blstrs' G1Affine is a transparent wrapper over blst_p1_affine.
         let raw = unsafe { std::slice::from_raw_parts(pts.as_ptr() as *const blst_p1_affine, n) };
-        let got = sum_groups::<G1>(raw, &indices, &bounds);
-        assert_eq!(got.len(), bounds.len() - 1);
-        for (g, p) in got.iter().enumerate() {
-            let want: G1Projective = indices[bounds[g]..bounds[g + 1]]
-                .iter()
-                .map(|&i| G1Projective::from(pts[i]))
-                .sum();
-            // SAFETY: as above, for one point.
-            let p = unsafe { std::mem::transmute::<blst_p1_affine, G1Affine>(*p) };
-            assert_eq!(G1Projective::from(p), want, "group {g}");
+        for simd in [true, false] {
+            let got = sum_groups::<G1>(raw, &indices, &bounds, simd);
+            assert_eq!(got.len(), bounds.len() - 1);
+            for (g, p) in got.iter().enumerate() {
+                let want: G1Projective = indices[bounds[g]..bounds[g + 1]]
+                    .iter()
+                    .map(|&i| G1Projective::from(pts[i]))
+                    .sum();
+                // SAFETY: as above, for one point.
+                let p = unsafe { std::mem::transmute::<blst_p1_affine, G1Affine>(*p) };
+                assert_eq!(G1Projective::from(p), want, "group {g}, simd {simd}");
+            }
         }
     }
 }
