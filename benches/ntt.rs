@@ -223,7 +223,10 @@ mod old {
         fn new(size: usize) -> Result<Self, ProverError> {
             let log_n = size.trailing_zeros();
             if !size.is_power_of_two() || log_n > MAX_LOG_SIZE {
-                return Err(ProverError::Unsupported(format!("domain of size {size}")));
+                return Err(ProverError::DomainTooLarge {
+                    size,
+                    max_log: MAX_LOG_SIZE,
+                });
             }
             let omega = root_of_unity(log_n);
             let inv = |x: Scalar| Option::<Scalar>::from(x.invert()).unwrap_or(Scalar::ZERO);
@@ -263,7 +266,7 @@ mod old {
         }
     }
 
-    /// H(X) = (A·B − C)/Z on the CPU; see [`super::Backend::quotient`].
+    /// H(X) = (A·B − C)/Z on the CPU; as `cuzk::prover::ntt::quotient`.
     pub fn quotient(
         mut a: Vec<Scalar>,
         mut b: Vec<Scalar>,
@@ -271,9 +274,11 @@ mod old {
     ) -> Result<Vec<Scalar>, ProverError> {
         let n = a.len();
         if b.len() != n || c.len() != n {
-            return Err(ProverError::Backend(
-                "A, B and C have different lengths".into(),
-            ));
+            return Err(ProverError::LengthMismatch {
+                what: "A and B, or A and C",
+                left: n,
+                right: if b.len() != n { b.len() } else { c.len() },
+            });
         }
         let domain = Domain::new(n.next_power_of_two().max(2))?;
         for v in [&mut a, &mut b, &mut c] {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the GPU tests and benchmark on the device machine from binaries carried in carry/
 # (built on the dev machine: the test binary of tests/gpu_kernels.rs as carry/gpu_kernels, optionally
-# those of tests/gpu_runtime.rs and tests/gpu_oom.rs as carry/gpu_runtime and carry/gpu_oom, and the
+# those of tests/gpu_runtime.rs, tests/gpu_oom.rs and tests/gpu_prepared.rs as carry/gpu_runtime,
+# carry/gpu_oom and carry/gpu_prepared, and the
 # cuzk binary as carry/cuzk; a cubin compiled here may wait in carry/cache, see docs/gpu-notes.md).
 # Logs go to $OUT when set.
 #   scripts/gpu-device-run.sh [tests] [bench ARGS...]
@@ -45,6 +46,11 @@ if [ "${1:-}" = tests ]; then
     # holds nearly all of the device's memory while it runs.
     if [ -x carry/gpu_oom ]; then
         run_tests gpu_oom oom.log 120
+    fi
+    # Prepared parameter sets (tests/gpu_prepared.rs), when carried as carry/gpu_prepared: one
+    # test at a time and alone, as they measure the device's used memory.
+    if [ -x carry/gpu_prepared ]; then
+        run_tests gpu_prepared prepared.log 300 --test-threads=1 --nocapture
     fi
 fi
 if [ "${1:-}" = bench ]; then

@@ -123,7 +123,17 @@ fn two_clients_get_verified_2k_porep_proofs_at_once() {
         .params_loaded
         .iter()
         .any(|p| p.kind == ProofKind::PoRep && p.sector_size == 2048));
+    // Residency: the set in host memory, nothing on a device (the CPU backend).
+    let residency = c.residency().unwrap();
+    assert!(
+        residency
+            .params
+            .iter()
+            .any(|p| p.spec == porep_2k && p.host_bytes > 0 && p.device_bytes == 0),
+        "{residency:?}"
+    );
     assert!(c.evict(porep_2k).expect("evict").loaded.is_empty());
+    assert!(c.residency().unwrap().params.is_empty());
     let metrics = c.metrics().unwrap();
     assert!(
         metrics.contains("cuzk_jobs_finished_total{kind=\"porep\",outcome=\"succeeded\"} 2"),

@@ -243,6 +243,7 @@ fn metrics_are_prometheus_text() {
         "cuzk_jobs_finished_total{kind=\"porep\",outcome=\"failed\"} 1",
         "cuzk_connections 1",
         "cuzk_info{version=",
+        "# TYPE cuzk_params_device_bytes gauge",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
@@ -277,6 +278,8 @@ fn preload_and_evict_report_typed_errors() {
         .evict(spec(cuzk::proto::ProofKind::WinningPoSt, 2048))
         .unwrap();
     assert!(report.loaded.is_empty());
+    // Residency (request 9, appended to version 1): nothing resident, on the host or the device.
+    assert!(c.residency().expect("residency").params.is_empty());
     c.status(None).expect("still usable");
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());

@@ -1,14 +1,15 @@
 //! Device memory running out: the GPU backend answers with a typed out-of-memory error (after
-//! dropping what it caches and trying again), never a panic, and works again once memory is
-//! back. A test binary of its own, so that no other GPU test runs while this one holds the
+//! dropping what it caches and trying again), never a panic, which reaches the prover as its
+//! retryable `ProverError::OutOfMemory`; and it works again once memory is back. A test binary of its own, so that no other GPU test runs while this one holds the
 //! device's memory. It needs a CUDA device, so it is `#[ignore]`d: without one it is reported
 //! as ignored, never as passed; `scripts/gpu-device-run.sh tests` runs it with `--ignored`,
 //! where a missing device fails it.
 
 use blstrs::{G1Affine, G1Projective, Scalar};
+use cuzk::gpu::backend::AuxQueries;
 use cuzk::gpu::device::Gpu;
 use cuzk::gpu::{test_backend, GpuOptions};
-use cuzk::prover::{msm as cpu_msm, AuxQueries, Backend, ProverError};
+use cuzk::prover::{msm as cpu_msm, ProverError};
 use ff::Field;
 use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -56,19 +57,19 @@ fn out_of_memory_is_typed_and_recoverable() {
     let err = gpu.msm_g1_gpu(&big_bases, &big_scalars).unwrap_err();
     assert!(err.is_out_of_memory(), "expected out of memory, got {err}");
     let z = vec![Scalar::ONE; 1 << 22]; // three of them: 384 MiB
-    let err = gpu.quotient(z.clone(), z.clone(), z).unwrap_err();
+    let err = ProverError::from(gpu.quotient_gpu(z.clone(), z.clone(), z).unwrap_err());
     assert!(
-        matches!(err, ProverError::OutOfMemory(_)),
+        matches!(err, ProverError::OutOfMemory(_)) && err.is_retryable(),
         "expected out of memory, got {err}"
     );
 
-    // The joint aux MSMs do not fit either: the backend declines (None), so that the prover
-    // makes the separate calls, instead of failing the proof.
+    // The joint aux MSMs do not fit either: an out-of-memory error before anything is
+    // uploaded, on which a prepared set runs the MSMs one by one instead of failing the proof.
     let (all, none) = (
         vec![true; big_scalars.len()],
         vec![false; big_scalars.len()],
     );
-    let joint = gpu.aux_msms(&AuxQueries {
+    let joint = gpu.aux_msms_gpu(&AuxQueries {
         aux: &big_scalars,
         a_density: &all,
         b_density: &none,
@@ -77,7 +78,11 @@ fn out_of_memory_is_typed_and_recoverable() {
         b_g1: &[],
         b_g2: &[],
     });
-    assert!(joint.is_none(), "the aux MSMs should have been declined");
+    assert!(
+        joint.as_ref().is_err_and(|e| e.is_out_of_memory()),
+        "the aux MSMs should have been declined: {:?}",
+        joint.err()
+    );
     drop(held);
     drop(hog);
     assert_eq!(gpu.msm_g1_gpu(&bases, &scalars).unwrap(), want);

@@ -9,7 +9,7 @@ use bellperson::groth16::{create_proof, Parameters};
 use blstrs::{Bls12, Scalar};
 use cuzk::proofs::porep::{visit_partition, PartitionVisitor};
 use cuzk::proofs::{JobControl, PoRepRequest, ProofKind, ProofRequest, ProveError, ProvingService};
-use cuzk::prover::{cpu::CpuBackend, prove_with_randomness};
+use cuzk::prover::{cpu::CpuBackend, prove_with_randomness, Backend};
 use cuzk::sealing::{seal_sector, SealedSector};
 use cuzk::srs::SrsCache;
 use ff::Field;
@@ -179,8 +179,8 @@ impl PartitionVisitor for CompareWithBellperson {
         );
         let mut rng = rand::thread_rng();
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-        let (ours, _) =
-            prove_with_randomness(&CpuBackend::default(), &self.srs, synthesized, r, s).unwrap();
+        let prepared = CpuBackend::default().prepare(self.srs.clone()).unwrap();
+        let (ours, _) = prove_with_randomness(prepared.as_ref(), synthesized, r, s).unwrap();
         let theirs = create_proof(circuit, &self.params, r, s).unwrap();
         assert_eq!(ours, theirs);
     }
@@ -191,7 +191,7 @@ fn porep_partition_synthesis_and_proof_equal_bellpersons() {
     let params = common::init(&[ProofKind::PoRep]);
     let (_dir, sealed) = seal(RegisteredSealProof::StackedDrg2KiBV1_1, 10);
     let id = cuzk::proofs::registry::params_id(ProofKind::PoRep, 2048).unwrap();
-    let cache = SrsCache::new(params.clone());
+    let cache: SrsCache = SrsCache::new(params.clone());
     let (srs, _) = cache.get(&id).unwrap();
     let file = std::fs::File::open(id.params_file(&params)).unwrap();
     let theirs = Parameters::<Bls12>::read(std::io::BufReader::new(file), false).unwrap();

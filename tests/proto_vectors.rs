@@ -216,6 +216,28 @@ fn vectors() -> Vec<(&'static str, Message)> {
                 job_id: Some(42),
             })),
         ),
+        ("residency", Q(Request::Residency)),
+        (
+            "residency-report",
+            A(Response::Residency(ResidencyReport {
+                params: vec![ParamResidency {
+                    spec: ParamSpec {
+                        kind: ProofKind::WinningPoSt,
+                        sector_size: 2048,
+                    },
+                    host_bytes: 1_000_000,
+                    device_bytes: 300,
+                }],
+            })),
+        ),
+        (
+            "error-resource-exhausted",
+            A(Response::Error(ErrorResponse {
+                code: ErrorCode::ResourceExhausted,
+                message: "oom".into(),
+                job_id: Some(7),
+            })),
+        ),
     ]
 }
 
@@ -328,6 +350,7 @@ fn enum_indices_are_stable() {
         ErrorCode::ParamsUnavailable,
         ErrorCode::Internal,
         ErrorCode::JobFinished,
+        ErrorCode::ResourceExhausted,
     ];
     for (i, c) in codes.iter().enumerate() {
         assert_eq!(encode_payload(c).unwrap(), vec![i as u8], "{c:?}");

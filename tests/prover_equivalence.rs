@@ -3,15 +3,16 @@
 //! densities, H and every MSM agree.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use bellperson::groth16::{
     create_proof, generate_random_parameters, prepare_verifying_key, verify_proof, Parameters,
 };
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
-use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use blstrs::{Bls12, Scalar};
 use cuzk::prover::{
     cpu::{CpuBackend, CpuOptions},
-    prove_with_randomness, AuxQueries, AuxSums, Backend, ProverError,
+    prove_with_randomness, Backend, ProverError,
 };
 use cuzk::srs::{load_srs, SrsError};
 use cuzk::synth::synthesize;
@@ -90,12 +91,6 @@ fn write_params(params: &Parameters<Bls12>) -> tempfile::TempDir {
     dir
 }
 
-/// The CPU backend, but taking the calls the GPU backend combines: H and its MSM in one call
-/// (`Backend::fuses_h_query`, with the trait's default `quotient_h_query`), and the four aux
-/// MSMs in one call (`Backend::aux_msms`, selections made here): the prover's branches for
-/// them, checked without a GPU.
-struct FusingCpu;
-
 /// The CPU backend with `CUZK_CPU_SIMD=off` honoured (scripts/test.sh runs this test again
 /// with it, so that the portable paths prove the whole circuit on an IFMA machine too). The
 /// variable is read here, in the test: the library takes [`CpuOptions`].
@@ -115,42 +110,6 @@ fn portable_cpu() -> CpuBackend {
     })
 }
 
-impl Backend for FusingCpu {
-    fn name(&self) -> String {
-        "cpu, H fused".into()
-    }
-    fn quotient(
-        &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-    ) -> Result<Vec<Scalar>, ProverError> {
-        cpu().quotient(a, b, c)
-    }
-    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError> {
-        cpu().msm_g1(bases, scalars)
-    }
-    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, ProverError> {
-        cpu().msm_g2(bases, scalars)
-    }
-    fn fuses_h_query(&self) -> bool {
-        true
-    }
-    fn aux_msms(&self, q: &AuxQueries<'_>) -> Option<Result<AuxSums, ProverError>> {
-        let sums = || -> Result<AuxSums, ProverError> {
-            let a = cuzk::prover::dense(q.aux, q.a_density);
-            let b = cuzk::prover::dense(q.aux, q.b_density);
-            Ok(AuxSums {
-                l: cpu().msm_g1(q.l, q.aux)?,
-                a: cpu().msm_g1(q.a, &a)?,
-                b_g1: cpu().msm_g1(q.b_g1, &b)?,
-                b_g2: cpu().msm_g2(q.b_g2, &b)?,
-            })
-        };
-        Some(sums())
-    }
-}
-
 #[test]
 fn proofs_equal_bellpersons_for_the_same_randomness() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
@@ -162,19 +121,33 @@ fn proofs_equal_bellpersons_for_the_same_randomness() {
         };
         let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
         let dir = write_params(&params);
-        let srs = load_srs(&dir.path().join("p.params")).unwrap();
+        let srs = Arc::new(load_srs(&dir.path().join("p.params")).unwrap());
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let theirs = create_proof(circuit.clone(), &params, r, s).unwrap();
         let pvk = prepare_verifying_key(&params.vk);
-        let (simd_cpu, portable) = (cpu(), portable_cpu());
-        for backend in [&simd_cpu as &dyn Backend, &portable, &FusingCpu] {
-            let synthesized = synthesize(circuit.clone()).unwrap();
-            assert!(synthesized.is_satisfied());
-            let public: Vec<Scalar> = synthesized.input[1..].to_vec();
-            let (ours, _) = prove_with_randomness(backend, &srs, synthesized, r, s).unwrap();
-            let name = backend.name();
-            assert_eq!(ours, theirs, "{name}: bits {bits}, inputs {inputs}");
-            assert!(verify_proof(&pvk, &ours, &public).unwrap());
+        // The real CPU backend (its vector and its portable paths) through the
+        // prepared-parameters boundary, twice with one handle: a prepared set serves any
+        // number of proofs.
+        for backend in [cpu(), portable_cpu()] {
+            let prepared = backend.prepare(srs.clone()).unwrap();
+            assert_eq!(
+                prepared.device_bytes(),
+                0,
+                "the CPU holds nothing on a device"
+            );
+            for round in 0..2 {
+                let synthesized = synthesize(circuit.clone()).unwrap();
+                assert!(synthesized.is_satisfied());
+                let public: Vec<Scalar> = synthesized.input[1..].to_vec();
+                let (ours, _) =
+                    prove_with_randomness(prepared.as_ref(), synthesized, r, s).unwrap();
+                let name = backend.name();
+                assert_eq!(
+                    ours, theirs,
+                    "{name}, round {round}: bits {bits}, inputs {inputs}"
+                );
+                assert!(verify_proof(&pvk, &ours, &public).unwrap());
+            }
         }
     }
 }
@@ -189,18 +162,22 @@ fn another_circuits_parameters_are_a_typed_error() {
     };
     let params = generate_random_parameters::<Bls12, _, _>(small, &mut rng).unwrap();
     let dir = write_params(&params);
-    let srs = load_srs(&dir.path().join("p.params")).unwrap();
+    let srs = Arc::new(load_srs(&dir.path().join("p.params")).unwrap());
     let other = synthesize(BitsCircuit {
         seed: 2,
         bits: 40,
         inputs: 2,
     })
     .unwrap();
-    let err = prove_with_randomness(&cpu(), &srs, other, Scalar::ONE, Scalar::ONE).unwrap_err();
+    let prepared = cpu().prepare(srs).unwrap();
+    let err =
+        prove_with_randomness(prepared.as_ref(), other, Scalar::ONE, Scalar::ONE).unwrap_err();
     assert!(
-        err.to_string().contains("does not match") || err.to_string().contains("points"),
-        "{err}"
+        matches!(err, ProverError::ParamsMismatch { .. }),
+        "expected a parameter mismatch, got {err}"
     );
+    assert!(err.to_string().contains("section h has"), "{err}");
+    assert!(!err.is_retryable());
 }
 
 #[test]
@@ -267,4 +244,56 @@ fn truncated_and_corrupt_parameter_files_name_the_section() {
         load_srs(&dir.path().join("nope.params")),
         Err(SrsError::Missing { .. })
     ));
+}
+
+/// The proving service's cache keeps the backend's prepared set next to the host copy: a
+/// second request gets the same handle, and Evict drops the cache's handle with the host copy
+/// (on a GPU that frees the device memory), while a running proof keeps its own until it ends.
+#[test]
+fn evict_drops_the_prepared_set_with_the_host_copy() {
+    use cuzk::proofs::{registry, ProofKind, ProvingService};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(8);
+    let params = generate_random_parameters::<Bls12, _, _>(
+        BitsCircuit {
+            seed: 4,
+            bits: 20,
+            inputs: 2,
+        },
+        &mut rng,
+    )
+    .unwrap();
+    // Under the file names of a real parameter set, in a directory of its own.
+    let id = registry::params_id(ProofKind::WinningPoSt, 2048).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = std::fs::File::create(id.params_file(dir.path())).unwrap();
+    params.write(&mut f).unwrap();
+    let mut vk = std::fs::File::create(id.vk_file(dir.path())).unwrap();
+    params.vk.write(&mut vk).unwrap();
+    drop((f, vk));
+
+    let svc = ProvingService::new(dir.path().to_path_buf(), Arc::new(cpu()));
+    let (prepared, _) = svc.prepared(&id).unwrap();
+    let (again, load) = svc.prepared(&id).unwrap();
+    assert_eq!(
+        Arc::as_ptr(&prepared).cast::<()>(),
+        Arc::as_ptr(&again).cast::<()>(),
+        "prepared once"
+    );
+    assert_eq!(load, std::time::Duration::ZERO, "resident the second time");
+    drop(again);
+    let resident = svc.resident();
+    assert_eq!(resident.len(), 1);
+    assert!(resident[0].params.resident_bytes > 0);
+    assert_eq!(resident[0].device_bytes, 0);
+
+    let handle = Arc::downgrade(&prepared);
+    assert!(svc.evict(&id));
+    assert!(svc.resident().is_empty());
+    assert!(handle.upgrade().is_some(), "a running proof keeps its set");
+    drop(prepared);
+    assert!(
+        handle.upgrade().is_none(),
+        "Evict dropped the cache's prepared set"
+    );
+    assert!(!svc.evict(&id), "evicted already");
 }

@@ -14,7 +14,10 @@ use clap::Subcommand;
 
 use super::prove::{request_of, ProveWhat};
 use crate::proofs::ProofRequest;
-use crate::proto::{self, Client, JobInfo, ParamSpec, ProofResult, StatusReport, Submit, Timings};
+use crate::proto::{
+    self, Client, ClientError, ErrorCode, JobInfo, ParamSpec, ProofResult, ResidencyReport,
+    StatusReport, Submit, Timings,
+};
 
 /// Options shared by every command that talks to the daemon.
 #[derive(Debug, Clone, clap::Args)]
@@ -393,16 +396,37 @@ fn cancel(a: JobArgs) -> anyhow::Result<()> {
 }
 
 fn status(a: StatusArgs) -> anyhow::Result<()> {
-    let s = connect_to(&a.daemon)?.status(a.job)?;
+    let mut client = connect_to(&a.daemon)?;
+    let s = client.status(a.job)?;
+    let residency = residency(&mut client)?;
     if a.daemon.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        let mut v = serde_json::to_value(&s)?;
+        if let (Some(obj), Some(r)) = (v.as_object_mut(), &residency) {
+            obj.insert("residency".into(), serde_json::to_value(&r.params)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", status_text(&s));
+        print!("{}", status_text(&s, residency.as_ref()));
     }
     Ok(())
 }
 
-fn status_text(s: &StatusReport) -> String {
+/// Where the resident parameter sets are held, or None from a daemon that predates the
+/// request (it answers MalformedFrame, as for any request it does not know).
+fn residency(client: &mut Client) -> anyhow::Result<Option<ResidencyReport>> {
+    match client.residency() {
+        Ok(r) => Ok(Some(r)),
+        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Bytes in GiB with two decimals (parameter sets are hundreds of MiB to tens of GiB).
+fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+fn status_text(s: &StatusReport, residency: Option<&ResidencyReport>) -> String {
     let mut out = format!(
         "{} on {}, up {} s\nqueued {}, running {}, succeeded {}, failed {}, cancelled {}\n",
         s.server_version,
@@ -427,6 +451,15 @@ fn status_text(s: &StatusReport) -> String {
             })
             .collect();
         out.push_str(&format!("parameters resident: {}\n", loaded.join(", ")));
+    }
+    for p in residency.map(|r| r.params.as_slice()).unwrap_or_default() {
+        out.push_str(&format!(
+            "  {} {}: {} in memory, {} on the GPU\n",
+            p.spec.kind,
+            crate::proofs::shapes::format_sector_size(p.spec.sector_size),
+            gib(p.host_bytes),
+            gib(p.device_bytes)
+        ));
     }
     if !s.jobs.is_empty() {
         out.push_str(&format!(

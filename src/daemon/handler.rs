@@ -7,8 +7,8 @@ use super::{wire, Context};
 use crate::engine::JobPhase;
 use crate::proofs::{registry, ProofRequest};
 use crate::proto::{
-    self, AwaitJob, ErrorCode, ParamSpec, ParamsReport, Request, Response, StatusReport, Submit,
-    Welcome, PROTOCOL_VERSION,
+    self, AwaitJob, ErrorCode, ParamResidency, ParamSpec, ParamsReport, Request, ResidencyReport,
+    Response, StatusReport, Submit, Welcome, PROTOCOL_VERSION,
 };
 
 /// Longest request id accepted (bytes).
@@ -51,6 +51,7 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Metrics => Response::Metrics(super::metrics::render(ctx)),
         Request::Preload(spec) => params(spec, true, ctx).await,
         Request::Evict(spec) => params(spec, false, ctx).await,
+        Request::Residency => Response::Residency(residency(ctx)),
     }
 }
 
@@ -225,6 +226,24 @@ fn loaded(ctx: &Context) -> Vec<ParamSpec> {
         .collect()
 }
 
+/// Reads counters only: never waits for a running proof or a set being loaded.
+fn residency(ctx: &Context) -> ResidencyReport {
+    let params = ctx
+        .service
+        .resident()
+        .into_iter()
+        .map(|r| ParamResidency {
+            spec: ParamSpec {
+                kind: r.params.id.kind.into(),
+                sector_size: r.params.id.sector_size,
+            },
+            host_bytes: r.params.resident_bytes,
+            device_bytes: r.device_bytes,
+        })
+        .collect();
+    ResidencyReport { params }
+}
+
 async fn params(spec: ParamSpec, load: bool, ctx: &Arc<Context>) -> Response {
     let start = Instant::now();
     let id = match registry::params_id(spec.kind.into(), spec.sector_size) {
@@ -234,13 +253,10 @@ async fn params(spec: ParamSpec, load: bool, ctx: &Arc<Context>) -> Response {
     let service = ctx.service.clone();
     let outcome = tokio::task::spawn_blocking(move || {
         if load {
-            service
-                .srs()
-                .get(&id)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            service.preload(&id).map(|_| ()).map_err(|e| e.to_string())
         } else {
-            service.srs().evict(&id);
+            // The host copy and the backend's prepared copy (its device memory) together.
+            service.evict(&id);
             Ok(())
         }
     })

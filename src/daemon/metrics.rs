@@ -131,11 +131,25 @@ pub fn render(ctx: &Context) -> String {
         "gauge",
         "Parameter sets resident in memory.",
     );
-    for p in ctx.service.srs().loaded() {
+    let resident = ctx.service.resident();
+    for p in &resident {
         let _ = writeln!(
             out,
             "cuzk_params_resident_bytes{{kind=\"{}\",sector_size=\"{}\"}} {}",
-            p.id.kind, p.id.sector_size, p.resident_bytes
+            p.params.id.kind, p.params.id.sector_size, p.params.resident_bytes
+        );
+    }
+    family(
+        &mut out,
+        "cuzk_params_device_bytes",
+        "gauge",
+        "Points of the resident parameter sets held on the GPU.",
+    );
+    for p in &resident {
+        let _ = writeln!(
+            out,
+            "cuzk_params_device_bytes{{kind=\"{}\",sector_size=\"{}\"}} {}",
+            p.params.id.kind, p.params.id.sector_size, p.device_bytes
         );
     }
     out

@@ -72,6 +72,7 @@ pub fn failure(f: &Failure, job: JobId) -> Response {
         FailureKind::Cancelled => ErrorCode::Cancelled,
         FailureKind::ShuttingDown => ErrorCode::ShuttingDown,
         FailureKind::Internal => ErrorCode::Internal,
+        FailureKind::ResourceExhausted => ErrorCode::ResourceExhausted,
     };
     error(code, f.message.clone(), Some(job))
 }
@@ -110,5 +111,32 @@ pub fn result(job: JobId, r: &JobResult) -> Response {
             })
         }
         Err(f) => failure(f, job),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proofs::ProveError;
+    use crate::prover::ProverError;
+
+    /// A device out of memory reaches the client as its own, retryable code; other backend
+    /// failures stay ProvingFailed.
+    #[test]
+    fn out_of_memory_has_its_own_code() {
+        let code = |e: ProveError| match failure(&Failure::from_prove_error(&e), 1) {
+            Response::Error(e) => e.code,
+            other => panic!("{other:?}"),
+        };
+        let oom = std::io::Error::new(std::io::ErrorKind::OutOfMemory, "device");
+        assert_eq!(
+            code(ProveError::Backend(ProverError::OutOfMemory(Box::new(oom)))),
+            ErrorCode::ResourceExhausted
+        );
+        let other = std::io::Error::other("launch failed");
+        assert_eq!(
+            code(ProveError::Backend(ProverError::Device(Box::new(other)))),
+            ErrorCode::ProvingFailed
+        );
     }
 }

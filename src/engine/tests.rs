@@ -4,6 +4,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::proofs::{ProofKind, StageTimings};
+use crate::prover::ProverError;
 
 /// Sleeps `step` × `steps`, checking cancellation between steps like the prover does between
 /// partitions; records the order in which jobs started.
@@ -35,6 +36,10 @@ impl Runner for FakeRunner {
         self.started.lock().unwrap().push(input.clone());
         if input == b"panic" {
             panic!("boom");
+        }
+        if input == b"oom" {
+            let e = std::io::Error::new(std::io::ErrorKind::OutOfMemory, "fake device memory");
+            return Err(ProveError::Backend(ProverError::OutOfMemory(Box::new(e))));
         }
         for _ in 0..self.steps {
             control.check()?;
@@ -305,4 +310,15 @@ fn invalid_input_is_classified() {
     let j = e.submit(req, None, None).unwrap();
     assert_eq!(j.priority, Priority::for_kind(ProofKind::SnapDeals));
     assert_eq!(wait(&e, j.id).unwrap_err().kind, FailureKind::InvalidInput);
+}
+
+/// A device out of memory is its own kind of failure (the daemon answers ResourceExhausted,
+/// which a client may retry), not a proving failure.
+#[test]
+fn out_of_memory_is_classified_as_retryable() {
+    let e = engine(FakeRunner::new(1, 1), config(1, 8, 1));
+    let j = e.submit(window("oom"), None, None).unwrap();
+    let failure = wait(&e, j.id).unwrap_err();
+    assert_eq!(failure.kind, FailureKind::ResourceExhausted);
+    assert!(failure.message.contains("fake device memory"), "{failure}");
 }

@@ -127,6 +127,9 @@ pub enum FailureKind {
     ShuttingDown,
     /// The prover panicked: a bug.
     Internal,
+    /// The backend lacked a resource it may have later (device memory): the same request
+    /// may succeed when retried.
+    ResourceExhausted,
 }
 
 /// A failed job's error.
@@ -152,6 +155,7 @@ impl Failure {
         let kind = match e {
             ProveError::InvalidInput(_) => FailureKind::InvalidInput,
             ProveError::Cancelled => FailureKind::Cancelled,
+            ProveError::Backend(b) if b.is_retryable() => FailureKind::ResourceExhausted,
             _ => FailureKind::ProvingFailed,
         };
         Self::new(kind, e.to_string())

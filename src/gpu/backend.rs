@@ -1,8 +1,16 @@
-//! [`GpuBackend`]: the prover's NTT/MSM boundary on one CUDA device.
+//! [`GpuBackend`]: the prover's boundary on one CUDA device.
+//!
+//! A parameter set prepared here ([`GpuPrepared`]) owns its points on the device: they go up
+//! once, with [`GpuBackend::prepare_gpu`] (the B queries with the first proof, see there), and
+//! are freed when the handle is dropped. Where the device runs out of memory, the backend
+//! drops the other sets' points and its NTT tables and tries once more; a set whose points
+//! were dropped that way uploads them again when it next needs them.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-use std::sync::{Mutex, MutexGuard};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
@@ -12,54 +20,122 @@ use super::device::{DevBuf, DeviceInfo, Gpu};
 use super::msm::{self, Curve};
 use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
 use super::{GpuError, GpuOptions};
-use crate::prover::{count_set, AuxQueries, AuxSums, Backend, ProverError};
+use crate::prover::{count_set, dense, Backend, PreparedSrs, ProverError, Witness, WitnessSums};
+use crate::srs::Srs;
 
-/// Identifies a host base slice: address, length, group and a fingerprint of its first and last
-/// points, so that a freed and reused address with other points is not mistaken for it.
+/// A query of a parameter set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct BaseKey {
-    addr: usize,
-    len: usize,
-    curve: Curve,
-    print: u64,
+enum Query {
+    H,
+    L,
+    A,
+    BG1,
+    BG2,
+    /// Points a caller of [`ResidentPoints`] named.
+    Named(usize),
 }
 
-impl BaseKey {
-    fn new(bytes: &[u8], n: usize, curve: Curve) -> Self {
-        let pb = curve.affine_bytes();
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        let k = n.min(2) * pb;
-        bytes[..k].hash(&mut h);
-        bytes[bytes.len() - k..].hash(&mut h);
-        BaseKey {
-            addr: bytes.as_ptr() as usize,
-            len: n,
-            curve,
-            print: h.finish(),
-        }
+/// Names a device buffer of points: a range of one query of one prepared set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct SlotKey {
+    set: u64,
+    query: Query,
+    start: usize,
+    end: usize,
+}
+
+/// The points of one MSM: the buffer that holds them on the device, or will once
+/// [`State::ensure`] uploaded `bytes`, their host copy.
+#[derive(Clone, Copy)]
+struct Points<'a> {
+    key: SlotKey,
+    bytes: &'a [u8],
+    n: usize,
+    curve: Curve,
+}
+
+impl<'a> Points<'a> {
+    fn g1(
+        set: u64,
+        query: Query,
+        all: &'a [G1Affine],
+        range: Range<usize>,
+    ) -> Result<Self, GpuError> {
+        Self::new(set, query, all, range, Curve::G1)
     }
+
+    fn g2(
+        set: u64,
+        query: Query,
+        all: &'a [G2Affine],
+        range: Range<usize>,
+    ) -> Result<Self, GpuError> {
+        Self::new(set, query, all, range, Curve::G2)
+    }
+
+    fn new<T>(
+        set: u64,
+        query: Query,
+        all: &'a [T],
+        range: Range<usize>,
+        curve: Curve,
+    ) -> Result<Self, GpuError> {
+        let points = all.get(range.clone()).ok_or_else(|| {
+            GpuError::Input(format!(
+                "points {range:?} of a {query:?} query of {}",
+                all.len()
+            ))
+        })?;
+        Ok(Points {
+            key: SlotKey {
+                set,
+                query,
+                start: range.start,
+                end: range.end,
+            },
+            bytes: bytes_of(points),
+            n: points.len(),
+            curve,
+        })
+    }
+}
+
+fn bytes_of<T>(v: &[T]) -> &[u8] {
+    // SAFETY: only used for blstrs affine points (repr(transparent) over blst's affine structs:
+    // plain u64 limbs, no padding); any byte view of initialised memory is valid.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 pub(super) struct State {
     pub(super) gpu: Gpu,
-    /// Parameter bases resident on the device (they live as long as the process).
-    bases: HashMap<BaseKey, DevBuf>,
+    /// Points resident on the device, per prepared set and query range.
+    bases: HashMap<SlotKey, DevBuf>,
+    /// Bytes of `bases` per set, shared with the set's handle, which reads them without
+    /// waiting for the device (Status).
+    resident: HashMap<u64, Arc<AtomicU64>>,
     /// NTT tables per log2 domain size.
     domains: HashMap<u32, Domain>,
+    /// The id of the next set.
+    next_set: u64,
 }
 
-/// NTTs and MSMs on one CUDA device. Calls are serialised on the device (one stream).
-pub struct GpuBackend {
+/// The device, shared by the backend and the sets prepared on it.
+struct Shared {
     info: DeviceInfo,
     state: Mutex<State>,
 }
 
+/// NTTs and MSMs on one CUDA device. Calls are serialised on the device (one stream).
+pub struct GpuBackend {
+    shared: Arc<Shared>,
+}
+
 /// Device memory an MSM over n scalars from a device buffer takes besides its scalars, as an
-/// estimate for [`GpuBackend::aux_msms_gpu`]'s fit check, per scalar: the 0 / 1 / other
-/// index lists (8 bytes), the signed digits and their bucket-sorted list (4 bytes each per
-/// window, up to 16 windows) and the chunk sums of the bucket phase (two XYZZ points per 128
-/// list entries, about 40 bytes in G1); and once: the buckets (1.3 GB for G1 at 20-bit
-/// windows). Read from `msm.rs`'s allocations, not measured.
+/// estimate for the joint aux MSMs' fit check, per scalar: the 0 / 1 / other index lists (8
+/// bytes), the signed digits and their bucket-sorted list (4 bytes each per window, up to 16
+/// windows) and the chunk sums of the bucket phase (two XYZZ points per 128 list entries,
+/// about 40 bytes in G1); and once: the buckets (1.3 GB for G1 at 20-bit windows). Read from
+/// `msm.rs`'s allocations, not measured.
 const AUX_WORK_PER_SCALAR: usize = 8 + 2 * 4 * 16 + 40;
 const AUX_WORK_FIXED: usize = 2 << 30;
 
@@ -68,10 +144,344 @@ fn domain_size(n: usize) -> usize {
     n.next_power_of_two().max(2)
 }
 
-fn bytes_of<T>(v: &[T]) -> &[u8] {
-    // SAFETY: only used for blstrs affine points (repr(transparent) over blst's affine structs:
-    // plain u64 limbs, no padding); any byte view of initialised memory is valid.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+impl State {
+    /// Makes the points of `p` resident (kept until their set is dropped or evicted); where
+    /// the upload runs out of memory, the other resident points and the NTT tables go first
+    /// and it is tried once more.
+    fn ensure(&mut self, p: &Points<'_>) -> Result<(), GpuError> {
+        if self.bases.contains_key(&p.key) {
+            return Ok(());
+        }
+        let buf = match self.gpu.upload_new(p.bytes) {
+            Err(e) if e.is_out_of_memory() && self.evict_except(None) => {
+                self.gpu.upload_new(p.bytes)?
+            }
+            r => r?,
+        };
+        if let Some(bytes) = self.resident.get(&p.key.set) {
+            bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        }
+        self.bases.insert(p.key, buf);
+        Ok(())
+    }
+
+    /// The resident points of `key` (see [`State::ensure`]).
+    fn resident(&self, key: &SlotKey) -> Result<&DevBuf, GpuError> {
+        self.bases
+            .get(key)
+            .ok_or_else(|| GpuError::Input("points not resident".into()))
+    }
+
+    /// Drops the resident points for which `drop` holds, keeping the byte counts.
+    fn drop_bases(&mut self, drop: impl Fn(&SlotKey) -> bool) -> usize {
+        let keys: Vec<SlotKey> = self.bases.keys().filter(|k| drop(k)).copied().collect();
+        for key in &keys {
+            if let (Some(buf), Some(bytes)) = (self.bases.remove(key), self.resident.get(&key.set))
+            {
+                bytes.fetch_sub(buf.len() as u64, Ordering::Relaxed);
+            }
+        }
+        keys.len()
+    }
+
+    /// Drops every resident point range but `keep` and every NTT domain's tables (a 2^27
+    /// domain's twiddle table is 2 GiB; the tables are rebuilt in milliseconds when next
+    /// needed). Returns whether anything was freed.
+    fn evict_except(&mut self, keep: Option<&SlotKey>) -> bool {
+        let tables = self.domains.len();
+        self.domains.clear();
+        self.drop_bases(|k| Some(k) != keep) + tables > 0
+    }
+
+    fn domain(&mut self, lg: u32) -> Result<&Domain, GpuError> {
+        if !self.domains.contains_key(&lg) {
+            let d = Domain::new(&self.gpu, lg)?;
+            self.domains.insert(lg, d);
+        }
+        self.domains
+            .get(&lg)
+            .ok_or_else(|| GpuError::Input("domain cache".into()))
+    }
+
+    /// The quotient's m coefficients (m the domain size; the top one is 0 when the constraints
+    /// hold) in a device buffer, and m.
+    fn quotient_on_device(
+        &mut self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+    ) -> Result<(DevBuf, usize), GpuError> {
+        let n = a.len();
+        if b.len() != n || c.len() != n {
+            return Err(GpuError::Input("A, B and C have different lengths".into()));
+        }
+        let m = domain_size(n);
+        self.domain(m.trailing_zeros())?;
+        let d = self
+            .domains
+            .get(&m.trailing_zeros())
+            .ok_or_else(|| GpuError::Input("domain cache".into()))?;
+        Ok((d.quotient_from_host(&self.gpu, a, b, c)?, m))
+    }
+}
+
+/// A set's claim on the device: its id, under which its points are resident, and their
+/// bytes. Dropping it frees the points.
+struct SetGuard {
+    shared: Arc<Shared>,
+    id: u64,
+    bytes: Arc<AtomicU64>,
+}
+
+impl SetGuard {
+    fn new(shared: &Arc<Shared>) -> Result<Self, GpuError> {
+        let mut s = shared.lock()?;
+        let id = s.next_set;
+        s.next_set += 1;
+        let bytes = Arc::new(AtomicU64::new(0));
+        s.resident.insert(id, bytes.clone());
+        Ok(SetGuard {
+            shared: shared.clone(),
+            id,
+            bytes,
+        })
+    }
+}
+
+impl Drop for SetGuard {
+    fn drop(&mut self) {
+        // A panic in an earlier device call poisons the lock but leaves the map usable, and the
+        // points must go either way.
+        let mut s = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let id = self.id;
+        s.drop_bases(|k| k.set == id);
+        s.resident.remove(&id);
+        // Freed memory returns to the driver at the next synchronization (CUDA's stream-ordered
+        // allocator): make it visible at once. A failure here means the context has failed,
+        // which the next call reports.
+        let _ = s.gpu.sync();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> Result<MutexGuard<'_, State>, GpuError> {
+        self.state.lock().map_err(|_| GpuError::Cuda {
+            context: "lock",
+            message: "a previous GPU call panicked".into(),
+        })
+    }
+
+    /// Σ h_i·H_i for the quotient H of `a`, `b`, `c`, with H left on the device between the
+    /// transforms and the MSM: no download and upload of its m·32 bytes (8.6 GB of PCIe
+    /// traffic for a 2^27 domain). `h` are the m − 1 points of the H query.
+    fn h_sum(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+        h: &Points<'_>,
+    ) -> Result<G1Projective, GpuError> {
+        let m = domain_size(a.len());
+        if h.n != m - 1 {
+            return Err(GpuError::Input(format!(
+                "{} H bases for a domain of {m}",
+                h.n
+            )));
+        }
+        let run = |s: &mut State| -> Result<msm::MsmParts, GpuError> {
+            let (hs, _) = s.quotient_on_device(&a, &b, &c)?;
+            msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)
+        };
+        let mut s = self.lock()?;
+        s.ensure(h)?;
+        let parts = match run(&mut s) {
+            // The inputs are still on the host: after freeing the other resident points and
+            // the NTT tables, once more (as in the separate quotient and MSM).
+            Err(e) if e.is_out_of_memory() && s.evict_except(Some(&h.key)) => run(&mut s),
+            r => r,
+        }?;
+        Ok(msm::finish_g1(&parts))
+    }
+
+    /// Σ scalars[i]·points[i] (the parts of the sum; see [`msm::finish_g1`]).
+    fn msm(&self, p: &Points<'_>, scalars: &[Scalar]) -> Result<msm::MsmParts, GpuError> {
+        if scalars.len() != p.n {
+            return Err(GpuError::Input(format!(
+                "{} bases for {} scalars",
+                p.n,
+                scalars.len()
+            )));
+        }
+        let mut s = self.lock()?;
+        s.ensure(p)?;
+        let run = |s: &State| -> Result<msm::MsmParts, GpuError> {
+            msm::msm(
+                &s.gpu,
+                p.curve,
+                s.resident(&p.key)?,
+                p.n,
+                scalar_bytes(scalars),
+            )
+        };
+        match run(&s) {
+            Err(e) if e.is_out_of_memory() && s.evict_except(Some(&p.key)) => {
+                // The working buffers did not fit beside the resident points of other sets
+                // (parameters of an earlier proof, say) or the NTT tables: keep only these
+                // points and retry once.
+                run(&s)
+            }
+            r => r,
+        }
+    }
+
+    /// Σ scalars[i]·points[i] in G1 (the identity for none).
+    fn sum_g1(&self, p: &Points<'_>, scalars: &[Scalar]) -> Result<G1Projective, GpuError> {
+        if p.n == 0 && scalars.is_empty() {
+            return Ok(G1Projective::identity());
+        }
+        Ok(msm::finish_g1(&self.msm(p, scalars)?))
+    }
+
+    /// Σ scalars[i]·points[i] in G2 (the identity for none).
+    fn sum_g2(&self, p: &Points<'_>, scalars: &[Scalar]) -> Result<G2Projective, GpuError> {
+        if p.n == 0 && scalars.is_empty() {
+            return Ok(G2Projective::identity());
+        }
+        Ok(msm::finish_g2(&self.msm(p, scalars)?))
+    }
+
+    /// The four aux MSMs with the assignment uploaded once: the A and B queries' scalars are
+    /// selected on the device ([`msm::compact`]) before the L query's MSM runs on the uploaded
+    /// copy (an MSM's front end rewrites its scalars in place, so the B selection is copied
+    /// once, one for each group). For a 32 GiB partition that sends 4.2 GB over PCIe instead of
+    /// about 10 GB, and the host makes no copies of the selections. All four point ranges must
+    /// be resident at once: where the free memory cannot hold the missing ones and the working
+    /// buffers (estimated, see [`AUX_WORK_PER_SCALAR`]) this returns the out-of-memory error at
+    /// once, touching nothing, and the caller runs the queries one by one (which evicts and
+    /// uploads per query as needed); an out-of-memory error later on is returned the same way.
+    /// The sums over the inputs are not included (`a`, `b_g1`, `b_g2` are over aux only).
+    fn aux_joint(&self, q: &AuxPoints<'_, '_>) -> Result<WitnessSums, GpuError> {
+        let n = q.aux.len();
+        if q.l.n != n || q.a_density.len() != n || q.b_density.len() != n {
+            return Err(GpuError::Input(format!(
+                "{n} aux values for {} L points and densities of {} and {}",
+                q.l.n,
+                q.a_density.len(),
+                q.b_density.len()
+            )));
+        }
+        if q.b_g1.n != q.b_g2.n {
+            return Err(GpuError::Input(format!(
+                "B query of {} points in G1 and {} in G2",
+                q.b_g1.n, q.b_g2.n
+            )));
+        }
+        let nb = q.b_g1.n;
+        let (a_set, b_set) = (count_set(q.a_density), count_set(q.b_density));
+        if a_set != q.a.n || b_set != nb {
+            return Err(GpuError::Input(format!(
+                "A query of {} points for {a_set} flags, B of {nb} for {b_set}",
+                q.a.n
+            )));
+        }
+        if n == 0 {
+            return Ok(WitnessSums {
+                l: G1Projective::identity(),
+                a: G1Projective::identity(),
+                b_g1: G1Projective::identity(),
+                b_g2: G2Projective::identity(),
+            });
+        }
+        let queries = [q.l, q.a, q.b_g1, q.b_g2];
+        let mut s = self.lock()?;
+        let missing: usize = queries
+            .iter()
+            .filter(|p| !s.bases.contains_key(&p.key))
+            .map(|p| p.bytes.len())
+            .sum();
+        let work = (n + 2 * nb) * FR_BYTES + n * AUX_WORK_PER_SCALAR + AUX_WORK_FIXED;
+        let (free, _) = s.gpu.mem_info()?;
+        if missing + work > free {
+            return Err(GpuError::OutOfMemory(format!(
+                "the aux MSMs together need about {} MiB more, {} MiB free",
+                (missing + work) >> 20,
+                free >> 20
+            )));
+        }
+        for p in queries.iter().filter(|p| p.n > 0) {
+            s.ensure(p)?;
+        }
+        // Making room for one range may have evicted another: then they do not fit together.
+        if queries
+            .iter()
+            .any(|p| p.n > 0 && !s.bases.contains_key(&p.key))
+        {
+            return Err(GpuError::OutOfMemory(
+                "the L, A and B bases do not fit on the device together".into(),
+            ));
+        }
+        let gpu = &s.gpu;
+        // Query i's MSM over `scalars` (consumed: rewritten, then freed), None when empty.
+        let sum = |i: usize, scalars: DevBuf| -> Result<Option<msm::MsmParts>, GpuError> {
+            let p = &queries[i];
+            if p.n == 0 {
+                return Ok(None);
+            }
+            msm::msm_device(gpu, p.curve, s.resident(&p.key)?, p.n, scalars).map(Some)
+        };
+        let g1 =
+            |p: Option<msm::MsmParts>| p.map_or(G1Projective::identity(), |p| msm::finish_g1(&p));
+        // A first, so that its selection (as large as the assignment) is freed before the
+        // others are made; the L query last of those reading `aux`.
+        let aux = gpu.upload_new(scalar_bytes(q.aux))?;
+        let a = sum(1, msm::compact(gpu, &aux, q.a_density, q.a.n)?)?;
+        let b1 = msm::compact(gpu, &aux, q.b_density, nb)?;
+        let mut b2 = gpu.alloc(nb.max(1) * FR_BYTES)?;
+        if nb > 0 {
+            gpu.copy(&b1, &mut b2, nb * FR_BYTES)?;
+        }
+        let l = sum(0, aux)?;
+        let b1 = sum(2, b1)?;
+        let b2 = sum(3, b2)?;
+        Ok(WitnessSums {
+            l: g1(l),
+            a: g1(a),
+            b_g1: g1(b1),
+            b_g2: b2.map_or(G2Projective::identity(), |p| msm::finish_g2(&p)),
+        })
+    }
+}
+
+/// The aux MSMs of one proof for [`Shared::aux_joint`]: `l` has one point per aux value, `a`
+/// one per set flag of `a_density`, `b_g1` and `b_g2` one per set flag of `b_density`.
+struct AuxPoints<'a, 'p> {
+    aux: &'a [Scalar],
+    a_density: &'a [bool],
+    b_density: &'a [bool],
+    l: Points<'p>,
+    a: Points<'p>,
+    b_g1: Points<'p>,
+    b_g2: Points<'p>,
+}
+
+/// The four aux MSMs from host slices ([`GpuBackend::aux_msms_gpu`], for tests and
+/// benchmarks): `l` has one point per aux value, `a` one per set flag of `a_density`, `b_g1`
+/// and `b_g2` one per set flag of `b_density`; both densities have one flag per aux value.
+pub struct AuxQueries<'a> {
+    /// The aux part of the assignment.
+    pub aux: &'a [Scalar],
+    /// Which aux variables the A query uses.
+    pub a_density: &'a [bool],
+    /// Which aux variables the B queries use.
+    pub b_density: &'a [bool],
+    /// The L query.
+    pub l: &'a [G1Affine],
+    /// The aux part of the A query.
+    pub a: &'a [G1Affine],
+    /// The aux part of the B query in G1.
+    pub b_g1: &'a [G1Affine],
+    /// The aux part of the B query in G2.
+    pub b_g2: &'a [G2Affine],
 }
 
 impl GpuBackend {
@@ -81,43 +491,67 @@ impl GpuBackend {
         let gpu = Gpu::open(options)?;
         let info = gpu.info.clone();
         Ok(GpuBackend {
-            info,
-            state: Mutex::new(State {
-                gpu,
-                bases: HashMap::new(),
-                domains: HashMap::new(),
+            shared: Arc::new(Shared {
+                info,
+                state: Mutex::new(State {
+                    gpu,
+                    bases: HashMap::new(),
+                    resident: HashMap::new(),
+                    domains: HashMap::new(),
+                    next_set: 0,
+                }),
             }),
         })
     }
 
     /// The device this backend runs on.
     pub fn info(&self) -> &DeviceInfo {
-        &self.info
+        &self.shared.info
     }
 
     pub(super) fn lock(&self) -> Result<MutexGuard<'_, State>, GpuError> {
-        self.state.lock().map_err(|_| GpuError::Cuda {
-            context: "lock",
-            message: "a previous GPU call panicked".into(),
-        })
+        self.shared.lock()
     }
 
-    /// Drops the resident bases (and NTT tables), freeing their device memory.
+    /// Free and total memory of the device, in bytes.
+    pub fn mem_info(&self) -> Result<(usize, usize), GpuError> {
+        self.lock()?.gpu.mem_info()
+    }
+
+    /// Drops the NTT tables and the resident points of every prepared set, freeing their
+    /// device memory (the sets upload their points again when next used).
     pub fn clear_cache(&self) -> Result<(), GpuError> {
         let mut s = self.lock()?;
-        s.bases.clear();
-        s.domains.clear();
-        Ok(())
+        s.evict_except(None);
+        s.gpu.sync()
     }
 
-    fn domain(s: &mut State, lg: u32) -> Result<&Domain, GpuError> {
-        if !s.domains.contains_key(&lg) {
-            let d = Domain::new(&s.gpu, lg)?;
-            s.domains.insert(lg, d);
+    /// Uploads the points of `srs` that every proof with it uses: H, L and A. The B queries
+    /// are split between the inputs and the aux variables at a point only the circuit knows
+    /// (the inputs the B queries use), so they go up with the first proof. Points that do not
+    /// fit now (beside other sets, once those were evicted) go up when they are used.
+    pub fn prepare_gpu(&self, srs: Arc<Srs>) -> Result<GpuPrepared, GpuError> {
+        let set = SetGuard::new(&self.shared)?;
+        let n_in = srs.vk.ic.len().min(srs.a.len());
+        {
+            let queries = [
+                Points::g1(set.id, Query::H, &srs.h, 0..srs.h.len())?,
+                Points::g1(set.id, Query::L, &srs.l, 0..srs.l.len())?,
+                Points::g1(set.id, Query::A, &srs.a, 0..n_in)?,
+                Points::g1(set.id, Query::A, &srs.a, n_in..srs.a.len())?,
+            ];
+            let mut s = self.lock()?;
+            for p in queries.iter().filter(|p| p.n > 0) {
+                match s.ensure(p) {
+                    Err(e) if e.is_out_of_memory() => {
+                        tracing::debug!(error = %e, params = %srs.path.display(), "parameters partly on the device");
+                        break;
+                    }
+                    r => r?,
+                }
+            }
         }
-        s.domains
-            .get(&lg)
-            .ok_or_else(|| GpuError::Input("domain cache".into()))
+        Ok(GpuPrepared { set, srs })
     }
 
     /// In-place natural-order NTT of `values` (length a power of two, ≤ 2^28), with the same
@@ -132,7 +566,7 @@ impl GpuBackend {
         }
         let lg = n.trailing_zeros();
         let mut s = self.lock()?;
-        Self::domain(&mut s, lg)?;
+        s.domain(lg)?;
         let s = &*s;
         let d = s
             .domains
@@ -144,17 +578,19 @@ impl GpuBackend {
         s.gpu.download(&out, scalar_bytes_mut(values))
     }
 
-    fn quotient_gpu(
+    /// The m − 1 lowest coefficients of H(X) = (A(X)·B(X) − C(X)) / Z(X) (m the domain size),
+    /// downloaded to the host.
+    pub fn quotient_gpu(
         &self,
         a: Vec<Scalar>,
         b: Vec<Scalar>,
         c: Vec<Scalar>,
     ) -> Result<Vec<Scalar>, GpuError> {
-        // The inputs stay on the host until the transform succeeds, so a retry after freeing the
-        // resident bases and NTT tables (out of memory beside them) needs no copies.
+        // The inputs stay on the host until the transform succeeds, so a retry after freeing
+        // the resident points and NTT tables (out of memory beside them) needs no copies.
         match self.quotient_once(&a, &b, &c) {
             Err(e) if e.is_out_of_memory() => {
-                Self::evict_except(&mut *self.lock()?, None);
+                self.lock()?.evict_except(None);
                 self.quotient_once(&a, &b, &c)
             }
             r => r,
@@ -168,37 +604,14 @@ impl GpuBackend {
         c: &[Scalar],
     ) -> Result<Vec<Scalar>, GpuError> {
         let mut s = self.lock()?;
-        let (h, m) = Self::quotient_on_device(&mut s, a, b, c)?;
+        let (h, m) = s.quotient_on_device(a, b, c)?;
         let mut out = vec![Scalar::ZERO; m - 1];
         s.gpu.download(&h, scalar_bytes_mut(&mut out))?;
         Ok(out)
     }
 
-    /// The quotient's m coefficients (m the domain size; the top one is 0 when the constraints
-    /// hold) in a device buffer, and m.
-    fn quotient_on_device(
-        s: &mut State,
-        a: &[Scalar],
-        b: &[Scalar],
-        c: &[Scalar],
-    ) -> Result<(DevBuf, usize), GpuError> {
-        let n = a.len();
-        if b.len() != n || c.len() != n {
-            return Err(GpuError::Input("A, B and C have different lengths".into()));
-        }
-        let m = domain_size(n);
-        let lg = m.trailing_zeros();
-        Self::domain(s, lg)?;
-        let d = s
-            .domains
-            .get(&lg)
-            .ok_or_else(|| GpuError::Input("domain cache".into()))?;
-        Ok((d.quotient_from_host(&s.gpu, a, b, c)?, m))
-    }
-
-    /// Σ h_i·bases[i] for the quotient H of `a`, `b`, `c`, with H left on the device between
-    /// the transforms and the MSM: no download and upload of its m·32 bytes (8.6 GB of PCIe
-    /// traffic for a 2^27 domain). `bases` are the m − 1 points of the H query.
+    /// The H sum as a prepared set computes it, for host points `bases` that are uploaded for
+    /// this call only (tests, benchmarks).
     pub fn quotient_h_query_gpu(
         &self,
         a: Vec<Scalar>,
@@ -206,284 +619,222 @@ impl GpuBackend {
         c: Vec<Scalar>,
         bases: &[G1Affine],
     ) -> Result<G1Projective, GpuError> {
-        let m = domain_size(a.len());
-        if bases.len() != m - 1 {
-            return Err(GpuError::Input(format!(
-                "{} H bases for a domain of {m}",
-                bases.len()
-            )));
-        }
-        let base_bytes = bytes_of(bases);
-        let key = BaseKey::new(base_bytes, bases.len(), Curve::G1);
-        let run = |s: &mut State| -> Result<msm::MsmParts, GpuError> {
-            let (h, _) = Self::quotient_on_device(s, &a, &b, &c)?;
-            msm::msm_device(&s.gpu, Curve::G1, Self::resident(s, &key)?, m - 1, h)
-        };
-        let mut s = self.lock()?;
-        Self::ensure_bases(&mut s, key, base_bytes)?;
-        let parts = match run(&mut s) {
-            // The inputs are still on the host: after freeing the other resident bases and the
-            // NTT tables, once more (as in the separate quotient and MSM).
-            Err(e) if e.is_out_of_memory() && Self::evict_except(&mut s, Some(&key)) => run(&mut s),
-            r => r,
-        }?;
-        Ok(msm::finish_g1(&parts))
+        let set = SetGuard::new(&self.shared)?;
+        let h = Points::g1(set.id, Query::H, bases, 0..bases.len())?;
+        self.shared.h_sum(a, b, c, &h)
     }
 
-    fn msm_parts(
-        &self,
-        curve: Curve,
-        base_bytes: &[u8],
-        n: usize,
-        scalars: &[Scalar],
-    ) -> Result<msm::MsmParts, GpuError> {
-        if scalars.len() != n {
-            return Err(GpuError::Input(format!(
-                "{n} bases for {} scalars",
-                scalars.len()
-            )));
-        }
-        let mut s = self.lock()?;
-        let key = BaseKey::new(base_bytes, n, curve);
-        Self::ensure_bases(&mut s, key, base_bytes)?;
-        let run = |s: &State| -> Result<msm::MsmParts, GpuError> {
-            msm::msm(
-                &s.gpu,
-                curve,
-                Self::resident(s, &key)?,
-                n,
-                scalar_bytes(scalars),
-            )
-        };
-        match run(&s) {
-            Err(e) if e.is_out_of_memory() && Self::evict_except(&mut s, Some(&key)) => {
-                // The working buffers did not fit beside the resident bases of other slices
-                // (parameters of an earlier proof, say) or the NTT tables: keep only this
-                // slice's bases and retry once.
-                run(&s)
-            }
-            r => r,
-        }
-    }
-
-    /// Makes the bases of `key` resident (uploaded once, kept for later proofs); where the
-    /// upload runs out of memory, the other resident bases and the NTT tables go first and it
-    /// is tried once more.
-    fn ensure_bases(s: &mut State, key: BaseKey, bytes: &[u8]) -> Result<(), GpuError> {
-        if s.bases.contains_key(&key) {
-            return Ok(());
-        }
-        let buf = match s.gpu.upload_new(bytes) {
-            Err(e) if e.is_out_of_memory() && Self::evict_except(s, None) => {
-                s.gpu.upload_new(bytes)?
-            }
-            r => r?,
-        };
-        s.bases.insert(key, buf);
-        Ok(())
-    }
-
-    /// The resident bases of `key` (see [`GpuBackend::ensure_bases`]).
-    fn resident<'a>(s: &'a State, key: &BaseKey) -> Result<&'a DevBuf, GpuError> {
-        s.bases
-            .get(key)
-            .ok_or_else(|| GpuError::Input("base cache".into()))
-    }
-
-    /// Drops every resident base slice but `keep` and every NTT domain's tables (a 2^27
-    /// domain's twiddle table is 2 GiB; the tables are rebuilt in milliseconds when next
-    /// needed). Returns whether anything was freed.
-    fn evict_except(s: &mut State, keep: Option<&BaseKey>) -> bool {
-        let before = s.bases.len() + s.domains.len();
-        s.bases.retain(|k, _| Some(k) == keep);
-        s.domains.clear();
-        s.bases.len() + s.domains.len() < before
-    }
-
-    /// The four aux MSMs with the assignment uploaded once ([`Backend::aux_msms`]): the A and
-    /// B queries' scalars are selected on the device ([`msm::compact`]) before the L query's
-    /// MSM runs on the uploaded copy (an MSM's front end rewrites its scalars in place, so the
-    /// B selection is copied once, one for each group). For a 32 GiB partition that sends
-    /// 4.2 GB over PCIe instead of about 10 GB, and the host makes no copies of the
-    /// selections. All four base slices must be resident at once: where the free memory
-    /// cannot hold the missing ones and the working buffers (estimated, see
-    /// [`AUX_WORK_PER_SCALAR`]) this returns the out-of-memory error at once, touching nothing,
-    /// and the caller runs the queries one by one (which evicts and uploads per query as
-    /// needed); an out-of-memory error later on is returned the same way.
-    pub fn aux_msms_gpu(&self, q: &AuxQueries<'_>) -> Result<AuxSums, GpuError> {
-        let n = q.aux.len();
-        if q.l.len() != n || q.a_density.len() != n || q.b_density.len() != n {
-            return Err(GpuError::Input(format!(
-                "{n} aux values for {} L points and densities of {} and {}",
-                q.l.len(),
-                q.a_density.len(),
-                q.b_density.len()
-            )));
-        }
-        if q.b_g1.len() != q.b_g2.len() {
-            return Err(GpuError::Input(format!(
-                "B query of {} points in G1 and {} in G2",
-                q.b_g1.len(),
-                q.b_g2.len()
-            )));
-        }
-        let nb = q.b_g1.len();
-        let (a_set, b_set) = (count_set(q.a_density), count_set(q.b_density));
-        if a_set != q.a.len() || b_set != nb {
-            return Err(GpuError::Input(format!(
-                "A query of {} points for {a_set} flags, B of {nb} for {b_set}",
-                q.a.len()
-            )));
-        }
-        if n == 0 {
-            return Ok(AuxSums {
-                l: G1Projective::identity(),
-                a: G1Projective::identity(),
-                b_g1: G1Projective::identity(),
-                b_g2: G2Projective::identity(),
-            });
-        }
-        let queries = [
-            (bytes_of(q.l), q.l.len(), Curve::G1),
-            (bytes_of(q.a), q.a.len(), Curve::G1),
-            (bytes_of(q.b_g1), q.b_g1.len(), Curve::G1),
-            (bytes_of(q.b_g2), q.b_g2.len(), Curve::G2),
-        ];
-        let keys = queries.map(|(bytes, len, curve)| BaseKey::new(bytes, len, curve));
-        let mut s = self.lock()?;
-        let missing: usize = queries
-            .iter()
-            .zip(&keys)
-            .filter(|(_, key)| !s.bases.contains_key(key))
-            .map(|((bytes, _, _), _)| bytes.len())
-            .sum();
-        let work = (n + 2 * nb) * FR_BYTES + n * AUX_WORK_PER_SCALAR + AUX_WORK_FIXED;
-        let (free, _) = s.gpu.mem_info()?;
-        if missing + work > free {
-            return Err(GpuError::OutOfMemory(format!(
-                "the aux MSMs together need about {} MiB more, {} MiB free",
-                (missing + work) >> 20,
-                free >> 20
-            )));
-        }
-        for ((bytes, len, _), key) in queries.iter().zip(&keys) {
-            if *len > 0 {
-                Self::ensure_bases(&mut s, *key, bytes)?;
-            }
-        }
-        // Making room for one slice may have evicted another: then they do not fit together.
-        if queries
-            .iter()
-            .zip(&keys)
-            .any(|((_, len, _), key)| *len > 0 && !s.bases.contains_key(key))
-        {
-            return Err(GpuError::OutOfMemory(
-                "the L, A and B bases do not fit on the device together".into(),
-            ));
-        }
-        let gpu = &s.gpu;
-        // Query i's MSM over `scalars` (consumed: rewritten, then freed), None when empty.
-        let sum = |i: usize, scalars: DevBuf| -> Result<Option<msm::MsmParts>, GpuError> {
-            let (_, len, curve) = queries[i];
-            if len == 0 {
-                return Ok(None);
-            }
-            msm::msm_device(gpu, curve, Self::resident(&s, &keys[i])?, len, scalars).map(Some)
-        };
-        let g1 =
-            |p: Option<msm::MsmParts>| p.map_or(G1Projective::identity(), |p| msm::finish_g1(&p));
-        // A first, so that its selection (as large as the assignment) is freed before the
-        // others are made; the L query last of those reading `aux`.
-        let aux = gpu.upload_new(scalar_bytes(q.aux))?;
-        let a = sum(1, msm::compact(gpu, &aux, q.a_density, q.a.len())?)?;
-        let b1 = msm::compact(gpu, &aux, q.b_density, nb)?;
-        let mut b2 = gpu.alloc(nb.max(1) * FR_BYTES)?;
-        if nb > 0 {
-            gpu.copy(&b1, &mut b2, nb * FR_BYTES)?;
-        }
-        let l = sum(0, aux)?;
-        let b1 = sum(2, b1)?;
-        let b2 = sum(3, b2)?;
-        Ok(AuxSums {
-            l: g1(l),
-            a: g1(a),
-            b_g1: g1(b1),
-            b_g2: b2.map_or(G2Projective::identity(), |p| msm::finish_g2(&p)),
+    /// Points kept on the device across calls for ad-hoc MSMs (tests, benchmarks); see
+    /// [`ResidentPoints`].
+    pub fn resident_points(&self) -> Result<ResidentPoints, GpuError> {
+        Ok(ResidentPoints {
+            set: SetGuard::new(&self.shared)?,
         })
     }
 
-    /// Σ scalars[i]·bases[i] in G1 on the GPU.
+    /// The four aux MSMs as a prepared set computes them jointly (the assignment uploaded
+    /// once), for host points uploaded for this call only. Out of memory is an error here; a
+    /// prepared set then runs the MSMs one by one.
+    pub fn aux_msms_gpu(&self, q: &AuxQueries<'_>) -> Result<WitnessSums, GpuError> {
+        self.resident_points()?.aux_msms(q)
+    }
+
+    /// Σ scalars[i]·bases[i] in G1 on the GPU, the bases uploaded for this call only.
     pub fn msm_g1_gpu(
         &self,
         bases: &[G1Affine],
         scalars: &[Scalar],
     ) -> Result<G1Projective, GpuError> {
-        if bases.is_empty() && scalars.is_empty() {
-            return Ok(G1Projective::identity());
-        }
-        let parts = self.msm_parts(Curve::G1, bytes_of(bases), bases.len(), scalars)?;
-        Ok(msm::finish_g1(&parts))
+        self.resident_points()?.msm_g1(0, bases, scalars)
     }
 
-    /// Σ scalars[i]·bases[i] in G2 on the GPU.
+    /// Σ scalars[i]·bases[i] in G2 on the GPU, the bases uploaded for this call only.
     pub fn msm_g2_gpu(
         &self,
         bases: &[G2Affine],
         scalars: &[Scalar],
     ) -> Result<G2Projective, GpuError> {
-        if bases.is_empty() && scalars.is_empty() {
-            return Ok(G2Projective::identity());
-        }
-        let parts = self.msm_parts(Curve::G2, bytes_of(bases), bases.len(), scalars)?;
-        Ok(msm::finish_g2(&parts))
+        self.resident_points()?.msm_g2(0, bases, scalars)
+    }
+}
+
+/// Host points kept on the device across calls, for MSMs outside a prepared parameter set
+/// (tests, benchmarks): each slice goes up on its first use and stays until this is dropped.
+/// The caller names each slice of [`ResidentPoints::msm_g1`] / [`ResidentPoints::msm_g2`] and
+/// promises that a name always means the same points (of the same length); the queries of
+/// [`ResidentPoints::aux_msms`] are names 0 to 3 in the order of [`AuxQueries`] (L, A, B in G1,
+/// B in G2), so that separate MSMs over the same points share them.
+pub struct ResidentPoints {
+    set: SetGuard,
+}
+
+impl ResidentPoints {
+    /// Σ scalars[i]·bases[i] in G1, the bases resident under `name`.
+    pub fn msm_g1(
+        &self,
+        name: usize,
+        bases: &[G1Affine],
+        scalars: &[Scalar],
+    ) -> Result<G1Projective, GpuError> {
+        let p = Points::g1(self.set.id, Query::Named(name), bases, 0..bases.len())?;
+        self.set.shared.sum_g1(&p, scalars)
+    }
+
+    /// Σ scalars[i]·bases[i] in G2, the bases resident under `name`.
+    pub fn msm_g2(
+        &self,
+        name: usize,
+        bases: &[G2Affine],
+        scalars: &[Scalar],
+    ) -> Result<G2Projective, GpuError> {
+        let p = Points::g2(self.set.id, Query::Named(name), bases, 0..bases.len())?;
+        self.set.shared.sum_g2(&p, scalars)
+    }
+
+    /// The four aux MSMs jointly, as a prepared set computes them (the assignment uploaded
+    /// once); the four queries' points resident.
+    pub fn aux_msms(&self, q: &AuxQueries<'_>) -> Result<WitnessSums, GpuError> {
+        let id = self.set.id;
+        self.set.shared.aux_joint(&AuxPoints {
+            aux: q.aux,
+            a_density: q.a_density,
+            b_density: q.b_density,
+            l: Points::g1(id, Query::Named(0), q.l, 0..q.l.len())?,
+            a: Points::g1(id, Query::Named(1), q.a, 0..q.a.len())?,
+            b_g1: Points::g1(id, Query::Named(2), q.b_g1, 0..q.b_g1.len())?,
+            b_g2: Points::g2(id, Query::Named(3), q.b_g2, 0..q.b_g2.len())?,
+        })
     }
 }
 
 impl Backend for GpuBackend {
     fn name(&self) -> String {
-        format!("cuda:{} {}", self.info.ordinal, self.info.name)
+        format!(
+            "cuda:{} {}",
+            self.shared.info.ordinal, self.shared.info.name
+        )
     }
 
-    fn quotient(
-        &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-    ) -> Result<Vec<Scalar>, ProverError> {
-        Ok(self.quotient_gpu(a, b, c)?)
+    fn prepare(&self, srs: Arc<Srs>) -> Result<Arc<dyn PreparedSrs>, ProverError> {
+        Ok(Arc::new(self.prepare_gpu(srs)?))
+    }
+}
+
+/// A parameter set on the device ([`GpuBackend::prepare_gpu`]). Dropping it frees its points.
+pub struct GpuPrepared {
+    set: SetGuard,
+    srs: Arc<Srs>,
+}
+
+/// The points of a proof's witness queries, split where the inputs' parts end.
+#[derive(Clone, Copy)]
+struct WitnessPoints<'p> {
+    l: Points<'p>,
+    a_in: Points<'p>,
+    a_aux: Points<'p>,
+    b1_in: Points<'p>,
+    b1_aux: Points<'p>,
+    b2_in: Points<'p>,
+    b2_aux: Points<'p>,
+}
+
+impl GpuPrepared {
+    /// The witness queries' points for `n_in` inputs of which the B queries use `b_in`.
+    fn witness_points(&self, n_in: usize, b_in: usize) -> Result<WitnessPoints<'_>, GpuError> {
+        let (srs, id) = (&*self.srs, self.set.id);
+        Ok(WitnessPoints {
+            l: Points::g1(id, Query::L, &srs.l, 0..srs.l.len())?,
+            a_in: Points::g1(id, Query::A, &srs.a, 0..n_in)?,
+            a_aux: Points::g1(id, Query::A, &srs.a, n_in..srs.a.len())?,
+            b1_in: Points::g1(id, Query::BG1, &srs.b_g1, 0..b_in)?,
+            b1_aux: Points::g1(id, Query::BG1, &srs.b_g1, b_in..srs.b_g1.len())?,
+            b2_in: Points::g2(id, Query::BG2, &srs.b_g2, 0..b_in)?,
+            b2_aux: Points::g2(id, Query::BG2, &srs.b_g2, b_in..srs.b_g2.len())?,
+        })
     }
 
-    fn quotient_h_query(
-        &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-        bases: &[G1Affine],
-    ) -> Result<G1Projective, ProverError> {
-        Ok(self.quotient_h_query_gpu(a, b, c, bases)?)
-    }
-
-    fn fuses_h_query(&self) -> bool {
-        true
-    }
-
-    fn aux_msms(&self, queries: &AuxQueries<'_>) -> Option<Result<AuxSums, ProverError>> {
-        match self.aux_msms_gpu(queries) {
+    /// The witness sums: the four aux MSMs jointly where they fit on the device together,
+    /// else one by one; the inputs' parts (a few points) as separate MSMs.
+    fn witness(&self, w: Witness) -> Result<WitnessSums, GpuError> {
+        let p = self.witness_points(w.input.len(), w.b_in)?;
+        let b_input = dense(&w.input, &w.b_input_density);
+        let t = Instant::now();
+        let joint = self.set.shared.aux_joint(&AuxPoints {
+            aux: &w.aux,
+            a_density: &w.a_aux_density,
+            b_density: &w.b_aux_density,
+            l: p.l,
+            a: p.a_aux,
+            b_g1: p.b1_aux,
+            b_g2: p.b2_aux,
+        });
+        let sums = match joint {
             Err(e) if e.is_out_of_memory() => {
-                // Nothing was lost: the prover sends the queries one at a time instead, each
-                // with room for its own working buffers.
+                // Nothing was lost: the queries go one at a time instead, each with room for
+                // its own working buffers.
                 tracing::debug!(error = %e, "aux MSMs one by one");
-                None
+                return self.witness_apart(w, &p, &b_input);
             }
-            r => Some(r.map_err(ProverError::from)),
-        }
+            r => r?,
+        };
+        tracing::trace!(msm = "aux", ms = t.elapsed().as_millis() as u64, "msm done");
+        drop(w.aux);
+        let shared = &self.set.shared;
+        Ok(WitnessSums {
+            l: sums.l,
+            a: sums.a + shared.sum_g1(&p.a_in, &w.input)?,
+            b_g1: sums.b_g1 + shared.sum_g1(&p.b1_in, &b_input)?,
+            b_g2: sums.b_g2 + shared.sum_g2(&p.b2_in, &b_input)?,
+        })
     }
 
-    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError> {
-        Ok(self.msm_g1_gpu(bases, scalars)?)
+    /// The witness MSMs one at a time, with the A and B selections made on the host: where the
+    /// four aux MSMs do not fit on the device together.
+    fn witness_apart(
+        &self,
+        w: Witness,
+        p: &WitnessPoints<'_>,
+        b_input: &[Scalar],
+    ) -> Result<WitnessSums, GpuError> {
+        let shared = &self.set.shared;
+        let b_aux = dense(&w.aux, &w.b_aux_density);
+        let l = shared.sum_g1(&p.l, &w.aux)?;
+        let a = shared.sum_g1(&p.a_in, &w.input)?
+            + shared.sum_g1(&p.a_aux, &dense(&w.aux, &w.a_aux_density))?;
+        // The assignment is not needed any more: B's selection is made.
+        drop(w.aux);
+        Ok(WitnessSums {
+            l,
+            a,
+            b_g1: shared.sum_g1(&p.b1_in, b_input)? + shared.sum_g1(&p.b1_aux, &b_aux)?,
+            b_g2: shared.sum_g2(&p.b2_in, b_input)? + shared.sum_g2(&p.b2_aux, &b_aux)?,
+        })
+    }
+}
+
+impl PreparedSrs for GpuPrepared {
+    fn srs(&self) -> &Arc<Srs> {
+        &self.srs
     }
 
-    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, ProverError> {
-        Ok(self.msm_g2_gpu(bases, scalars)?)
+    fn h_sum(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+    ) -> Result<G1Projective, ProverError> {
+        let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
+        let t = Instant::now();
+        let sum = self.set.shared.h_sum(a, b, c, &h)?;
+        tracing::trace!(msm = "h", ms = t.elapsed().as_millis() as u64, "msm done");
+        Ok(sum)
+    }
+
+    fn witness_sums(&self, w: Witness) -> Result<WitnessSums, ProverError> {
+        Ok(self.witness(w)?)
+    }
+
+    fn device_bytes(&self) -> u64 {
+        self.set.bytes.load(Ordering::Relaxed)
     }
 }

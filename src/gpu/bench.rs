@@ -439,7 +439,7 @@ fn bench_aux(
     args: &GpuBenchArgs,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
-    use crate::prover::AuxQueries;
+    use super::backend::AuxQueries;
     if sizes.is_empty() {
         return Ok(());
     }
@@ -467,20 +467,21 @@ fn bench_aux(
         };
         let mut times = [Vec::new(), Vec::new()];
         let mut sums = [None, None];
+        let points = backend.resident_points()?;
         for run in 0..=args.runs {
             for (way, joint) in [false, true].into_iter().enumerate() {
                 let t0 = Instant::now();
                 let sum = if joint {
-                    let s = backend.aux_msms_gpu(&q)?;
+                    let s = points.aux_msms(&q)?;
                     (s.l, s.a, s.b_g1, s.b_g2)
                 } else {
                     let a_sel = crate::prover::dense(&aux, &a_density);
                     let b_sel = crate::prover::dense(&aux, &b_density);
                     (
-                        backend.msm_g1_gpu(&l, &aux)?,
-                        backend.msm_g1_gpu(&a, &a_sel)?,
-                        backend.msm_g1_gpu(&b_g1, &b_sel)?,
-                        backend.msm_g2_gpu(&b_g2, &b_sel)?,
+                        points.msm_g1(0, &l, &aux)?,
+                        points.msm_g1(1, &a, &a_sel)?,
+                        points.msm_g1(2, &b_g1, &b_sel)?,
+                        points.msm_g2(3, &b_g2, &b_sel)?,
                     )
                 };
                 if run > 0 {

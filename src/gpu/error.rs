@@ -48,12 +48,14 @@ impl GpuError {
     }
 }
 
+/// Kept whole behind the prover's error: out of memory as [`ProverError::OutOfMemory`], which
+/// the daemon reports as a retryable condition, everything else as [`ProverError::Device`].
 impl From<GpuError> for ProverError {
     fn from(e: GpuError) -> Self {
-        match e {
-            GpuError::OutOfMemory(m) => ProverError::OutOfMemory(m),
-            GpuError::Input(m) => ProverError::Backend(format!("gpu: {m}")),
-            other => ProverError::Backend(format!("gpu: {other}")),
+        if e.is_out_of_memory() {
+            ProverError::OutOfMemory(Box::new(e))
+        } else {
+            ProverError::Device(Box::new(e))
         }
     }
 }

@@ -14,4 +14,6 @@ pub mod shapes;
 pub mod snap;
 
 pub use request::{PoRepRequest, ProofKind, ProofRequest};
-pub use service::{JobControl, ProofOutput, ProveError, ProvingService, StageTimings};
+pub use service::{
+    JobControl, ProofOutput, ProveError, ProvingService, ResidentParams, StageTimings,
+};

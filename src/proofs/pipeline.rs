@@ -36,7 +36,8 @@ where
 {
     control.check()?;
     control.set_total(partitions);
-    let (srs, param_load) = svc.srs.get(id)?;
+    let (prepared, param_load) = svc.prepared(id)?;
+    let srs = prepared.srs().clone();
     let mut timings = StageTimings {
         param_load,
         ..Default::default()
@@ -81,7 +82,7 @@ where
             timings.synthesis += synth_time;
             control.check()?;
             let start = Instant::now();
-            let (proof, stages) = prover::prove(svc.backend.as_ref(), &srs, synthesized)?;
+            let (proof, stages) = prover::prove(prepared.as_ref(), synthesized)?;
             timings.proving += start.elapsed();
             tracing::debug!(
                 partition = proofs.len(),

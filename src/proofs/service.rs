@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{ProofKind, ProofRequest};
-use crate::prover::{Backend, ProverError};
-use crate::srs::{SrsCache, SrsError};
+use crate::prover::{Backend, PreparedSrs, ProverError};
+use crate::srs::{LoadedParams, ParamsId, SrsCache, SrsError};
 
 /// Time spent in each stage of one proof.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -107,9 +107,21 @@ pub enum ProveError {
     Cancelled,
 }
 
-/// Keeps parameters resident and proves requests.
+/// A resident parameter set, in host memory and on the backend's device.
+#[derive(Clone, Debug)]
+pub struct ResidentParams {
+    /// The set and its host copy.
+    pub params: LoadedParams,
+    /// Bytes of its points on the device (0 for the CPU backend, or where a device short of
+    /// memory dropped them; they go up again with the next proof).
+    pub device_bytes: u64,
+}
+
+/// Keeps parameters resident (on the host, and prepared by the backend) and proves requests.
 pub struct ProvingService {
-    pub(crate) srs: SrsCache,
+    /// The parameter sets, each with the backend's prepared handle: evicting one drops both,
+    /// so that its device memory is freed with its host memory.
+    pub(crate) srs: SrsCache<Arc<dyn PreparedSrs>>,
     pub(crate) backend: Arc<dyn Backend>,
     /// Partitions synthesized at once. Memory grows with it: up to twice this many
     /// synthesized partitions wait for the prover (a 32 GiB PoRep partition is ~16 GiB of
@@ -142,8 +154,40 @@ impl ProvingService {
         self
     }
 
+    /// The parameter set `id` prepared by the backend, loading and preparing it if needed;
+    /// and the time that took (zero when it was resident).
+    pub fn prepared(&self, id: &ParamsId) -> Result<(Arc<dyn PreparedSrs>, Duration), ProveError> {
+        let (_, prepared, time) = self.srs.get_prepared(id, |srs| {
+            self.backend.prepare(srs.clone()).map_err(ProveError::from)
+        })?;
+        Ok((prepared, time))
+    }
+
+    /// Loads and prepares the parameter set `id` ahead of the first proof that needs it.
+    pub fn preload(&self, id: &ParamsId) -> Result<Duration, ProveError> {
+        self.prepared(id).map(|(_, time)| time)
+    }
+
+    /// Drops the parameter set `id` from host memory and from the device (running proofs
+    /// keep theirs until they finish). Returns whether it was resident.
+    pub fn evict(&self, id: &ParamsId) -> bool {
+        self.srs.evict(id)
+    }
+
+    /// The resident parameter sets.
+    pub fn resident(&self) -> Vec<ResidentParams> {
+        self.srs
+            .loaded_prepared()
+            .into_iter()
+            .map(|(params, prepared)| ResidentParams {
+                params,
+                device_bytes: prepared.device_bytes(),
+            })
+            .collect()
+    }
+
     /// The parameter cache.
-    pub fn srs(&self) -> &SrsCache {
+    pub fn srs(&self) -> &SrsCache<Arc<dyn PreparedSrs>> {
         &self.srs
     }
 

@@ -275,6 +275,15 @@ impl Client {
             other => Err(unexpected(&other)),
         }
     }
+
+    /// Where the resident parameter sets are held (host and device bytes). A daemon that
+    /// predates this request answers `MalformedFrame`, as for any unknown request.
+    pub fn residency(&mut self) -> Result<ResidencyReport, ClientError> {
+        match self.call(&Request::Residency)? {
+            Response::Residency(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
 }
 
 /// Reads one response frame from `stream`, refusing a length over `max` before allocating.

@@ -29,6 +29,10 @@ pub enum Request {
     Preload(ParamSpec),
     /// 8: drop a parameter set from memory; answered [`Response::Params`].
     Evict(ParamSpec),
+    /// 9: where the resident parameter sets are held (host and device bytes); answered
+    /// [`Response::Residency`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    Residency,
 }
 
 /// A message from the daemon to a client.
@@ -52,6 +56,8 @@ pub enum Response {
     Params(ParamsReport),
     /// 8: a typed error; see [`ErrorCode`].
     Error(ErrorResponse),
+    /// 9: the resident parameter sets with their host and device bytes.
+    Residency(ResidencyReport),
 }
 
 /// Opens a session.
@@ -321,6 +327,25 @@ pub struct ParamsReport {
     pub elapsed_ms: u64,
 }
 
+/// The answer to [`Request::Residency`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResidencyReport {
+    /// Each resident parameter set.
+    pub params: Vec<ParamResidency>,
+}
+
+/// Where one resident parameter set is held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamResidency {
+    /// The set.
+    pub spec: ParamSpec,
+    /// Bytes of its points in host memory.
+    pub host_bytes: u64,
+    /// Bytes of its points on the GPU (0 on the CPU backend; less than the host's while the
+    /// B queries wait for the first proof, or after a device short of memory dropped some).
+    pub device_bytes: u64,
+}
+
 /// Why a request failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ErrorCode {
@@ -340,7 +365,8 @@ pub enum ErrorCode {
     QueueFull,
     /// 6: the proof input could not be parsed or is inconsistent.
     InvalidInput,
-    /// 7: proving failed (parameters, synthesis, backend, or the proof did not verify).
+    /// 7: proving failed (parameters, synthesis, backend, or the proof did not verify); a
+    /// backend short of a resource it may have later is [`ErrorCode::ResourceExhausted`].
     ProvingFailed,
     /// 8: the job was cancelled.
     Cancelled,
@@ -358,6 +384,9 @@ pub enum ErrorCode {
     Internal,
     /// 15: Cancel named a job that has already finished.
     JobFinished,
+    /// 16: proving ran out of a resource it may have later (GPU memory, with other parameter
+    /// sets resident or other jobs running): the same request may succeed when retried.
+    ResourceExhausted,
 }
 
 /// A typed error.

@@ -1,15 +1,23 @@
 //! The boundary between the Groth16 assembly and the number crunching.
 //!
-//! A backend computes the quotient polynomial H and the multi-scalar multiplications; the
-//! assembly of the proof from those results lives in [`super::groth16`] and is shared by all
+//! A [`Backend`] prepares a parameter set once ([`Backend::prepare`]: the GPU uploads its
+//! points and keeps them as long as the handle lives) and the [`PreparedSrs`] handle then
+//! answers the two sums a proof needs: the H query's ([`PreparedSrs::h_sum`]) and the witness
+//! queries' ([`PreparedSrs::witness_sums`]). How a backend computes them — what it overlaps,
+//! what it fuses, how it falls back when memory runs short — stays behind these two calls.
+//! The assembly of the proof from the sums lives in [`super::groth16`] and is shared by all
 //! backends. The CPU backend is [`super::cpu::CpuBackend`]; the GPU backend lives in
 //! `crate::gpu`.
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use std::sync::Arc;
+
+use blstrs::{G1Projective, G2Projective, Scalar};
+use rayon::prelude::*;
 
 use super::ProverError;
+use crate::srs::Srs;
 
-/// The NTT and MSM stages of a Groth16 prover.
+/// A way to compute Groth16 proofs: a CPU or a device.
 ///
 /// Implementations must be usable from several threads at once; a backend that serialises
 /// access to a device does so internally.
@@ -17,97 +25,162 @@ pub trait Backend: Send + Sync {
     /// A short human-readable name (`"cpu"`, `"cuda:0 NVIDIA H200"`), used in logs and timings.
     fn name(&self) -> String;
 
-    /// Computes the coefficients of H(X) = (A(X)·B(X) − C(X)) / Z(X).
+    /// Makes `srs` ready for proving on this backend: the GPU uploads its points (what does
+    /// not fit now goes up when it is used). Dropping the handle (the last clone of it)
+    /// releases whatever the backend holds for it; running proofs keep their own clone.
+    fn prepare(&self, srs: Arc<Srs>) -> Result<Arc<dyn PreparedSrs>, ProverError>;
+}
+
+/// A parameter set prepared by a [`Backend`]: the two sums of a proof.
+///
+/// The prover checks every query's length against the circuit before it calls these, so an
+/// implementation may rely on the lengths documented on [`Witness`].
+pub trait PreparedSrs: Send + Sync {
+    /// The parameter set.
+    fn srs(&self) -> &Arc<Srs>;
+
+    /// Σ h_i · H_i over the H query for the coefficients h of the quotient
+    /// H(X) = (A(X)·B(X) − C(X)) / Z(X).
     ///
     /// `a`, `b` and `c` are the evaluations of the constraint polynomials over the constraint
     /// domain, all of the same length `n` (the number of constraints, inputs' `x·0 = 0`
-    /// constraints included). The domain is the smallest power of two `m ≥ n`; the vectors are
-    /// zero-padded to `m`. Returns the `m − 1` lowest coefficients of H (its degree is at most
-    /// `m − 2` when every constraint is satisfied).
-    fn quotient(
+    /// constraints included). The domain is the smallest power of two `m ≥ n` (at least 2);
+    /// the vectors are zero-padded to `m`, and the H query has `m − 1` points. Called before
+    /// [`PreparedSrs::witness_sums`]; the evaluations are consumed here, so that they never
+    /// coexist with the witness MSMs' working copies.
+    fn h_sum(
         &self,
         a: Vec<Scalar>,
         b: Vec<Scalar>,
         c: Vec<Scalar>,
-    ) -> Result<Vec<Scalar>, ProverError>;
+    ) -> Result<G1Projective, ProverError>;
 
-    /// Σ h_i · bases[i] for the coefficients h of [`Backend::quotient`] of `a`, `b`, `c`
-    /// (`bases` are the m − 1 points of the H query). The prover calls it instead of
-    /// `quotient` and `msm_g1` where [`Backend::fuses_h_query`] says so; the default is those
-    /// two steps.
-    fn quotient_h_query(
-        &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-        bases: &[G1Affine],
-    ) -> Result<G1Projective, ProverError> {
-        let h = self.quotient(a, b, c)?;
-        self.msm_g1(bases, &h)
-    }
+    /// The sums over the witness: the L query over the aux assignment, and the A and B
+    /// queries over the assignment values their densities select.
+    fn witness_sums(&self, w: Witness) -> Result<WitnessSums, ProverError>;
 
-    /// Whether the prover should compute H and its MSM in one call
-    /// ([`Backend::quotient_h_query`]): worth it where H can stay where it was computed (a
-    /// device: no round trip through host memory). Default false: H comes back, and its MSM
-    /// runs beside the witness MSMs where [`Backend::concurrent_msms`] allows.
-    fn fuses_h_query(&self) -> bool {
-        false
-    }
-
-    /// The four MSMs over the aux assignment (L, and the aux parts of A, B in G1 and B in G2)
-    /// in one call, or `None` where the backend has no such path or declines this time (the
-    /// default; a device without the memory for it): the prover then runs them as separate
-    /// [`Backend::msm_g1`] / [`Backend::msm_g2`] calls on the selected scalars. Worth it where
-    /// the assignment can be sent once and the queries' scalars selected where it went (a
-    /// device: one upload instead of four, and no host copies of the selections).
-    fn aux_msms(&self, queries: &AuxQueries<'_>) -> Option<Result<AuxSums, ProverError>> {
-        let _ = queries;
-        None
-    }
-
-    /// Σ scalars[i] · bases[i] in G1. `bases.len() == scalars.len()`.
-    fn msm_g1(&self, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective, ProverError>;
-
-    /// Σ scalars[i] · bases[i] in G2. `bases.len() == scalars.len()`.
-    fn msm_g2(&self, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective, ProverError>;
-
-    /// Whether the prover may run its five MSMs at the same time on this backend. Worth it
-    /// where they share a pool of cores that no single one of them keeps busy (the CPU); not
-    /// where they queue for one device and would only hold more device memory at once (the
-    /// default).
-    fn concurrent_msms(&self) -> bool {
-        false
+    /// Bytes of this set's points held on a device now (0 on the CPU), for Status. A device
+    /// that ran short of memory may have dropped some of them; they go up again when used.
+    fn device_bytes(&self) -> u64 {
+        0
     }
 }
 
-/// The MSMs over the aux assignment of one proof ([`Backend::aux_msms`]). The prover checks
-/// the lengths before: `l` has one point per aux value, `a` one per set flag of `a_density`,
-/// `b_g1` and `b_g2` one per set flag of `b_density`; both densities have one flag per aux value.
-pub struct AuxQueries<'a> {
+/// The witness of one proof, as the witness MSMs need it. Owned, so that a backend can drop
+/// each vector as soon as it is done with it (the aux assignment of a 32 GiB partition is
+/// 4 GiB).
+///
+/// The prover has checked the lengths against the parameter set `srs`:
+/// `srs.a` has `input.len()` points for the inputs, then one per set flag of
+/// `a_aux_density`; `srs.b_g1` and `srs.b_g2` have `b_in` points for the inputs (the set
+/// flags of `b_input_density`), then one per set flag of `b_aux_density`; `srs.l` has one point
+/// per aux value, and both aux densities one flag per aux value.
+pub struct Witness {
+    /// The input part of the assignment (the constant one first).
+    pub input: Vec<Scalar>,
     /// The aux part of the assignment.
-    pub aux: &'a [Scalar],
+    pub aux: Vec<Scalar>,
     /// Which aux variables the A query uses.
-    pub a_density: &'a [bool],
+    pub a_aux_density: Vec<bool>,
+    /// Which inputs the B queries use.
+    pub b_input_density: Vec<bool>,
     /// Which aux variables the B queries use.
-    pub b_density: &'a [bool],
-    /// The L query.
-    pub l: &'a [G1Affine],
-    /// The aux part of the A query.
-    pub a: &'a [G1Affine],
-    /// The aux part of the B query in G1.
-    pub b_g1: &'a [G1Affine],
-    /// The aux part of the B query in G2.
-    pub b_g2: &'a [G2Affine],
+    pub b_aux_density: Vec<bool>,
+    /// The number of set flags of `b_input_density`: where the B queries' aux part starts.
+    pub b_in: usize,
 }
 
-/// The sums of [`AuxQueries`].
-pub struct AuxSums {
+/// The sums of [`PreparedSrs::witness_sums`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WitnessSums {
     /// Σ aux_i · l_i.
     pub l: G1Projective,
-    /// Σ over the A-dense aux values.
+    /// The A query over the inputs and the A-dense aux values.
     pub a: G1Projective,
-    /// Σ over the B-dense aux values, in G1.
+    /// The B query in G1 over the B-dense inputs and aux values.
     pub b_g1: G1Projective,
     /// The same in G2.
     pub b_g2: G2Projective,
+}
+
+/// Selects `values[i]` where `density[i]` is set, in order: the scalars of a query that
+/// uses only the variables its density marks. For a 32 GiB partition this copies up to 4 GiB,
+/// so it runs in parallel, in two passes over chunks: count the flags of each chunk, then
+/// copy each chunk's values to its own part of the output. (2^24 values at A's density on
+/// the 2-core machine, in a standalone copy: one thread 229 ms, this 109 ms, rayon's
+/// filter-collect 355 ms.)
+pub fn dense(values: &[Scalar], density: &[bool]) -> Vec<Scalar> {
+    const CHUNK: usize = 1 << 16;
+    let n = values.len().min(density.len());
+    let (values, density) = (&values[..n], &density[..n]);
+    let counts: Vec<usize> = density
+        .par_chunks(CHUNK)
+        .map(|c| c.iter().filter(|&&f| f).count())
+        .collect();
+    let total = counts.iter().sum();
+    let mut out: Vec<Scalar> = Vec::with_capacity(total);
+    let mut rest = &mut out.spare_capacity_mut()[..total];
+    let mut parts = Vec::with_capacity(counts.len());
+    for &c in &counts {
+        let (part, tail) = rest.split_at_mut(c);
+        parts.push(part);
+        rest = tail;
+    }
+    parts
+        .into_par_iter()
+        .zip(values.par_chunks(CHUNK).zip(density.par_chunks(CHUNK)))
+        .for_each(|(part, (vs, ds))| {
+            let selected = vs.iter().zip(ds).filter(|(_, &f)| f).map(|(v, _)| v);
+            for (slot, v) in part.iter_mut().zip(selected) {
+                slot.write(*v);
+            }
+        });
+    // SAFETY: the first `total` elements are initialised: part k has exactly as many slots as
+    // chunk k has set flags (counted from the same slice), and the loop above wrote each of
+    // them with one of that chunk's selected values.
+    unsafe { out.set_len(total) };
+    out
+}
+
+/// Number of set flags of a density (in parallel: a 32 GiB partition's have 130M each).
+pub fn count_set(density: &[bool]) -> usize {
+    density
+        .par_chunks(1 << 16)
+        .map(|c| c.iter().filter(|&&d| d).count())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `dense` against the obvious sequential selection: empty, none, all, chunk borders,
+    /// and a density longer or shorter than the values (the shorter one decides).
+    #[test]
+    fn dense_selects_in_order() {
+        let v: Vec<Scalar> = (0..200_003u64).map(Scalar::from).collect();
+        let patterns: [&dyn Fn(usize) -> bool; 4] =
+            [&|_| false, &|_| true, &|i| i % 3 == 0, &|i| {
+                (i * 2_654_435_761) % 1000 < 254
+            }];
+        for f in patterns {
+            for (nv, nd) in [
+                (0, 0),
+                (1, 1),
+                (65_536, 65_536),
+                (200_003, 200_003),
+                (70_000, 200_003),
+                (200_003, 131_073),
+            ] {
+                let d: Vec<bool> = (0..nd).map(f).collect();
+                let want: Vec<Scalar> = v[..nv]
+                    .iter()
+                    .zip(&d)
+                    .filter(|(_, &b)| b)
+                    .map(|(x, _)| *x)
+                    .collect();
+                assert_eq!(dense(&v[..nv], &d), want, "{nv} values, {nd} flags");
+            }
+        }
+    }
 }

@@ -623,7 +623,10 @@ impl Domain {
     fn new(size: usize, twiddles: bool) -> Result<Self, ProverError> {
         let log_n = size.trailing_zeros();
         if !size.is_power_of_two() || log_n > MAX_LOG_SIZE {
-            return Err(ProverError::Unsupported(format!("domain of size {size}")));
+            return Err(ProverError::DomainTooLarge {
+                size,
+                max_log: MAX_LOG_SIZE,
+            });
         }
         let inv = |x: Scalar| Option::<Scalar>::from(x.invert()).unwrap_or(Scalar::ZERO);
         let omega = root_of_unity(log_n);
@@ -739,9 +742,11 @@ pub fn quotient_using(
 ) -> Result<Vec<Scalar>, ProverError> {
     let n = a.len();
     if b.len() != n || c.len() != n {
-        return Err(ProverError::Backend(
-            "A, B and C have different lengths".into(),
-        ));
+        return Err(ProverError::LengthMismatch {
+            what: "A and B, or A and C",
+            left: n,
+            right: if b.len() != n { b.len() } else { c.len() },
+        });
     }
     let size = n.next_power_of_two().max(2);
     let simd = arith == Arith::Ifma && ifma_runs(size);

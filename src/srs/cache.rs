@@ -1,9 +1,10 @@
-//! Keeps converted parameter sets resident for the life of the process.
+//! Keeps converted parameter sets resident for the life of the process, each with what a
+//! backend prepared from it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -20,18 +21,27 @@ pub struct LoadedParams {
     pub load_time: Duration,
 }
 
-type Slot = Arc<Mutex<Option<Arc<Srs>>>>;
+/// A resident set and what was prepared from it.
+struct Entry<P> {
+    srs: Arc<Srs>,
+    prepared: P,
+}
 
-/// Loads each parameter set at most once and hands out shared references.
+type Slot<P> = Arc<Mutex<Option<Entry<P>>>>;
+
+/// Loads each parameter set at most once, prepares it once (`P`: what a backend keeps for it,
+/// e.g. its points on a device; this layer knows nothing of backends) and hands out shared
+/// references. Evicting a set drops both, so that a prepared device copy goes with the host
+/// copy.
 ///
 /// Two requests for the same set that arrive together load it once: the second waits on the
 /// first's slot. Requests for different sets load in parallel.
-pub struct SrsCache {
+pub struct SrsCache<P = ()> {
     dir: PathBuf,
-    slots: Mutex<HashMap<ParamsId, Slot>>,
+    slots: Mutex<HashMap<ParamsId, Slot<P>>>,
 }
 
-impl SrsCache {
+impl<P: Clone> SrsCache<P> {
     /// A cache over the parameter directory `dir`.
     pub fn new(dir: PathBuf) -> Self {
         Self {
@@ -45,18 +55,23 @@ impl SrsCache {
         &self.dir
     }
 
-    fn slot(&self, id: &ParamsId) -> Slot {
+    fn slot(&self, id: &ParamsId) -> Slot<P> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         slots.entry(id.clone()).or_default().clone()
     }
 
-    /// The parameter set `id`, loading it if needed. Returns the time spent loading (zero when
-    /// it was already resident).
-    pub fn get(&self, id: &ParamsId) -> Result<(Arc<Srs>, Duration), SrsError> {
+    /// The parameter set `id` and what `prepare` made of it, loading and preparing it if
+    /// needed. Returns the time spent loading and preparing (zero when it was resident). When
+    /// `prepare` fails nothing is kept: the next call loads the set again.
+    pub fn get_prepared<E: From<SrsError>>(
+        &self,
+        id: &ParamsId,
+        prepare: impl FnOnce(&Arc<Srs>) -> Result<P, E>,
+    ) -> Result<(Arc<Srs>, P, Duration), E> {
         let slot = self.slot(id);
         let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(srs) = guard.as_ref() {
-            return Ok((srs.clone(), Duration::ZERO));
+        if let Some(e) = guard.as_ref() {
+            return Ok((e.srs.clone(), e.prepared.clone(), Duration::ZERO));
         }
         let srs = Arc::new(load_srs(&id.params_file(&self.dir))?);
         tracing::info!(
@@ -65,13 +80,23 @@ impl SrsCache {
             gb_per_s = format!("{:.2}", srs.load_rate_gbps()),
             "parameters loaded"
         );
-        let load_time = srs.load_time;
-        *guard = Some(srs.clone());
-        Ok((srs, load_time))
+        let t = Instant::now();
+        let prepared = prepare(&srs)?;
+        let prepare_time = t.elapsed();
+        tracing::debug!(
+            params = %srs.path.display(),
+            prepare_ms = prepare_time.as_millis() as u64,
+            "parameters prepared"
+        );
+        *guard = Some(Entry {
+            srs: srs.clone(),
+            prepared: prepared.clone(),
+        });
+        Ok((srs.clone(), prepared, srs.load_time + prepare_time))
     }
 
-    /// Drops the resident copy of `id` (running proofs keep theirs until they finish).
-    /// Returns whether it was resident.
+    /// Drops the resident copy of `id` and what was prepared from it (running proofs keep
+    /// theirs until they finish). Returns whether it was resident.
     pub fn evict(&self, id: &ParamsId) -> bool {
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
@@ -90,9 +115,9 @@ impl SrsCache {
         ids.iter().filter(|id| self.evict(id)).count()
     }
 
-    /// The resident sets.
-    pub fn loaded(&self) -> Vec<LoadedParams> {
-        let slots: Vec<(ParamsId, Slot)> = {
+    /// The resident sets, each with what was prepared from it.
+    pub fn loaded_prepared(&self) -> Vec<(LoadedParams, P)> {
+        let slots: Vec<(ParamsId, Slot<P>)> = {
             let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             slots.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
         };
@@ -101,13 +126,30 @@ impl SrsCache {
             .filter_map(|(id, slot)| {
                 // A slot being loaded right now is skipped rather than waited for.
                 let guard = slot.try_lock().ok()?;
-                let srs = guard.as_ref()?;
-                Some(LoadedParams {
-                    id,
-                    resident_bytes: srs.resident_bytes(),
-                    load_time: srs.load_time,
-                })
+                let e = guard.as_ref()?;
+                Some((
+                    LoadedParams {
+                        id,
+                        resident_bytes: e.srs.resident_bytes(),
+                        load_time: e.srs.load_time,
+                    },
+                    e.prepared.clone(),
+                ))
             })
             .collect()
+    }
+
+    /// The resident sets.
+    pub fn loaded(&self) -> Vec<LoadedParams> {
+        self.loaded_prepared().into_iter().map(|(p, _)| p).collect()
+    }
+}
+
+impl SrsCache<()> {
+    /// The parameter set `id`, loading it if needed (nothing prepared). Returns the time spent
+    /// loading (zero when it was already resident).
+    pub fn get(&self, id: &ParamsId) -> Result<(Arc<Srs>, Duration), SrsError> {
+        self.get_prepared(id, |_| Ok::<(), SrsError>(()))
+            .map(|(srs, (), t)| (srs, t))
     }
 }

@@ -1,0 +1,227 @@
+//! Parameter sets prepared on the device (`Backend::prepare`): proofs through them equal
+//! bellperson's byte for byte, on the joint aux path and on the one-by-one path a device short
+//! of memory takes; their points occupy device memory while the handle lives, and Evict (the
+//! proving service's cache drops the handle with the host copy) frees it. A test binary of its
+//! own, so that no other GPU test allocates while these measure the device's memory. They need
+//! a CUDA device, so they are `#[ignore]`d: without one they are reported as ignored, never as
+//! passed; run with `--ignored` on a GPU host, where a missing device fails them.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use bellperson::groth16::{create_proof, generate_random_parameters, Parameters};
+use bellperson::{Circuit, ConstraintSystem, SynthesisError};
+use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use cuzk::gpu::device::Gpu;
+use cuzk::gpu::{test_backend, GpuBackend, GpuOptions};
+use cuzk::proofs::{registry, ProofKind, ProvingService};
+use cuzk::prover::{prove_with_randomness, Backend};
+use cuzk::srs::load_srs;
+use cuzk::synth::synthesize;
+use ff::Field;
+use group::{Curve, Group};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+/// The GPU options of these tests: the default tuning, with the kernel cache that
+/// scripts/gpu-device-run.sh names in `CUZK_GPU_CACHE` (a test may read the environment; the
+/// library takes options).
+fn gpu_options() -> GpuOptions {
+    GpuOptions {
+        kernel_cache: std::env::var_os("CUZK_GPU_CACHE").map(Into::into),
+        ..GpuOptions::default()
+    }
+}
+
+fn device() -> GpuBackend {
+    test_backend(&gpu_options()).unwrap_or_else(|e| {
+        panic!("no usable CUDA device, but the GPU tests were asked for (--ignored): {e}")
+    })
+}
+
+/// Bits chained through products with the inputs: inputs in A and B, aux values that are 0, 1
+/// or full width.
+#[derive(Clone)]
+struct Chain {
+    seed: u64,
+    inputs: usize,
+    steps: usize,
+}
+
+impl Circuit<Scalar> for Chain {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let mut rng = StdRng::seed_from_u64(self.seed);
+        let mut ins = Vec::new();
+        for i in 0..self.inputs.max(1) {
+            let v = Scalar::from(rng.gen::<u64>());
+            ins.push((cs.alloc_input(|| format!("in{i}"), || Ok(v))?, v));
+        }
+        let mut prev = ins[0];
+        for i in 0..self.steps {
+            let b = Scalar::from(rng.gen::<bool>() as u64);
+            let bit = cs.alloc(|| format!("bit{i}"), || Ok(b))?;
+            cs.enforce(
+                || format!("bool{i}"),
+                |lc| lc + bit,
+                |lc| lc + CS::one() - bit,
+                |lc| lc,
+            );
+            let (x, xv) = ins[i % ins.len()];
+            let pv = prev.1 * xv + b;
+            let p = cs.alloc(|| format!("p{i}"), || Ok(pv))?;
+            cs.enforce(
+                || format!("mul{i}"),
+                |lc| lc + prev.0,
+                |lc| lc + x,
+                |lc| lc + p - bit,
+            );
+            prev = (p, pv);
+        }
+        Ok(())
+    }
+}
+
+fn write_params(
+    params: &Parameters<Bls12>,
+    params_path: &std::path::Path,
+    vk_path: &std::path::Path,
+) {
+    let mut f = std::fs::File::create(params_path).unwrap();
+    params.write(&mut f).unwrap();
+    f.flush().unwrap();
+    let mut vk = std::fs::File::create(vk_path).unwrap();
+    params.vk.write(&mut vk).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
+fn prepared_proofs_equal_bellpersons() {
+    let gpu = device();
+    let seed: u64 = rand::thread_rng().gen();
+    println!("seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    for (inputs, steps) in [(1usize, 1usize), (3, 2000), (5, 40_000)] {
+        let circuit = Chain {
+            seed: rng.gen(),
+            inputs,
+            steps,
+        };
+        let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.params");
+        write_params(&params, &path, &dir.path().join("p.vk"));
+        let srs = Arc::new(load_srs(&path).unwrap());
+        let prepared = gpu.prepare(srs).unwrap();
+        assert!(prepared.device_bytes() > 0, "nothing went up to the device");
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let theirs = create_proof(circuit.clone(), &params, r, s).unwrap();
+        // Twice: the first proof uploads the B queries, the second finds every point resident.
+        for round in 0..2 {
+            let ours = prove_with_randomness(
+                prepared.as_ref(),
+                synthesize(circuit.clone()).unwrap(),
+                r,
+                s,
+            )
+            .unwrap()
+            .0;
+            assert_eq!(ours, theirs, "{steps} steps, round {round}");
+        }
+        // All but 1 GiB of the device's free memory held elsewhere: the four aux MSMs no
+        // longer fit together (their estimate alone is 2 GiB), so the set runs them one by one;
+        // the proof must not change.
+        let hog = Gpu::open(&gpu_options()).unwrap();
+        let (free, _) = hog.mem_info().unwrap();
+        let held = hog.alloc(free.saturating_sub(1 << 30)).unwrap();
+        let ours = prove_with_randomness(
+            prepared.as_ref(),
+            synthesize(circuit.clone()).unwrap(),
+            r,
+            s,
+        )
+        .unwrap()
+        .0;
+        assert_eq!(ours, theirs, "{steps} steps, one MSM at a time");
+        drop(held);
+        drop(hog);
+    }
+}
+
+/// `n` points repeating a tile of random ones (random points for every entry take long to
+/// make; the device holds `n` of them either way).
+fn g1_points(rng: &mut StdRng, n: usize) -> Vec<G1Affine> {
+    let tile: Vec<G1Affine> = (0..256)
+        .map(|_| G1Projective::random(&mut *rng).to_affine())
+        .collect();
+    (0..n).map(|i| tile[i % tile.len()]).collect()
+}
+
+fn g2_points(rng: &mut StdRng, n: usize) -> Vec<G2Affine> {
+    let tile: Vec<G2Affine> = (0..64)
+        .map(|_| G2Projective::random(&mut *rng).to_affine())
+        .collect();
+    (0..n).map(|i| tile[i % tile.len()]).collect()
+}
+
+/// Preload through the proving service puts the set's points on the device (Status's device
+/// bytes, and the device's used memory, rise by them); Evict drops the host copy and the
+/// prepared one, and the device's used memory falls back.
+#[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
+fn evict_frees_device_memory() {
+    let gpu = Arc::new(device());
+    let mut rng = StdRng::seed_from_u64(7);
+    // A small circuit's verifying key with large synthetic queries: 2^20 + 2^20 + 2^19 G1
+    // points (240 MiB) go up at preparation, well above the allocator's granularity.
+    let tiny = Chain {
+        seed: 1,
+        inputs: 2,
+        steps: 4,
+    };
+    let mut params = generate_random_parameters::<Bls12, _, _>(tiny, &mut rng).unwrap();
+    params.h = Arc::new(g1_points(&mut rng, 1 << 20));
+    params.l = Arc::new(g1_points(&mut rng, 1 << 20));
+    params.a = Arc::new(g1_points(&mut rng, 1 << 19));
+    params.b_g1 = Arc::new(g1_points(&mut rng, 1 << 10));
+    params.b_g2 = Arc::new(g2_points(&mut rng, 1 << 10));
+    let expected = ((1u64 << 20) * 2 + (1 << 19)) * std::mem::size_of::<G1Affine>() as u64;
+    // Written under the file names of a real parameter set, in a directory of its own.
+    let id = registry::params_id(ProofKind::WinningPoSt, 2048).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_params(
+        &params,
+        &id.params_file(dir.path()),
+        &id.vk_file(dir.path()),
+    );
+    let svc = ProvingService::new(dir.path().to_path_buf(), gpu.clone());
+
+    let used = || {
+        let (free, total) = gpu.mem_info().unwrap();
+        (total - free) as u64
+    };
+    let before = used();
+    svc.preload(&id).unwrap();
+    let resident = svc.resident();
+    assert_eq!(resident.len(), 1);
+    let device_bytes = resident[0].device_bytes;
+    assert_eq!(
+        device_bytes, expected,
+        "H, L and A go up at preparation (B with the first proof)"
+    );
+    let loaded = used();
+    println!("device memory used: {before} before, {loaded} with the set ({device_bytes} bytes of points)");
+    assert!(
+        loaded >= before + expected * 9 / 10,
+        "used memory rose by {} bytes for {expected} bytes of points",
+        loaded.saturating_sub(before)
+    );
+
+    assert!(svc.evict(&id), "the set was resident");
+    assert!(svc.resident().is_empty());
+    let after = used();
+    println!("device memory used after Evict: {after}");
+    assert!(
+        after + expected * 9 / 10 <= loaded,
+        "Evict freed only {} bytes of {expected}",
+        loaded.saturating_sub(after)
+    );
+}
