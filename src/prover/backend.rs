@@ -10,6 +10,7 @@
 //! `crate::gpu`.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use blstrs::{G1Projective, G2Projective, Scalar};
 use rayon::prelude::*;
@@ -59,6 +60,27 @@ pub trait PreparedSrs: Send + Sync {
     /// queries over the assignment values their densities select.
     fn witness_sums(&self, w: Witness) -> Result<WitnessSums, ProverError>;
 
+    /// Both sums of one proof, as the prover asks for them: by default [`PreparedSrs::h_sum`],
+    /// then [`PreparedSrs::witness_sums`]. A backend that can run the H query's MSM beside the
+    /// witness MSMs overrides this (the CPU does), but still lets the quotient consume the
+    /// evaluations before any witness MSM starts.
+    fn sums(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+        w: Witness,
+    ) -> Result<Sums, ProverError> {
+        let start = Instant::now();
+        let h = self.h_sum(a, b, c)?;
+        let h_done = start.elapsed();
+        Ok(Sums {
+            h,
+            witness: self.witness_sums(w)?,
+            h_done,
+        })
+    }
+
     /// Bytes of this set's points held on a device now (0 on the CPU), for Status. A device
     /// that ran short of memory may have dropped some of them; they go up again when used.
     fn device_bytes(&self) -> u64 {
@@ -88,6 +110,18 @@ pub struct Witness {
     pub b_aux_density: Vec<bool>,
     /// The number of set flags of `b_input_density`: where the B queries' aux part starts.
     pub b_in: usize,
+}
+
+/// What [`PreparedSrs::sums`] returns.
+#[derive(Clone, Copy, Debug)]
+pub struct Sums {
+    /// Σ h_i · H_i.
+    pub h: G1Projective,
+    /// The witness sums.
+    pub witness: WitnessSums,
+    /// How long the H sum took (by default), or the quotient alone (where the H query's MSM
+    /// ran beside the witness MSMs): the time the prover reports as its quotient stage.
+    pub h_done: Duration,
 }
 
 /// The sums of [`PreparedSrs::witness_sums`].

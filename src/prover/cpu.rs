@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use blstrs::{G1Projective, Scalar};
 
-use super::{dense, msm, ntt, Backend, PreparedSrs, ProverError, Witness, WitnessSums};
+use super::{dense, msm, ntt, Backend, PreparedSrs, ProverError, Sums, Witness, WitnessSums};
 use crate::srs::Srs;
 
 /// How the CPU prover computes, built once at start from the configuration (`[debug]`
@@ -123,6 +123,32 @@ impl PreparedSrs for CpuPrepared {
         timed("h", || {
             check_len("H query", self.srs.h.len(), h.len())?;
             Ok(msm::msm_g1_with(&self.options, &self.srs.h, &h))
+        })
+    }
+
+    /// The quotient alone (see [`CpuPrepared::h_sum`]), then the H query's MSM beside the
+    /// four witness MSMs: on a many-core machine one MSM alone leaves cores idle, and rayon's
+    /// work stealing keeps them busy when they run together.
+    fn sums(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+        w: Witness,
+    ) -> Result<Sums, ProverError> {
+        let start = Instant::now();
+        let h = ntt::quotient_using(a, b, c, self.options.arith())?;
+        let h_done = start.elapsed();
+        check_len("H query", self.srs.h.len(), h.len())?;
+        let (srs, o) = (&*self.srs, &self.options);
+        let (h, witness) = rayon::join(
+            move || timed("h", || Ok(msm::msm_g1_with(o, &srs.h, &h))),
+            || self.witness_sums(w),
+        );
+        Ok(Sums {
+            h: h?,
+            witness: witness?,
+            h_done,
         })
     }
 

@@ -79,8 +79,9 @@ fn check_shape(srs: &Srs, c: &Synthesized, domain: usize) -> Result<usize, Prove
 /// Proves `circuit` with the given randomness. Deterministic: bellperson's
 /// `create_proof(circuit, params, r, s)` yields the same proof.
 ///
-/// Shape check, then the H sum (which consumes the A, B, C evaluations, so that they never
-/// coexist with the witness MSMs' copies), then the witness sums, then the assembly.
+/// Shape check, then the sums ([`PreparedSrs::sums`]: the H sum, whose quotient consumes the
+/// A, B, C evaluations so that they never coexist with the witness MSMs' copies, and the
+/// witness sums), then the assembly.
 pub fn prove_with_randomness(
     prepared: &dyn PreparedSrs,
     circuit: Synthesized,
@@ -102,18 +103,18 @@ pub fn prove_with_randomness(
     } = circuit;
 
     let start = Instant::now();
-    let h = prepared.h_sum(a, b, c)?;
-    let quotient = start.elapsed();
-    let sums = prepared.witness_sums(Witness {
+    let witness = Witness {
         input,
         aux,
         a_aux_density,
         b_input_density,
         b_aux_density,
         b_in,
-    })?;
+    };
+    let sums = prepared.sums(a, b, c, witness)?;
+    let quotient = sums.h_done;
     let msm = start.elapsed().saturating_sub(quotient);
-    let proof = assemble(srs, h, &sums, r, s);
+    let proof = assemble(srs, sums.h, &sums.witness, r, s);
     Ok((proof, ProofTimings { quotient, msm }))
 }
 

@@ -16,7 +16,7 @@ mod simd;
 
 use std::path::PathBuf;
 
-pub use backend::{count_set, dense, Backend, PreparedSrs, Witness, WitnessSums};
+pub use backend::{count_set, dense, Backend, PreparedSrs, Sums, Witness, WitnessSums};
 pub use groth16::{prove, prove_with_randomness, ProofTimings};
 
 /// A backend's own error, kept whole (its type and its chain) behind the prover's.
