@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use clap::Subcommand;
 
+use super::bench_gpu::GpuFlags;
 use super::bench_msm::CpuFlags;
 use super::prove::{request_of, select_backend, ProveWhat};
 use super::Environment;
-use crate::gpu::bench::GpuFlags;
 use crate::proofs::{porep, JobControl, ProofRequest, ProvingService};
 
 /// `cuzk bench …`
@@ -42,7 +42,7 @@ pub enum BenchWhat {
     #[command(flatten)]
     Proof(ProveWhat),
     /// GPU kernels (MSM, NTT) against sppark's figures on the H200.
-    Gpu(crate::gpu::bench::GpuBenchArgs),
+    Gpu(super::bench_gpu::GpuBenchArgs),
     /// The CPU backend's multi-scalar multiplication against blst's Pippenger.
     Msm(super::bench_msm::MsmBenchArgs),
 }
@@ -62,7 +62,7 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
     let gpu = args.gpu.apply(env.gpu.clone())?;
     let cpu = args.cpu_options.apply(env.cpu.clone())?;
     match args.what {
-        BenchWhat::Gpu(g) => crate::gpu::bench::run(g, &gpu),
+        BenchWhat::Gpu(g) => super::bench_gpu::run(g, &gpu),
         BenchWhat::Msm(m) => super::bench_msm::run(m, &cpu),
         BenchWhat::Proof(ref what) => {
             let dir = filecoin_proofs_param_dir(&args, env)

@@ -5,6 +5,7 @@
 //! `bench` work in-process.
 
 pub mod bench;
+pub mod bench_gpu;
 mod bench_msm;
 pub mod client;
 pub mod params;

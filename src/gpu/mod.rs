@@ -9,13 +9,12 @@
 //! * [`device`]: device discovery, context, stream, buffers, kernel launches.
 //! * [`ntt`], [`msm`]: host drivers of the kernels.
 //! * [`GpuBackend`]: implements [`crate::prover::Backend`].
-//! * `bench`: `cuzk bench gpu`; `selftest`: single field and curve operations on the device, for
-//!   tests; `test_backend`: device 0 for tests. These three (and the self-test kernels) are
-//!   scaffolding, built only with the `scaffolding` feature, which `cuzkd` is built without.
+//! * `selftest`: single field and curve operations on the device, for tests; `test_backend`:
+//!   the device for tests. Both (and the self-test kernels) are scaffolding, built only with
+//!   the `scaffolding` feature, which `cuzkd` is built without. `cuzk bench gpu` lives in
+//!   `crate::cli::bench_gpu`.
 
 pub mod backend;
-#[cfg(feature = "scaffolding")]
-pub mod bench;
 pub mod compile;
 pub mod device;
 mod error;

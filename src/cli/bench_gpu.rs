@@ -13,10 +13,10 @@ use group::{prime::PrimeCurveAffine, Curve as _, Group};
 use rand::{rngs::StdRng, SeedableRng};
 use rayon::prelude::*;
 
-use super::device::{DevBuf, Gpu};
-use super::msm::{self, Curve};
-use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
-use super::GpuOptions;
+use crate::gpu::device::{DevBuf, Gpu};
+use crate::gpu::msm::{self, Curve};
+use crate::gpu::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
+use crate::gpu::GpuOptions;
 
 /// Flags of `cuzk bench` that set the GPU options of the run: the `[gpu]` and `[debug]` keys of
 /// cuzkd's configuration (cuzk.toml(5)), named alike. Unset flags keep the options `cuzk`
@@ -439,11 +439,11 @@ fn bench_aux(
     args: &GpuBenchArgs,
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
-    use super::backend::AuxQueries;
+    use crate::gpu::backend::AuxQueries;
     if sizes.is_empty() {
         return Ok(());
     }
-    let backend = super::GpuBackend::new(options)?;
+    let backend = crate::gpu::GpuBackend::new(options)?;
     let tile1 = random_g1(TILE, 5);
     let tile2 = random_g2(TILE / 8, 6);
     for &lg in sizes {
