@@ -63,7 +63,7 @@ fn cancel_a_queued_and_a_running_job() {
 }
 
 #[test]
-fn a_critical_job_behind_normal_ones_starts_next() {
+fn a_critical_job_behind_normal_ones_starts_at_once() {
     let daemon = Daemon::start(&[("debug.job_delay", "\"1500ms\"")]);
     let mut c = daemon.client();
     let first = c.submit(bogus_porep("first")).unwrap().job_id;
@@ -80,35 +80,27 @@ fn a_critical_job_behind_normal_ones_starts_next() {
         Priority::Critical,
         "WinningPoSt is critical by default"
     );
-    // When the first job ends, the critical one is the next to start.
-    assert_eq!(
-        code(&c.await_job(first, None).unwrap_err()),
-        ErrorCode::InvalidInput
-    );
-    let state = eventually("the next job to start", Duration::from_secs(5), || {
-        let s = job_state(&mut c, critical.job_id);
-        (s != JobState::Queued).then_some(s)
-    });
-    assert!(
-        matches!(state, JobState::Running | JobState::Failed),
-        "{state:?}"
-    );
+    // The critical job starts on the worker kept for critical jobs, while the first job
+    // still runs; the normal ones keep waiting for the general worker.
+    wait_running(&mut c, critical.job_id);
+    assert_eq!(job_state(&mut c, first), JobState::Running);
     for &n in &normals {
-        assert_eq!(
-            job_state(&mut c, n),
-            JobState::Queued,
-            "normal job {n} waits for the critical one"
-        );
+        assert_eq!(job_state(&mut c, n), JobState::Queued, "normal job {n}");
     }
     assert_eq!(job_state(&mut c, low), JobState::Queued);
     // Then the normal ones in order, the low one last.
-    for &n in &normals {
-        c.cancel(n).unwrap();
-    }
     assert_eq!(
         code(&c.await_job(critical.job_id, None).unwrap_err()),
         ErrorCode::InvalidInput
     );
+    assert_eq!(
+        code(&c.await_job(first, None).unwrap_err()),
+        ErrorCode::InvalidInput
+    );
+    wait_running(&mut c, normals[0]);
+    for &n in &normals {
+        c.cancel(n).unwrap();
+    }
     wait_running(&mut c, low);
     stop(daemon);
 }
@@ -164,14 +156,19 @@ fn a_full_queue_answers_busy_but_keeps_room_for_critical_jobs() {
         code(&c.submit(bogus_porep("q3")).unwrap_err()),
         ErrorCode::QueueFull
     );
-    c.submit(bogus_winning("critical"))
+    // The first critical job starts at once on the critical worker; the second waits in
+    // the reserved slot; a third finds the queue full.
+    let critical = c.submit(bogus_winning("critical")).unwrap().job_id;
+    wait_running(&mut c, critical);
+    c.submit(bogus_winning("critical 2"))
         .expect("the reserve takes a critical job");
     assert_eq!(
-        code(&c.submit(bogus_winning("critical 2")).unwrap_err()),
+        code(&c.submit(bogus_winning("critical 3")).unwrap_err()),
         ErrorCode::QueueFull
     );
     assert!(c.metrics().unwrap().contains("cuzk_queue_full_total 2"));
     c.cancel(running).unwrap();
+    c.cancel(critical).unwrap();
     stop(daemon);
 }
 

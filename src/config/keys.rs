@@ -205,8 +205,11 @@ pub static KEYS: &[KeyDoc] = &[
         name: "proving.workers",
         kind: "integer",
         default: "1",
-        description:
-            "Proofs run at once. One is right for one GPU: a proof already uses every core.",
+        description: "Jobs of any priority proved at once. One more worker runs only \
+                      critical jobs (WinningPoSt), so that one starts at once instead of \
+                      waiting for a running proof. More workers keep more cores and the GPU \
+                      busy at the cost of memory: each running job holds up to twice its \
+                      synthesis parallelism plus one synthesized partitions.",
         apply: |c, v| {
             c.proving.workers = integer(v, 1, 64)?;
             Ok(())

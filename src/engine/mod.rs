@@ -25,7 +25,7 @@ pub use state::EngineStats;
 pub use types::*;
 
 use crate::proofs::{JobControl, ProofOutput, ProofRequest, ProveError, ProvingService};
-use state::{NewJob, State};
+use state::{Lane, NewJob, State};
 
 /// Runs one proof. Called on a worker thread; may block for minutes.
 pub trait Runner: Send + Sync + 'static {
@@ -107,7 +107,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts `config.workers` worker threads running jobs on `runner`.
+    /// Starts `config.workers` worker threads running jobs on `runner`, and one more that
+    /// runs only critical jobs ([`Lane::Critical`]).
     pub fn start(
         config: EngineConfig,
         runner: Arc<dyn Runner>,
@@ -121,12 +122,15 @@ impl Engine {
             observer,
             changes: watch::Sender::new(0),
         });
-        let handles = (0..workers)
-            .map(|i| {
+        let lanes = (0..workers)
+            .map(|i| (format!("cuzk-worker-{i}"), Lane::Any))
+            .chain([("cuzk-critical".to_string(), Lane::Critical)]);
+        let handles = lanes
+            .map(|(name, lane)| {
                 let shared = shared.clone();
                 std::thread::Builder::new()
-                    .name(format!("cuzk-worker-{i}"))
-                    .spawn(move || worker_loop(&shared))
+                    .name(name)
+                    .spawn(move || worker_loop(&shared, lane))
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(Self {
@@ -168,7 +172,8 @@ impl Engine {
         };
         drop(st);
         if !existing {
-            self.shared.wake.notify_one();
+            // Every worker: the one woken must be one whose lane takes the job.
+            self.shared.wake.notify_all();
             self.shared.changed();
         }
         Ok(submitted)
@@ -309,12 +314,12 @@ impl Engine {
     }
 }
 
-fn worker_loop(shared: &Shared) {
+fn worker_loop(shared: &Shared, lane: Lane) {
     loop {
         let assignment = {
             let mut st = shared.lock();
             loop {
-                if let Some(a) = st.next_assignment(Instant::now()) {
+                if let Some(a) = st.next_assignment(Instant::now(), lane) {
                     let snap = st.snapshot(a.id, Instant::now());
                     drop(st);
                     if let Some(snap) = snap {

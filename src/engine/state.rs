@@ -33,6 +33,17 @@ pub(super) struct Job {
     pub error: Option<String>,
 }
 
+/// Which jobs a worker takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Any job, highest priority first (the `proving.workers` workers).
+    Any,
+    /// Critical jobs only (WinningPoSt): one extra worker, so that a critical job starts at
+    /// once instead of waiting for a running job to finish. It then shares the backend with
+    /// that job; the GPU backend interleaves the two at the granularity of its stages.
+    Critical,
+}
+
 /// What a worker takes from the queue.
 pub(super) struct Assignment {
     pub id: JobId,
@@ -176,15 +187,24 @@ impl State {
         Ok((id, false))
     }
 
-    /// Takes the highest-priority queued job and marks it running.
-    pub fn next_assignment(&mut self, now: Instant) -> Option<Assignment> {
-        while let Some((_, _, id)) = self.queue.pop() {
+    /// Takes the highest-priority queued job that `lane` may run and marks it running.
+    pub fn next_assignment(&mut self, now: Instant, lane: Lane) -> Option<Assignment> {
+        while let Some(&(priority, _, id)) = self.queue.peek() {
+            let queued = self
+                .jobs
+                .get(&id)
+                .is_some_and(|j| j.state == JobState::Queued);
+            if !queued {
+                self.queue.pop(); // cancelled while queued
+                continue;
+            }
+            if lane == Lane::Critical && priority != Priority::Critical {
+                return None; // the head is the best there is: nothing critical waits
+            }
+            self.queue.pop();
             let Some(job) = self.jobs.get_mut(&id) else {
                 continue;
             };
-            if job.state != JobState::Queued {
-                continue; // cancelled while queued
-            }
             let request = job.request.clone()?;
             job.state = JobState::Running;
             job.started = Some(now);

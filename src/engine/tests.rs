@@ -41,7 +41,13 @@ impl Runner for FakeRunner {
             let e = std::io::Error::new(std::io::ErrorKind::OutOfMemory, "fake device memory");
             return Err(ProveError::Backend(ProverError::OutOfMemory(Box::new(e))));
         }
-        for _ in 0..self.steps {
+        // A job labelled "quick…" takes one step: a WinningPoSt beside a long PoRep.
+        let steps = if input.starts_with(b"quick") {
+            1
+        } else {
+            self.steps
+        };
+        for _ in 0..steps {
             control.check()?;
             std::thread::sleep(self.step);
         }
@@ -227,10 +233,16 @@ fn bounded_queue_keeps_room_for_critical() {
         ),
         "{full:?}"
     );
-    e.submit(window("crit"), Some(Priority::Critical), None)
+    // The critical lane takes the first critical job at once, so the reserved slot is
+    // free again for the next one; a third finds the queue full.
+    let crit = e
+        .submit(window("crit"), Some(Priority::Critical), None)
+        .unwrap();
+    wait_state(&e, crit.id, JobState::Running);
+    e.submit(window("crit2"), Some(Priority::Critical), None)
         .unwrap();
     assert!(matches!(
-        e.submit(window("crit2"), Some(Priority::Critical), None),
+        e.submit(window("crit3"), Some(Priority::Critical), None),
         Err(SubmitError::QueueFull { .. })
     ));
     e.shut_down();
@@ -321,4 +333,78 @@ fn out_of_memory_is_classified_as_retryable() {
     let failure = wait(&e, j.id).unwrap_err();
     assert_eq!(failure.kind, FailureKind::ResourceExhausted);
     assert!(failure.message.contains("fake device memory"), "{failure}");
+}
+
+fn winning(label: &str) -> ProofRequest {
+    ProofRequest::WinningPoSt {
+        input: label.as_bytes().to_vec(),
+    }
+}
+
+#[test]
+fn critical_job_starts_while_every_worker_is_busy() {
+    // One worker, busy for about a second: the critical lane starts the WinningPoSt at once
+    // and it finishes long before the job it overtook.
+    let e = engine(FakeRunner::new(20, 50), config(1, 8, 1));
+    let long = e
+        .submit(window("long"), Some(Priority::Normal), None)
+        .unwrap();
+    wait_state(&e, long.id, JobState::Running);
+    let crit = e.submit(winning("quick-crit"), None, None).unwrap();
+    wait(&e, crit.id).unwrap();
+    assert_eq!(
+        e.snapshot(long.id).map(|s| s.state),
+        Some(JobState::Running),
+        "the critical job finished while the long one ran"
+    );
+    wait(&e, long.id).unwrap();
+}
+
+#[test]
+fn critical_lane_takes_no_other_work() {
+    // With the only general worker busy, a second normal job waits: the critical lane's
+    // worker is idle but does not take it.
+    let e = engine(FakeRunner::new(20, 10), config(1, 8, 1));
+    let first = e
+        .submit(window("first"), Some(Priority::Normal), None)
+        .unwrap();
+    wait_state(&e, first.id, JobState::Running);
+    let second = e
+        .submit(window("second"), Some(Priority::High), None)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(
+        e.snapshot(second.id).map(|s| s.state),
+        Some(JobState::Queued)
+    );
+    wait(&e, first.id).unwrap();
+    wait(&e, second.id).unwrap();
+    assert_eq!(e.stats().count(JobState::Succeeded), 2);
+}
+
+#[test]
+fn pure_lanes_choose_by_priority() {
+    let mut st = State::new(config(1, 8, 1));
+    let now = Instant::now();
+    let job = |request: ProofRequest, priority| NewJob {
+        digest: state::digest(&request),
+        request,
+        priority,
+        request_id: None,
+    };
+    st.submit(job(window("n"), Priority::Normal), now).unwrap();
+    assert!(st.next_assignment(now, Lane::Critical).is_none());
+    st.submit(job(winning("c"), Priority::Critical), now)
+        .unwrap();
+    let c = st.next_assignment(now, Lane::Critical).expect("critical");
+    assert_eq!(
+        st.snapshot(c.id, now).map(|s| s.kind),
+        Some(ProofKind::WinningPoSt)
+    );
+    assert!(st.next_assignment(now, Lane::Critical).is_none());
+    let n = st.next_assignment(now, Lane::Any).expect("normal");
+    assert_eq!(
+        st.snapshot(n.id, now).map(|s| s.kind),
+        Some(ProofKind::WindowPoSt)
+    );
 }
