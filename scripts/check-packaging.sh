@@ -19,18 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 SECONDS=0
-passed=0
-failed=0
-
-step() { printf '\n==> %s\n' "$*"; }
-ok() { passed=$((passed + 1)); printf 'ok: %s\n' "$*"; }
-bad() { failed=$((failed + 1)); printf 'FAIL: %s\n' "$*" >&2; }
-# check DESCRIPTION COMMAND...: runs COMMAND, counts it as passed or failed.
-check() {
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
+# shellcheck source=check-lib.sh
+. scripts/check-lib.sh
 
 if [ "$(id -u)" != 0 ]; then
     echo "check-packaging.sh: must run as root (it installs the .deb)" >&2

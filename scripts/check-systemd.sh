@@ -21,26 +21,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS=0
-passed=0
-failed=0
 rootfs=${CUZK_CI_ROOTFS:-/var/tmp/cuzk-ci-rootfs}
 params=${CUZK_TEST_PARAMS:-/var/tmp/filecoin-proof-parameters}
 target_dir=${CARGO_TARGET_DIR:-target}
 # The root file system's package set; a change here rebuilds the cache.
 rootfs_version="bookworm minbase systemd systemd-sysv dbus util-linux v1"
-
-step() { printf '\n==> %s\n' "$*"; }
-ok() { passed=$((passed + 1)); printf 'ok: %s\n' "$*"; }
-bad() { failed=$((failed + 1)); printf 'FAIL: %s\n' "$*" >&2; }
-check() {
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
-# expect WHAT EXPECTED ACTUAL
-expect() {
-    if [ "$2" = "$3" ]; then ok "$1: $3"; else bad "$1: expected '$2', got '$3'"; fi
-}
+# shellcheck source=check-lib.sh
+. scripts/check-lib.sh
 
 if [ "$(id -u)" != 0 ]; then
     echo "check-systemd.sh: must run as root (it boots a container)" >&2
@@ -145,6 +132,8 @@ done
 check "systemd is PID 1 and the system is up ($state)" \
     test "$(inside cat /proc/1/comm)" = systemd -a \( "$state" = running -o "$state" = degraded \)
 unit() { inside systemctl show "$1" -p "$2" --value; }
+# says RC OUTPUT TEXT: the command failed and its output contains TEXT (any case).
+says() { [ "$1" != 0 ] && grep -qi -- "$3" <<<"$2"; }
 
 step "install with apt"
 check "apt-get install ./cuzk_*.deb" \
@@ -194,12 +183,12 @@ step "who may connect"
 rc=0
 out=$(as bob timeout 60 cuzk status 2>&1) || rc=$?
 check "group member not in allowed_uids is refused (exit $rc)" \
-    sh -c "[ $rc != 0 ] && echo '$out' | grep -qi 'not allowed'"
+    says "$rc" "$out" 'not allowed'
 echo "$out" | head -2
 rc=0
 out=$(as carol timeout 60 cuzk status 2>&1) || rc=$?
 check "user outside group cuzk gets EACCES (exit $rc)" \
-    sh -c "[ $rc != 0 ] && echo '$out' | grep -qi 'permission denied'"
+    says "$rc" "$out" 'permission denied'
 
 step "a real 2 KiB PoRep C2 proof through the socket"
 rc=0
@@ -278,7 +267,7 @@ took=$((SECONDS - start))
 echo "$out" | head -3
 check "the waiting client fails within its timeout (exit $rc, ${took}s)" \
     test "$rc" != 0 -a "$rc" != 124 -a "$took" -le 25
-check "its message says where to look" sh -c "echo '$out' | grep -q 'journalctl -u cuzkd'"
+check "its message says where to look" says "$rc" "$out" 'journalctl -u cuzkd'
 expect "cuzkd exit status" 78 "$(unit cuzkd ExecMainStatus)"
 sleep 7 # longer than RestartSec=5s: a restart loop would have restarted it by now
 expect "NRestarts after a configuration error (no restart loop)" 0 "$(unit cuzkd NRestarts)"

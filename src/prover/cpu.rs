@@ -105,6 +105,25 @@ struct CpuPrepared {
     options: CpuOptions,
 }
 
+impl CpuPrepared {
+    /// The quotient's coefficients h, checked against the H query's length.
+    fn quotient(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+    ) -> Result<Vec<Scalar>, ProverError> {
+        let h = ntt::quotient_using(a, b, c, self.options.arith())?;
+        check_len("H query", self.srs.h.len(), h.len())?;
+        Ok(h)
+    }
+
+    /// Σ h_i · H_i.
+    fn h_msm(&self, h: &[Scalar]) -> Result<G1Projective, ProverError> {
+        timed("h", || Ok(msm::msm_g1_with(&self.options, &self.srs.h, h)))
+    }
+}
+
 impl PreparedSrs for CpuPrepared {
     fn srs(&self) -> &Arc<Srs> {
         &self.srs
@@ -119,11 +138,8 @@ impl PreparedSrs for CpuPrepared {
         b: Vec<Scalar>,
         c: Vec<Scalar>,
     ) -> Result<G1Projective, ProverError> {
-        let h = ntt::quotient_using(a, b, c, self.options.arith())?;
-        timed("h", || {
-            check_len("H query", self.srs.h.len(), h.len())?;
-            Ok(msm::msm_g1_with(&self.options, &self.srs.h, &h))
-        })
+        let h = self.quotient(a, b, c)?;
+        self.h_msm(&h)
     }
 
     /// The quotient alone (see [`CpuPrepared::h_sum`]), then the H query's MSM beside the
@@ -137,14 +153,9 @@ impl PreparedSrs for CpuPrepared {
         w: Witness,
     ) -> Result<Sums, ProverError> {
         let start = Instant::now();
-        let h = ntt::quotient_using(a, b, c, self.options.arith())?;
+        let h = self.quotient(a, b, c)?;
         let h_done = start.elapsed();
-        check_len("H query", self.srs.h.len(), h.len())?;
-        let (srs, o) = (&*self.srs, &self.options);
-        let (h, witness) = rayon::join(
-            move || timed("h", || Ok(msm::msm_g1_with(o, &srs.h, &h))),
-            || self.witness_sums(w),
-        );
+        let (h, witness) = rayon::join(|| self.h_msm(&h), || self.witness_sums(w));
         Ok(Sums {
             h: h?,
             witness: witness?,
