@@ -11,6 +11,10 @@ use cuzk::proto::{ErrorCode, JobState, Priority};
 use daemon_support::*;
 use nix::sys::signal::Signal;
 
+/// One job in flight (the default keeps one per synthesis thread in flight), so that the
+/// queue behind it is observable.
+const ONE_AT_A_TIME: (&str, &str) = ("proving.workers", "1");
+
 fn stop(mut daemon: Daemon) {
     daemon.signal(Signal::SIGTERM);
     let status = daemon.wait_exit(Duration::from_secs(30));
@@ -25,7 +29,7 @@ fn wait_running(client: &mut cuzk::proto::Client, job: u64) {
 
 #[test]
 fn cancel_a_queued_and_a_running_job() {
-    let daemon = Daemon::start(&[("debug.job_delay", "\"20s\"")]);
+    let daemon = Daemon::start(&[("debug.job_delay", "\"20s\""), ONE_AT_A_TIME]);
     let mut c = daemon.client();
     let running = c.submit(bogus_porep("running")).unwrap().job_id;
     let queued = c.submit(bogus_porep("queued")).unwrap().job_id;
@@ -64,7 +68,7 @@ fn cancel_a_queued_and_a_running_job() {
 
 #[test]
 fn a_critical_job_behind_normal_ones_starts_at_once() {
-    let daemon = Daemon::start(&[("debug.job_delay", "\"1500ms\"")]);
+    let daemon = Daemon::start(&[("debug.job_delay", "\"1500ms\""), ONE_AT_A_TIME]);
     let mut c = daemon.client();
     let first = c.submit(bogus_porep("first")).unwrap().job_id;
     wait_running(&mut c, first);
@@ -107,7 +111,7 @@ fn a_critical_job_behind_normal_ones_starts_at_once() {
 
 #[test]
 fn a_repeated_request_id_is_the_same_job_and_a_conflicting_one_an_error() {
-    let daemon = Daemon::start(&[("debug.job_delay", "\"500ms\"")]);
+    let daemon = Daemon::start(&[("debug.job_delay", "\"500ms\""), ONE_AT_A_TIME]);
     let mut c = daemon.client();
     let mut first = bogus_porep("same");
     first.request_id = Some("sector-1000-1".into());
@@ -146,6 +150,7 @@ fn a_full_queue_answers_busy_but_keeps_room_for_critical_jobs() {
         ("debug.job_delay", "\"20s\""),
         ("queue.max_queued", "3"),
         ("queue.critical_reserve", "1"),
+        ONE_AT_A_TIME,
     ]);
     let mut c = daemon.client();
     let running = c.submit(bogus_porep("running")).unwrap().job_id;
@@ -196,7 +201,7 @@ fn finished_results_are_dropped_after_the_retention_time() {
 
 #[test]
 fn await_with_a_timeout_reports_pending() {
-    let daemon = Daemon::start(&[("debug.job_delay", "\"5s\"")]);
+    let daemon = Daemon::start(&[("debug.job_delay", "\"5s\""), ONE_AT_A_TIME]);
     let mut c = daemon.client();
     let job = c.submit(bogus_porep("slow")).unwrap().job_id;
     let t = Instant::now();

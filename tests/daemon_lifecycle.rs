@@ -285,6 +285,8 @@ fn sigterm_drains_the_running_job_fails_the_queued_and_exits_0() {
     let mut daemon = Daemon::start(&[
         ("debug.job_delay", "\"3s\""),
         ("daemon.drain_grace", "\"30s\""),
+        // One job in flight, so that the second one is still queued.
+        ("proving.workers", "1"),
     ]);
     let mut control = daemon.client();
     let running = control.submit(bogus_porep("running")).unwrap().job_id;

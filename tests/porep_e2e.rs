@@ -8,7 +8,9 @@ use std::sync::Arc;
 use bellperson::groth16::{create_proof, Parameters};
 use blstrs::{Bls12, Scalar};
 use cuzk::proofs::porep::{visit_partition, PartitionVisitor};
-use cuzk::proofs::{JobControl, PoRepRequest, ProofKind, ProofRequest, ProveError, ProvingService};
+use cuzk::proofs::{
+    JobControl, PipelineOptions, PoRepRequest, ProofKind, ProofRequest, ProveError, ProvingService,
+};
 use cuzk::prover::{cpu::CpuBackend, prove_with_randomness, Backend};
 use cuzk::sealing::{seal_sector, SealedSector};
 use cuzk::srs::SrsCache;
@@ -139,8 +141,15 @@ fn ni_porep_partition_proofs_verify() {
         RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
         9,
     );
-    // Three partitions synthesized at a time (13 = 3+3+3+3+1 exercises the short last group).
-    let svc = service(&params).with_synthesis_parallelism(3);
+    // Three partitions synthesized at a time, two on the device: thirteen partitions go
+    // through the stages out of step and must come back in order.
+    let options = PipelineOptions {
+        synthesis_threads: 3,
+        memory_budget: u64::MAX,
+        device_workers: 2,
+    };
+    let backend = Arc::new(CpuBackend::default());
+    let svc = ProvingService::with_pipeline(params.clone(), backend, &options).unwrap();
     let out = svc
         .prove(&request(&sealed, MINER), &JobControl::new())
         .expect("C2");

@@ -45,6 +45,9 @@ pub enum BenchWhat {
     Gpu(super::bench_gpu::GpuBenchArgs),
     /// The CPU backend's multi-scalar multiplication against blst's Pippenger.
     Msm(super::bench_msm::MsmBenchArgs),
+    /// A real cuzkd under a queue of proofs with WinningPoSt interleaved: throughput, device
+    /// busy, WinningPoSt latency idle against loaded, peak RSS.
+    Pipeline(super::bench_pipeline::PipelineBenchArgs),
 }
 
 /// The parameter directory of a proof benchmark: `--param-dir`, else
@@ -53,7 +56,7 @@ pub enum BenchWhat {
 pub fn filecoin_proofs_param_dir(args: &BenchArgs, env: &Environment) -> Option<PathBuf> {
     match args.what {
         BenchWhat::Proof(_) => Some(args.param_dir.clone().unwrap_or_else(|| env.param_dir())),
-        BenchWhat::Gpu(_) | BenchWhat::Msm(_) => None,
+        BenchWhat::Gpu(_) | BenchWhat::Msm(_) | BenchWhat::Pipeline(_) => None,
     }
 }
 
@@ -64,6 +67,10 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::Gpu(g) => super::bench_gpu::run(g, &gpu),
         BenchWhat::Msm(m) => super::bench_msm::run(m, &cpu),
+        BenchWhat::Pipeline(p) => {
+            let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());
+            super::bench_pipeline::run(p, &dir)
+        }
         BenchWhat::Proof(ref what) => {
             let dir = filecoin_proofs_param_dir(&args, env)
                 .unwrap_or_else(|| PathBuf::from(crate::srs::DEFAULT_PARAM_DIR));

@@ -204,14 +204,15 @@ pub static KEYS: &[KeyDoc] = &[
     KeyDoc {
         name: "proving.workers",
         kind: "integer",
-        default: "1",
-        description: "Jobs of any priority proved at once. One more worker runs only \
-                      critical jobs (WinningPoSt), so that one starts at once instead of \
-                      waiting for a running proof. More workers keep more cores and the GPU \
-                      busy at the cost of memory: each running job holds up to twice its \
-                      synthesis parallelism plus one synthesized partitions.",
+        default: "0",
+        description: "Jobs in flight at once: each takes a job from the queue, parses its \
+                      input, hands its partitions to the synthesis and device stages and \
+                      verifies the proof. One more takes only critical jobs (WinningPoSt). \
+                      0 = proving.synthesis_threads + 2, enough that jobs of one partition \
+                      keep every synthesis thread busy. Memory is bounded by \
+                      proving.memory_budget, not by this.",
         apply: |c, v| {
-            c.proving.workers = integer(v, 1, 64)?;
+            c.proving.workers = integer(v, 0, 1024)?;
             Ok(())
         },
         show: |c| Value::Integer(c.proving.workers as i64),
@@ -220,13 +221,44 @@ pub static KEYS: &[KeyDoc] = &[
         name: "proving.synthesis_threads",
         kind: "integer",
         default: "0",
-        description:
-            "Threads for circuit synthesis and CPU proving (the rayon pool); 0 = one per CPU.",
+        description: "Partitions synthesized at once, from all jobs, highest priority first \
+                      (critical partitions have one more thread of their own); 0 = one per \
+                      CPU.",
         apply: |c, v| {
             c.proving.synthesis_threads = integer(v, 0, 4096)?;
             Ok(())
         },
         show: |c| Value::Integer(c.proving.synthesis_threads as i64),
+    },
+    KeyDoc {
+        name: "proving.memory_budget",
+        kind: "size",
+        default: "\"0\"",
+        description: "Host memory for resident parameters and partitions in flight together. \
+                      A partition reserves its bytes (measured per circuit shape) before its \
+                      synthesis starts and frees them when the device has consumed it; \
+                      synthesis waits rather than exceeds the budget, and a job whose \
+                      partition can never fit fails with an error naming both sizes. \
+                      \"0\" = the host's memory (or the service's cgroup limit, where lower) \
+                      less an eighth, at least 2GiB; the start-up log shows the figure.",
+        apply: |c, v| {
+            c.proving.memory_budget = size(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(format_size(c.proving.memory_budget)),
+    },
+    KeyDoc {
+        name: "proving.device_workers",
+        kind: "integer",
+        default: "1",
+        description: "Partitions the proving device works on at once (critical partitions \
+                      have one more worker of their own, so a WinningPoSt never waits in the \
+                      device queue).",
+        apply: |c, v| {
+            c.proving.device_workers = integer(v, 1, 16)?;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.proving.device_workers as i64),
     },
     KeyDoc {
         name: "proving.backend",
@@ -551,6 +583,8 @@ pub(super) fn zero_config() -> Config {
         proving: ProvingConfig {
             workers: 0,
             synthesis_threads: 0,
+            memory_budget: 0,
+            device_workers: 0,
             backend: BackendChoice::Auto,
             pinned_memory: 0,
         },

@@ -119,10 +119,15 @@ pub struct QueueConfig {
 /// The proving workers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProvingConfig {
-    /// Proofs run at once.
+    /// Jobs in flight at once (not counting the critical lane's); 0 = synthesis threads + 2.
     pub workers: usize,
-    /// Threads for circuit synthesis and CPU proving; 0 = one per CPU.
+    /// Partitions synthesized at once; 0 = one per CPU.
     pub synthesis_threads: usize,
+    /// Host bytes for resident parameters and partitions in flight; 0 = derived from the
+    /// host's memory by the daemon.
+    pub memory_budget: u64,
+    /// Partitions the device proves at once (besides the critical worker).
+    pub device_workers: usize,
     /// Backend selection.
     pub backend: BackendChoice,
     /// Page-locked host memory to allow for: decides at start whether `CAP_IPC_LOCK` is kept

@@ -76,7 +76,7 @@ fn hello(h: proto::Hello, session: &mut Session, ctx: &Context) -> Response {
         proof_kinds: proto::ProofKind::ALL.to_vec(),
         max_frame_size: ctx.config.protocol.max_frame_size,
         max_queued: ctx.config.queue.max_queued.min(u32::MAX as usize) as u32,
-        workers: ctx.config.proving.workers.min(u32::MAX as usize) as u32,
+        workers: ctx.workers.min(u32::MAX as usize) as u32,
     })
 }
 

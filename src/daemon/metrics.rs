@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use super::Context;
+use crate::proofs::PipelineStats;
 
 /// Writes a metric family's HELP and TYPE lines.
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -58,9 +59,10 @@ pub fn render(ctx: &Context) -> String {
         &mut out,
         "cuzk_workers",
         "gauge",
-        "Proofs run at once.",
-        ctx.config.proving.workers,
+        "Jobs in flight at once (besides the critical worker).",
+        ctx.workers,
     );
+    pipeline(&mut out, &ctx.service.pipeline());
     single(
         &mut out,
         "cuzk_queue_full_total",
@@ -153,6 +155,89 @@ pub fn render(ctx: &Context) -> String {
         );
     }
     out
+}
+
+/// The stages: partitions per stage, the memory budget, device busy time, stage sums.
+fn pipeline(out: &mut String, p: &PipelineStats) {
+    family(
+        out,
+        "cuzk_partitions",
+        "gauge",
+        "Partitions in each stage now, from all jobs.",
+    );
+    for (stage, n) in [
+        ("waiting", p.waiting),
+        ("synthesizing", p.synthesizing),
+        ("device_queued", p.device_queued),
+        ("device_running", p.device_running),
+    ] {
+        let _ = writeln!(out, "cuzk_partitions{{stage=\"{stage}\"}} {n}");
+    }
+    let budget = if p.budget_bytes == u64::MAX {
+        "+Inf".to_string()
+    } else {
+        p.budget_bytes.to_string()
+    };
+    single(
+        out,
+        "cuzk_memory_budget_bytes",
+        "gauge",
+        "proving.memory_budget: host memory for resident parameters and partitions in flight.",
+        budget,
+    );
+    single(
+        out,
+        "cuzk_memory_reserved_bytes",
+        "gauge",
+        "Host memory reserved by partitions in flight.",
+        p.reserved_bytes,
+    );
+    single(
+        out,
+        "cuzk_memory_params_bytes",
+        "gauge",
+        "Host memory of the resident parameters, counted against the budget.",
+        p.params_bytes,
+    );
+    single(
+        out,
+        "cuzk_device_busy_seconds_total",
+        "counter",
+        "Time the proving device had at least one partition.",
+        format!("{:.6}", p.device_busy.as_secs_f64()),
+    );
+    single(
+        out,
+        "cuzk_partitions_proved_total",
+        "counter",
+        "Partitions proved since start.",
+        p.partitions_proved,
+    );
+    family(
+        out,
+        "cuzk_partition_stage_seconds_total",
+        "counter",
+        "Time spent per stage by proved partitions, summed.",
+    );
+    for (stage, d) in [
+        ("synthesis", p.synthesis_time),
+        ("device_wait", p.device_wait),
+        ("device", p.device_time),
+    ] {
+        let _ = writeln!(
+            out,
+            "cuzk_partition_stage_seconds_total{{stage=\"{stage}\"}} {:.6}",
+            d.as_secs_f64()
+        );
+    }
+    family(
+        out,
+        "cuzk_partition_host_bytes",
+        "summary",
+        "Host bytes of synthesized partitions, measured.",
+    );
+    let _ = writeln!(out, "cuzk_partition_host_bytes_sum {}", p.measured.0);
+    let _ = writeln!(out, "cuzk_partition_host_bytes_count {}", p.measured.1);
 }
 
 /// Escapes a label value.

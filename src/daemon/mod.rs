@@ -11,6 +11,7 @@
 pub mod cli;
 mod connection;
 mod handler;
+mod host;
 mod listener;
 mod logging;
 mod metrics;
@@ -35,7 +36,7 @@ pub use notify::Notifier;
 use crate::config::{Config, EnvDefaults, Loaded};
 use crate::engine::{Engine, EngineConfig, JobEvent, JobResult, JobSnapshot};
 use crate::gpu::GpuOptions;
-use crate::proofs::ProvingService;
+use crate::proofs::{PipelineOptions, ProvingService};
 use crate::prover::cpu::CpuOptions;
 
 /// What `cuzkd` takes from its process environment, read once by its `main` (in `src/bin`)
@@ -151,6 +152,8 @@ pub struct Context {
     pub service: Arc<ProvingService>,
     /// The backend's name.
     pub backend: String,
+    /// Jobs in flight at once (`proving.workers` resolved).
+    pub workers: usize,
     /// When the daemon started.
     pub started: Instant,
     /// Open connections.
@@ -164,8 +167,9 @@ pub struct Context {
 impl Context {
     /// Starts the engine on `service` and assembles the shared state.
     pub fn new(config: Config, service: Arc<ProvingService>) -> Result<Arc<Self>, DaemonError> {
+        let workers = jobs_in_flight(&config);
         let engine_config = EngineConfig {
-            workers: config.proving.workers,
+            workers,
             max_queued: config.queue.max_queued,
             critical_reserve: config.queue.critical_reserve,
             result_retention: config.queue.result_retention,
@@ -184,6 +188,7 @@ impl Context {
             })?;
         Ok(Arc::new(Context {
             backend: service.backend_name(),
+            workers,
             config,
             engine: Arc::new(engine),
             service,
@@ -192,6 +197,34 @@ impl Context {
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
         }))
+    }
+}
+
+/// The stages' sizes: the configuration's, with 0 resolved against this host
+/// (`host_memory`: its memory or cgroup limit, where known).
+fn pipeline_options(config: &Config, host_memory: Option<u64>) -> PipelineOptions {
+    let defaults = PipelineOptions::default();
+    let p = &config.proving;
+    PipelineOptions {
+        synthesis_threads: match p.synthesis_threads {
+            0 => defaults.synthesis_threads,
+            n => n,
+        },
+        memory_budget: match (p.memory_budget, host_memory) {
+            (0, Some(total)) => host::budget_from(total),
+            (0, None) => defaults.memory_budget,
+            (n, _) => n,
+        },
+        device_workers: p.device_workers.max(1),
+    }
+}
+
+/// Jobs in flight: `proving.workers`, or (0) enough that jobs of one partition keep every
+/// synthesis thread and the device busy.
+fn jobs_in_flight(config: &Config) -> usize {
+    match config.proving.workers {
+        0 => pipeline_options(config, None).synthesis_threads + 2,
+        n => n,
     }
 }
 
@@ -389,17 +422,9 @@ fn run_bound(
     Ok(())
 }
 
-/// Sizes the synthesis thread pool, selects the backend and opens the parameter cache.
+/// Sizes the stages, selects the backend and opens the parameter cache.
 fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
-    if config.proving.synthesis_threads > 0 {
-        if let Err(e) = rayon::ThreadPoolBuilder::new()
-            .num_threads(config.proving.synthesis_threads)
-            .thread_name(|i| format!("cuzk-synth-{i}"))
-            .build_global()
-        {
-            tracing::warn!("cannot size the synthesis pool: {e}");
-        }
-    }
+    let pipeline = pipeline_options(config, host::memory());
     // The options, built once from the configuration; nothing later reads another source.
     let (gpu, cpu) = (
         GpuOptions::from_config(config),
@@ -414,8 +439,20 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
             tracing::warn!(dir = %dir.display(), "parameter cache not readable: {e}; proofs will fail until it is")
         }
     }
-    let service = ProvingService::new(dir.clone(), backend);
-    tracing::info!(backend = %service.backend_name(), "proving backend initialised");
+    let service =
+        ProvingService::with_pipeline(dir.clone(), backend, &pipeline).map_err(|source| {
+            DaemonError::Io {
+                context: "starting the device workers".into(),
+                source,
+            }
+        })?;
+    tracing::info!(
+        backend = %service.backend_name(),
+        synthesis_threads = pipeline.synthesis_threads,
+        device_workers = pipeline.device_workers,
+        memory_budget = pipeline.memory_budget,
+        "proving backend initialised"
+    );
     Ok(Arc::new(service))
 }
 

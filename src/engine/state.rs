@@ -174,7 +174,7 @@ impl State {
                 request_id: new.request_id,
                 digest,
                 request: Some(Arc::new(new.request)),
-                control: JobControl::new(),
+                control: JobControl::with_class(new.priority.class()),
                 phase: watch::Sender::new(JobPhase::Queued),
                 state: JobState::Queued,
                 submitted: now,

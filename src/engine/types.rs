@@ -32,6 +32,11 @@ impl Priority {
         }
     }
 
+    /// Its class in the proving stages: 0 (low) to 3 (critical).
+    pub fn class(self) -> u8 {
+        self as u8
+    }
+
     /// Lower-case name for logs and metrics.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
@@ -123,6 +123,41 @@ pub(super) struct State {
 struct Shared {
     info: DeviceInfo,
     state: Mutex<State>,
+    /// Whose turn on the device is next: urgent callers first ([`crate::prover::urgency`]).
+    turn: Mutex<Turn>,
+    turn_changed: Condvar,
+}
+
+/// The device's turn-taking: whether a call holds it, and how many urgent callers wait.
+#[derive(Default)]
+struct Turn {
+    busy: bool,
+    urgent_waiting: usize,
+}
+
+/// A turn on the device: the state, and the turn released for the next caller on drop.
+pub(super) struct DeviceGuard<'a> {
+    state: MutexGuard<'a, State>,
+    shared: &'a Shared,
+}
+
+impl std::ops::Deref for DeviceGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for DeviceGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for DeviceGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.end_turn();
+    }
 }
 
 /// NTTs and MSMs on one CUDA device. Calls are serialised on the device (one stream).
@@ -264,11 +299,50 @@ impl Drop for SetGuard {
 }
 
 impl Shared {
-    fn lock(&self) -> Result<MutexGuard<'_, State>, GpuError> {
-        self.state.lock().map_err(|_| GpuError::Cuda {
-            context: "lock",
-            message: "a previous GPU call panicked".into(),
-        })
+    /// Waits for a turn on the device (urgent callers take the next turn ahead of the
+    /// others), then for its state.
+    fn lock(&self) -> Result<DeviceGuard<'_>, GpuError> {
+        use crate::prover::urgency::{any_urgent, is_urgent};
+        let urgent = is_urgent();
+        {
+            let mut t = self.turn.lock().unwrap_or_else(|p| p.into_inner());
+            t.urgent_waiting += usize::from(urgent);
+            loop {
+                if t.busy || (!urgent && t.urgent_waiting > 0) {
+                    t = self.turn_changed.wait(t).unwrap_or_else(|p| p.into_inner());
+                } else if !urgent && any_urgent() {
+                    // An urgent proof between its device calls: it wakes nobody when it
+                    // ends, so look again shortly.
+                    t = self
+                        .turn_changed
+                        .wait_timeout(t, Duration::from_millis(1))
+                        .map(|(t, _)| t)
+                        .unwrap_or_else(|p| p.into_inner().0);
+                } else {
+                    break;
+                }
+            }
+            t.urgent_waiting -= usize::from(urgent);
+            t.busy = true;
+        }
+        match self.state.lock() {
+            Ok(state) => Ok(DeviceGuard {
+                state,
+                shared: self,
+            }),
+            Err(_) => {
+                self.end_turn();
+                Err(GpuError::Cuda {
+                    context: "lock",
+                    message: "a previous GPU call panicked".into(),
+                })
+            }
+        }
+    }
+
+    fn end_turn(&self) {
+        self.turn.lock().unwrap_or_else(|p| p.into_inner()).busy = false;
+        self.turn_changed.notify_all();
     }
 
     /// Σ h_i·H_i for the quotient H of `a`, `b`, `c`, with H left on the device between the
@@ -500,6 +574,8 @@ impl GpuBackend {
                     domains: HashMap::new(),
                     next_set: 0,
                 }),
+                turn: Mutex::new(Turn::default()),
+                turn_changed: Condvar::new(),
             }),
         })
     }
@@ -509,7 +585,7 @@ impl GpuBackend {
         &self.shared.info
     }
 
-    pub(super) fn lock(&self) -> Result<MutexGuard<'_, State>, GpuError> {
+    pub(super) fn lock(&self) -> Result<DeviceGuard<'_>, GpuError> {
         self.shared.lock()
     }
 

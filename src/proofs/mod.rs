@@ -12,8 +12,10 @@ mod request;
 mod service;
 pub mod shapes;
 pub mod snap;
+mod stages;
 
 pub use request::{PoRepRequest, ProofKind, ProofRequest};
 pub use service::{
     JobControl, ProofOutput, ProveError, ProvingService, ResidentParams, StageTimings,
 };
+pub use stages::{PipelineOptions, PipelineStats};

@@ -1,28 +1,34 @@
-//! Proving a sequence of partition circuits: synthesis on rayon, overlapped with proving.
+//! Proving a job's partition circuits through the shared stages: each partition is admitted
+//! (a synthesis permit and its host bytes), synthesized on a scoped thread of the job (the
+//! circuits borrow the job's parsed input), and proved by a device worker; the job gathers
+//! the proofs in order.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use bellperson::groth16::{verify_proofs_batch, Proof};
 use bellperson::Circuit;
 use blstrs::{Bls12, Scalar};
 use rand_core::OsRng;
-use rayon::prelude::*;
 
+use super::stages::{
+    lower_this_thread, DeviceWork, Handover, JobRun, PartitionDone, Prepared, BACKGROUND_NICE,
+    CRITICAL,
+};
 use super::{JobControl, ProveError, ProvingService, StageTimings};
-use crate::prover;
 use crate::srs::{ParamsId, Srs};
-use crate::synth::{synthesize, Synthesized};
+use crate::synth::synthesize;
 
 /// Proofs of all partitions, the parameters used and the timings so far.
 pub(crate) struct Proved {
     pub proofs: Vec<Proof<Bls12>>,
-    pub srs: std::sync::Arc<Srs>,
+    pub srs: Arc<Srs>,
     pub timings: StageTimings,
 }
 
 /// Synthesizes `make_circuit(0..partitions)` and proves each with the parameters `id`,
-/// checking `control` at every partition boundary.
+/// through the service's stages; a cancel of `control` drops the job's waiting and queued
+/// partitions at once.
 pub(crate) fn prove_partitions<C, F>(
     svc: &ProvingService,
     id: &ParamsId,
@@ -38,64 +44,121 @@ where
     control.set_total(partitions);
     let (prepared, param_load) = svc.prepared(id)?;
     let srs = prepared.srs().clone();
+    let stages = &svc.stages;
+    let bytes = stages.partition_bytes(id, &srs);
+    let available = stages.capacity();
+    if bytes > available {
+        return Err(ProveError::ExceedsMemoryBudget {
+            needed: bytes,
+            available,
+        });
+    }
+    let work: Arc<dyn DeviceWork> = Arc::new(Prepared(prepared.clone()));
+    let job = JobRun::new(control.class(), control.seq());
+    control.set_on_cancel(Some(stages.stopper(&job)));
+    // The hook is removed however this returns: a later cancel has nothing to drop.
+    struct Unhook<'a>(&'a JobControl);
+    impl Drop for Unhook<'_> {
+        fn drop(&mut self) {
+            self.0.set_on_cancel(None);
+        }
+    }
+    let _unhook = Unhook(control);
+    if control.is_cancelled() {
+        return Err(ProveError::Cancelled);
+    }
+    let (tx, rx) = mpsc::channel::<PartitionDone>();
     let mut timings = StageTimings {
         param_load,
         ..Default::default()
     };
-    let group = svc.synthesis_parallelism.clamp(1, partitions.max(1));
-    let (tx, rx) = mpsc::sync_channel::<Result<(Synthesized, Duration), ProveError>>(group);
-    let mut proofs = Vec::with_capacity(partitions);
-    std::thread::scope(|scope| -> Result<(), ProveError> {
+    let mut proofs: Vec<Option<Proof<Bls12>>> = vec![None; partitions];
+    let mut failure: Option<ProveError> = None;
+    std::thread::scope(|scope| {
         let make_circuit = &make_circuit;
-        let synth_one = move |k: usize| {
-            let start = Instant::now();
-            catch_panic(&format!("partition {k} synthesis"), || {
-                make_circuit(k).and_then(|c| {
-                    synthesize(c).map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
-                })
-            })
-            .map(|s| (s, start.elapsed()))
-        };
-        // `tx` moves into the thread, so that the channel closes however the thread ends
-        // (a panic in a circuit included) and the prover's `recv` cannot wait forever.
-        // Partitions are synthesized `group` at a time (each circuit's synthesis is mostly
-        // sequential), handed over in order.
-        scope.spawn(move || {
-            for first in (0..partitions).step_by(group) {
-                if control.is_cancelled() {
-                    let _ = tx.send(Err(ProveError::Cancelled));
-                    return;
-                }
-                let ks: Vec<usize> = (first..(first + group).min(partitions)).collect();
-                let done: Vec<_> = ks.into_par_iter().map(synth_one).collect();
-                for result in done {
-                    if tx.send(result).is_err() {
-                        return; // The prover stopped; nobody wants the rest.
-                    }
-                }
+        let mut started = 0;
+        for k in 0..partitions {
+            if !stages.admit(&job, k, bytes) {
+                break;
             }
-        });
-        for _ in 0..partitions {
-            let (synthesized, synth_time) = rx
-                .recv()
-                .map_err(|_| ProveError::Synthesis("synthesis thread ended early".into()))??;
-            timings.synthesis += synth_time;
-            control.check()?;
-            let start = Instant::now();
-            let (proof, stages) = prover::prove(prepared.as_ref(), synthesized)?;
-            timings.proving += start.elapsed();
+            let (tx, run, work) = (tx.clone(), job.clone(), work.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("cuzk-synth-{k}"))
+                .spawn_scoped(scope, move || {
+                    if run.class() < CRITICAL {
+                        lower_this_thread(BACKGROUND_NICE);
+                    }
+                    let start = Instant::now();
+                    let what = format!("partition {k} synthesis");
+                    let result = catch_panic(&what, || {
+                        make_circuit(k).and_then(|c| {
+                            synthesize(c)
+                                .map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
+                        })
+                    });
+                    match result {
+                        Ok(synthesized) => {
+                            let to = Handover {
+                                job: run,
+                                partition: k,
+                                synthesized,
+                                synthesis: start.elapsed(),
+                                work,
+                                reply: tx,
+                            };
+                            stages.to_device(id, to);
+                        }
+                        Err(e) => {
+                            stages.abandon(&run, k);
+                            stages.stop(&run);
+                            let _ = tx.send(PartitionDone::failed(k, e, start.elapsed()));
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                stages.abandon(&job, k);
+                failure = Some(ProveError::Synthesis(format!("cannot start a thread: {e}")));
+                stages.stop(&job);
+                break;
+            }
+            started += 1;
+        }
+        drop(tx);
+        for done in rx.iter().take(started) {
+            timings.synthesis += done.synthesis;
+            timings.proving += done.device;
             tracing::debug!(
-                partition = proofs.len(),
-                synthesis_ms = synth_time.as_millis() as u64,
-                quotient_ms = stages.quotient.as_millis() as u64,
-                msm_ms = stages.msm.as_millis() as u64,
+                partition = done.partition,
+                synthesis_ms = done.synthesis.as_millis() as u64,
+                device_wait_ms = done.device_wait.as_millis() as u64,
+                device_ms = done.device.as_millis() as u64,
                 "partition proved"
             );
-            proofs.push(proof);
-            control.partition_done();
+            match done.result {
+                Ok(proof) => {
+                    if let Some(slot) = proofs.get_mut(done.partition) {
+                        *slot = Some(proof);
+                    }
+                    control.partition_done();
+                }
+                // The first real failure is the job's; the rest of its partitions go.
+                Err(e) => {
+                    if failure.is_none() && !matches!(e, ProveError::Cancelled) {
+                        failure = Some(e);
+                    }
+                    stages.stop(&job);
+                }
+            }
         }
-        Ok(())
-    })?;
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    control.check()?;
+    let proofs = proofs
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .ok_or(ProveError::Cancelled)?;
     Ok(Proved {
         proofs,
         srs,

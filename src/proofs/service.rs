@@ -1,12 +1,13 @@
 //! The proving service: parameters kept resident, one entry point per request.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::stages::{PipelineOptions, PipelineStats, Stages};
 use super::{ProofKind, ProofRequest};
 use crate::prover::{Backend, PreparedSrs, ProverError};
 use crate::srs::{LoadedParams, ParamsId, SrsCache, SrsError};
@@ -40,22 +41,59 @@ pub struct ProofOutput {
     pub backend: String,
 }
 
-/// Shared between a running proof and whoever started it: cancellation and progress.
-#[derive(Debug, Default)]
+/// Shared between a running proof and whoever started it: its rank in the stages,
+/// cancellation and progress.
 pub struct JobControl {
+    class: u8,
+    seq: u64,
     cancelled: AtomicBool,
     partitions_total: AtomicUsize,
     partitions_done: AtomicUsize,
+    /// Set while the job has partitions in the stages: drops them on cancel.
+    on_cancel: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
 
-impl JobControl {
-    /// A fresh control, not cancelled, no progress.
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+impl std::fmt::Debug for JobControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobControl")
+            .field("class", &self.class)
+            .field("seq", &self.seq)
+            .field("cancelled", &self.is_cancelled())
+            .field("progress", &self.progress())
+            .finish()
     }
-    /// Asks the proof to stop at the next partition boundary.
+}
+
+/// Orders jobs that share the stages: every control gets the next number.
+static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
+
+impl JobControl {
+    /// A fresh control of the normal class (1), not cancelled, no progress.
+    pub fn new() -> Arc<Self> {
+        Self::with_class(1)
+    }
+
+    /// A fresh control of `class` (0 low, 1 normal, 2 high, 3 critical): partitions of a higher class
+    /// are synthesized and proved first; within a class, in the order the controls were made.
+    pub fn with_class(class: u8) -> Arc<Self> {
+        Arc::new(Self {
+            class,
+            seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
+            cancelled: AtomicBool::new(false),
+            partitions_total: AtomicUsize::new(0),
+            partitions_done: AtomicUsize::new(0),
+            on_cancel: Mutex::new(None),
+        })
+    }
+
+    /// Asks the proof to stop: its waiting and queued partitions are dropped at once, a
+    /// running one at its next stage boundary.
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
+        let hook = self.on_cancel.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(stop) = hook.as_ref() {
+            stop();
+        }
     }
     /// Whether [`JobControl::cancel`] was called.
     pub fn is_cancelled(&self) -> bool {
@@ -67,6 +105,15 @@ impl JobControl {
             self.partitions_done.load(Ordering::SeqCst),
             self.partitions_total.load(Ordering::SeqCst),
         )
+    }
+    pub(crate) fn class(&self) -> u8 {
+        self.class
+    }
+    pub(crate) fn seq(&self) -> u64 {
+        self.seq
+    }
+    pub(crate) fn set_on_cancel(&self, hook: Option<Box<dyn Fn() + Send + Sync>>) {
+        *self.on_cancel.lock().unwrap_or_else(|p| p.into_inner()) = hook;
     }
     pub(crate) fn set_total(&self, total: usize) {
         self.partitions_total.store(total, Ordering::SeqCst);
@@ -105,6 +152,18 @@ pub enum ProveError {
     /// The job was cancelled.
     #[error("cancelled")]
     Cancelled,
+    /// A partition of this circuit needs more host memory than the budget leaves beside the
+    /// resident parameters: it can never be proved with this configuration.
+    #[error(
+        "a partition needs {needed} bytes of host memory; proving.memory_budget leaves {available} \
+         beside the resident parameters"
+    )]
+    ExceedsMemoryBudget {
+        /// Bytes one partition reserves.
+        needed: u64,
+        /// Bytes the budget leaves for partitions.
+        available: u64,
+    },
 }
 
 /// A resident parameter set, in host memory and on the backend's device.
@@ -123,35 +182,43 @@ pub struct ProvingService {
     /// so that its device memory is freed with its host memory.
     pub(crate) srs: SrsCache<Arc<dyn PreparedSrs>>,
     pub(crate) backend: Arc<dyn Backend>,
-    /// Partitions synthesized at once. Memory grows with it: up to twice this many
-    /// synthesized partitions wait for the prover (a 32 GiB PoRep partition is ~16 GiB of
-    /// evaluations and assignment), plus the one being proved.
-    pub(crate) synthesis_parallelism: usize,
-}
-
-/// One partition synthesized at a time per 8 CPUs, at most 4: keeps a GPU fed on large hosts
-/// without letting 32 GiB partitions (~16 GiB each) exhaust memory.
-fn default_synthesis_parallelism() -> usize {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    (cpus / 8).clamp(1, 4)
+    /// The stages every job's partitions flow through.
+    pub(crate) stages: Stages,
 }
 
 impl ProvingService {
-    /// A service reading parameters from `param_dir` and proving on `backend`.
+    /// A service reading parameters from `param_dir` and proving on `backend`, with the
+    /// default stages (one synthesis thread per CPU, no memory budget, one device worker).
+    ///
+    /// # Panics
+    /// When the device worker threads cannot be started.
     pub fn new(param_dir: PathBuf, backend: Arc<dyn Backend>) -> Self {
-        Self {
-            srs: SrsCache::new(param_dir),
-            backend,
-            synthesis_parallelism: default_synthesis_parallelism(),
-        }
+        Self::with_pipeline(param_dir, backend, &PipelineOptions::default())
+            .unwrap_or_else(|e| panic!("cannot start the device workers: {e}"))
     }
 
-    /// Sets how many partitions are synthesized at once (at least 1).
-    pub fn with_synthesis_parallelism(mut self, partitions: usize) -> Self {
-        self.synthesis_parallelism = partitions.max(1);
-        self
+    /// A service with its stages sized by `options`.
+    pub fn with_pipeline(
+        param_dir: PathBuf,
+        backend: Arc<dyn Backend>,
+        options: &PipelineOptions,
+    ) -> std::io::Result<Self> {
+        Ok(Self {
+            srs: SrsCache::new(param_dir),
+            backend,
+            stages: Stages::start(options)?,
+        })
+    }
+
+    /// What the stages hold now, and their counters.
+    pub fn pipeline(&self) -> PipelineStats {
+        self.stages.stats()
+    }
+
+    /// Records the resident parameters' host bytes with the stages' budget.
+    fn update_params_bytes(&self) {
+        let bytes = self.srs.loaded().iter().map(|p| p.resident_bytes).sum();
+        self.stages.set_params_bytes(bytes);
     }
 
     /// The parameter set `id` prepared by the backend, loading and preparing it if needed;
@@ -160,6 +227,9 @@ impl ProvingService {
         let (_, prepared, time) = self.srs.get_prepared(id, |srs| {
             self.backend.prepare(srs.clone()).map_err(ProveError::from)
         })?;
+        if !time.is_zero() {
+            self.update_params_bytes();
+        }
         Ok((prepared, time))
     }
 
@@ -171,7 +241,9 @@ impl ProvingService {
     /// Drops the parameter set `id` from host memory and from the device (running proofs
     /// keep theirs until they finish). Returns whether it was resident.
     pub fn evict(&self, id: &ParamsId) -> bool {
-        self.srs.evict(id)
+        let was = self.srs.evict(id);
+        self.update_params_bytes();
+        was
     }
 
     /// The resident parameter sets.

@@ -84,7 +84,8 @@ pub struct Welcome {
     pub max_frame_size: u32,
     /// Jobs that may wait in the queue at once.
     pub max_queued: u32,
-    /// Proofs run at once.
+    /// Jobs in flight at once (`proving.workers`, resolved), not counting the worker kept
+    /// for critical jobs.
     pub workers: u32,
 }
 

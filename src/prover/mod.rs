@@ -13,6 +13,7 @@ pub mod msm;
 pub mod ntt;
 pub mod pippenger;
 mod simd;
+pub mod urgency;
 
 use std::path::PathBuf;
 

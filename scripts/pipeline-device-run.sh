@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `cuzk bench pipeline` on the GPU host, from binaries carried in carry/ (cuzk, cuzkd, and
+# optionally an earlier daemon as carry/cuzkd-old to measure against in the same call).
+# Generates the 2 KiB PoRep and WinningPoSt parameters in /tmp/params and a sealed sample in
+# /tmp/s where they are missing, samples nvidia-smi's utilization during each run, and prints
+# each run's table. docs/benchmarks.md records a run.
+#   scripts/pipeline-device-run.sh JOBS [LABEL:DAEMON:--set k=v ...] ...
+# e.g. scripts/pipeline-device-run.sh 64 new:cuzkd old:cuzkd-old "t14:cuzkd:--set proving.synthesis_threads=14"
+set -uo pipefail
+OUT="${OUT:-/tmp}"
+jobs=$1
+shift
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || exit 1
+for k in winning-post porep; do
+    carry/cuzk params generate --sector-size 2KiB --kind "$k" --dir /tmp/params >/dev/null || exit 1
+done
+[ -e /tmp/s/c1.json ] || carry/cuzk sample --out /tmp/s >/dev/null || exit 1
+for run in "$@"; do
+    label=${run%%:*}
+    rest=${run#*:}
+    daemon=${rest%%:*}
+    flags=""
+    [ "$rest" != "$daemon" ] && flags=${rest#*:}
+    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 200 >"$OUT/util-$label.txt" &
+    smi=$!
+    # shellcheck disable=SC2086 # the flags are words
+    timeout 300 carry/cuzk bench pipeline --jobs "$jobs" --param-dir /tmp/params --sample /tmp/s \
+        --daemon "carry/$daemon" $flags >"$OUT/pipeline-$label.txt" 2>&1
+    echo "[$label rc=$?]"
+    kill $smi 2>/dev/null
+    cat "$OUT/pipeline-$label.txt"
+    awk '{s+=$1; n++} END {if (n) printf "nvidia-smi utilization, mean of %d samples over the whole run: %.1f %%\n", n, s/n}' "$OUT/util-$label.txt"
+done

@@ -1,0 +1,370 @@
+//! `cuzk bench pipeline`: a real `cuzkd` under a queue of proofs, with WinningPoSt
+//! interleaved: throughput, device busy fraction, WinningPoSt latency idle against loaded,
+//! and the daemon's peak RSS.
+//!
+//! The references are measured in the same run: one job alone on the idle daemon (its
+//! throughput if jobs ran one after another) and WinningPoSt on the idle daemon.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+
+use crate::proto::{Client, ProofInput, Submit};
+
+const CLIENT: &str = "cuzk-bench-pipeline";
+/// The goals of the pipeline issue, on the H200 host with 2 KiB PoRep.
+const GOAL_PROOFS_PER_MIN: f64 = 300.0;
+const GOAL_WINNING_RATIO: f64 = 1.5;
+
+/// `cuzk bench pipeline …`
+#[derive(Debug, clap::Args)]
+pub struct PipelineBenchArgs {
+    /// The proof kind queued (PoRep only, for now).
+    #[arg(long, default_value = "porep", value_parser = ["porep"])]
+    pub kind: String,
+    /// Jobs queued at once.
+    #[arg(long, default_value_t = 48)]
+    pub jobs: usize,
+    /// Prove a WinningPoSt every this many seconds while the jobs run (0: none).
+    #[arg(long, default_value_t = 2.0)]
+    pub winning_post_every: f64,
+    /// Inputs made by `cuzk sample` (c1.json, winning-post.json).
+    #[arg(long, default_value = "/tmp/s")]
+    pub sample: PathBuf,
+    /// Miner id and sector number the sample was sealed for.
+    #[arg(long, default_value_t = 1000)]
+    pub miner_id: u64,
+    /// The sample's sector number.
+    #[arg(long, default_value_t = 1)]
+    pub sector_number: u64,
+    /// The daemon to start [default: cuzkd next to this cuzk].
+    #[arg(long)]
+    pub daemon: Option<PathBuf>,
+    /// A configuration key for the daemon, `section.key=<TOML value>` (repeatable); the
+    /// default configuration otherwise.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// A started daemon, stopped (SIGTERM, then waited for) when dropped.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    /// Its socket, configuration and log; removed when the daemon is stopped.
+    dir: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let pid = nix::unistd::Pid::from_raw(pid);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        }
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Daemon {
+    fn start(exe: &Path, params: &Path, set: &[String]) -> anyhow::Result<Self> {
+        let dir = PathBuf::from(format!("/tmp/cuzk-bench-pipeline-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let socket = dir.join("cuzk.sock");
+        let config = dir.join("cuzk.toml");
+        std::fs::write(&config, config_text(&socket, params, set)?)?;
+        let log = std::fs::File::create(dir.join("cuzkd.log"))?;
+        let child = Command::new(exe)
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", exe.display()))?;
+        let mut daemon = Self { child, socket, dir };
+        let start = Instant::now();
+        while !daemon.socket.exists() {
+            if let Some(status) = daemon.child.try_wait()? {
+                let log = std::fs::read_to_string(daemon.dir.join("cuzkd.log")).unwrap_or_default();
+                let tail: String = log
+                    .chars()
+                    .rev()
+                    .take(2000)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                bail!("{} exited at start ({status}):\n{tail}", exe.display());
+            }
+            if start.elapsed() > Duration::from_secs(120) {
+                bail!("{} did not open its socket within 120 s", exe.display());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(daemon)
+    }
+
+    fn client(&self) -> anyhow::Result<Client> {
+        Ok(Client::connect_with(
+            &self.socket,
+            CLIENT,
+            Some(Duration::from_secs(600)),
+        )?)
+    }
+
+    /// The daemon's peak resident set size so far (Linux `VmHWM`).
+    fn peak_rss(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+        kb.trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(|k| k * 1024)
+    }
+}
+
+/// The daemon's configuration: its socket and parameters, then the `--set` keys by section.
+fn config_text(socket: &Path, params: &Path, set: &[String]) -> anyhow::Result<String> {
+    let mut sections: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut add =
+        |section: &str, line: String| sections.entry(section.to_string()).or_default().push(line);
+    add(
+        "socket",
+        format!("path = {:?}", socket.display().to_string()),
+    );
+    add(
+        "params",
+        format!("dir = {:?}", params.display().to_string()),
+    );
+    add("daemon", "allow_root = true".into());
+    add("queue", "max_queued = 4096".into());
+    for kv in set {
+        let (key, value) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--set {kv}: expected section.key=value"))?;
+        let (section, key) = key
+            .trim()
+            .split_once('.')
+            .ok_or_else(|| anyhow!("--set {kv}: expected section.key=value"))?;
+        add(section, format!("{key} = {}", value.trim()));
+    }
+    let mut out = String::new();
+    for (section, lines) in sections {
+        out += &format!("[{section}]\n{}\n", lines.join("\n"));
+    }
+    Ok(out)
+}
+
+fn porep(args: &PipelineBenchArgs, c1: &Arc<Vec<u8>>) -> Submit {
+    Submit {
+        request_id: None,
+        priority: None,
+        input: ProofInput::PoRep {
+            c1: c1.as_ref().clone(),
+            miner_id: args.miner_id,
+            sector_number: Some(args.sector_number),
+        },
+    }
+}
+
+fn winning(input: &[u8]) -> Submit {
+    Submit {
+        request_id: None,
+        priority: None,
+        input: ProofInput::WinningPoSt {
+            input: input.to_vec(),
+        },
+    }
+}
+
+/// Proves one WinningPoSt on its own connection; its latency.
+fn winning_once(d: &Daemon, input: &[u8]) -> anyhow::Result<Duration> {
+    let mut c = d.client()?;
+    let start = Instant::now();
+    c.prove(winning(input))?;
+    Ok(start.elapsed())
+}
+
+/// One number of the daemon's metrics (an unlabelled sample).
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn p50_max(v: &mut [Duration]) -> (Duration, Duration) {
+    v.sort();
+    let p50 = v.get(v.len() / 2).copied().unwrap_or_default();
+    (p50, v.last().copied().unwrap_or_default())
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Runs the benchmark with the parameter directory `params`.
+pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
+    let exe = match &args.daemon {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .map(|d| d.join("cuzkd"))
+            .ok_or_else(|| anyhow!("cannot locate cuzkd; pass --daemon"))?,
+    };
+    let c1 = Arc::new(
+        std::fs::read(args.sample.join("c1.json"))
+            .with_context(|| format!("{}: run `cuzk sample` first", args.sample.display()))?,
+    );
+    let wpost: Arc<Vec<u8>> = Arc::new(std::fs::read(args.sample.join("winning-post.json"))?);
+    let daemon = Daemon::start(&exe, params, &args.set)?;
+    let mut client = daemon.client()?;
+    let welcome = client.welcome().clone();
+
+    // Warm: parameters resident, kernels compiled. Then the references, on the idle daemon.
+    client.prove(porep(&args, &c1))?;
+    winning_once(&daemon, &wpost)?;
+    let start = Instant::now();
+    client.prove(porep(&args, &c1))?;
+    let alone = start.elapsed();
+    let mut idle: Vec<Duration> = (0..5)
+        .map(|_| winning_once(&daemon, &wpost))
+        .collect::<anyhow::Result<_>>()?;
+
+    let before = client.metrics()?;
+    let start = Instant::now();
+    let ids: Vec<u64> = (0..args.jobs)
+        .map(|_| client.submit(porep(&args, &c1)).map(|a| a.job_id))
+        .collect::<Result<_, _>>()?;
+    let running = Arc::new(AtomicBool::new(true));
+    let prober = (args.winning_post_every > 0.0).then(|| {
+        let (running, wpost) = (running.clone(), wpost.clone());
+        let every = Duration::from_secs_f64(args.winning_post_every);
+        let socket = daemon.socket.clone();
+        std::thread::spawn(move || -> anyhow::Result<Vec<Duration>> {
+            let mut lat = Vec::new();
+            std::thread::sleep(every.min(Duration::from_secs(1)));
+            while running.load(Ordering::SeqCst) {
+                let mut c = Client::connect_with(&socket, CLIENT, Some(Duration::from_secs(600)))?;
+                let t = Instant::now();
+                c.prove(winning(&wpost))?;
+                lat.push(t.elapsed());
+                std::thread::sleep(every);
+            }
+            Ok(lat)
+        })
+    });
+    let mut failed = 0;
+    for id in &ids {
+        let result = loop {
+            match client.await_job(*id, Some(Duration::from_secs(60)))? {
+                Ok(r) => break r,
+                Err(_) => continue,
+            }
+        };
+        if result.proof.is_empty() {
+            failed += 1;
+        }
+    }
+    let wall = start.elapsed();
+    running.store(false, Ordering::SeqCst);
+    let after = client.metrics()?;
+    let mut loaded = match prober {
+        Some(h) => h
+            .join()
+            .map_err(|_| anyhow!("the WinningPoSt thread panicked"))??,
+        None => Vec::new(),
+    };
+    let peak = daemon.peak_rss();
+    drop(client);
+    drop(daemon);
+
+    let delta =
+        |name: &str| metric(&after, name).unwrap_or(0.0) - metric(&before, name).unwrap_or(0.0);
+    let busy = delta("cuzk_device_busy_seconds_total") / wall.as_secs_f64();
+    let rate = args.jobs as f64 / wall.as_secs_f64() * 60.0;
+    let serial = 60.0 / alone.as_secs_f64();
+    let (idle50, idle_max) = p50_max(&mut idle);
+    println!(
+        "cuzk bench pipeline: {} {} jobs, backend {}, {} jobs in flight, {} failed",
+        args.jobs, args.kind, welcome.backend, welcome.workers, failed
+    );
+    println!("| measure | this run | reference (same run) | ratio | goal |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| throughput | {rate:.1} proofs/min ({:.1} s for {}) | one job alone: {serial:.1}/min ({:.2} s) | {:.2}× | ≥ {GOAL_PROOFS_PER_MIN:.0} proofs/min |",
+        wall.as_secs_f64(),
+        args.jobs,
+        alone.as_secs_f64(),
+        rate / serial
+    );
+    println!("| device busy | {:.1} % | | | |", busy * 100.0);
+    let proved = delta("cuzk_partitions_proved_total").max(1.0);
+    let stage = |s: &str| {
+        let name = format!("cuzk_partition_stage_seconds_total{{stage=\"{s}\"}}");
+        delta(&name) / proved * 1e3
+    };
+    println!(
+        "| per partition: synthesis / device wait / device | {:.0} / {:.0} / {:.0} ms | | | |",
+        stage("synthesis"),
+        stage("device_wait"),
+        stage("device")
+    );
+    if !loaded.is_empty() {
+        let n = loaded.len();
+        let (l50, lmax) = p50_max(&mut loaded);
+        println!(
+            "| WinningPoSt p50 / max ({n} under load) | {} / {} | idle: {} / {} | {:.2}× / {:.2}× | ≤ {GOAL_WINNING_RATIO}× idle |",
+            ms(l50),
+            ms(lmax),
+            ms(idle50),
+            ms(idle_max),
+            l50.as_secs_f64() / idle50.as_secs_f64(),
+            lmax.as_secs_f64() / idle_max.as_secs_f64()
+        );
+    }
+    if let Some(p) = peak {
+        println!(
+            "| daemon peak RSS | {:.2} GiB | | | |",
+            p as f64 / (1u64 << 30) as f64
+        );
+    }
+    if failed > 0 {
+        bail!("{failed} of {} jobs failed", args.jobs);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_unlabelled_metrics() {
+        let text = "# HELP cuzk_x x\n# TYPE cuzk_x counter\ncuzk_x 2.5\ncuzk_x_total 7\n";
+        assert_eq!(metric(text, "cuzk_x"), Some(2.5));
+        assert_eq!(metric(text, "cuzk_x_total"), Some(7.0));
+        assert_eq!(metric(text, "cuzk_y"), None);
+    }
+
+    #[test]
+    fn config_groups_keys_by_section() {
+        let set = [
+            "proving.workers=4".to_string(),
+            "proving.backend=\"cpu\"".into(),
+        ];
+        let text = config_text(Path::new("/s"), Path::new("/p"), &set).unwrap();
+        let doc: toml::Table = text.parse().unwrap();
+        assert_eq!(doc["proving"]["workers"].as_integer(), Some(4));
+        assert_eq!(doc["proving"]["backend"].as_str(), Some("cpu"));
+        assert_eq!(doc["socket"]["path"].as_str(), Some("/s"));
+        assert!(config_text(Path::new("/s"), Path::new("/p"), &["x".into()]).is_err());
+    }
+}

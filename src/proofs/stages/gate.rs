@@ -1,0 +1,343 @@
+//! Admission to synthesis: which waiting partition starts next. Pure bookkeeping, no
+//! threads or clocks; [`super::Stages`] drives it under a lock.
+//!
+//! A partition needs a synthesis permit and a reservation of its host bytes. Waiting
+//! partitions are admitted strictly in rank order (class, then job, then partition): when the
+//! best one cannot start, nothing behind it overtakes, so a large partition is never starved
+//! by smaller ones. Critical partitions may also take the permits held back for them, so a
+//! WinningPoSt does not wait for a synthesis slot behind a queue of PoRep partitions.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+
+/// The class of critical work (WinningPoSt): the highest.
+pub const CRITICAL: u8 = 3;
+
+/// A partition's place in line: class first (higher first), then the job's submission
+/// sequence, then the partition index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    class: Reverse<u8>,
+    seq: u64,
+    partition: usize,
+}
+
+impl Key {
+    /// The key of partition `partition` of the job ranked (`class`, `seq`).
+    pub fn new(class: u8, seq: u64, partition: usize) -> Self {
+        Self {
+            class: Reverse(class),
+            seq,
+            partition,
+        }
+    }
+
+    /// Its class.
+    pub fn class(&self) -> u8 {
+        self.class.0
+    }
+
+    /// Its job's sequence number.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Its partition index.
+    pub fn partition(&self) -> usize {
+        self.partition
+    }
+}
+
+/// Permits: how many partitions are synthesized at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GateConfig {
+    /// Permits any partition may take.
+    pub permits: usize,
+    /// Further permits only critical partitions may take.
+    pub critical_permits: usize,
+}
+
+#[derive(Debug)]
+struct Granted {
+    bytes: u64,
+    /// Holds a synthesis permit (until [`Gate::synthesized`]).
+    permit: Option<Permit>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Permit {
+    Shared,
+    Critical,
+}
+
+/// The admission state.
+#[derive(Debug)]
+pub struct Gate {
+    config: GateConfig,
+    busy: usize,
+    busy_critical: usize,
+    reserved: u64,
+    waiting: BTreeMap<Key, u64>,
+    granted: HashMap<Key, Granted>,
+}
+
+impl Gate {
+    /// An empty gate.
+    pub fn new(config: GateConfig) -> Self {
+        Self {
+            config: GateConfig {
+                permits: config.permits.max(1),
+                critical_permits: config.critical_permits,
+            },
+            busy: 0,
+            busy_critical: 0,
+            reserved: 0,
+            waiting: BTreeMap::new(),
+            granted: HashMap::new(),
+        }
+    }
+
+    /// Queues `key`, which will need `bytes` of host memory until [`Gate::release`].
+    pub fn wait(&mut self, key: Key, bytes: u64) {
+        self.waiting.insert(key, bytes);
+    }
+
+    /// Removes a waiting `key` (its job was cancelled); returns whether it was waiting.
+    pub fn withdraw(&mut self, key: &Key) -> bool {
+        self.waiting.remove(key).is_some()
+    }
+
+    /// Removes every waiting key of the job `seq`; returns how many.
+    pub fn withdraw_job(&mut self, seq: u64) -> usize {
+        let before = self.waiting.len();
+        self.waiting.retain(|k, _| k.seq != seq);
+        before - self.waiting.len()
+    }
+
+    /// Admits waiting partitions in rank order while a permit is free and their bytes fit
+    /// within `capacity` beside what is reserved; returns the admitted keys.
+    pub fn grant(&mut self, capacity: u64) -> Vec<Key> {
+        let mut admitted = Vec::new();
+        while let Some((&key, &bytes)) = self.waiting.first_key_value() {
+            let permit = if self.busy < self.config.permits {
+                Permit::Shared
+            } else if key.class() >= CRITICAL && self.busy_critical < self.config.critical_permits {
+                Permit::Critical
+            } else {
+                break;
+            };
+            if self.reserved.saturating_add(bytes) > capacity {
+                break;
+            }
+            self.waiting.remove(&key);
+            match permit {
+                Permit::Shared => self.busy += 1,
+                Permit::Critical => self.busy_critical += 1,
+            }
+            self.reserved += bytes;
+            self.granted.insert(
+                key,
+                Granted {
+                    bytes,
+                    permit: Some(permit),
+                },
+            );
+            admitted.push(key);
+        }
+        admitted
+    }
+
+    /// `key`'s synthesis ended: its permit is free, and its reservation becomes `bytes`
+    /// (what the synthesized partition measured), or nothing when it failed.
+    pub fn synthesized(&mut self, key: &Key, bytes: u64) {
+        let Some(g) = self.granted.get_mut(key) else {
+            return;
+        };
+        match g.permit.take() {
+            Some(Permit::Shared) => self.busy -= 1,
+            Some(Permit::Critical) => self.busy_critical -= 1,
+            None => {}
+        }
+        self.reserved = self.reserved - g.bytes + bytes;
+        g.bytes = bytes;
+    }
+
+    /// `key`'s host memory is free again (the device consumed it, or it was dropped).
+    pub fn release(&mut self, key: &Key) {
+        self.synthesized(key, 0);
+        self.granted.remove(key);
+    }
+
+    /// Bytes reserved now.
+    pub fn reserved(&self) -> u64 {
+        self.reserved
+    }
+
+    /// Partitions waiting for admission.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Partitions being synthesized.
+    pub fn synthesizing(&self) -> usize {
+        self.busy + self.busy_critical
+    }
+
+    /// Whether `key` is admitted (and not yet released).
+    pub fn is_granted(&self, key: &Key) -> bool {
+        self.granted.contains_key(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(permits: usize, critical: usize) -> Gate {
+        Gate::new(GateConfig {
+            permits,
+            critical_permits: critical,
+        })
+    }
+
+    #[test]
+    fn rank_orders_class_then_job_then_partition() {
+        let mut g = gate(1, 0);
+        g.wait(Key::new(1, 5, 0), 1);
+        g.wait(Key::new(1, 2, 1), 1);
+        g.wait(Key::new(1, 2, 0), 1);
+        g.wait(Key::new(2, 9, 0), 1);
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let k = g.grant(u64::MAX);
+            assert_eq!(k.len(), 1);
+            order.push(k[0]);
+            g.release(&k[0]);
+        }
+        assert_eq!(
+            order,
+            [
+                Key::new(2, 9, 0),
+                Key::new(1, 2, 0),
+                Key::new(1, 2, 1),
+                Key::new(1, 5, 0)
+            ]
+        );
+    }
+
+    #[test]
+    fn critical_takes_the_held_back_permit() {
+        let mut g = gate(2, 1);
+        for p in 0..3 {
+            g.wait(Key::new(1, 1, p), 10);
+        }
+        assert_eq!(g.grant(u64::MAX).len(), 2);
+        g.wait(Key::new(CRITICAL, 2, 0), 10);
+        assert_eq!(g.grant(u64::MAX), [Key::new(CRITICAL, 2, 0)]);
+        // The normal partition still waits: the held-back permit is not its to take.
+        assert_eq!(g.waiting(), 1);
+        assert_eq!(g.synthesizing(), 3);
+    }
+
+    #[test]
+    fn a_partition_that_does_not_fit_blocks_those_behind_it() {
+        let mut g = gate(4, 0);
+        g.wait(Key::new(1, 1, 0), 60);
+        g.wait(Key::new(1, 2, 0), 60);
+        g.wait(Key::new(1, 3, 0), 10);
+        assert_eq!(g.grant(100), [Key::new(1, 1, 0)]);
+        assert_eq!(g.reserved(), 60);
+        // Synthesis measured less: the rest fits now.
+        g.synthesized(&Key::new(1, 1, 0), 30);
+        assert_eq!(g.grant(100), [Key::new(1, 2, 0), Key::new(1, 3, 0)]);
+        assert_eq!(g.reserved(), 100);
+        g.release(&Key::new(1, 1, 0));
+        assert_eq!(g.reserved(), 70);
+    }
+
+    #[test]
+    fn withdrawing_a_job_drops_its_waiting_partitions() {
+        let mut g = gate(1, 0);
+        for p in 0..3 {
+            g.wait(Key::new(1, 7, p), 1);
+        }
+        g.wait(Key::new(1, 8, 0), 1);
+        assert_eq!(g.withdraw_job(7), 3);
+        assert_eq!(g.grant(u64::MAX), [Key::new(1, 8, 0)]);
+    }
+
+    /// A small deterministic generator, so that the property test needs no extra crate.
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    /// Random arrivals, sizes, completions and cancellations: the reservation never exceeds
+    /// the capacity, permits are never over-used, and every partition is eventually admitted
+    /// or withdrawn.
+    #[test]
+    fn the_budget_is_never_exceeded() {
+        for seed in 0..200 {
+            let mut rng = Lcg(seed);
+            let capacity = 1 + rng.next(1000);
+            let permits = 1 + rng.next(4) as usize;
+            let mut g = gate(permits, 1);
+            let mut admitted: Vec<(Key, u64)> = Vec::new();
+            let mut synthesized: Vec<Key> = Vec::new();
+            let mut total = 0;
+            for seq in 0..300u64 {
+                match rng.next(4) {
+                    0 | 1 => {
+                        // A job of 1-3 partitions that each fit on their own.
+                        let class = if rng.next(10) == 0 { CRITICAL } else { 1 };
+                        for p in 0..=rng.next(3) as usize {
+                            g.wait(Key::new(class, seq, p), 1 + rng.next(capacity));
+                            total += 1;
+                        }
+                    }
+                    2 if !admitted.is_empty() => {
+                        let (k, b) = admitted.remove(rng.next(admitted.len() as u64) as usize);
+                        g.synthesized(&k, rng.next(b + 1));
+                        synthesized.push(k);
+                    }
+                    3 if !synthesized.is_empty() => {
+                        let k = synthesized.remove(rng.next(synthesized.len() as u64) as usize);
+                        g.release(&k);
+                        total -= 1;
+                    }
+                    _ => {
+                        let seq = rng.next(seq + 1);
+                        total -= g.withdraw_job(seq);
+                    }
+                }
+                for k in g.grant(capacity) {
+                    admitted.push((k, g.granted[&k].bytes));
+                }
+                assert!(g.reserved() <= capacity, "seed {seed}");
+                assert!(g.busy <= permits && g.busy_critical <= 1, "seed {seed}");
+            }
+            // Drain: everything admitted ends, everything waiting gets in.
+            while total > 0 {
+                for (k, _) in admitted.drain(..) {
+                    g.release(&k);
+                    total -= 1;
+                }
+                for k in synthesized.drain(..) {
+                    g.release(&k);
+                    total -= 1;
+                }
+                for k in g.grant(capacity) {
+                    admitted.push((k, 0));
+                }
+                assert!(g.reserved() <= capacity);
+            }
+            assert_eq!((g.waiting(), g.reserved()), (0, 0), "seed {seed}");
+        }
+    }
+}

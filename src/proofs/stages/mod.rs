@@ -1,0 +1,558 @@
+//! The stages every partition flows through, shared by all jobs: admission (a synthesis
+//! permit and a reservation of host memory), synthesis (on the job's own scoped threads, so
+//! that circuits may borrow the job's parsed input), and the device queue, which a fixed set
+//! of device workers drains in rank order. Verification stays with the job, off the device
+//! path.
+//!
+//! Ranks: a partition is ranked by its job's class (critical first), then the job's
+//! submission order, then its index, at admission and in the device queue alike. Critical
+//! partitions have a synthesis permit and a device worker of their own, so a WinningPoSt
+//! waits neither for a synthesis slot nor for the device queue; on a GPU it then shares the
+//! device with the partition being proved at the granularity of the backend's stages.
+//!
+//! Memory: a partition reserves its host bytes before synthesis (the shape's upper bound
+//! from the parameters until a partition of that shape was measured, then the measurement)
+//! and releases them when the device worker has consumed the synthesized partition.
+//! Admission waits rather than exceeds `memory_budget` minus the resident parameters.
+
+mod gate;
+mod placement;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::Proof;
+use blstrs::Bls12;
+
+pub use gate::CRITICAL;
+use gate::{Gate, GateConfig, Key};
+pub(crate) use placement::{lower_this_thread, BACKGROUND_NICE};
+
+use super::ProveError;
+use crate::prover::{self, PreparedSrs};
+use crate::srs::{ParamsId, Srs};
+use crate::synth::Synthesized;
+
+/// How the stages are sized.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineOptions {
+    /// Partitions synthesized at once (any class); critical partitions have one more.
+    pub synthesis_threads: usize,
+    /// Host bytes for resident parameters and partitions in flight together.
+    pub memory_budget: u64,
+    /// Partitions the device proves at once (any class); critical partitions have one more
+    /// worker.
+    pub device_workers: usize,
+}
+
+impl Default for PipelineOptions {
+    /// One synthesis thread per CPU, no memory limit, one device worker.
+    fn default() -> Self {
+        Self {
+            synthesis_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_budget: u64::MAX,
+            device_workers: 1,
+        }
+    }
+}
+
+/// What the stages hold now, and counters since start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PipelineStats {
+    /// Partitions waiting for admission to synthesis.
+    pub waiting: usize,
+    /// Partitions being synthesized.
+    pub synthesizing: usize,
+    /// Synthesized partitions waiting for the device.
+    pub device_queued: usize,
+    /// Partitions on the device.
+    pub device_running: usize,
+    /// Host bytes reserved by partitions in flight.
+    pub reserved_bytes: u64,
+    /// Host bytes of the resident parameters.
+    pub params_bytes: u64,
+    /// The budget (parameters and partitions).
+    pub budget_bytes: u64,
+    /// Time the device had at least one partition, since start.
+    pub device_busy: Duration,
+    /// Partitions proved since start.
+    pub partitions_proved: u64,
+    /// Sum of the partitions' synthesis times.
+    pub synthesis_time: Duration,
+    /// Sum of the partitions' waits in the device queue.
+    pub device_wait: Duration,
+    /// Sum of the partitions' device times.
+    pub device_time: Duration,
+    /// Sum of the bytes per partition measured after synthesis, and how many were measured.
+    pub measured: (u64, u64),
+}
+
+/// One job's stake in the stages: its rank and whether it was stopped.
+pub(crate) struct JobRun {
+    class: u8,
+    seq: u64,
+    stopped: AtomicBool,
+}
+
+impl JobRun {
+    pub(crate) fn new(class: u8, seq: u64) -> Arc<Self> {
+        Arc::new(Self {
+            class,
+            seq,
+            stopped: AtomicBool::new(false),
+        })
+    }
+    fn key(&self, partition: usize) -> Key {
+        Key::new(self.class, self.seq, partition)
+    }
+    pub(crate) fn class(&self) -> u8 {
+        self.class
+    }
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+}
+
+/// A partition's result from the device, with its stage times.
+pub(crate) struct PartitionDone {
+    pub partition: usize,
+    pub result: Result<Proof<Bls12>, ProveError>,
+    pub synthesis: Duration,
+    pub device_wait: Duration,
+    pub device: Duration,
+}
+
+impl PartitionDone {
+    /// A partition that failed before it reached the device.
+    pub(crate) fn failed(partition: usize, e: ProveError, synthesis: Duration) -> Self {
+        Self {
+            partition,
+            result: Err(e),
+            synthesis,
+            device_wait: Duration::ZERO,
+            device: Duration::ZERO,
+        }
+    }
+}
+
+/// A synthesized partition on its way to the device.
+pub(crate) struct Handover {
+    pub job: Arc<JobRun>,
+    pub partition: usize,
+    pub synthesized: Synthesized,
+    /// How long its synthesis took.
+    pub synthesis: Duration,
+    /// What the device does with it.
+    pub work: Arc<dyn DeviceWork>,
+    /// Where its result goes.
+    pub reply: std::sync::mpsc::Sender<PartitionDone>,
+}
+
+/// What a device worker does with a synthesized partition: the prover over a prepared
+/// parameter set ([`Prepared`]), or a fake in tests.
+pub(crate) trait DeviceWork: Send + Sync {
+    fn prove(&self, synthesized: Synthesized) -> Result<Proof<Bls12>, ProveError>;
+}
+
+/// A parameter set prepared by the backend, as device work.
+pub(crate) struct Prepared(pub Arc<dyn PreparedSrs>);
+
+impl DeviceWork for Prepared {
+    fn prove(&self, synthesized: Synthesized) -> Result<Proof<Bls12>, ProveError> {
+        prover::prove(self.0.as_ref(), synthesized)
+            .map(|(proof, _)| proof)
+            .map_err(ProveError::from)
+    }
+}
+
+struct DeviceItem {
+    synthesized: Synthesized,
+    work: Arc<dyn DeviceWork>,
+    job: Arc<JobRun>,
+    reply: std::sync::mpsc::Sender<PartitionDone>,
+    synthesis: Duration,
+    queued_at: Instant,
+}
+
+#[derive(Default)]
+struct Busy {
+    running: usize,
+    since: Option<Instant>,
+    total: Duration,
+}
+
+impl Busy {
+    fn start(&mut self, now: Instant) {
+        if self.running == 0 {
+            self.since = Some(now);
+        }
+        self.running += 1;
+    }
+    fn end(&mut self, now: Instant) {
+        self.running = self.running.saturating_sub(1);
+        if self.running == 0 {
+            if let Some(s) = self.since.take() {
+                self.total += now.saturating_duration_since(s);
+            }
+        }
+    }
+    fn total(&self, now: Instant) -> Duration {
+        self.total
+            + self
+                .since
+                .map_or(Duration::ZERO, |s| now.saturating_duration_since(s))
+    }
+}
+
+struct State {
+    gate: Gate,
+    queue: BTreeMap<Key, DeviceItem>,
+    busy: Busy,
+    /// Largest measured host bytes per parameter set's partitions.
+    measured: HashMap<ParamsId, u64>,
+    stats: PipelineStats,
+    stopping: bool,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    /// Admission changed (a permit or bytes freed, a job withdrawn).
+    admit: Condvar,
+    /// The device queue changed.
+    device: Condvar,
+    budget: u64,
+    params_bytes: AtomicU64,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn capacity(&self) -> u64 {
+        self.budget
+            .saturating_sub(self.params_bytes.load(Ordering::SeqCst))
+    }
+
+    /// Drops the job's waiting and queued partitions (answering the queued ones
+    /// "cancelled") and wakes its waiters.
+    fn stop_job(&self, job: &JobRun) {
+        job.stopped.store(true, Ordering::SeqCst);
+        let mut st = self.lock();
+        st.gate.withdraw_job(job.seq);
+        let keys: Vec<Key> = st
+            .queue
+            .keys()
+            .filter(|k| k.seq() == job.seq)
+            .copied()
+            .collect();
+        for k in keys {
+            if let Some(item) = st.queue.remove(&k) {
+                st.gate.release(&k);
+                let _ = item.reply.send(PartitionDone {
+                    partition: k.partition(),
+                    result: Err(ProveError::Cancelled),
+                    synthesis: item.synthesis,
+                    device_wait: Duration::ZERO,
+                    device: Duration::ZERO,
+                });
+            }
+        }
+        drop(st);
+        self.admit.notify_all();
+    }
+}
+
+/// The shared stages, with their device workers. Dropping it stops the workers once the
+/// partitions they run are done; queued partitions are answered "cancelled".
+pub struct Stages {
+    inner: Arc<Inner>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Stages {
+    /// Starts `options.device_workers` device workers and one for critical partitions.
+    pub fn start(options: &PipelineOptions) -> std::io::Result<Self> {
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State {
+                gate: Gate::new(GateConfig {
+                    permits: options.synthesis_threads.max(1),
+                    critical_permits: 1,
+                }),
+                queue: BTreeMap::new(),
+                busy: Busy::default(),
+                measured: HashMap::new(),
+                stats: PipelineStats {
+                    budget_bytes: options.memory_budget,
+                    ..Default::default()
+                },
+                stopping: false,
+            }),
+            admit: Condvar::new(),
+            device: Condvar::new(),
+            budget: options.memory_budget,
+            params_bytes: AtomicU64::new(0),
+        });
+        let lanes = (0..options.device_workers.max(1))
+            .map(|i| (format!("cuzk-device-{i}"), false))
+            .chain([("cuzk-device-critical".to_string(), true)]);
+        let workers = lanes
+            .map(|(name, critical_only)| {
+                let inner = inner.clone();
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || device_loop(&inner, critical_only))
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Self { inner, workers })
+    }
+
+    /// Records the host bytes of the resident parameters (they count against the budget).
+    pub(crate) fn set_params_bytes(&self, bytes: u64) {
+        self.inner.params_bytes.store(bytes, Ordering::SeqCst);
+        self.inner.admit.notify_all();
+    }
+
+    /// What the stages hold now.
+    pub fn stats(&self) -> PipelineStats {
+        let now = Instant::now();
+        let st = self.inner.lock();
+        PipelineStats {
+            waiting: st.gate.waiting(),
+            synthesizing: st.gate.synthesizing(),
+            device_queued: st.queue.len(),
+            device_running: st.busy.running,
+            reserved_bytes: st.gate.reserved(),
+            params_bytes: self.inner.params_bytes.load(Ordering::SeqCst),
+            device_busy: st.busy.total(now),
+            ..st.stats.clone()
+        }
+    }
+
+    /// Host bytes a partition of the parameter set `id` reserves: the largest measured so
+    /// far, else an upper bound from the set's shape.
+    pub(crate) fn partition_bytes(&self, id: &ParamsId, srs: &Srs) -> u64 {
+        self.measured(id).unwrap_or_else(|| shape_bound(srs))
+    }
+
+    /// The largest host bytes measured of a partition of the parameter set `id`.
+    fn measured(&self, id: &ParamsId) -> Option<u64> {
+        self.inner.lock().measured.get(id).copied()
+    }
+
+    /// Host bytes partitions may reserve (the budget less the resident parameters).
+    pub(crate) fn capacity(&self) -> u64 {
+        self.inner.capacity()
+    }
+
+    /// A callback that stops `job`'s partitions, for [`super::JobControl`]'s cancel.
+    pub(crate) fn stopper(&self, job: &Arc<JobRun>) -> Box<dyn Fn() + Send + Sync> {
+        let inner: Weak<Inner> = Arc::downgrade(&self.inner);
+        let job = job.clone();
+        Box::new(move || {
+            if let Some(inner) = inner.upgrade() {
+                inner.stop_job(&job);
+            }
+        })
+    }
+
+    /// Stops `job`'s partitions: waiting and queued ones are dropped.
+    pub(crate) fn stop(&self, job: &JobRun) {
+        self.inner.stop_job(job);
+    }
+
+    /// Waits until partition `partition` of `job` may be synthesized with `bytes` reserved.
+    /// Returns false when the job was stopped first.
+    pub(crate) fn admit(&self, job: &JobRun, partition: usize, bytes: u64) -> bool {
+        let key = job.key(partition);
+        let mut st = self.inner.lock();
+        if job.is_stopped() {
+            return false;
+        }
+        st.gate.wait(key, bytes);
+        loop {
+            if !st.gate.grant(self.inner.capacity()).is_empty() {
+                self.inner.admit.notify_all();
+            }
+            if st.gate.is_granted(&key) {
+                return true;
+            }
+            if job.is_stopped() {
+                st.gate.withdraw(&key);
+                return false;
+            }
+            st = self
+                .inner
+                .admit
+                .wait(st)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Synthesis of an admitted partition failed: its permit and bytes are free again.
+    pub(crate) fn abandon(&self, job: &JobRun, partition: usize) {
+        self.inner.lock().gate.release(&job.key(partition));
+        self.inner.admit.notify_all();
+    }
+
+    /// Hands a synthesized partition to the device queue; its result comes back on
+    /// `to.reply`. `id` names the circuit shape whose measured size it updates.
+    pub(crate) fn to_device(&self, id: &ParamsId, to: Handover) {
+        let Handover {
+            job,
+            partition,
+            synthesized,
+            synthesis,
+            work,
+            reply,
+        } = to;
+        let key = job.key(partition);
+        let bytes = host_bytes(&synthesized);
+        let mut st = self.inner.lock();
+        st.gate.synthesized(&key, bytes);
+        let m = st.measured.entry(id.clone()).or_insert(0);
+        *m = (*m).max(bytes);
+        st.stats.measured.0 += bytes;
+        st.stats.measured.1 += 1;
+        st.stats.synthesis_time += synthesis;
+        if job.is_stopped() || st.stopping {
+            st.gate.release(&key);
+            drop(st);
+            self.inner.admit.notify_all();
+            let _ = reply.send(PartitionDone {
+                partition,
+                result: Err(ProveError::Cancelled),
+                synthesis,
+                device_wait: Duration::ZERO,
+                device: Duration::ZERO,
+            });
+            return;
+        }
+        st.queue.insert(
+            key,
+            DeviceItem {
+                synthesized,
+                work,
+                job,
+                reply,
+                synthesis,
+                queued_at: Instant::now(),
+            },
+        );
+        drop(st);
+        // The permit is free: admission may go on. Every device worker: the one woken must
+        // be one whose lane takes the partition.
+        self.inner.admit.notify_all();
+        self.inner.device.notify_all();
+    }
+}
+
+impl Drop for Stages {
+    fn drop(&mut self) {
+        self.inner.lock().stopping = true;
+        self.inner.device.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Takes the best queued partition this worker's lane may run.
+fn next_item(st: &mut State, critical_only: bool) -> Option<(Key, DeviceItem)> {
+    let (&key, _) = st.queue.first_key_value()?;
+    if critical_only && key.class() < CRITICAL {
+        return None;
+    }
+    st.queue.remove(&key).map(|item| (key, item))
+}
+
+fn device_loop(inner: &Inner, critical_only: bool) {
+    loop {
+        let (key, item) = {
+            let mut st = inner.lock();
+            loop {
+                if let Some(next) = next_item(&mut st, critical_only) {
+                    st.busy.start(Instant::now());
+                    break next;
+                }
+                if st.stopping {
+                    return;
+                }
+                st = inner
+                    .device
+                    .wait(st)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        let started = Instant::now();
+        let device_wait = started.saturating_duration_since(item.queued_at);
+        let DeviceItem {
+            synthesized,
+            work,
+            job,
+            reply,
+            synthesis,
+            ..
+        } = item;
+        let result = if job.is_stopped() {
+            drop(synthesized);
+            Err(ProveError::Cancelled)
+        } else {
+            let what = format!("partition {}", key.partition());
+            let prove = || super::pipeline::catch_panic(&what, || work.prove(synthesized));
+            if key.class() >= CRITICAL {
+                prover::urgency::urgently(prove)
+            } else {
+                prove()
+            }
+        };
+        let device = started.elapsed();
+        {
+            let mut st = inner.lock();
+            st.busy.end(Instant::now());
+            st.gate.release(&key);
+            if result.is_ok() {
+                st.stats.partitions_proved += 1;
+                st.stats.device_wait += device_wait;
+                st.stats.device_time += device;
+            }
+        }
+        inner.admit.notify_all();
+        if matches!(&result, Err(e) if !matches!(e, ProveError::Cancelled)) {
+            // The job fails with this error: its other partitions need not run.
+            inner.stop_job(&job);
+        }
+        let _ = reply.send(PartitionDone {
+            partition: key.partition(),
+            result,
+            synthesis,
+            device_wait,
+            device,
+        });
+    }
+}
+
+/// Host bytes a synthesized partition holds.
+fn host_bytes(s: &Synthesized) -> u64 {
+    let scalars = s.a.capacity() + s.b.capacity() + s.c.capacity();
+    let scalars = scalars + s.input.capacity() + s.aux.capacity();
+    let flags = s.a_aux_density.capacity() + s.b_input_density.capacity();
+    let flags = flags + s.b_aux_density.capacity();
+    (scalars as u64) * 32 + flags as u64
+}
+
+/// An upper bound of a partition's host bytes from its parameters' shape: a, b and c grow
+/// to at most the domain (the H query's length + 1), the assignment and densities to at
+/// most twice their length (a vector's growth).
+fn shape_bound(srs: &Srs) -> u64 {
+    let domain = (srs.h.len() as u64 + 1).next_power_of_two();
+    let aux = (srs.l.len() as u64).next_power_of_two();
+    let inputs = (srs.vk.ic.len() as u64).next_power_of_two();
+    3 * domain * 32 + (aux + inputs) * 32 + 2 * aux + inputs
+}
+
+#[cfg(test)]
+mod tests;

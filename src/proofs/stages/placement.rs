@@ -1,0 +1,55 @@
+//! Where and how the stages' threads run on the host's CPUs.
+
+/// How much lower than the daemon's other threads the synthesis of non-critical partitions
+/// runs (a nice increment): when every core synthesizes, the threads that feed the device
+/// and the whole of a critical proof (its synthesis, device calls, verification) still get
+/// a core when they need one.
+pub const BACKGROUND_NICE: i32 = 10;
+
+/// Raises the calling thread's nice value by `increment` (Linux sets it per thread). Raising
+/// needs no privilege; a failure (a seccomp filter, say) leaves the thread as it was.
+pub(crate) fn lower_this_thread(increment: i32) {
+    let tid = nix::unistd::gettid().as_raw();
+    let Ok(tid) = libc::id_t::try_from(tid) else {
+        return;
+    };
+    // SAFETY: getpriority and setpriority take only integers; PRIO_PROCESS with this thread's
+    // own id changes nothing but this thread's nice value.
+    let rc = unsafe {
+        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+        libc::setpriority(
+            libc::PRIO_PROCESS,
+            tid,
+            now.saturating_add(increment).min(19),
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(
+            "cannot lower a synthesis thread's priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowers_only_the_calling_thread() {
+        let own = || {
+            let tid = libc::id_t::try_from(nix::unistd::gettid().as_raw()).unwrap();
+            // SAFETY: as above; reads this thread's nice value.
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) }
+        };
+        let before = own();
+        let lowered = std::thread::spawn(move || {
+            lower_this_thread(BACKGROUND_NICE);
+            own()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(lowered, (before + BACKGROUND_NICE).min(19));
+        assert_eq!(own(), before, "the spawning thread keeps its priority");
+    }
+}

@@ -1,0 +1,246 @@
+//! The stages with a fake device: ranks, the critical worker, cancellation, the budget.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use bellperson::groth16::Proof;
+use blstrs::{Bls12, G1Affine, G2Affine, Scalar};
+use ff::Field;
+use group::prime::PrimeCurveAffine;
+
+use super::*;
+use crate::srs::ProofKind;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Proves nothing: records which partitions it was given, and holds the first one until
+/// released, so that tests can fill the queue behind it.
+#[derive(Default)]
+struct FakeDevice {
+    log: Mutex<Vec<(u64, usize)>>,
+    gate: Mutex<Option<bool>>,
+    changed: Condvar,
+}
+
+impl FakeDevice {
+    fn holding_the_first() -> Arc<Self> {
+        let d = Self::default();
+        *d.gate.lock().unwrap() = Some(false);
+        Arc::new(d)
+    }
+    fn release(&self) {
+        *self.gate.lock().unwrap() = Some(true);
+        self.changed.notify_all();
+    }
+    fn wait_started(&self, n: usize) {
+        let mut log = self.log.lock().unwrap();
+        while log.len() < n {
+            log = self.changed.wait_timeout(log, WAIT).unwrap().0;
+        }
+    }
+    fn log(&self) -> Vec<(u64, usize)> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+/// Partitions carry their job's sequence number in `input[0]` for the log.
+struct Work(Arc<FakeDevice>, u64);
+
+impl DeviceWork for Work {
+    fn prove(&self, s: Synthesized) -> Result<Proof<Bls12>, ProveError> {
+        let first = {
+            let mut log = self.0.log.lock().unwrap();
+            log.push((self.1, s.aux.len()));
+            log.len() == 1
+        };
+        self.0.changed.notify_all();
+        if first {
+            let mut gate = self.0.gate.lock().unwrap();
+            while *gate == Some(false) {
+                gate = self.0.changed.wait_timeout(gate, WAIT).unwrap().0;
+            }
+        }
+        Ok(Proof {
+            a: G1Affine::identity(),
+            b: G2Affine::identity(),
+            c: G1Affine::identity(),
+        })
+    }
+}
+
+fn stages(threads: usize, budget: u64) -> Stages {
+    Stages::start(&PipelineOptions {
+        synthesis_threads: threads,
+        memory_budget: budget,
+        device_workers: 1,
+    })
+    .unwrap()
+}
+
+fn id() -> ParamsId {
+    ParamsId {
+        kind: ProofKind::PoRep,
+        sector_size: 2048,
+        cache_id: "test".into(),
+    }
+}
+
+/// Partition `k` of size `scalars` (32 bytes each); its index is recorded as `aux.len()`.
+fn partition(k: usize, scalars: usize) -> Synthesized {
+    let mut s = Synthesized {
+        aux: vec![Scalar::ONE; k],
+        ..Default::default()
+    };
+    s.aux.shrink_to_fit();
+    s.a = Vec::with_capacity(scalars);
+    s
+}
+
+/// Partition `k` of `job`, of `scalars` scalars, for the fake device.
+fn handover(
+    device: &Arc<FakeDevice>,
+    job: &Arc<JobRun>,
+    k: usize,
+    scalars: usize,
+    tx: &Sender<PartitionDone>,
+) -> Handover {
+    Handover {
+        job: job.clone(),
+        partition: k,
+        synthesized: partition(k, scalars),
+        synthesis: Duration::ZERO,
+        work: Arc::new(Work(device.clone(), job.seq)),
+        reply: tx.clone(),
+    }
+}
+
+/// Admits and hands over partition `k` of `job`, as a job's synthesis thread does.
+fn submit(
+    st: &Stages,
+    device: &Arc<FakeDevice>,
+    job: &Arc<JobRun>,
+    k: usize,
+    tx: &Sender<PartitionDone>,
+) {
+    assert!(st.admit(job, k, 0));
+    st.to_device(&id(), handover(device, job, k, 0, tx));
+}
+
+fn recv(rx: &Receiver<PartitionDone>) -> PartitionDone {
+    rx.recv_timeout(WAIT).expect("a partition's result")
+}
+
+#[test]
+fn a_critical_partition_is_proved_beside_the_running_one() {
+    let st = stages(1, u64::MAX);
+    let device = FakeDevice::holding_the_first();
+    let (tx, rx) = mpsc::channel();
+    let porep = JobRun::new(1, 10);
+    for k in 0..3 {
+        submit(&st, &device, &porep, k, &tx);
+    }
+    device.wait_started(1);
+    assert_eq!(st.stats().device_queued, 2);
+    let (ctx, crx) = mpsc::channel();
+    let winning = JobRun::new(CRITICAL, 11);
+    submit(&st, &device, &winning, 0, &ctx);
+    // Proved while partition 0 of the PoRep job still holds the device worker.
+    assert!(recv(&crx).result.is_ok());
+    assert_eq!(device.log(), [(10, 0), (11, 0)]);
+    device.release();
+    let order: Vec<usize> = (0..3).map(|_| recv(&rx).partition).collect();
+    assert_eq!(order, [0, 1, 2]);
+}
+
+#[test]
+fn a_higher_class_overtakes_queued_partitions() {
+    let st = stages(1, u64::MAX);
+    let device = FakeDevice::holding_the_first();
+    let (tx, rx) = mpsc::channel();
+    let low = JobRun::new(1, 20);
+    for k in 0..3 {
+        submit(&st, &device, &low, k, &tx);
+    }
+    device.wait_started(1);
+    let high = JobRun::new(2, 21);
+    submit(&st, &device, &high, 0, &tx);
+    device.release();
+    for _ in 0..4 {
+        assert!(recv(&rx).result.is_ok());
+    }
+    assert_eq!(device.log(), [(20, 0), (21, 0), (20, 1), (20, 2)]);
+}
+
+#[test]
+fn stopping_a_job_drops_its_queued_partitions_at_once() {
+    let st = stages(1, u64::MAX);
+    let device = FakeDevice::holding_the_first();
+    let (tx, rx) = mpsc::channel();
+    let job = JobRun::new(1, 30);
+    for k in 0..3 {
+        submit(&st, &device, &job, k, &tx);
+    }
+    device.wait_started(1);
+    st.stop(&job);
+    let dropped: Vec<_> = (0..2).map(|_| recv(&rx)).collect();
+    assert!(dropped
+        .iter()
+        .all(|d| matches!(d.result, Err(ProveError::Cancelled))));
+    assert_eq!(st.stats().device_queued, 0);
+    // Nothing more of the job is admitted.
+    assert!(!st.admit(&job, 3, 0));
+    device.release();
+    assert!(recv(&rx).result.is_ok(), "the running partition completes");
+    assert_eq!(device.log().len(), 1);
+    assert_eq!(st.stats().reserved_bytes, 0);
+}
+
+#[test]
+fn synthesis_waits_for_memory_the_device_frees() {
+    let st = Arc::new(stages(4, 100));
+    let device = FakeDevice::holding_the_first();
+    let (tx, rx) = mpsc::channel();
+    let job = JobRun::new(1, 40);
+    assert!(st.admit(&job, 0, 64));
+    // Measured after synthesis: two scalars, 64 bytes.
+    st.to_device(&id(), handover(&device, &job, 0, 2, &tx));
+    device.wait_started(1);
+    let waiter = {
+        let (st, job) = (st.clone(), job.clone());
+        std::thread::spawn(move || st.admit(&job, 1, 64))
+    };
+    while st.stats().waiting == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!waiter.is_finished(), "admitted beyond the budget");
+    assert_eq!(st.stats().reserved_bytes, 64);
+    assert_eq!(st.measured(&id()), Some(64));
+    device.release();
+    assert!(recv(&rx).result.is_ok());
+    assert!(
+        waiter.join().unwrap(),
+        "admitted once the device freed the bytes"
+    );
+    assert_eq!(st.stats().reserved_bytes, 64);
+    st.abandon(&job, 1);
+    assert_eq!(st.stats().reserved_bytes, 0);
+}
+
+#[test]
+fn a_stopped_job_stops_waiting() {
+    let st = Arc::new(stages(1, u64::MAX));
+    let (a, b) = (JobRun::new(1, 50), JobRun::new(1, 51));
+    assert!(st.admit(&a, 0, 0));
+    let waiter = {
+        let (st, b) = (st.clone(), b.clone());
+        std::thread::spawn(move || st.admit(&b, 0, 0))
+    };
+    while st.stats().waiting == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    st.stop(&b);
+    assert!(!waiter.join().unwrap());
+    assert_eq!(st.stats().waiting, 0);
+}
