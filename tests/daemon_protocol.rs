@@ -280,6 +280,11 @@ fn preload_and_evict_report_typed_errors() {
     assert!(report.loaded.is_empty());
     // Residency (request 9, appended to version 1): nothing resident, on the host or the device.
     assert!(c.residency().expect("residency").params.is_empty());
+    // Pipeline (request 10, appended after it): nothing in flight, nothing reserved.
+    let p = c.pipeline().expect("pipeline");
+    assert_eq!((p.waiting, p.synthesizing, p.device_queued), (0, 0, 0));
+    assert_eq!((p.reserved_bytes, p.partitions_proved), (0, 0));
+    assert!(p.synthesis_threads >= 1 && p.budget_bytes > 0);
     c.status(None).expect("still usable");
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());

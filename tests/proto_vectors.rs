@@ -217,6 +217,22 @@ fn vectors() -> Vec<(&'static str, Message)> {
             })),
         ),
         ("residency", Q(Request::Residency)),
+        ("pipeline", Q(Request::Pipeline)),
+        (
+            "pipeline-report",
+            A(Response::Pipeline(PipelineReport {
+                synthesis_threads: 16,
+                waiting: 3,
+                synthesizing: 16,
+                device_queued: 2,
+                device_running: 1,
+                budget_bytes: 1_000_000,
+                reserved_bytes: 300,
+                params_bytes: 0,
+                device_busy_ms: 5,
+                partitions_proved: 7,
+            })),
+        ),
         (
             "residency-report",
             A(Response::Residency(ResidencyReport {

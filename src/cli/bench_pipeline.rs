@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
 
-use crate::proto::{Client, ProofInput, Submit};
+use crate::proto::{Client, ProofInput, Submit, Timings};
 
 const CLIENT: &str = "cuzk-bench-pipeline";
 /// The goals of the pipeline issue, on the H200 host with 2 KiB PoRep.
@@ -184,12 +184,42 @@ fn winning(input: &[u8]) -> Submit {
     }
 }
 
-/// Proves one WinningPoSt on its own connection; its latency.
-fn winning_once(d: &Daemon, input: &[u8]) -> anyhow::Result<Duration> {
-    let mut c = d.client()?;
+/// A WinningPoSt's latency as its client saw it, and the daemon's stage times.
+#[derive(Clone)]
+struct Sample {
+    latency: Duration,
+    timings: Timings,
+}
+
+/// Proves one WinningPoSt on a connection of its own.
+fn winning_once(socket: &Path, input: &[u8]) -> anyhow::Result<Sample> {
+    let mut c = Client::connect_with(socket, CLIENT, Some(Duration::from_secs(600)))?;
     let start = Instant::now();
-    c.prove(winning(input))?;
-    Ok(start.elapsed())
+    let result = c.prove(winning(input))?;
+    Ok(Sample {
+        latency: start.elapsed(),
+        timings: result.timings,
+    })
+}
+
+/// Mean stage times of `samples` in ms: queue wait, synthesis, proving, verification, and
+/// the rest of the client's latency (connection, parsing, the answer).
+fn stage_means(samples: &[Sample]) -> String {
+    let n = samples.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&Sample) -> f64| samples.iter().map(f).sum::<f64>() / n;
+    let us = |v: u64| v as f64 / 1e3;
+    let stages = |s: &Sample| {
+        let t = &s.timings;
+        us(t.queue_wait_us) + us(t.synthesis_us) + us(t.proving_us) + us(t.verification_us)
+    };
+    format!(
+        "{:.0} / {:.0} / {:.0} / {:.0} / {:.0}",
+        mean(&|s| us(s.timings.queue_wait_us)),
+        mean(&|s| us(s.timings.synthesis_us)),
+        mean(&|s| us(s.timings.proving_us)),
+        mean(&|s| us(s.timings.verification_us)),
+        mean(&|s| s.latency.as_secs_f64() * 1e3 - stages(s)),
+    )
 }
 
 /// One number of the daemon's metrics (an unlabelled sample).
@@ -230,12 +260,12 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
 
     // Warm: parameters resident, kernels compiled. Then the references, on the idle daemon.
     client.prove(porep(&args, &c1))?;
-    winning_once(&daemon, &wpost)?;
+    winning_once(&daemon.socket, &wpost)?;
     let start = Instant::now();
     client.prove(porep(&args, &c1))?;
     let alone = start.elapsed();
-    let mut idle: Vec<Duration> = (0..5)
-        .map(|_| winning_once(&daemon, &wpost))
+    let idle: Vec<Sample> = (0..5)
+        .map(|_| winning_once(&daemon.socket, &wpost))
         .collect::<anyhow::Result<_>>()?;
 
     let before = client.metrics()?;
@@ -248,17 +278,14 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
         let (running, wpost) = (running.clone(), wpost.clone());
         let every = Duration::from_secs_f64(args.winning_post_every);
         let socket = daemon.socket.clone();
-        std::thread::spawn(move || -> anyhow::Result<Vec<Duration>> {
-            let mut lat = Vec::new();
+        std::thread::spawn(move || -> anyhow::Result<Vec<Sample>> {
+            let mut samples = Vec::new();
             std::thread::sleep(every.min(Duration::from_secs(1)));
             while running.load(Ordering::SeqCst) {
-                let mut c = Client::connect_with(&socket, CLIENT, Some(Duration::from_secs(600)))?;
-                let t = Instant::now();
-                c.prove(winning(&wpost))?;
-                lat.push(t.elapsed());
+                samples.push(winning_once(&socket, &wpost)?);
                 std::thread::sleep(every);
             }
-            Ok(lat)
+            Ok(samples)
         })
     });
     let mut failed = 0;
@@ -276,7 +303,7 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
     let wall = start.elapsed();
     running.store(false, Ordering::SeqCst);
     let after = client.metrics()?;
-    let mut loaded = match prober {
+    let loaded = match prober {
         Some(h) => h
             .join()
             .map_err(|_| anyhow!("the WinningPoSt thread panicked"))??,
@@ -291,7 +318,7 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
     let busy = delta("cuzk_device_busy_seconds_total") / wall.as_secs_f64();
     let rate = args.jobs as f64 / wall.as_secs_f64() * 60.0;
     let serial = 60.0 / alone.as_secs_f64();
-    let (idle50, idle_max) = p50_max(&mut idle);
+    let (idle50, idle_max) = p50_max(&mut idle.iter().map(|s| s.latency).collect::<Vec<_>>());
     println!(
         "cuzk bench pipeline: {} {} jobs, backend {}, {} jobs in flight, {} failed",
         args.jobs, args.kind, welcome.backend, welcome.workers, failed
@@ -319,7 +346,7 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
     );
     if !loaded.is_empty() {
         let n = loaded.len();
-        let (l50, lmax) = p50_max(&mut loaded);
+        let (l50, lmax) = p50_max(&mut loaded.iter().map(|s| s.latency).collect::<Vec<_>>());
         println!(
             "| WinningPoSt p50 / max ({n} under load) | {} / {} | idle: {} / {} | {:.2}× / {:.2}× | ≤ {GOAL_WINNING_RATIO}× idle |",
             ms(l50),
@@ -328,6 +355,11 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
             ms(idle_max),
             l50.as_secs_f64() / idle50.as_secs_f64(),
             lmax.as_secs_f64() / idle_max.as_secs_f64()
+        );
+        println!(
+            "| WinningPoSt mean ms: queue / synthesis / proving / verification / rest | {} | idle: {} | | |",
+            stage_means(&loaded),
+            stage_means(&idle)
         );
     }
     if let Some(p) = peak {

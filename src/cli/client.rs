@@ -15,8 +15,8 @@ use clap::Subcommand;
 use super::prove::{request_of, ProveWhat};
 use crate::proofs::ProofRequest;
 use crate::proto::{
-    self, Client, ClientError, ErrorCode, JobInfo, ParamSpec, ProofResult, ResidencyReport,
-    StatusReport, Submit, Timings,
+    self, Client, ClientError, ErrorCode, JobInfo, ParamSpec, PipelineReport, ProofResult,
+    ResidencyReport, StatusReport, Submit, Timings,
 };
 
 /// Options shared by every command that talks to the daemon.
@@ -399,14 +399,21 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     let mut client = connect_to(&a.daemon)?;
     let s = client.status(a.job)?;
     let residency = residency(&mut client)?;
+    let pipeline = pipeline(&mut client)?;
     if a.daemon.json {
         let mut v = serde_json::to_value(&s)?;
         if let (Some(obj), Some(r)) = (v.as_object_mut(), &residency) {
             obj.insert("residency".into(), serde_json::to_value(&r.params)?);
         }
+        if let (Some(obj), Some(p)) = (v.as_object_mut(), &pipeline) {
+            obj.insert("pipeline".into(), serde_json::to_value(p)?);
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", status_text(&s, residency.as_ref()));
+        if let Some(p) = &pipeline {
+            print!("{}", pipeline_text(p));
+        }
     }
     Ok(())
 }
@@ -419,6 +426,35 @@ fn residency(client: &mut Client) -> anyhow::Result<Option<ResidencyReport>> {
         Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// What the proving stages hold, or None from a daemon that predates the request.
+fn pipeline(client: &mut Client) -> anyhow::Result<Option<PipelineReport>> {
+    match client.pipeline() {
+        Ok(r) => Ok(Some(r)),
+        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn pipeline_text(p: &PipelineReport) -> String {
+    let budget = if p.budget_bytes == u64::MAX {
+        "no budget".to_string()
+    } else {
+        format!("budget {}", gib(p.budget_bytes))
+    };
+    format!(
+        "partitions: {} waiting, {} synthesizing (of {} threads), {} queued for the device, {} on it; \
+         {} proved\nhost memory: {} reserved by partitions, {} by parameters, {budget}\n",
+        p.waiting,
+        p.synthesizing,
+        p.synthesis_threads,
+        p.device_queued,
+        p.device_running,
+        p.partitions_proved,
+        gib(p.reserved_bytes),
+        gib(p.params_bytes),
+    )
 }
 
 /// Bytes in GiB with two decimals (parameter sets are hundreds of MiB to tens of GiB).

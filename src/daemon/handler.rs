@@ -52,6 +52,7 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Preload(spec) => params(spec, true, ctx).await,
         Request::Evict(spec) => params(spec, false, ctx).await,
         Request::Residency => Response::Residency(residency(ctx)),
+        Request::Pipeline => Response::Pipeline(pipeline(ctx)),
     }
 }
 
@@ -227,6 +228,23 @@ fn loaded(ctx: &Context) -> Vec<ParamSpec> {
 }
 
 /// Reads counters only: never waits for a running proof or a set being loaded.
+fn pipeline(ctx: &Context) -> proto::PipelineReport {
+    let p = ctx.service.pipeline();
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    proto::PipelineReport {
+        synthesis_threads: n(p.synthesis_threads),
+        waiting: n(p.waiting),
+        synthesizing: n(p.synthesizing),
+        device_queued: n(p.device_queued),
+        device_running: n(p.device_running),
+        budget_bytes: p.budget_bytes,
+        reserved_bytes: p.reserved_bytes,
+        params_bytes: p.params_bytes,
+        device_busy_ms: super::ms(p.device_busy),
+        partitions_proved: p.partitions_proved,
+    }
+}
+
 fn residency(ctx: &Context) -> ResidencyReport {
     let params = ctx
         .service

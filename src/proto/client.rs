@@ -276,6 +276,15 @@ impl Client {
         }
     }
 
+    /// What the proving stages hold. A daemon that predates this request answers
+    /// `MalformedFrame`, as for any unknown request.
+    pub fn pipeline(&mut self) -> Result<PipelineReport, ClientError> {
+        match self.call(&Request::Pipeline)? {
+            Response::Pipeline(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// Where the resident parameter sets are held (host and device bytes). A daemon that
     /// predates this request answers `MalformedFrame`, as for any unknown request.
     pub fn residency(&mut self) -> Result<ResidencyReport, ClientError> {

@@ -33,6 +33,10 @@ pub enum Request {
     /// [`Response::Residency`]. A daemon older than this variant answers
     /// [`ErrorCode::MalformedFrame`].
     Residency,
+    /// 10: what the proving stages hold (partitions per stage, the host memory budget);
+    /// answered [`Response::Pipeline`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    Pipeline,
 }
 
 /// A message from the daemon to a client.
@@ -58,6 +62,8 @@ pub enum Response {
     Error(ErrorResponse),
     /// 9: the resident parameter sets with their host and device bytes.
     Residency(ResidencyReport),
+    /// 10: the proving stages now.
+    Pipeline(PipelineReport),
 }
 
 /// Opens a session.
@@ -333,6 +339,32 @@ pub struct ParamsReport {
 pub struct ResidencyReport {
     /// Each resident parameter set.
     pub params: Vec<ParamResidency>,
+}
+
+/// The answer to [`Request::Pipeline`]: partitions of all jobs per stage, and the host
+/// memory budget they reserve against.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PipelineReport {
+    /// Partitions synthesized at once at most (not counting the critical one).
+    pub synthesis_threads: u32,
+    /// Partitions waiting for a synthesis thread or for memory.
+    pub waiting: u32,
+    /// Partitions being synthesized.
+    pub synthesizing: u32,
+    /// Synthesized partitions waiting for the device.
+    pub device_queued: u32,
+    /// Partitions on the device.
+    pub device_running: u32,
+    /// `proving.memory_budget` in bytes (`u64::MAX`: none).
+    pub budget_bytes: u64,
+    /// Host bytes reserved by partitions in flight.
+    pub reserved_bytes: u64,
+    /// Host bytes of the resident parameters (counted against the budget).
+    pub params_bytes: u64,
+    /// Milliseconds the device had at least one partition, since start.
+    pub device_busy_ms: u64,
+    /// Partitions proved since start.
+    pub partitions_proved: u64,
 }
 
 /// Where one resident parameter set is held.

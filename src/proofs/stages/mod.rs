@@ -62,6 +62,8 @@ impl Default for PipelineOptions {
 /// What the stages hold now, and counters since start.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PipelineStats {
+    /// Partitions synthesized at once at most (besides the critical one).
+    pub synthesis_threads: usize,
     /// Partitions waiting for admission to synthesis.
     pub waiting: usize,
     /// Partitions being synthesized.
@@ -286,6 +288,7 @@ impl Stages {
                 busy: Busy::default(),
                 measured: HashMap::new(),
                 stats: PipelineStats {
+                    synthesis_threads: options.synthesis_threads.max(1),
                     budget_bytes: options.memory_budget,
                     ..Default::default()
                 },
