@@ -10,6 +10,7 @@ mod bench_msm;
 mod bench_pipeline;
 pub mod client;
 pub mod params;
+pub mod plan;
 pub mod prove;
 pub mod sample;
 
@@ -67,6 +68,9 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Seal a fresh 2 KiB test sector and write an input file for every proof kind.
     Sample(sample::SampleArgs),
+    /// Predict a batch's wall time, proofs/min, GPU busy and host memory from per-partition
+    /// costs (a simulation of the proving stages; no daemon needed).
+    Plan(plan::PlanArgs),
     /// Commands that talk to a running cuzkd.
     #[command(flatten)]
     Client(client::ClientCommand),
@@ -94,6 +98,7 @@ pub fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
         Command::Params(cmd) => params::run(cmd, env),
         Command::Bench(cmd) => bench::run(cmd, env),
         Command::Sample(args) => sample::run(args),
+        Command::Plan(args) => plan::run(args),
         Command::Client(client::ClientCommand::Demo(args)) => client::demo::run_with(args, env),
         Command::Client(cmd) => client::run(cmd),
     }

@@ -17,6 +17,7 @@
 
 mod gate;
 mod placement;
+pub mod sim;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
