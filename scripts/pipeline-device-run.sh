@@ -30,4 +30,14 @@ for run in "$@"; do
     kill $smi 2>/dev/null
     cat "$OUT/pipeline-$label.txt"
     awk '{s+=$1; n++} END {if (n) printf "nvidia-smi utilization, mean of %d samples over the whole run: %.1f %%\n", n, s/n}' "$OUT/util-$label.txt"
+    # cuzk plan's prediction of the same batch from the per-partition costs the run measured
+    # (its synthesis and device means); for a daemon of this tree with default sizes only.
+    costs=$(sed -n 's/^| per partition: synthesis \/ device wait \/ device | \([0-9]*\) \/ [0-9]* \/ \([0-9]*\) ms.*/\1 \2/p' "$OUT/pipeline-$label.txt")
+    if [ -n "$costs" ] && [ -z "$flags" ]; then
+        read -r synth_ms dev_ms <<<"$costs"
+        synth=$(awk "BEGIN {print $synth_ms / 1000}")
+        dev=$(awk "BEGIN {print $dev_ms / 1000}")
+        echo "cuzk plan --jobs $jobs --synthesis $synth --device $dev --verification 0.01:"
+        carry/cuzk plan --jobs "$jobs" --synthesis "$synth" --device "$dev" --verification 0.01 | grep -E "wall|proofs/min|device busy"
+    fi
 done
