@@ -65,7 +65,13 @@ fn porep(sector: &SealedSector) -> Submit {
 #[test]
 fn two_clients_get_verified_2k_porep_proofs_at_once() {
     let dir = params();
-    let daemon = Daemon::start(&[("proving.backend", "\"cpu\"")]);
+    let trace_dir = tempfile::tempdir().unwrap();
+    let trace = trace_dir.path().join("stages.json");
+    let trace_value = format!("{:?}", trace.display().to_string());
+    let daemon = Daemon::start(&[
+        ("proving.backend", "\"cpu\""),
+        ("debug.trace_file", &trace_value),
+    ]);
     let sector = sealed(daemon.env.dir.path(), 1);
     // Preload the parameters: both proofs then find them resident.
     let porep_2k = cuzk::proto::ParamSpec {
@@ -139,6 +145,23 @@ fn two_clients_get_verified_2k_porep_proofs_at_once() {
         metrics.contains("cuzk_jobs_finished_total{kind=\"porep\",outcome=\"succeeded\"} 2"),
         "{metrics}"
     );
+    // Both partitions went through the stages: the Pipeline request counts them, and the
+    // trace has each one's four stages (and the device's row).
+    let pipeline = c.pipeline().unwrap();
+    assert_eq!(pipeline.partitions_proved, 2, "{pipeline:?}");
+    assert_eq!((pipeline.waiting, pipeline.reserved_bytes), (0, 0));
+    assert!(
+        metrics.contains("cuzk_partitions_proved_total 2"),
+        "{metrics}"
+    );
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let closed = format!("{}]", text.trim_end().trim_end_matches(','));
+    let events: Vec<serde_json::Value> = serde_json::from_str(&closed).expect("a trace array");
+    let named = |n: &str| events.iter().filter(|e| e["name"] == n).count();
+    for stage in ["admission", "synthesis", "device_queue", "device"] {
+        assert_eq!(named(stage), 2, "{stage} in {text}");
+    }
+    assert_eq!(events.len(), 10, "{text}");
     let mut daemon = daemon;
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(30)).success());

@@ -49,6 +49,9 @@ pub struct PipelineBenchArgs {
     /// default configuration otherwise.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Write the daemon's stage trace (Chrome trace events, for Perfetto) to this file.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
 }
 
 /// A started daemon, stopped (SIGTERM, then waited for) when dropped.
@@ -254,7 +257,12 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
             .with_context(|| format!("{}: run `cuzk sample` first", args.sample.display()))?,
     );
     let wpost: Arc<Vec<u8>> = Arc::new(std::fs::read(args.sample.join("winning-post.json"))?);
-    let daemon = Daemon::start(&exe, params, &args.set)?;
+    let mut set = args.set.clone();
+    if let Some(trace) = &args.trace {
+        let path = std::path::absolute(trace)?;
+        set.push(format!("debug.trace_file={:?}", path.display().to_string()));
+    }
+    let daemon = Daemon::start(&exe, params, &set)?;
     let mut client = daemon.client()?;
     let welcome = client.welcome().clone();
 
@@ -274,6 +282,9 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
         .map(|_| client.submit(porep(&args, &c1)).map(|a| a.job_id))
         .collect::<Result<_, _>>()?;
     let running = Arc::new(AtomicBool::new(true));
+    if !args.winning_post_every.is_finite() || args.winning_post_every < 0.0 {
+        bail!("--winning-post-every: expected seconds, 0 for none");
+    }
     let prober = (args.winning_post_every > 0.0).then(|| {
         let (running, wpost) = (running.clone(), wpost.clone());
         let every = Duration::from_secs_f64(args.winning_post_every);

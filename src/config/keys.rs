@@ -413,6 +413,29 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::String(format_duration(c.debug.job_delay)),
     },
     KeyDoc {
+        name: "debug.trace_file",
+        kind: "path",
+        default: "\"\"",
+        description: "Where to write every partition's stage times (admission, synthesis, \
+                      device queue, device) as Chrome trace events, which Perfetto and \
+                      chrome://tracing open; the file is truncated at start and stops growing \
+                      after a million events. \"\" (the default): no trace.",
+        apply: |c, v| {
+            let path = string(v)?;
+            c.debug.trace_file = (!path.is_empty()).then(|| PathBuf::from(path));
+            Ok(())
+        },
+        show: |c| {
+            Value::String(
+                c.debug
+                    .trace_file
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+            )
+        },
+    },
+    KeyDoc {
         name: "debug.cpu_simd",
         kind: "boolean",
         default: "true",
@@ -600,6 +623,7 @@ pub(super) fn zero_config() -> Config {
         },
         debug: DebugConfig {
             job_delay: Duration::ZERO,
+            trace_file: None,
             cpu_simd: false,
             cpu_msm_window_bits: None,
             gpu_msm_window_bits: None,

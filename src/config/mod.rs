@@ -165,6 +165,8 @@ pub struct DaemonConfig {
 pub struct DebugConfig {
     /// A cancellable pause at the start of every job, before proving.
     pub job_delay: Duration,
+    /// Where to write every partition's stage times as Chrome trace events; `None`: nowhere.
+    pub trace_file: Option<PathBuf>,
     /// Whether the CPU prover's eight-lane AVX-512 IFMA paths may run.
     pub cpu_simd: bool,
     /// A window width forced on the CPU Pippenger (2..=24); `None`: chosen per MSM.

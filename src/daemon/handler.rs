@@ -227,7 +227,7 @@ fn loaded(ctx: &Context) -> Vec<ParamSpec> {
         .collect()
 }
 
-/// Reads counters only: never waits for a running proof or a set being loaded.
+/// The stages' counters (a short lock; never waits for a proof).
 fn pipeline(ctx: &Context) -> proto::PipelineReport {
     let p = ctx.service.pipeline();
     let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
@@ -245,6 +245,7 @@ fn pipeline(ctx: &Context) -> proto::PipelineReport {
     }
 }
 
+/// Reads counters only: never waits for a running proof or a set being loaded.
 fn residency(ctx: &Context) -> ResidencyReport {
     let params = ctx
         .service

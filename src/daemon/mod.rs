@@ -19,6 +19,7 @@ mod notify;
 mod privileges;
 mod server;
 mod service;
+mod trace;
 mod wire;
 
 use std::ffi::OsString;
@@ -446,6 +447,15 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
                 source,
             }
         })?;
+    if let Some(path) = &config.debug.trace_file {
+        match trace::open(path) {
+            Ok(observer) => {
+                service.observe_stages(observer);
+                tracing::info!(path = %path.display(), "writing the stage trace");
+            }
+            Err(e) => tracing::warn!(path = %path.display(), "cannot write the stage trace: {e}"),
+        }
+    }
     tracing::info!(
         backend = %service.backend_name(),
         synthesis_threads = pipeline.synthesis_threads,

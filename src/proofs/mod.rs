@@ -18,4 +18,4 @@ pub use request::{PoRepRequest, ProofKind, ProofRequest};
 pub use service::{
     JobControl, ProofOutput, ProveError, ProvingService, ResidentParams, StageTimings,
 };
-pub use stages::{sim, PipelineOptions, PipelineStats};
+pub use stages::{sim, PipelineOptions, PipelineStats, SpanObserver, Stage, StageSpan};

@@ -46,13 +46,6 @@ where
     let srs = prepared.srs().clone();
     let stages = &svc.stages;
     let bytes = stages.partition_bytes(id, &srs);
-    let available = stages.capacity();
-    if bytes > available {
-        return Err(ProveError::ExceedsMemoryBudget {
-            needed: bytes,
-            available,
-        });
-    }
     let work: Arc<dyn DeviceWork> = Arc::new(Prepared(prepared.clone()));
     let job = JobRun::new(control.class(), control.seq());
     control.set_on_cancel(Some(stages.stopper(&job)));
@@ -78,13 +71,27 @@ where
         let make_circuit = &make_circuit;
         let mut started = 0;
         for k in 0..partitions {
-            if !stages.admit(&job, k, bytes) {
-                break;
+            match stages.admit(&job, k, bytes) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    failure = Some(e);
+                    stages.stop(&job);
+                    break;
+                }
             }
             let (tx, run, work) = (tx.clone(), job.clone(), work.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("cuzk-synth-{k}"))
                 .spawn_scoped(scope, move || {
+                    if run.is_stopped() {
+                        // Stopped between its admission and here: not worth synthesizing.
+                        stages.abandon(&run, k);
+                        let cancelled =
+                            PartitionDone::failed(k, ProveError::Cancelled, Duration::ZERO);
+                        let _ = tx.send(cancelled);
+                        return;
+                    }
                     if run.class() < CRITICAL {
                         lower_this_thread(BACKGROUND_NICE);
                     }

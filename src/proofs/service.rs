@@ -184,6 +184,9 @@ pub struct ProvingService {
     pub(crate) backend: Arc<dyn Backend>,
     /// The stages every job's partitions flow through.
     pub(crate) stages: Stages,
+    /// Serialises the sum and store of the resident parameters' bytes, so that a stale sum
+    /// never overwrites a newer one.
+    params_bytes: Mutex<()>,
 }
 
 impl ProvingService {
@@ -207,7 +210,14 @@ impl ProvingService {
             srs: SrsCache::new(param_dir),
             backend,
             stages: Stages::start(options)?,
+            params_bytes: Mutex::new(()),
         })
+    }
+
+    /// Sends every partition's stage times to `observer` from now on (the daemon's trace).
+    /// Only the first observer set is kept; returns whether this one was.
+    pub fn observe_stages(&self, observer: super::stages::SpanObserver) -> bool {
+        self.stages.observe(observer)
     }
 
     /// What the stages hold now, and their counters.
@@ -217,6 +227,7 @@ impl ProvingService {
 
     /// Records the resident parameters' host bytes with the stages' budget.
     fn update_params_bytes(&self) {
+        let _one_at_a_time = self.params_bytes.lock().unwrap_or_else(|p| p.into_inner());
         let bytes = self.srs.loaded().iter().map(|p| p.resident_bytes).sum();
         self.stages.set_params_bytes(bytes);
     }
@@ -268,8 +279,8 @@ impl ProvingService {
         self.backend.name()
     }
 
-    /// Proves `request`, verifies the result and returns it. Checks `control` for cancellation
-    /// at every partition boundary.
+    /// Proves `request` through the stages, verifies the result and returns it. A cancel of
+    /// `control` drops the job's waiting and queued partitions at once.
     pub fn prove(
         &self,
         request: &ProofRequest,

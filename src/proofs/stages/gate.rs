@@ -5,7 +5,9 @@
 //! partitions are admitted strictly in rank order (class, then job, then partition): when the
 //! best one cannot start, nothing behind it overtakes, so a large partition is never starved
 //! by smaller ones. Critical partitions may also take the permits held back for them, so a
-//! WinningPoSt does not wait for a synthesis slot behind a queue of PoRep partitions.
+//! WinningPoSt does not wait for a synthesis slot behind a queue of PoRep partitions, and
+//! memory is held back for them too: as much as the largest critical partition admitted so
+//! far, which other partitions may not reserve.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
@@ -77,6 +79,10 @@ pub struct Gate {
     busy: usize,
     busy_critical: usize,
     reserved: u64,
+    /// Of `reserved`, what critical partitions hold.
+    reserved_critical: u64,
+    /// The largest critical partition admitted so far: held back from other partitions.
+    critical_peak: u64,
     waiting: BTreeMap<Key, u64>,
     granted: HashMap<Key, Granted>,
 }
@@ -92,6 +98,8 @@ impl Gate {
             busy: 0,
             busy_critical: 0,
             reserved: 0,
+            reserved_critical: 0,
+            critical_peak: 0,
             waiting: BTreeMap::new(),
             granted: HashMap::new(),
         }
@@ -126,8 +134,19 @@ impl Gate {
             } else {
                 break;
             };
-            if self.reserved.saturating_add(bytes) > capacity {
+            let critical = key.class() >= CRITICAL;
+            // Memory held back for critical work that is not holding it now.
+            let headroom = if critical {
+                0
+            } else {
+                self.critical_peak.saturating_sub(self.reserved_critical)
+            };
+            if self.reserved.saturating_add(bytes).saturating_add(headroom) > capacity {
                 break;
+            }
+            if critical {
+                self.reserved_critical += bytes;
+                self.critical_peak = self.critical_peak.max(bytes);
             }
             self.waiting.remove(&key);
             match permit {
@@ -159,6 +178,9 @@ impl Gate {
             None => {}
         }
         self.reserved = self.reserved - g.bytes + bytes;
+        if key.class() >= CRITICAL {
+            self.reserved_critical = self.reserved_critical - g.bytes + bytes;
+        }
         g.bytes = bytes;
     }
 
@@ -181,6 +203,17 @@ impl Gate {
     /// Partitions being synthesized.
     pub fn synthesizing(&self) -> usize {
         self.busy + self.busy_critical
+    }
+
+    /// Whether `bytes` could ever be admitted for a partition of `class` with `capacity`:
+    /// with nothing else reserved.
+    pub fn can_fit(&self, class: u8, bytes: u64, capacity: u64) -> bool {
+        let headroom = if class >= CRITICAL {
+            0
+        } else {
+            self.critical_peak
+        };
+        bytes.saturating_add(headroom) <= capacity
     }
 
     /// Whether `key` is admitted (and not yet released).
@@ -256,6 +289,24 @@ mod tests {
     }
 
     #[test]
+    fn memory_is_held_back_for_critical_work_once_it_was_seen() {
+        let mut g = gate(8, 1);
+        g.wait(Key::new(CRITICAL, 1, 0), 30);
+        assert_eq!(g.grant(100), [Key::new(CRITICAL, 1, 0)]);
+        g.release(&Key::new(CRITICAL, 1, 0));
+        // Normal partitions may now use 70 of the 100 only.
+        for p in 0..3 {
+            g.wait(Key::new(1, 2, p), 30);
+        }
+        assert_eq!(g.grant(100).len(), 2);
+        assert!(!g.can_fit(1, 80, 100) && g.can_fit(CRITICAL, 80, 100));
+        // A WinningPoSt arriving now finds its 30 free.
+        g.wait(Key::new(CRITICAL, 3, 0), 30);
+        assert_eq!(g.grant(100), [Key::new(CRITICAL, 3, 0)]);
+        assert_eq!(g.reserved(), 90);
+    }
+
+    #[test]
     fn withdrawing_a_job_drops_its_waiting_partitions() {
         let mut g = gate(1, 0);
         for p in 0..3 {
@@ -276,6 +327,18 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             (self.0 >> 33) % n
         }
+    }
+
+    /// What a waiter does whose partition can no longer fit (the memory held back for
+    /// critical work grew): it leaves, failing its job. Returns how many left.
+    fn withdraw_unfit(g: &mut Gate, capacity: u64) -> usize {
+        let unfit: Vec<Key> = g
+            .waiting
+            .iter()
+            .filter(|(k, &b)| !g.can_fit(k.class(), b, capacity))
+            .map(|(k, _)| *k)
+            .collect();
+        unfit.iter().filter(|k| g.withdraw(k)).count()
     }
 
     /// Random arrivals, sizes, completions and cancellations: the reservation never exceeds
@@ -316,10 +379,12 @@ mod tests {
                         total -= g.withdraw_job(seq);
                     }
                 }
+                total -= withdraw_unfit(&mut g, capacity);
                 for k in g.grant(capacity) {
                     admitted.push((k, g.granted[&k].bytes));
                 }
                 assert!(g.reserved() <= capacity, "seed {seed}");
+                assert!(g.reserved_critical <= g.reserved, "seed {seed}");
                 assert!(g.busy <= permits && g.busy_critical <= 1, "seed {seed}");
             }
             // Drain: everything admitted ends, everything waiting gets in.
@@ -332,6 +397,7 @@ mod tests {
                     g.release(&k);
                     total -= 1;
                 }
+                total -= withdraw_unfit(&mut g, capacity);
                 for k in g.grant(capacity) {
                     admitted.push((k, 0));
                 }

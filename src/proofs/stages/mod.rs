@@ -7,8 +7,10 @@
 //! Ranks: a partition is ranked by its job's class (critical first), then the job's
 //! submission order, then its index, at admission and in the device queue alike. Critical
 //! partitions have a synthesis permit and a device worker of their own, so a WinningPoSt
-//! waits neither for a synthesis slot nor for the device queue; on a GPU it then shares the
-//! device with the partition being proved at the granularity of the backend's stages.
+//! waits neither for a synthesis slot nor for the device queue; their synthesis threads keep
+//! the normal priority while the others run at nice +[`BACKGROUND_NICE`], and they are proved
+//! with the thread marked urgent ([`prover::urgency`]), so that a GPU gives them the next
+//! turn and nobody else one until they are done.
 //!
 //! Memory: a partition reserves its host bytes before synthesis (the shape's upper bound
 //! from the parameters until a partition of that shape was measured, then the measurement)
@@ -92,6 +94,51 @@ pub struct PipelineStats {
     /// Sum of the bytes per partition measured after synthesis, and how many were measured.
     pub measured: (u64, u64),
 }
+
+/// A stage of the pipeline, as a partition passes through it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Waiting for a synthesis thread and for host memory.
+    Admission,
+    /// Being synthesized.
+    Synthesis,
+    /// Waiting in the device queue.
+    DeviceQueue,
+    /// On the device.
+    Device,
+}
+
+impl Stage {
+    /// Lower-case name for traces and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Admission => "admission",
+            Stage::Synthesis => "synthesis",
+            Stage::DeviceQueue => "device_queue",
+            Stage::Device => "device",
+        }
+    }
+}
+
+/// One partition's time in one stage, for a trace.
+#[derive(Clone, Copy, Debug)]
+pub struct StageSpan {
+    /// The job's submission sequence number (its rank within a class).
+    pub job: u64,
+    /// The job's class (3: critical).
+    pub class: u8,
+    /// The partition.
+    pub partition: usize,
+    /// The stage.
+    pub stage: Stage,
+    /// When the partition entered the stage.
+    pub start: Instant,
+    /// When it left.
+    pub end: Instant,
+}
+
+/// Receives every [`StageSpan`], on the thread that ends it; must not block for long.
+pub type SpanObserver = Arc<dyn Fn(&StageSpan) + Send + Sync>;
 
 /// One job's stake in the stages: its rank and whether it was stopped.
 pub(crate) struct JobRun {
@@ -228,9 +275,26 @@ struct Inner {
     device: Condvar,
     budget: u64,
     params_bytes: AtomicU64,
+    observer: std::sync::OnceLock<SpanObserver>,
 }
 
 impl Inner {
+    /// Reports that partition `partition` of `job` spent `start..end` in `stage`.
+    fn span(&self, job: &JobRun, partition: usize, stage: Stage, start: Instant, end: Instant) {
+        if let Some(observe) = self.observer.get() {
+            let span = StageSpan {
+                job: job.seq,
+                class: job.class,
+                partition,
+                stage,
+                start,
+                end,
+            };
+            // A trace must not take a stage down with it.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| observe(&span)));
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -252,25 +316,28 @@ impl Inner {
             .filter(|k| k.seq() == job.seq)
             .copied()
             .collect();
+        let mut dropped = Vec::with_capacity(keys.len());
         for k in keys {
             if let Some(item) = st.queue.remove(&k) {
                 st.gate.release(&k);
-                let _ = item.reply.send(PartitionDone {
-                    partition: k.partition(),
-                    result: Err(ProveError::Cancelled),
-                    synthesis: item.synthesis,
-                    device_wait: Duration::ZERO,
-                    device: Duration::ZERO,
-                });
+                dropped.push((k, item));
             }
         }
         drop(st);
         self.admit.notify_all();
+        // Freeing synthesized partitions (gigabytes each at 32 GiB) happens outside the lock.
+        for (k, item) in dropped {
+            let _ = item.reply.send(PartitionDone::failed(
+                k.partition(),
+                ProveError::Cancelled,
+                item.synthesis,
+            ));
+        }
     }
 }
 
 /// The shared stages, with their device workers. Dropping it stops the workers once the
-/// partitions they run are done; queued partitions are answered "cancelled".
+/// device queue is empty (the daemon cancels running jobs first, which empties it).
 pub struct Stages {
     inner: Arc<Inner>,
     workers: Vec<JoinHandle<()>>,
@@ -299,6 +366,7 @@ impl Stages {
             device: Condvar::new(),
             budget: options.memory_budget,
             params_bytes: AtomicU64::new(0),
+            observer: std::sync::OnceLock::new(),
         });
         let lanes = (0..options.device_workers.max(1))
             .map(|i| (format!("cuzk-device-{i}"), false))
@@ -314,9 +382,18 @@ impl Stages {
         Ok(Self { inner, workers })
     }
 
+    /// Sends every partition's stage times to `observer` from now on (a trace). Only the
+    /// first observer set is kept; returns whether this one was.
+    pub fn observe(&self, observer: SpanObserver) -> bool {
+        self.inner.observer.set(observer).is_ok()
+    }
+
     /// Records the host bytes of the resident parameters (they count against the budget).
     pub(crate) fn set_params_bytes(&self, bytes: u64) {
+        // Under the lock: a waiter between its check and its wait would miss the wake-up.
+        let st = self.inner.lock();
         self.inner.params_bytes.store(bytes, Ordering::SeqCst);
+        drop(st);
         self.inner.admit.notify_all();
     }
 
@@ -347,11 +424,6 @@ impl Stages {
         self.inner.lock().measured.get(id).copied()
     }
 
-    /// Host bytes partitions may reserve (the budget less the resident parameters).
-    pub(crate) fn capacity(&self) -> u64 {
-        self.inner.capacity()
-    }
-
     /// A callback that stops `job`'s partitions, for [`super::JobControl`]'s cancel.
     pub(crate) fn stopper(&self, job: &Arc<JobRun>) -> Box<dyn Fn() + Send + Sync> {
         let inner: Weak<Inner> = Arc::downgrade(&self.inner);
@@ -369,24 +441,46 @@ impl Stages {
     }
 
     /// Waits until partition `partition` of `job` may be synthesized with `bytes` reserved.
-    /// Returns false when the job was stopped first.
-    pub(crate) fn admit(&self, job: &JobRun, partition: usize, bytes: u64) -> bool {
+    /// Returns false when the job was stopped first, and an error when the partition can no
+    /// longer fit at all (the resident parameters or the memory held back for critical work
+    /// grew): waiting would hold up every partition ranked behind it.
+    pub(crate) fn admit(
+        &self,
+        job: &JobRun,
+        partition: usize,
+        bytes: u64,
+    ) -> Result<bool, ProveError> {
         let key = job.key(partition);
+        let start = Instant::now();
         let mut st = self.inner.lock();
         if job.is_stopped() {
-            return false;
+            return Ok(false);
         }
         st.gate.wait(key, bytes);
         loop {
-            if !st.gate.grant(self.inner.capacity()).is_empty() {
+            let capacity = self.inner.capacity();
+            if !st.gate.is_granted(&key) && !st.gate.can_fit(job.class, bytes, capacity) {
+                st.gate.withdraw(&key);
+                drop(st);
+                self.inner.admit.notify_all();
+                return Err(ProveError::ExceedsMemoryBudget {
+                    needed: bytes,
+                    available: capacity,
+                });
+            }
+            if !st.gate.grant(capacity).is_empty() {
                 self.inner.admit.notify_all();
             }
             if st.gate.is_granted(&key) {
-                return true;
+                drop(st);
+                let now = Instant::now();
+                self.inner
+                    .span(job, partition, Stage::Admission, start, now);
+                return Ok(true);
             }
             if job.is_stopped() {
                 st.gate.withdraw(&key);
-                return false;
+                return Ok(false);
             }
             st = self
                 .inner
@@ -415,6 +509,8 @@ impl Stages {
         } = to;
         let key = job.key(partition);
         let bytes = host_bytes(&synthesized);
+        let now = Instant::now();
+        let began = now.checked_sub(synthesis).unwrap_or(now);
         let mut st = self.inner.lock();
         st.gate.synthesized(&key, bytes);
         let m = st.measured.entry(id.clone()).or_insert(0);
@@ -426,6 +522,8 @@ impl Stages {
             st.gate.release(&key);
             drop(st);
             self.inner.admit.notify_all();
+            self.inner
+                .span(&job, partition, Stage::Synthesis, began, now);
             let _ = reply.send(PartitionDone {
                 partition,
                 result: Err(ProveError::Cancelled),
@@ -435,6 +533,7 @@ impl Stages {
             });
             return;
         }
+        let traced = job.clone();
         st.queue.insert(
             key,
             DeviceItem {
@@ -451,6 +550,8 @@ impl Stages {
         // be one whose lane takes the partition.
         self.inner.admit.notify_all();
         self.inner.device.notify_all();
+        self.inner
+            .span(&traced, partition, Stage::Synthesis, began, now);
     }
 }
 
@@ -492,7 +593,8 @@ fn device_loop(inner: &Inner, critical_only: bool) {
             }
         };
         let started = Instant::now();
-        let device_wait = started.saturating_duration_since(item.queued_at);
+        let item_queued = item.queued_at;
+        let device_wait = started.saturating_duration_since(item_queued);
         let DeviceItem {
             synthesized,
             work,
@@ -513,7 +615,8 @@ fn device_loop(inner: &Inner, critical_only: bool) {
                 prove()
             }
         };
-        let device = started.elapsed();
+        let ended = Instant::now();
+        let device = ended.saturating_duration_since(started);
         {
             let mut st = inner.lock();
             st.busy.end(Instant::now());
@@ -536,6 +639,15 @@ fn device_loop(inner: &Inner, critical_only: bool) {
             device_wait,
             device,
         });
+        // Traced last: the memory is released and the job answered whatever the trace does.
+        inner.span(
+            &job,
+            key.partition(),
+            Stage::DeviceQueue,
+            item_queued,
+            started,
+        );
+        inner.span(&job, key.partition(), Stage::Device, started, ended);
     }
 }
 

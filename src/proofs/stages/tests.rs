@@ -123,7 +123,7 @@ fn submit(
     k: usize,
     tx: &Sender<PartitionDone>,
 ) {
-    assert!(st.admit(job, k, 0));
+    assert!(st.admit(job, k, 0).unwrap());
     st.to_device(&id(), handover(device, job, k, 0, tx));
 }
 
@@ -189,7 +189,7 @@ fn stopping_a_job_drops_its_queued_partitions_at_once() {
         .all(|d| matches!(d.result, Err(ProveError::Cancelled))));
     assert_eq!(st.stats().device_queued, 0);
     // Nothing more of the job is admitted.
-    assert!(!st.admit(&job, 3, 0));
+    assert!(!st.admit(&job, 3, 0).unwrap());
     device.release();
     assert!(recv(&rx).result.is_ok(), "the running partition completes");
     assert_eq!(device.log().len(), 1);
@@ -202,13 +202,13 @@ fn synthesis_waits_for_memory_the_device_frees() {
     let device = FakeDevice::holding_the_first();
     let (tx, rx) = mpsc::channel();
     let job = JobRun::new(1, 40);
-    assert!(st.admit(&job, 0, 64));
+    assert!(st.admit(&job, 0, 64).unwrap());
     // Measured after synthesis: two scalars, 64 bytes.
     st.to_device(&id(), handover(&device, &job, 0, 2, &tx));
     device.wait_started(1);
     let waiter = {
         let (st, job) = (st.clone(), job.clone());
-        std::thread::spawn(move || st.admit(&job, 1, 64))
+        std::thread::spawn(move || st.admit(&job, 1, 64).unwrap())
     };
     while st.stats().waiting == 0 {
         std::thread::sleep(Duration::from_millis(1));
@@ -232,15 +232,40 @@ fn synthesis_waits_for_memory_the_device_frees() {
 fn a_stopped_job_stops_waiting() {
     let st = Arc::new(stages(1, u64::MAX));
     let (a, b) = (JobRun::new(1, 50), JobRun::new(1, 51));
-    assert!(st.admit(&a, 0, 0));
+    assert!(st.admit(&a, 0, 0).unwrap());
     let waiter = {
         let (st, b) = (st.clone(), b.clone());
-        std::thread::spawn(move || st.admit(&b, 0, 0))
+        std::thread::spawn(move || st.admit(&b, 0, 0).unwrap())
     };
     while st.stats().waiting == 0 {
         std::thread::sleep(Duration::from_millis(1));
     }
     st.stop(&b);
     assert!(!waiter.join().unwrap());
+    assert_eq!(st.stats().waiting, 0);
+}
+
+#[test]
+fn a_partition_that_can_no_longer_fit_fails_instead_of_blocking_the_line() {
+    let st = Arc::new(stages(4, 100));
+    let (a, b) = (JobRun::new(1, 60), JobRun::new(1, 61));
+    assert!(st.admit(&a, 0, 50).unwrap());
+    let waiter = {
+        let (st, b) = (st.clone(), b.clone());
+        std::thread::spawn(move || st.admit(&b, 0, 80))
+    };
+    while st.stats().waiting == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Parameters are loaded: 80 bytes can never fit in what is left.
+    st.set_params_bytes(30);
+    let err = waiter.join().unwrap().unwrap_err();
+    assert!(matches!(
+        err,
+        ProveError::ExceedsMemoryBudget {
+            needed: 80,
+            available: 70
+        }
+    ));
     assert_eq!(st.stats().waiting, 0);
 }
