@@ -50,8 +50,8 @@ pub struct PipelineBenchArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Write the daemon's stage trace (Chrome trace events, for Perfetto) to this file.
-    #[arg(long)]
-    pub trace: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub trace_file: Option<PathBuf>,
 }
 
 /// A started daemon, stopped (SIGTERM, then waited for) when dropped.
@@ -258,7 +258,7 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
     );
     let wpost: Arc<Vec<u8>> = Arc::new(std::fs::read(args.sample.join("winning-post.json"))?);
     let mut set = args.set.clone();
-    if let Some(trace) = &args.trace {
+    if let Some(trace) = &args.trace_file {
         let path = std::path::absolute(trace)?;
         set.push(format!("debug.trace_file={:?}", path.display().to_string()));
     }
@@ -395,6 +395,35 @@ mod tests {
         assert_eq!(metric(text, "cuzk_x"), Some(2.5));
         assert_eq!(metric(text, "cuzk_x_total"), Some(7.0));
         assert_eq!(metric(text, "cuzk_y"), None);
+    }
+
+    /// The flags parse beside `cuzk bench`'s global ones (a `--trace` here once collided with
+    /// the GPU benchmark's).
+    #[test]
+    fn flags_parse() {
+        use clap::Parser;
+        let argv = [
+            "cuzk",
+            "bench",
+            "pipeline",
+            "--jobs",
+            "3",
+            "--trace-file",
+            "/t.json",
+            "--set",
+            "proving.workers=2",
+            "--trace",
+        ];
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Bench(b) = cli.command else {
+            panic!("not bench")
+        };
+        let super::super::bench::BenchWhat::Pipeline(p) = b.what else {
+            panic!("not pipeline")
+        };
+        assert_eq!(p.jobs, 3);
+        assert_eq!(p.trace_file.as_deref(), Some(Path::new("/t.json")));
+        assert_eq!(p.set, ["proving.workers=2"]);
     }
 
     #[test]
