@@ -215,3 +215,43 @@ fn await_with_a_timeout_reports_pending() {
     c.cancel(job).unwrap();
     stop(daemon);
 }
+
+/// An input that a parser echoes in its error (serde's "unknown variant …") fails the job
+/// with a message capped and escaped: it is kept for the retention time, returned by every
+/// Status and logged (issue 16, defects 1 and 7).
+#[test]
+fn an_echoed_input_is_capped_and_escaped_in_the_error() {
+    let daemon = Daemon::start(&[]);
+    let mut c = daemon.client();
+    let long = format!("{}\nERROR forged line\x1b[31m", "A".repeat(200_000));
+    let c1 = serde_json::json!({ "registered_proof": long }).to_string();
+    let submit = cuzk::proto::Submit {
+        request_id: None,
+        priority: None,
+        input: cuzk::proto::ProofInput::PoRep {
+            c1: c1.into_bytes(),
+            miner_id: 1000,
+            sector_number: Some(1),
+        },
+    };
+    let job = c.submit(submit).unwrap().job_id;
+    let err = c.await_job(job, None).map(|_| ()).unwrap_err();
+    assert_eq!(code(&err), ErrorCode::InvalidInput, "{err}");
+    let message = match &err {
+        cuzk::proto::ClientError::Server(e) => e.message.clone(),
+        other => panic!("{other}"),
+    };
+    assert!(message.len() <= 1100, "{} bytes", message.len());
+    assert!(
+        message.contains("AAAA") && message.contains("more bytes"),
+        "{message}"
+    );
+    assert!(
+        !message.contains('\n') && !message.contains('\x1b'),
+        "{message}"
+    );
+    let status = c.status(None).unwrap();
+    let kept = status.jobs.iter().find(|j| j.job_id == job).unwrap();
+    assert!(kept.error.as_ref().is_some_and(|e| e.len() <= 1100));
+    stop(daemon);
+}

@@ -111,6 +111,7 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
             Some(Ok(payload)) => match decode_payload::<Request>(&payload) {
                 Ok(request) => handle(request, &mut session, &ctx).await,
                 Err(e) => {
+                    let e = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
                     tracing::info!(uid, client = %session.client, "malformed frame: {e}");
                     wire::error(ErrorCode::MalformedFrame, e.to_string(), None)
                 }

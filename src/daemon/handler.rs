@@ -68,7 +68,7 @@ fn hello(h: proto::Hello, session: &mut Session, ctx: &Context) -> Response {
         );
     }
     session.hello = true;
-    session.client = h.client_name.chars().take(128).collect();
+    session.client = crate::engine::bounded(&h.client_name, 128);
     tracing::debug!(client = %session.client, uid = session.uid, "hello");
     Response::Welcome(Welcome {
         protocol_version: PROTOCOL_VERSION,
@@ -115,7 +115,8 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
         )
     })?
     .map_err(|e| {
-        tracing::warn!(proof_kind = %kind, client = %session.client, "submission refused: {e}");
+        let why = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
+        tracing::warn!(proof_kind = %kind, client = %session.client, "submission refused: {why}");
         wire::submit_error(&e)
     })?;
     if !submitted.existing {

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use crate::engine::{self, Failure, FailureKind, JobId, JobResult, JobSnapshot, SubmitError};
+use crate::engine::{
+    self, bounded, Failure, FailureKind, JobId, JobResult, JobSnapshot, SubmitError, MAX_MESSAGE,
+};
 use crate::proto::{self, ErrorCode, ErrorResponse, JobInfo, ProofResult, Response, Timings};
 
 /// Saturating microseconds.
@@ -60,7 +62,7 @@ pub fn job_info(s: &JobSnapshot) -> JobInfo {
 pub fn error(code: ErrorCode, message: impl Into<String>, job_id: Option<JobId>) -> Response {
     Response::Error(ErrorResponse {
         code,
-        message: message.into(),
+        message: bounded(&message.into(), MAX_MESSAGE),
         job_id,
     })
 }

@@ -137,6 +137,32 @@ pub enum FailureKind {
     ResourceExhausted,
 }
 
+/// The longest error message a job keeps, a response carries or a log line repeats, in
+/// bytes: parsers echo their input in errors (serde's "unknown variant …"), and a job's error
+/// is kept for the retention time and returned by every Status.
+pub const MAX_MESSAGE: usize = 1024;
+
+/// `text` made safe to keep, send and log: control characters escaped (a newline cannot
+/// forge a log line, an ESC cannot reach a terminal) and at most `max` bytes, the rest
+/// counted.
+pub fn bounded(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max) + 24);
+    for (i, c) in text.char_indices() {
+        let before = out.len();
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+        if out.len() > max {
+            out.truncate(before);
+            out.push_str(&format!("… ({} more bytes)", text.len() - i));
+            return out;
+        }
+    }
+    out
+}
+
 /// A failed job's error.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
@@ -147,11 +173,11 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// A failure of `kind`.
+    /// A failure of `kind`; the message is [`bounded`] to [`MAX_MESSAGE`].
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
         Self {
             kind,
-            message: message.into(),
+            message: bounded(&message.into(), MAX_MESSAGE),
         }
     }
 
@@ -220,6 +246,26 @@ pub enum CancelError {
     /// The job had already finished.
     #[error("job {0} has already finished ({1})")]
     AlreadyFinished(JobId, &'static str),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_caps_escapes_and_counts() {
+        assert_eq!(bounded("plain", 10), "plain");
+        assert_eq!(bounded("a\nb\x1b[31m", 100), "a\\nb\\u{1b}[31m");
+        let long = "é".repeat(100); // two bytes each
+        let cut = bounded(&long, 11);
+        assert_eq!(cut, format!("{}… (190 more bytes)", "é".repeat(5)));
+        assert!(
+            Failure::new(FailureKind::InvalidInput, "x".repeat(5000))
+                .message
+                .len()
+                < 1100
+        );
+    }
 }
 
 /// A job as Status reports it.
