@@ -640,3 +640,42 @@ fn logs_natively_to_journald_with_job_fields() {
         daemon.env.stderr()
     );
 }
+
+/// A daemon that drains while a second one took its socket path leaves the second one's
+/// socket in place when it exits (issue 16, defect 6).
+#[test]
+fn a_draining_daemon_leaves_a_successors_socket_alone() {
+    let mut first = Daemon::start(&[
+        ("debug.job_delay", "\"2s\""),
+        ("daemon.drain_grace", "\"30s\""),
+        ("proving.workers", "1"),
+    ]);
+    let path = first.env.socket.clone();
+    let mut c = first.client();
+    let job = c.submit(bogus_porep("running")).unwrap().job_id;
+    eventually("the job to run", Duration::from_secs(10), || {
+        (job_state(&mut c, job) == JobState::Running).then_some(())
+    });
+    first.signal(Signal::SIGTERM);
+    first
+        .env
+        .wait_notify("STOPPING=1", Duration::from_secs(5), &mut first.child);
+    // The operator (or a restart) starts another daemon on the same path meanwhile.
+    std::fs::remove_file(&path).unwrap();
+    let mut env = Env::new();
+    env.socket = path.clone();
+    let config = env.config();
+    let mut second = Daemon::start_with(env, config);
+    assert!(first.wait_exit(Duration::from_secs(30)).success());
+    assert!(
+        path.exists(),
+        "the first daemon removed the second one's socket"
+    );
+    second
+        .client()
+        .status(None)
+        .expect("the second daemon still answers");
+    second.signal(Signal::SIGTERM);
+    assert!(second.wait_exit(Duration::from_secs(20)).success());
+    assert!(!path.exists(), "the second daemon removes its own socket");
+}

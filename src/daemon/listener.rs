@@ -1,7 +1,7 @@
 //! The listening socket: taken over from systemd (`LISTEN_FDS`) or bound at `socket.path`.
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
@@ -17,8 +17,9 @@ use crate::config::SocketConfig;
 pub enum SocketOrigin {
     /// systemd passed it; systemd owns the path.
     Activated,
-    /// cuzkd bound it at this path and removes it on exit.
-    Bound(PathBuf),
+    /// cuzkd bound it at this path and removes it on exit if the path still names the same
+    /// file (device and inode as bound): another daemon may have taken the path since.
+    Bound(PathBuf, Option<(u64, u64)>),
 }
 
 /// A listening Unix socket.
@@ -30,12 +31,25 @@ pub struct Listener {
     pub origin: SocketOrigin,
 }
 
-/// Removes the socket file if cuzkd created it, and only if it is still a socket.
+/// The device and inode of the file at `path` (not following a link).
+pub fn file_id(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Removes the socket file if cuzkd created it, and only if it is still that socket: a
+/// daemon started while this one drained may have replaced it, and its clients need it.
 pub fn remove_socket_file(origin: &SocketOrigin) {
-    if let SocketOrigin::Bound(path) = origin {
-        let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
-        if is_socket {
+    if let SocketOrigin::Bound(path, bound) = origin {
+        let meta = std::fs::symlink_metadata(path);
+        let ours = meta.is_ok_and(|m| {
+            m.file_type().is_socket() && bound.is_some_and(|id| id == (m.dev(), m.ino()))
+        });
+        if ours {
             let _ = std::fs::remove_file(path);
+        } else if file_id(path).is_some() {
+            tracing::info!(path = %path.display(), "leaving the socket path: another daemon holds it now");
         }
     }
 }

@@ -346,10 +346,15 @@ fn run(config: Config, env: &Environment) -> Result<(), DaemonError> {
             socket,
             origin: SocketOrigin::Activated,
         },
-        None => Listener {
-            socket: listener::bind(&config.socket)?,
-            origin: SocketOrigin::Bound(config.socket.path.clone()),
-        },
+        None => {
+            let socket = listener::bind(&config.socket)?;
+            let path = config.socket.path.clone();
+            let id = listener::file_id(&path);
+            Listener {
+                socket,
+                origin: SocketOrigin::Bound(path, id),
+            }
+        }
     };
     let Listener { socket, origin } = listener;
     let result = run_bound(config, socket, watchdog, notifier);
