@@ -142,6 +142,13 @@ fn config_errors_exit_78_and_name_the_key() {
             "protocol.max_frame_size",
         ),
         ("[nonsense]\nx = 1\n", "nonsense"),
+        // Durations that overflowed a clock reading: every connection (Hello) or every job
+        // panicked, after --check-config had passed them (issue 16, defect 9).
+        (
+            "[protocol]\nhello_timeout = \"18446744073709551615s\"\n",
+            "protocol.hello_timeout",
+        ),
+        ("[debug]\njob_delay = \"10000000h\"\n", "debug.job_delay"),
         ("[socket\n", "not valid TOML"),
     ];
     for (text, needle) in cases {

@@ -771,15 +771,29 @@ fn size(v: &Value) -> Result<u64, String> {
     }
 }
 
+/// The longest duration any key takes: every duration is added to a clock reading
+/// somewhere, and one near `u64::MAX` seconds would overflow it (a panic per connection for
+/// `protocol.hello_timeout`, per job for `debug.job_delay`).
+const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
 fn duration(v: &Value) -> Result<Duration, String> {
-    match v {
-        Value::String(s) => parse_duration(s),
-        Value::Integer(0) => Ok(Duration::ZERO),
-        other => Err(format!(
-            "expected a duration such as \"30s\", \"5m\" or \"1h\", found {}",
-            other.type_str()
-        )),
+    let d = match v {
+        Value::String(s) => parse_duration(s)?,
+        Value::Integer(0) => Duration::ZERO,
+        other => {
+            return Err(format!(
+                "expected a duration such as \"30s\", \"5m\" or \"1h\", found {}",
+                other.type_str()
+            ))
+        }
+    };
+    if d > MAX_DURATION {
+        return Err(format!(
+            "{} is longer than a year (366d)",
+            format_duration(d)
+        ));
     }
+    Ok(d)
 }
 
 fn nonzero_duration(v: &Value) -> Result<Duration, String> {
