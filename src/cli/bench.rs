@@ -87,13 +87,16 @@ fn reset_peak_rss() {
 
 /// Peak resident set size since the last reset, in bytes.
 fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
+    peak_rss_of("self").unwrap_or(0)
+}
+
+/// The peak resident set size of process `pid` (`"self"` or a number), in bytes: Linux's
+/// `VmHWM` in `/proc/<pid>/status`.
+pub(super) fn peak_rss_of(pid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
 }
 
 struct Row {

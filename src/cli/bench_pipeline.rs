@@ -113,23 +113,12 @@ impl Daemon {
     }
 
     fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::connect_with(
-            &self.socket,
-            CLIENT,
-            Some(Duration::from_secs(600)),
-        )?)
+        connect(&self.socket)
     }
 
-    /// The daemon's peak resident set size so far (Linux `VmHWM`).
+    /// The daemon's peak resident set size so far.
     fn peak_rss(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
-        kb.trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .map(|k| k * 1024)
+        super::bench::peak_rss_of(&self.child.id().to_string())
     }
 }
 
@@ -187,6 +176,15 @@ fn winning(input: &[u8]) -> Submit {
     }
 }
 
+/// A client of the benchmark's daemon, past Hello; answers may take minutes under load.
+fn connect(socket: &Path) -> anyhow::Result<Client> {
+    Ok(Client::connect_with(
+        socket,
+        CLIENT,
+        Some(Duration::from_secs(600)),
+    )?)
+}
+
 /// A WinningPoSt's latency as its client saw it, and the daemon's stage times.
 #[derive(Clone)]
 struct Sample {
@@ -196,7 +194,7 @@ struct Sample {
 
 /// Proves one WinningPoSt on a connection of its own.
 fn winning_once(socket: &Path, input: &[u8]) -> anyhow::Result<Sample> {
-    let mut c = Client::connect_with(socket, CLIENT, Some(Duration::from_secs(600)))?;
+    let mut c = connect(socket)?;
     let start = Instant::now();
     let result = c.prove(winning(input))?;
     Ok(Sample {
