@@ -33,3 +33,4 @@ pub mod prover;
 pub mod sealing;
 pub mod srs;
 pub mod synth;
+pub mod topology;
