@@ -68,8 +68,10 @@ fn two_clients_get_verified_2k_porep_proofs_at_once() {
     let trace_dir = tempfile::tempdir().unwrap();
     let trace = trace_dir.path().join("stages.json");
     let trace_value = format!("{:?}", trace.display().to_string());
+    // Two CPU devices: the jobs' partitions are spread over them.
     let daemon = Daemon::start(&[
         ("proving.backend", "\"cpu\""),
+        ("proving.cpu_device", "2"),
         ("debug.trace_file", &trace_value),
     ]);
     let sector = sealed(daemon.env.dir.path(), 1);
@@ -154,6 +156,25 @@ fn two_clients_get_verified_2k_porep_proofs_at_once() {
         metrics.contains("cuzk_partitions_proved_total 2"),
         "{metrics}"
     );
+    // Both devices proved one of them (partitions rotate over idle devices), and each
+    // reports the set resident while it was.
+    let devices = c.devices().unwrap();
+    let proved: Vec<u64> = devices
+        .devices
+        .iter()
+        .map(|d| d.partitions_proved)
+        .collect();
+    assert_eq!(proved, [1, 1], "{devices:?}");
+    assert!(devices
+        .devices
+        .iter()
+        .all(|d| d.name.starts_with("cpu") && d.busy_ms > 0));
+    for i in 0..2 {
+        assert!(
+            metrics.contains(&format!("cuzk_device_partitions_total{{device=\"{i}\"}} 1")),
+            "{metrics}"
+        );
+    }
     let text = std::fs::read_to_string(&trace).unwrap();
     let closed = format!("{}]", text.trim_end().trim_end_matches(','));
     let events: Vec<serde_json::Value> = serde_json::from_str(&closed).expect("a trace array");

@@ -285,6 +285,11 @@ fn preload_and_evict_report_typed_errors() {
     assert_eq!((p.waiting, p.synthesizing, p.device_queued), (0, 0, 0));
     assert_eq!((p.reserved_bytes, p.partitions_proved), (0, 0));
     assert!(p.synthesis_threads >= 1 && p.budget_bytes > 0);
+    // Devices (request 11, appended after Pipeline): one idle CPU device, a placement line.
+    let d = c.devices().expect("devices");
+    assert_eq!(d.devices.len(), 1, "{d:?}");
+    assert!(d.devices[0].name.starts_with("cpu") && d.devices[0].partitions_proved == 0);
+    assert!(!d.placement.is_empty(), "{d:?}");
     c.status(None).expect("still usable");
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());

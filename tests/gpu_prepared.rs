@@ -15,7 +15,7 @@ use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk::gpu::device::Gpu;
 use cuzk::gpu::{test_backend, GpuBackend, GpuOptions};
 use cuzk::proofs::{registry, ProofKind, ProvingService};
-use cuzk::prover::{prove_with_randomness, Backend};
+use cuzk::prover::{prove_with_randomness, Backend, Partition, PinnedPool};
 use cuzk::srs::load_srs;
 use cuzk::synth::synthesize;
 use ff::Field;
@@ -126,6 +126,26 @@ fn prepared_proofs_equal_bellpersons() {
             .0;
             assert_eq!(ours, theirs, "{steps} steps, round {round}");
         }
+        // From page-locked copies (the daemon's proving.pinned_memory): uploaded by DMA, the
+        // same proof. The blocks are portable: another context sees them as pinned too.
+        let alloc = gpu
+            .host_allocator()
+            .expect("a GPU makes page-locked blocks");
+        let pool = PinnedPool::new(1 << 30, alloc);
+        let pinned = Partition::from(synthesize(circuit.clone()).unwrap()).pin(&pool);
+        assert!(pinned.a.is_pinned() && pinned.aux.is_pinned(), "{pinned:?}");
+        let other = Gpu::open(&gpu_options()).unwrap();
+        let bytes = |s: &[Scalar]| s.len() * 32;
+        // SAFETY: a byte view of the scalars' own memory, read only while `pinned` lives.
+        let a_bytes =
+            unsafe { std::slice::from_raw_parts(pinned.a.as_ptr().cast::<u8>(), bytes(&pinned.a)) };
+        assert!(other.is_pinned(a_bytes), "portable to another context");
+        drop(other);
+        let ours = prove_with_randomness(prepared.as_ref(), pinned, r, s)
+            .unwrap()
+            .0;
+        assert_eq!(ours, theirs, "{steps} steps, from pinned memory");
+        assert_eq!(pool.stats().lent, 0, "the blocks are back in the pool");
         // All but 1 GiB of the device's free memory held elsewhere: the four aux MSMs no
         // longer fit together (their estimate alone is 2 GiB), so the set runs them one by one;
         // the proof must not change.

@@ -218,6 +218,21 @@ fn vectors() -> Vec<(&'static str, Message)> {
         ),
         ("residency", Q(Request::Residency)),
         ("pipeline", Q(Request::Pipeline)),
+        ("devices", Q(Request::Devices)),
+        (
+            "devices-report",
+            A(Response::Devices(DevicesReport {
+                placement: "off".into(),
+                devices: vec![DeviceReport {
+                    name: "cpu".into(),
+                    cpus: String::new(),
+                    running: 0,
+                    busy_ms: 5,
+                    partitions_proved: 7,
+                    params: Vec::new(),
+                }],
+            })),
+        ),
         (
             "pipeline-report",
             A(Response::Pipeline(PipelineReport {

@@ -17,6 +17,7 @@ use crate::gpu::device::{DevBuf, Gpu};
 use crate::gpu::msm::{self, Curve};
 use crate::gpu::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
 use crate::gpu::GpuOptions;
+use crate::prover::{PinnedPool, Scalars};
 
 /// Flags of `cuzk bench` that set the GPU options of the run: the `[gpu]` and `[debug]` keys of
 /// cuzkd's configuration (cuzk.toml(5)), named alike. Unset flags keep the options `cuzk`
@@ -142,6 +143,11 @@ pub struct GpuBenchArgs {
     /// assignment uploaded once (`--aux` with no value: none).
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "24")]
     pub aux: Vec<u32>,
+    /// log2 numbers of scalars uploaded to the device, timed from pageable memory (through
+    /// the staging buffers) and from the page-locked pool a daemon with
+    /// `proving.pinned_memory` copies partitions into (`--upload` with no value: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "22,24")]
+    pub upload: Vec<u32>,
     /// Timed runs per measurement, after one warm-up (named apart from `cuzk bench --runs`,
     /// which counts proof runs).
     #[arg(long = "timed-runs", default_value_t = 3)]
@@ -517,6 +523,42 @@ fn bench_aux(
 }
 
 /// Runs the benchmark on the device `options` name, tuned as they say, and prints the table.
+/// Host-to-device uploads of 2^lg scalars (a partition's A, B, C or aux vector), from
+/// pageable memory and from a page-locked pool block; the note gives GB/s.
+fn bench_upload(
+    gpu: &Gpu,
+    sizes: &[u32],
+    args: &GpuBenchArgs,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
+    let pool = PinnedPool::new(8 << 30, crate::gpu::pinned::allocator(gpu.context()));
+    for &lg in sizes {
+        let heap = random_scalars(1 << lg, u64::from(lg));
+        let pinned = Scalars::from(heap.clone()).pin(&pool);
+        anyhow::ensure!(
+            pinned.is_pinned(),
+            "no page-locked block for 2^{lg} scalars"
+        );
+        let mut dst = gpu.alloc(std::mem::size_of_val(heap.as_slice()))?;
+        for (op, src) in [("upload", &heap[..]), ("upload pin", &pinned[..])] {
+            let bytes = as_bytes(src);
+            let mut ms = Vec::new();
+            for run in 0..=args.runs {
+                let t = Instant::now();
+                gpu.upload(&mut dst, bytes)?;
+                gpu.sync()?;
+                if run > 0 {
+                    ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            let (med, _, _) = stats(&ms);
+            let note = format!("{:.1} GB/s", bytes.len() as f64 / med / 1e6);
+            rows.push(Row { op, lg, ms, note });
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: GpuBenchArgs, options: &GpuOptions) -> anyhow::Result<()> {
     let gpu = Gpu::open(options)?;
     let i = &gpu.info;
@@ -541,6 +583,7 @@ pub fn run(args: GpuBenchArgs, options: &GpuOptions) -> anyhow::Result<()> {
     bench_msm(&gpu, Curve::G2, &args.g2, &args, &mut rows)?;
     bench_h(&gpu, &args.h, &args, &mut rows)?;
     bench_aux(options, &args.aux, &args, &mut rows)?;
+    bench_upload(&gpu, &args.upload, &args, &mut rows)?;
     println!(
         "{} timed runs each after a warm-up; ours = median (min–max)",
         args.runs

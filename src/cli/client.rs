@@ -15,8 +15,8 @@ use clap::Subcommand;
 use super::prove::{request_of, ProveWhat};
 use crate::proofs::ProofRequest;
 use crate::proto::{
-    self, Client, ClientError, ErrorCode, JobInfo, ParamSpec, PipelineReport, ProofResult,
-    ResidencyReport, StatusReport, Submit, Timings,
+    self, Client, ClientError, DevicesReport, ErrorCode, JobInfo, ParamSpec, PipelineReport,
+    ProofResult, ResidencyReport, StatusReport, Submit, Timings,
 };
 
 /// Options shared by every command that talks to the daemon.
@@ -400,6 +400,7 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     let s = client.status(a.job)?;
     let residency = residency(&mut client)?;
     let pipeline = pipeline(&mut client)?;
+    let devices = devices(&mut client)?;
     if a.daemon.json {
         let mut v = serde_json::to_value(&s)?;
         if let (Some(obj), Some(r)) = (v.as_object_mut(), &residency) {
@@ -408,11 +409,17 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         if let (Some(obj), Some(p)) = (v.as_object_mut(), &pipeline) {
             obj.insert("pipeline".into(), serde_json::to_value(p)?);
         }
+        if let (Some(obj), Some(d)) = (v.as_object_mut(), &devices) {
+            obj.insert("devices".into(), serde_json::to_value(d)?);
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", status_text(&s, residency.as_ref()));
         if let Some(p) = &pipeline {
             print!("{}", pipeline_text(p));
+        }
+        if let Some(d) = &devices {
+            print!("{}", devices_text(d));
         }
     }
     Ok(())
@@ -435,6 +442,44 @@ fn pipeline(client: &mut Client) -> anyhow::Result<Option<PipelineReport>> {
         Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The proving devices, or None from a daemon that predates the request.
+fn devices(client: &mut Client) -> anyhow::Result<Option<DevicesReport>> {
+    match client.devices() {
+        Ok(r) => Ok(Some(r)),
+        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn devices_text(d: &DevicesReport) -> String {
+    let mut out = format!("placement: {}\n", d.placement);
+    for (i, dev) in d.devices.iter().enumerate() {
+        let cpus = if dev.cpus.is_empty() {
+            String::new()
+        } else {
+            format!(" on cpus {}", dev.cpus)
+        };
+        let sets: Vec<String> = dev
+            .params
+            .iter()
+            .map(|p| format!("{} {}", p.spec.kind, gib(p.device_bytes)))
+            .collect();
+        let sets = if sets.is_empty() {
+            String::new()
+        } else {
+            format!("; holds {}", sets.join(", "))
+        };
+        out += &format!(
+            "device {i}: {}{cpus}: {} proved, {} running, busy {:.1} s{sets}\n",
+            dev.name,
+            dev.partitions_proved,
+            dev.running,
+            dev.busy_ms as f64 / 1e3
+        );
+    }
+    out
 }
 
 fn pipeline_text(p: &PipelineReport) -> String {

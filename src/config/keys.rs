@@ -10,8 +10,8 @@ use toml::Value;
 
 use super::units::{format_duration, format_size, parse_duration, parse_size};
 use super::{
-    BackendChoice, Config, ConfigError, DaemonConfig, DebugConfig, GpuConfig, ParamsConfig,
-    ProtocolConfig, ProvingConfig, QueueConfig, SocketConfig,
+    BackendChoice, Config, ConfigError, DaemonConfig, DebugConfig, GpuConfig, GpuSelection,
+    ParamsConfig, ProtocolConfig, ProvingConfig, QueueConfig, SocketConfig,
 };
 
 /// One configuration key.
@@ -291,32 +291,69 @@ pub static KEYS: &[KeyDoc] = &[
         },
     },
     KeyDoc {
+        name: "proving.gpus",
+        kind: "\"all\" | array of integers",
+        default: "\"all\"",
+        description: "The CUDA devices to prove on (ordinals as nvidia-smi numbers them unless \
+                      CUDA_VISIBLE_DEVICES reorders them), each with its own workers and its \
+                      own copy of the resident parameters; partitions of all jobs are spread \
+                      over them. \"all\": every device the driver shows.",
+        apply: |c, v| {
+            c.proving.gpus = gpu_selection(v)?;
+            Ok(())
+        },
+        show: |c| match &c.proving.gpus {
+            GpuSelection::All => Value::String("all".into()),
+            GpuSelection::List(l) => {
+                Value::Array(l.iter().map(|&n| Value::Integer(n as i64)).collect())
+            }
+        },
+    },
+    KeyDoc {
+        name: "proving.cpu_device",
+        kind: "integer",
+        default: "0",
+        description: "CPU proving devices beside the GPUs (a CPU device takes no critical \
+                      partition while there is a GPU). Where no GPU is used, the CPU is the \
+                      device: this many of them (at least one), which share the cores.",
+        apply: |c, v| {
+            c.proving.cpu_device = integer(v, 0, 16)?;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.proving.cpu_device as i64),
+    },
+    KeyDoc {
+        name: "proving.numa",
+        kind: "\"auto\" | \"off\"",
+        default: "\"auto\"",
+        description: "NUMA placement: on a host of several nodes (read from /sys), synthesis \
+                      threads are spread over the nodes and pinned to one each, and each GPU's \
+                      workers run on its node. \"off\": the kernel places every thread.",
+        apply: |c, v| {
+            c.proving.numa = match string(v)?.as_str() {
+                "auto" => true,
+                "off" => false,
+                other => return Err(format!("expected \"auto\" or \"off\", not {other:?}")),
+            };
+            Ok(())
+        },
+        show: |c| Value::String(if c.proving.numa { "auto" } else { "off" }.into()),
+    },
+    KeyDoc {
         name: "proving.pinned_memory",
         kind: "size",
         default: "\"0\"",
-        description: "Page-locked host memory to allow for. It sizes nothing: it only decides \
-                      at start whether CAP_IPC_LOCK is kept, which happens only when this \
-                      exceeds RLIMIT_MEMLOCK (every other capability is dropped). The GPU \
-                      backend pins gpu.staging_memory; where RLIMIT_MEMLOCK is below that and \
-                      cannot be raised (the packaged unit sets LimitMEMLOCK=infinity), set this \
-                      to at least gpu.staging_memory.",
+        description: "Page-locked host memory for synthesized partitions: a partition that \
+                      finds room here is copied into it by its synthesis thread, and a GPU \
+                      uploads it directly, without staging copies on the device's time. 0: \
+                      none (partitions go up through gpu.staging_memory). Also decides at start \
+                      whether CAP_IPC_LOCK is kept: only when this and gpu.staging_memory exceed \
+                      RLIMIT_MEMLOCK (the packaged unit sets LimitMEMLOCK=infinity).",
         apply: |c, v| {
             c.proving.pinned_memory = size(v)?;
             Ok(())
         },
         show: |c| Value::String(format_size(c.proving.pinned_memory)),
-    },
-    KeyDoc {
-        name: "gpu.device",
-        kind: "integer",
-        default: "0",
-        description: "CUDA device ordinal the GPU backend runs on (as nvidia-smi numbers them \
-                      unless CUDA_VISIBLE_DEVICES reorders them).",
-        apply: |c, v| {
-            c.gpu.device = integer(v, 0, 1023)?;
-            Ok(())
-        },
-        show: |c| Value::Integer(c.gpu.device as i64),
     },
     KeyDoc {
         name: "gpu.kernel_cache",
@@ -609,10 +646,12 @@ pub(super) fn zero_config() -> Config {
             memory_budget: 0,
             device_workers: 0,
             backend: BackendChoice::Auto,
+            gpus: GpuSelection::List(Vec::new()),
+            cpu_device: 0,
+            numa: false,
             pinned_memory: 0,
         },
         gpu: GpuConfig {
-            device: 0,
             kernel_cache: None,
             staging_memory: 0,
         },
@@ -820,6 +859,36 @@ fn mode(v: &Value) -> Result<u32, String> {
         return Err(format!("{m:o} has bits outside 0777"));
     }
     Ok(m)
+}
+
+/// `"all"`, or a list of distinct CUDA ordinals (at most 64).
+fn gpu_selection(v: &Value) -> Result<GpuSelection, String> {
+    if let Some(s) = v.as_str() {
+        return match s {
+            "all" => Ok(GpuSelection::All),
+            other => Err(format!(
+                "expected \"all\" or a list of ordinals, not {other:?}"
+            )),
+        };
+    }
+    let items = v.as_array().ok_or_else(|| {
+        format!(
+            "expected \"all\" or an array of integers, found {}",
+            v.type_str()
+        )
+    })?;
+    if items.is_empty() || items.len() > 64 {
+        return Err(format!("{} ordinals: give 1..=64", items.len()));
+    }
+    let mut list = Vec::with_capacity(items.len());
+    for i in items {
+        let n = integer(i, 0, 1023)?;
+        if list.contains(&n) {
+            return Err(format!("ordinal {n} is listed twice"));
+        }
+        list.push(n);
+    }
+    Ok(GpuSelection::List(list))
 }
 
 fn id_list(v: &Value) -> Result<Vec<u32>, String> {

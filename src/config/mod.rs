@@ -68,6 +68,15 @@ pub enum BackendChoice {
     Gpu,
 }
 
+/// Which GPUs the daemon proves on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuSelection {
+    /// Every CUDA device the driver shows.
+    All,
+    /// These CUDA ordinals, in this order.
+    List(Vec<usize>),
+}
+
 /// The listening socket and who may connect to it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SocketConfig {
@@ -130,17 +139,21 @@ pub struct ProvingConfig {
     pub device_workers: usize,
     /// Backend selection.
     pub backend: BackendChoice,
-    /// Page-locked host memory to allow for: decides at start whether `CAP_IPC_LOCK` is kept
-    /// (when it exceeds `RLIMIT_MEMLOCK`). It sizes nothing itself; the GPU backend pins
-    /// [`GpuConfig::staging_memory`].
+    /// The GPUs proved on (when the backend is a GPU).
+    pub gpus: GpuSelection,
+    /// CPU devices beside the GPUs; where no GPU is used, the CPU devices (at least one).
+    pub cpu_device: usize,
+    /// Whether synthesis threads and device workers are pinned to NUMA nodes.
+    pub numa: bool,
+    /// Page-locked host memory for synthesized partitions, which the GPUs upload from
+    /// directly; also decides at start whether `CAP_IPC_LOCK` is kept (when it and
+    /// [`GpuConfig::staging_memory`] exceed `RLIMIT_MEMLOCK`).
     pub pinned_memory: u64,
 }
 
 /// The GPU backend's device and caches.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuConfig {
-    /// CUDA device ordinal.
-    pub device: usize,
     /// Directory of the compiled-kernel cache; `None`: no cache (every start compiles).
     pub kernel_cache: Option<PathBuf>,
     /// Page-locked host memory of the two upload staging buffers (half each); 0: no staging.
@@ -437,13 +450,12 @@ mod tests {
     #[test]
     fn tuning_knobs_parse_and_check_their_ranges() {
         let c = parse(
-            "[gpu]\ndevice = 1\nkernel_cache = \"/k\"\nstaging_memory = \"0\"\n\
+            "[gpu]\nkernel_cache = \"/k\"\nstaging_memory = \"0\"\n\
              [debug]\ncpu_simd = false\ncpu_msm_window_bits = 12\ngpu_msm_window_bits = 16\n\
              gpu_ntt_split = [10, 9, 8]\nnvrtc_defines = [\"CUZK_FP_INLINE\", \"X=5\"]\n\
              gpu_trace = true\n",
         )
         .unwrap();
-        assert_eq!(c.gpu.device, 1);
         assert_eq!(c.gpu.kernel_cache.as_deref(), Some(Path::new("/k")));
         assert_eq!(c.gpu.staging_memory, 0);
         assert!(!c.debug.cpu_simd);

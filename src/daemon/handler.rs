@@ -53,6 +53,7 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Evict(spec) => params(spec, false, ctx).await,
         Request::Residency => Response::Residency(residency(ctx)),
         Request::Pipeline => Response::Pipeline(pipeline(ctx)),
+        Request::Devices => Response::Devices(devices(ctx)),
     }
 }
 
@@ -243,6 +244,45 @@ fn pipeline(ctx: &Context) -> proto::PipelineReport {
         params_bytes: p.params_bytes,
         device_busy_ms: super::ms(p.device_busy),
         partitions_proved: p.partitions_proved,
+    }
+}
+
+/// The devices: placement, counters and what each holds of the resident sets (counters
+/// only, as for Residency).
+fn devices(ctx: &Context) -> proto::DevicesReport {
+    let service = &ctx.service;
+    let stats = service.pipeline();
+    let resident = service.resident();
+    let placement = service.placement();
+    let devices = stats
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| proto::DeviceReport {
+            name: d.name.clone(),
+            cpus: placement
+                .device_cpus(i)
+                .map(crate::topology::format_cpulist)
+                .unwrap_or_default(),
+            running: u32::try_from(d.running).unwrap_or(u32::MAX),
+            busy_ms: super::ms(d.busy),
+            partitions_proved: d.partitions_proved,
+            params: resident
+                .iter()
+                .map(|r| ParamResidency {
+                    spec: ParamSpec {
+                        kind: r.params.id.kind.into(),
+                        sector_size: r.params.id.sector_size,
+                    },
+                    host_bytes: r.params.resident_bytes,
+                    device_bytes: r.per_device.get(i).copied().unwrap_or(0),
+                })
+                .collect(),
+        })
+        .collect();
+    proto::DevicesReport {
+        placement: placement.to_string(),
+        devices,
     }
 }
 

@@ -63,6 +63,9 @@ pub fn render(ctx: &Context) -> String {
         ctx.workers,
     );
     pipeline(&mut out, &ctx.service.pipeline());
+    if let Some(p) = ctx.service.pinned() {
+        pinned(&mut out, &p);
+    }
     single(
         &mut out,
         "cuzk_queue_full_total",
@@ -206,6 +209,7 @@ fn pipeline(out: &mut String, p: &PipelineStats) {
         "Time the proving device had at least one partition.",
         format!("{:.6}", p.device_busy.as_secs_f64()),
     );
+    devices(out, p);
     single(
         out,
         "cuzk_partitions_proved_total",
@@ -238,6 +242,71 @@ fn pipeline(out: &mut String, p: &PipelineStats) {
     );
     let _ = writeln!(out, "cuzk_partition_host_bytes_sum {}", p.measured.0);
     let _ = writeln!(out, "cuzk_partition_host_bytes_count {}", p.measured.1);
+}
+
+/// Each device's name, busy time and partitions (`device` is its index, as in Status).
+fn devices(out: &mut String, p: &PipelineStats) {
+    family(
+        out,
+        "cuzk_device_info",
+        "gauge",
+        "A proving device: its backend's name (always 1).",
+    );
+    for (i, d) in p.devices.iter().enumerate() {
+        let name = escape(&d.name);
+        let _ = writeln!(out, "cuzk_device_info{{device=\"{i}\",name=\"{name}\"}} 1");
+    }
+    family(
+        out,
+        "cuzk_device_work_seconds_total",
+        "counter",
+        "Time each proving device had at least one partition.",
+    );
+    for (i, d) in p.devices.iter().enumerate() {
+        let secs = d.busy.as_secs_f64();
+        let _ = writeln!(
+            out,
+            "cuzk_device_work_seconds_total{{device=\"{i}\"}} {secs:.6}"
+        );
+    }
+    family(
+        out,
+        "cuzk_device_partitions_total",
+        "counter",
+        "Partitions each proving device proved.",
+    );
+    for (i, d) in p.devices.iter().enumerate() {
+        let n = d.partitions_proved;
+        let _ = writeln!(out, "cuzk_device_partitions_total{{device=\"{i}\"}} {n}");
+    }
+}
+
+/// The page-locked pool partitions are copied into for the GPUs.
+fn pinned(out: &mut String, p: &crate::prover::PinnedStats) {
+    family(
+        out,
+        "cuzk_pinned_bytes",
+        "gauge",
+        "Page-locked memory for partitions: proving.pinned_memory (limit), the blocks made \
+         (held) and those holding a partition now (lent).",
+    );
+    for (state, n) in [("limit", p.limit), ("held", p.held), ("lent", p.lent)] {
+        let _ = writeln!(out, "cuzk_pinned_bytes{{state=\"{state}\"}} {n}");
+    }
+    single(
+        out,
+        "cuzk_pinned_leases_total",
+        "counter",
+        "Partition vectors copied into page-locked memory.",
+        p.leases,
+    );
+    single(
+        out,
+        "cuzk_pinned_misses_total",
+        "counter",
+        "Partition vectors left in pageable memory (no room in the pool).",
+        p.misses,
+    );
 }
 
 /// Escapes a label value.

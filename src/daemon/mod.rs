@@ -23,7 +23,7 @@ mod trace;
 mod wire;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,8 +37,9 @@ pub use notify::Notifier;
 use crate::config::{Config, EnvDefaults, Loaded};
 use crate::engine::{Engine, EngineConfig, JobEvent, JobResult, JobSnapshot};
 use crate::gpu::GpuOptions;
-use crate::proofs::{PipelineOptions, ProvingService};
+use crate::proofs::{Device, PipelineOptions, ProvingService};
 use crate::prover::cpu::CpuOptions;
+use crate::prover::PinnedPool;
 
 /// What `cuzkd` takes from its process environment, read once by its `main` (in `src/bin`)
 /// before anything else runs. Socket activation's `LISTEN_*` are read by the `sd-notify` crate
@@ -437,7 +438,26 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
         CpuOptions::from_config(config),
     );
     tracing::debug!(?gpu, ?cpu, "proving options");
-    let backend = service::select_backend(config.proving.backend, &gpu, cpu)?;
+    let backends = service::select_devices(&config.proving, &gpu, cpu)?;
+    let placement = service::placement(
+        Path::new("/sys"),
+        &backends,
+        pipeline.synthesis_threads,
+        config.proving.numa,
+    );
+    tracing::info!(placement = %placement, "NUMA placement");
+    let devices = backends
+        .into_iter()
+        .enumerate()
+        .map(|(i, backend)| Device {
+            backend,
+            cpus: placement
+                .device_cpus(i)
+                .map(<[usize]>::to_vec)
+                .unwrap_or_default(),
+        })
+        .collect::<Vec<_>>();
+    let pinned = pinned_pool(config.proving.pinned_memory, &devices);
     let dir = &config.params.dir;
     match crate::srs::list_param_dir(dir, &crate::proofs::registry::known_params()) {
         Ok(found) => tracing::info!(dir = %dir.display(), files = found.len(), "parameter cache"),
@@ -445,13 +465,16 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
             tracing::warn!(dir = %dir.display(), "parameter cache not readable: {e}; proofs will fail until it is")
         }
     }
-    let service =
-        ProvingService::with_pipeline(dir.clone(), backend, &pipeline).map_err(|source| {
-            DaemonError::Io {
-                context: "starting the device workers".into(),
-                source,
-            }
-        })?;
+    let service = ProvingService::with_devices(dir.clone(), devices, &pipeline)
+        .map_err(|source| DaemonError::Io {
+            context: "starting the device workers".into(),
+            source,
+        })?
+        .with_placement(placement);
+    let service = match pinned {
+        Some(pool) => service.with_pinned_pool(pool),
+        None => service,
+    };
     if let Some(path) = &config.debug.trace_file {
         match trace::open(path) {
             Ok(observer) => {
@@ -469,6 +492,19 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
         "proving backend initialised"
     );
     Ok(Arc::new(service))
+}
+
+/// The pool of page-locked memory partitions are copied into for the GPUs: `bytes` of it
+/// where one of `devices` uploads from such memory, else none.
+fn pinned_pool(bytes: u64, devices: &[Device]) -> Option<PinnedPool> {
+    if bytes == 0 {
+        return None;
+    }
+    let alloc = devices.iter().find_map(|d| d.backend.host_allocator());
+    if alloc.is_none() {
+        tracing::info!("proving.pinned_memory is set but no device uploads from it");
+    }
+    alloc.map(|alloc| PinnedPool::new(bytes, alloc))
 }
 
 /// Drops expired results even when no one submits.

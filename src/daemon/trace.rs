@@ -43,7 +43,8 @@ pub(super) fn open(path: &Path) -> std::io::Result<SpanObserver> {
     }))
 }
 
-/// The trace events of one span: on its job's row, and for the device also on the device's.
+/// The trace events of one span: on its job's row, and for the device stage also on the
+/// device's row (process 0, one thread per device).
 fn events(span: &StageSpan, origin: Instant) -> Vec<String> {
     let ts = span.start.saturating_duration_since(origin).as_micros();
     let dur = span.end.saturating_duration_since(span.start).as_micros();
@@ -56,8 +57,8 @@ fn events(span: &StageSpan, origin: Instant) -> Vec<String> {
     if span.stage == Stage::Device {
         out.push(format!(
             "{{\"name\":\"job {} partition {}\",\"cat\":\"device\",\"ph\":\"X\",\"ts\":{ts},\
-             \"dur\":{dur},\"pid\":0,\"tid\":0,\"args\":{{\"class\":{}}}}}",
-            span.job, span.partition, span.class
+             \"dur\":{dur},\"pid\":0,\"tid\":{},\"args\":{{\"class\":{}}}}}",
+            span.job, span.partition, span.device, span.class
         ));
     }
     out
@@ -77,6 +78,7 @@ mod tests {
             class: 1,
             partition: 2,
             stage: Stage::Device,
+            device: 1,
             start: origin + Duration::from_micros(1500),
             end: origin + Duration::from_micros(1750),
         };
@@ -94,7 +96,11 @@ mod tests {
             (Some(1500), Some(250))
         );
         assert_eq!((e["pid"].as_u64(), e["tid"].as_u64()), (Some(7), Some(2)));
-        assert_eq!(doc[1]["pid"].as_u64(), Some(0));
+        assert_eq!(
+            (doc[1]["pid"].as_u64(), doc[1]["tid"].as_u64()),
+            (Some(0), Some(1)),
+            "the device's own row"
+        );
         let synthesis = StageSpan {
             stage: Stage::Synthesis,
             ..span
@@ -119,6 +125,7 @@ mod tests {
                 class: 3,
                 partition: 0,
                 stage,
+                device: 0,
                 start: now,
                 end: now,
             });

@@ -20,7 +20,10 @@ use super::device::{DevBuf, DeviceInfo, Gpu};
 use super::msm::{self, Curve};
 use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
 use super::{GpuError, GpuOptions};
-use crate::prover::{count_set, dense, Backend, PreparedSrs, ProverError, Witness, WitnessSums};
+use crate::prover::{
+    count_set, dense, Backend, HostAllocator, PreparedSrs, ProverError, Scalars, Witness,
+    WitnessSums,
+};
 use crate::srs::Srs;
 
 /// A query of a parameter set.
@@ -350,9 +353,9 @@ impl Shared {
     /// traffic for a 2^27 domain). `h` are the m − 1 points of the H query.
     fn h_sum(
         &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
         h: &Points<'_>,
     ) -> Result<G1Projective, GpuError> {
         let m = domain_size(a.len());
@@ -363,7 +366,7 @@ impl Shared {
             )));
         }
         let run = |s: &mut State| -> Result<msm::MsmParts, GpuError> {
-            let (hs, _) = s.quotient_on_device(&a, &b, &c)?;
+            let (hs, _) = s.quotient_on_device(a, b, c)?;
             msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)
         };
         let mut s = self.lock()?;
@@ -697,7 +700,7 @@ impl GpuBackend {
     ) -> Result<G1Projective, GpuError> {
         let set = SetGuard::new(&self.shared)?;
         let h = Points::g1(set.id, Query::H, bases, 0..bases.len())?;
-        self.shared.h_sum(a, b, c, &h)
+        self.shared.h_sum(&a, &b, &c, &h)
     }
 
     /// Points kept on the device across calls for ad-hoc MSMs (tests, benchmarks); see
@@ -793,6 +796,19 @@ impl Backend for GpuBackend {
 
     fn prepare(&self, srs: Arc<Srs>) -> Result<Arc<dyn PreparedSrs>, ProverError> {
         Ok(Arc::new(self.prepare_gpu(srs)?))
+    }
+
+    fn is_accelerator(&self) -> bool {
+        true
+    }
+
+    fn pci_bus_id(&self) -> Option<String> {
+        Some(self.shared.info.pci_bus_id.clone())
+    }
+
+    fn host_allocator(&self) -> Option<HostAllocator> {
+        let s = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        Some(super::pinned::allocator(s.gpu.context()))
     }
 }
 
@@ -893,15 +909,10 @@ impl PreparedSrs for GpuPrepared {
         &self.srs
     }
 
-    fn h_sum(
-        &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-    ) -> Result<G1Projective, ProverError> {
+    fn h_sum(&self, a: Scalars, b: Scalars, c: Scalars) -> Result<G1Projective, ProverError> {
         let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
         let t = Instant::now();
-        let sum = self.set.shared.h_sum(a, b, c, &h)?;
+        let sum = self.set.shared.h_sum(&a, &b, &c, &h)?;
         tracing::trace!(msm = "h", ms = t.elapsed().as_millis() as u64, "msm done");
         Ok(sum)
     }

@@ -40,6 +40,8 @@ pub struct DeviceInfo {
     pub module_ms: f64,
     /// Whether the cubin came from the on-disk cache.
     pub module_cached: bool,
+    /// PCI address as sysfs names it (`0000:1b:00.0`), for the device's NUMA node.
+    pub pci_bus_id: String,
 }
 
 /// Kernels looked up once from the module.
@@ -243,6 +245,22 @@ impl Gpu {
             .result()
             .ctx("cuDriverGetVersion")?;
         let arch = (major * 10 + minor) as u32;
+        let pci = |a, what| ctx.attribute(a).ctx(what);
+        let pci_bus_id = format!(
+            "{:04x}:{:02x}:{:02x}.0",
+            pci(
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
+                "PCI domain"
+            )?,
+            pci(
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
+                "PCI bus"
+            )?,
+            pci(
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID,
+                "PCI device"
+            )?,
+        );
         let t0 = Instant::now();
         let (bin, cached) = compile::cubin(
             arch,
@@ -278,6 +296,7 @@ impl Gpu {
             driver_version,
             module_ms: t0.elapsed().as_secs_f64() * 1e3,
             module_cached: cached,
+            pci_bus_id,
         };
         Ok(Gpu {
             info,
@@ -294,6 +313,11 @@ impl Gpu {
     /// The options the device was opened with.
     pub fn options(&self) -> &GpuOptions {
         &self.options
+    }
+
+    /// The context, for page-locked host blocks made outside the device's turn.
+    pub(crate) fn context(&self) -> Arc<CudaContext> {
+        self.ctx.clone()
     }
 
     /// Free and total device memory in bytes.

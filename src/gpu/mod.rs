@@ -21,13 +21,14 @@ mod error;
 pub mod msm;
 pub mod ntt;
 mod options;
+pub(crate) mod pinned;
 #[cfg(feature = "scaffolding")]
 mod selftest;
 
 use std::sync::Arc;
 
 pub use backend::GpuBackend;
-pub use device::DeviceInfo;
+pub use device::{device_count, DeviceInfo};
 pub use error::GpuError;
 pub use options::{GpuOptions, MsmTuning, NttTuning, DEFAULT_STAGING_BYTES, MIN_STAGING_BYTES};
 

@@ -20,7 +20,7 @@ pub const MIN_STAGING_BYTES: usize = 2 << 20;
 /// on-disk kernel cache.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GpuOptions {
-    /// CUDA device ordinal (`gpu.device`).
+    /// CUDA device ordinal (one of `proving.gpus`).
     pub ordinal: usize,
     /// Directory of the compiled-kernel cache (`gpu.kernel_cache`); `None`: no cache, every
     /// start compiles the kernels (about 10 s).
@@ -118,7 +118,8 @@ impl GpuOptions {
     pub fn from_config(config: &crate::config::Config) -> Self {
         let (gpu, debug) = (&config.gpu, &config.debug);
         GpuOptions {
-            ordinal: gpu.device,
+            // Each device's backend sets its own (`proving.gpus`).
+            ordinal: 0,
             kernel_cache: gpu.kernel_cache.clone(),
             nvrtc_defines: debug.nvrtc_defines.clone(),
             // A budget beyond the address space cannot be allocated anyway: as much as fits.

@@ -16,6 +16,9 @@ mod stages;
 
 pub use request::{PoRepRequest, ProofKind, ProofRequest};
 pub use service::{
-    JobControl, ProofOutput, ProveError, ProvingService, ResidentParams, StageTimings,
+    Device, JobControl, ProofOutput, ProveError, ProvingService, ResidentParams, StageTimings,
 };
-pub use stages::{sim, PipelineOptions, PipelineStats, SpanObserver, Stage, StageSpan};
+pub use stages::{
+    sim, DeviceSpec, DeviceStats, PipelineOptions, PipelineStats, PreparedSet, SpanObserver, Stage,
+    StageSpan,
+};

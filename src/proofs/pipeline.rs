@@ -16,6 +16,7 @@ use super::stages::{
     CRITICAL,
 };
 use super::{JobControl, ProveError, ProvingService, StageTimings};
+use crate::prover::Partition;
 use crate::srs::{ParamsId, Srs};
 use crate::synth::synthesize;
 
@@ -43,7 +44,14 @@ where
     control.check()?;
     control.set_total(partitions);
     let (prepared, param_load) = svc.prepared(id)?;
-    let srs = prepared.srs().clone();
+    let srs = match prepared.first() {
+        Some(p) => p.srs().clone(),
+        None => {
+            return Err(ProveError::Backend(crate::prover::ProverError::Device(
+                "no proving device".into(),
+            )))
+        }
+    };
     let stages = &svc.stages;
     let bytes = stages.partition_bytes(id, &srs);
     let work: Arc<dyn DeviceWork> = Arc::new(Prepared(prepared.clone()));
@@ -95,6 +103,10 @@ where
                     if run.class() < CRITICAL {
                         lower_this_thread(BACKGROUND_NICE);
                     }
+                    // On the node with the fewest synthesis threads for its CPUs (pinned
+                    // only on a host of several NUMA nodes).
+                    let slot = svc.placement.enter_synthesis();
+                    slot.pin_current_thread();
                     let start = Instant::now();
                     let what = format!("partition {k} synthesis");
                     let result = catch_panic(&what, || {
@@ -102,7 +114,8 @@ where
                             synthesize(c)
                                 .map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
                         })
-                    });
+                    })
+                    .map(|s| svc.stage_for_device(Partition::from(s)));
                     match result {
                         Ok(synthesized) => {
                             let to = Handover {

@@ -334,7 +334,7 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait>(
         proof: proof_bytes(&proved.proofs),
         partitions,
         timings,
-        backend: svc.backend.name(),
+        backend: svc.backend_name(),
     })
 }
 

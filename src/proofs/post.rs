@@ -219,7 +219,7 @@ fn output(
         proof: proof_bytes(&proved.proofs),
         partitions: proved.proofs.len(),
         timings,
-        backend: svc.backend.name(),
+        backend: svc.backend_name(),
     }
 }
 

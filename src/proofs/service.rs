@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::stages::{PipelineOptions, PipelineStats, Stages};
+use super::stages::{DeviceSpec, PipelineOptions, PipelineStats, PreparedSet, Stages};
 use super::{ProofKind, ProofRequest};
-use crate::prover::{Backend, PreparedSrs, ProverError};
+use crate::prover::{Backend, Partition, PinnedPool, PinnedStats, PreparedSrs, ProverError};
 use crate::srs::{LoadedParams, ParamsId, SrsCache, SrsError};
+use crate::topology::Placement;
 
 /// Time spent in each stage of one proof.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -166,22 +167,49 @@ pub enum ProveError {
     },
 }
 
-/// A resident parameter set, in host memory and on the backend's device.
+/// A resident parameter set, in host memory and on the devices.
 #[derive(Clone, Debug)]
 pub struct ResidentParams {
     /// The set and its host copy.
     pub params: LoadedParams,
-    /// Bytes of its points on the device (0 for the CPU backend, or where a device short of
-    /// memory dropped them; they go up again with the next proof).
+    /// Bytes of its points on all devices together (0 for the CPU backend, or where a device
+    /// short of memory dropped them; they go up again with the next proof).
     pub device_bytes: u64,
+    /// The same per device, in the devices' order.
+    pub per_device: Vec<u64>,
 }
 
-/// Keeps parameters resident (on the host, and prepared by the backend) and proves requests.
+/// A proving device: its backend, and the CPUs its workers run on.
+#[derive(Clone)]
+pub struct Device {
+    /// The backend that proves on it.
+    pub backend: Arc<dyn Backend>,
+    /// CPUs its workers are pinned to (its GPU's NUMA node); empty: not pinned.
+    pub cpus: Vec<usize>,
+}
+
+impl Device {
+    /// A device of `backend`, its workers not pinned.
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
+        Self {
+            backend,
+            cpus: Vec::new(),
+        }
+    }
+}
+
+/// Keeps parameters resident (on the host, and prepared by every device's backend) and
+/// proves requests.
 pub struct ProvingService {
-    /// The parameter sets, each with the backend's prepared handle: evicting one drops both,
-    /// so that its device memory is freed with its host memory.
-    pub(crate) srs: SrsCache<Arc<dyn PreparedSrs>>,
-    pub(crate) backend: Arc<dyn Backend>,
+    /// The parameter sets, each with every device's prepared handle: evicting one drops
+    /// them all, so that its device memory is freed with its host memory.
+    pub(crate) srs: SrsCache<PreparedSet>,
+    /// The devices, at least one.
+    devices: Vec<Device>,
+    /// Where synthesis threads run (NUMA nodes); off unless the daemon set one.
+    pub(crate) placement: Placement,
+    /// Page-locked memory synthesized partitions are copied into for a GPU, if any.
+    pinned: Option<PinnedPool>,
     /// The stages every job's partitions flow through.
     pub(crate) stages: Stages,
     /// Serialises the sum and store of the resident parameters' bytes, so that a stale sum
@@ -200,18 +228,86 @@ impl ProvingService {
             .unwrap_or_else(|e| panic!("cannot start the device workers: {e}"))
     }
 
-    /// A service with its stages sized by `options`.
+    /// A service on one device with its stages sized by `options`.
     pub fn with_pipeline(
         param_dir: PathBuf,
         backend: Arc<dyn Backend>,
         options: &PipelineOptions,
     ) -> std::io::Result<Self> {
+        Self::with_devices(param_dir, vec![Device::new(backend)], options)
+    }
+
+    /// A service proving on `devices` (an empty list is refused), which partitions of all
+    /// jobs are spread over: each device's workers take the best queued partition when they
+    /// are free. Critical partitions go to the accelerators where there are any.
+    pub fn with_devices(
+        param_dir: PathBuf,
+        devices: Vec<Device>,
+        options: &PipelineOptions,
+    ) -> std::io::Result<Self> {
+        if devices.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no proving device",
+            ));
+        }
+        let accelerators = devices.iter().any(|d| d.backend.is_accelerator());
+        let specs: Vec<DeviceSpec> = devices
+            .iter()
+            .map(|d| DeviceSpec {
+                name: d.backend.name(),
+                critical: d.backend.is_accelerator() || !accelerators,
+                cpus: d.cpus.clone(),
+            })
+            .collect();
         Ok(Self {
             srs: SrsCache::new(param_dir),
-            backend,
-            stages: Stages::start(options)?,
+            stages: Stages::start(options, &specs)?,
+            placement: Placement::off(devices.len()),
+            pinned: None,
+            devices,
             params_bytes: Mutex::new(()),
         })
+    }
+
+    /// Places synthesis threads by `placement` from now on (the device workers were placed
+    /// by their [`Device::cpus`]).
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
+    /// Where synthesis threads and device workers run.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Copies synthesized partitions into `pool` (page-locked memory a GPU uploads from
+    /// directly) from now on, where it has room. Its whole limit counts against the memory
+    /// budget, like the resident parameters.
+    pub fn with_pinned_pool(mut self, pool: PinnedPool) -> Self {
+        self.pinned = Some(pool);
+        self.update_params_bytes();
+        self
+    }
+
+    /// The pinned pool's counters, if there is one.
+    pub fn pinned(&self) -> Option<PinnedStats> {
+        self.pinned.as_ref().map(PinnedPool::stats)
+    }
+
+    /// A synthesized partition made ready for the device stage: pinned where there is a
+    /// pool with room (on the calling synthesis thread).
+    pub(crate) fn stage_for_device(&self, partition: Partition) -> Partition {
+        match &self.pinned {
+            Some(pool) => partition.pin(pool),
+            None => partition,
+        }
+    }
+
+    /// The devices' names, in order.
+    pub fn device_names(&self) -> Vec<String> {
+        self.devices.iter().map(|d| d.backend.name()).collect()
     }
 
     /// Sends every partition's stage times to `observer` from now on (the daemon's trace).
@@ -228,15 +324,20 @@ impl ProvingService {
     /// Records the resident parameters' host bytes with the stages' budget.
     fn update_params_bytes(&self) {
         let _one_at_a_time = self.params_bytes.lock().unwrap_or_else(|p| p.into_inner());
-        let bytes = self.srs.loaded().iter().map(|p| p.resident_bytes).sum();
-        self.stages.set_params_bytes(bytes);
+        let params: u64 = self.srs.loaded().iter().map(|p| p.resident_bytes).sum();
+        let pinned = self.pinned.as_ref().map_or(0, |p| p.stats().limit);
+        self.stages.set_params_bytes(params.saturating_add(pinned));
     }
 
-    /// The parameter set `id` prepared by the backend, loading and preparing it if needed;
-    /// and the time that took (zero when it was resident).
-    pub fn prepared(&self, id: &ParamsId) -> Result<(Arc<dyn PreparedSrs>, Duration), ProveError> {
+    /// The parameter set `id` prepared by every device's backend, loading and preparing it if
+    /// needed; and the time that took (zero when it was resident).
+    pub fn prepared(&self, id: &ParamsId) -> Result<(PreparedSet, Duration), ProveError> {
         let (_, prepared, time) = self.srs.get_prepared(id, |srs| {
-            self.backend.prepare(srs.clone()).map_err(ProveError::from)
+            self.devices
+                .iter()
+                .map(|d| d.backend.prepare(srs.clone()).map_err(ProveError::from))
+                .collect::<Result<Vec<Arc<dyn PreparedSrs>>, _>>()
+                .map(PreparedSet::from)
         })?;
         if !time.is_zero() {
             self.update_params_bytes();
@@ -262,21 +363,29 @@ impl ProvingService {
         self.srs
             .loaded_prepared()
             .into_iter()
-            .map(|(params, prepared)| ResidentParams {
-                params,
-                device_bytes: prepared.device_bytes(),
+            .map(|(params, prepared)| {
+                let per_device: Vec<u64> = prepared.iter().map(|p| p.device_bytes()).collect();
+                ResidentParams {
+                    params,
+                    device_bytes: per_device.iter().sum(),
+                    per_device,
+                }
             })
             .collect()
     }
 
     /// The parameter cache.
-    pub fn srs(&self) -> &SrsCache<Arc<dyn PreparedSrs>> {
+    pub fn srs(&self) -> &SrsCache<PreparedSet> {
         &self.srs
     }
 
-    /// The backend's name.
+    /// The backends' names: the one device's, or the devices' joined (`"2 devices: cuda:0
+    /// NVIDIA H200, cuda:1 NVIDIA H200"`).
     pub fn backend_name(&self) -> String {
-        self.backend.name()
+        match self.devices.as_slice() {
+            [one] => one.backend.name(),
+            all => format!("{} devices: {}", all.len(), self.device_names().join(", ")),
+        }
     }
 
     /// Proves `request` through the stages, verifies the result and returns it. A cancel of

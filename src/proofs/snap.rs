@@ -193,6 +193,6 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         proof: proof_bytes(&proved.proofs),
         partitions,
         timings,
-        backend: svc.backend.name(),
+        backend: svc.backend_name(),
     })
 }

@@ -285,6 +285,15 @@ impl Client {
         }
     }
 
+    /// The proving devices: placement, work and resident sets. A daemon that predates this
+    /// request answers `MalformedFrame`, as for any unknown request.
+    pub fn devices(&mut self) -> Result<DevicesReport, ClientError> {
+        match self.call(&Request::Devices)? {
+            Response::Devices(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// Where the resident parameter sets are held (host and device bytes). A daemon that
     /// predates this request answers `MalformedFrame`, as for any unknown request.
     pub fn residency(&mut self) -> Result<ResidencyReport, ClientError> {

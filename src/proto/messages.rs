@@ -37,6 +37,10 @@ pub enum Request {
     /// answered [`Response::Pipeline`]. A daemon older than this variant answers
     /// [`ErrorCode::MalformedFrame`].
     Pipeline,
+    /// 11: the proving devices (their placement, work and resident parameter sets); answered
+    /// [`Response::Devices`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    Devices,
 }
 
 /// A message from the daemon to a client.
@@ -64,6 +68,8 @@ pub enum Response {
     Residency(ResidencyReport),
     /// 10: the proving stages now.
     Pipeline(PipelineReport),
+    /// 11: the proving devices.
+    Devices(DevicesReport),
 }
 
 /// Opens a session.
@@ -365,6 +371,35 @@ pub struct PipelineReport {
     pub device_busy_ms: u64,
     /// Partitions proved since start.
     pub partitions_proved: u64,
+}
+
+/// The answer to [`Request::Devices`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevicesReport {
+    /// Where threads run, in one line (as the start-up log has it): `"off"`, `"1 node, not
+    /// pinned: …"`, `"2 nodes: node0 cpus 0-7 (gpu 0, 4 synthesis threads), …"`.
+    pub placement: String,
+    /// Each device, in the order partitions are offered to them.
+    pub devices: Vec<DeviceReport>,
+}
+
+/// One proving device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    /// The backend's name (`"cuda:0 NVIDIA H200"`, `"cpu"`).
+    pub name: String,
+    /// The CPUs its workers are pinned to, as a Linux CPU list (`"0-7,16-23"`); `""`: not
+    /// pinned.
+    pub cpus: String,
+    /// Partitions on it now.
+    pub running: u32,
+    /// Milliseconds it had at least one partition, since the daemon started.
+    pub busy_ms: u64,
+    /// Partitions it proved since the daemon started.
+    pub partitions_proved: u64,
+    /// The parameter sets prepared on it: `host_bytes` is the set's host copy (shared by all
+    /// devices), `device_bytes` what this device holds of it.
+    pub params: Vec<ParamResidency>,
 }
 
 /// Where one resident parameter set is held.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use blstrs::{G1Projective, G2Projective, Scalar};
 use rayon::prelude::*;
 
-use super::ProverError;
+use super::{ProverError, Scalars};
 use crate::srs::Srs;
 
 /// A way to compute Groth16 proofs: a CPU or a device.
@@ -30,6 +30,25 @@ pub trait Backend: Send + Sync {
     /// not fit now goes up when it is used). Dropping the handle (the last clone of it)
     /// releases whatever the backend holds for it; running proofs keep their own clone.
     fn prepare(&self, srs: Arc<Srs>) -> Result<Arc<dyn PreparedSrs>, ProverError>;
+
+    /// Whether this is an accelerator (a GPU) rather than the host's CPUs: beside one, the
+    /// CPU proves no critical partition (a WinningPoSt would wait far longer on it).
+    fn is_accelerator(&self) -> bool {
+        false
+    }
+
+    /// The device's PCI address as sysfs names it (`0000:1b:00.0`), whose NUMA node its
+    /// workers are placed on; `None` for the CPU.
+    fn pci_bus_id(&self) -> Option<String> {
+        None
+    }
+
+    /// Makes page-locked host blocks this device uploads from directly, for the pool that
+    /// synthesized partitions are copied into; `None`: the device reads host memory as it is
+    /// (the CPU).
+    fn host_allocator(&self) -> Option<super::HostAllocator> {
+        None
+    }
 }
 
 /// A parameter set prepared by a [`Backend`]: the two sums of a proof.
@@ -49,12 +68,7 @@ pub trait PreparedSrs: Send + Sync {
     /// the vectors are zero-padded to `m`, and the H query has `m − 1` points. Called before
     /// [`PreparedSrs::witness_sums`]; the evaluations are consumed here, so that they never
     /// coexist with the witness MSMs' working copies.
-    fn h_sum(
-        &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-    ) -> Result<G1Projective, ProverError>;
+    fn h_sum(&self, a: Scalars, b: Scalars, c: Scalars) -> Result<G1Projective, ProverError>;
 
     /// The sums over the witness: the L query over the aux assignment, and the A and B
     /// queries over the assignment values their densities select.
@@ -64,13 +78,7 @@ pub trait PreparedSrs: Send + Sync {
     /// then [`PreparedSrs::witness_sums`]. A backend that can run the H query's MSM beside the
     /// witness MSMs overrides this (the CPU does), but still lets the quotient consume the
     /// evaluations before any witness MSM starts.
-    fn sums(
-        &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-        w: Witness,
-    ) -> Result<Sums, ProverError> {
+    fn sums(&self, a: Scalars, b: Scalars, c: Scalars, w: Witness) -> Result<Sums, ProverError> {
         let start = Instant::now();
         let h = self.h_sum(a, b, c)?;
         let h_done = start.elapsed();
@@ -100,8 +108,8 @@ pub trait PreparedSrs: Send + Sync {
 pub struct Witness {
     /// The input part of the assignment (the constant one first).
     pub input: Vec<Scalar>,
-    /// The aux part of the assignment.
-    pub aux: Vec<Scalar>,
+    /// The aux part of the assignment (page-locked where the partition was pinned).
+    pub aux: Scalars,
     /// Which aux variables the A query uses.
     pub a_aux_density: Vec<bool>,
     /// Which inputs the B queries use.

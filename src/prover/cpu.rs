@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use blstrs::{G1Projective, Scalar};
 
-use super::{dense, msm, ntt, Backend, PreparedSrs, ProverError, Sums, Witness, WitnessSums};
+use super::{
+    dense, msm, ntt, Backend, PreparedSrs, ProverError, Scalars, Sums, Witness, WitnessSums,
+};
 use crate::srs::Srs;
 
 /// How the CPU prover computes, built once at start from the configuration (`[debug]`
@@ -132,28 +134,17 @@ impl PreparedSrs for CpuPrepared {
     /// The quotient runs alone, before any MSM: its passes are short parallel loops, and
     /// beside long MSM tasks they would wait for free threads (a 2^17 quotient took 0.3 s
     /// instead of 0.02 s next to the witness MSMs on 16 cores).
-    fn h_sum(
-        &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-    ) -> Result<G1Projective, ProverError> {
-        let h = self.quotient(a, b, c)?;
+    fn h_sum(&self, a: Scalars, b: Scalars, c: Scalars) -> Result<G1Projective, ProverError> {
+        let h = self.quotient(a.into_vec(), b.into_vec(), c.into_vec())?;
         self.h_msm(&h)
     }
 
     /// The quotient alone (see [`CpuPrepared::h_sum`]), then the H query's MSM beside the
     /// four witness MSMs: on a many-core machine one MSM alone leaves cores idle, and rayon's
     /// work stealing keeps them busy when they run together.
-    fn sums(
-        &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-        w: Witness,
-    ) -> Result<Sums, ProverError> {
+    fn sums(&self, a: Scalars, b: Scalars, c: Scalars, w: Witness) -> Result<Sums, ProverError> {
         let start = Instant::now();
-        let h = self.quotient(a, b, c)?;
+        let h = self.quotient(a.into_vec(), b.into_vec(), c.into_vec())?;
         let h_done = start.elapsed();
         let (h, witness) = rayon::join(|| self.h_msm(&h), || self.witness_sums(w));
         Ok(Sums {

@@ -8,7 +8,7 @@ use ff::Field;
 use group::{prime::PrimeCurveAffine, Curve};
 use rand_core::OsRng;
 
-use super::{count_set, PreparedSrs, ProverError, Witness, WitnessSums};
+use super::{count_set, PinnedPool, PreparedSrs, ProverError, Scalars, Witness, WitnessSums};
 use crate::srs::Srs;
 use crate::synth::Synthesized;
 
@@ -21,10 +21,79 @@ pub struct ProofTimings {
     pub msm: Duration,
 }
 
+/// A synthesized circuit on its way to a backend: [`Synthesized`] with the large vectors —
+/// the A, B, C evaluations and the aux assignment — as [`Scalars`], which may be page-locked
+/// copies a GPU uploads directly ([`Partition::pin`]).
+#[derive(Debug)]
+pub struct Partition {
+    /// A(x) at each constraint.
+    pub a: Scalars,
+    /// B(x) at each constraint.
+    pub b: Scalars,
+    /// C(x) at each constraint.
+    pub c: Scalars,
+    /// Public inputs, the constant ONE first.
+    pub input: Vec<Scalar>,
+    /// Auxiliary variables.
+    pub aux: Scalars,
+    /// Whether aux variable i occurs in some A combination.
+    pub a_aux_density: Vec<bool>,
+    /// Whether input i occurs in some B combination.
+    pub b_input_density: Vec<bool>,
+    /// Whether aux variable i occurs in some B combination.
+    pub b_aux_density: Vec<bool>,
+}
+
+impl From<Synthesized> for Partition {
+    fn from(s: Synthesized) -> Self {
+        Partition {
+            a: s.a.into(),
+            b: s.b.into(),
+            c: s.c.into(),
+            input: s.input,
+            aux: s.aux.into(),
+            a_aux_density: s.a_aux_density,
+            b_input_density: s.b_input_density,
+            b_aux_density: s.b_aux_density,
+        }
+    }
+}
+
+impl Partition {
+    /// Number of constraints, input constraints included.
+    pub fn num_constraints(&self) -> usize {
+        self.a.len()
+    }
+
+    /// Moves the evaluations and the aux assignment into blocks of `pool` where it has room
+    /// (each vector on its own: what does not fit stays on the heap). Copies on the calling
+    /// thread: a synthesis thread's, so that the device does not wait for it.
+    pub fn pin(self, pool: &PinnedPool) -> Partition {
+        Partition {
+            a: self.a.pin(pool),
+            b: self.b.pin(pool),
+            c: self.c.pin(pool),
+            aux: self.aux.pin(pool),
+            ..self
+        }
+    }
+
+    /// Host bytes it holds.
+    pub fn host_bytes(&self) -> u64 {
+        let scalars = [&self.a, &self.b, &self.c, &self.aux]
+            .iter()
+            .map(|s| s.host_bytes() as u64)
+            .sum::<u64>();
+        let input = (self.input.capacity() * std::mem::size_of::<Scalar>()) as u64;
+        let flags = self.a_aux_density.capacity() + self.b_input_density.capacity();
+        scalars + input + (flags + self.b_aux_density.capacity()) as u64
+    }
+}
+
 /// Proves `circuit` with fresh `r` and `s` from the operating system's random source.
 pub fn prove(
     prepared: &dyn PreparedSrs,
-    circuit: Synthesized,
+    circuit: impl Into<Partition>,
 ) -> Result<(Proof<Bls12>, ProofTimings), ProverError> {
     let r = Scalar::random(OsRng);
     let s = Scalar::random(OsRng);
@@ -34,7 +103,7 @@ pub fn prove(
 /// The lengths every query of `srs` must have for `c`, checked before any work so that
 /// another circuit's parameters give a clear error instead of a wrong proof. Returns the
 /// number of inputs the B queries use.
-fn check_shape(srs: &Srs, c: &Synthesized, domain: usize) -> Result<usize, ProverError> {
+fn check_shape(srs: &Srs, c: &Partition, domain: usize) -> Result<usize, ProverError> {
     let n_in = c.input.len();
     let a_len = n_in + count_set(&c.a_aux_density);
     let b_in = count_set(&c.b_input_density);
@@ -84,14 +153,15 @@ fn check_shape(srs: &Srs, c: &Synthesized, domain: usize) -> Result<usize, Prove
 /// witness sums), then the assembly.
 pub fn prove_with_randomness(
     prepared: &dyn PreparedSrs,
-    circuit: Synthesized,
+    circuit: impl Into<Partition>,
     r: Scalar,
     s: Scalar,
 ) -> Result<(Proof<Bls12>, ProofTimings), ProverError> {
+    let circuit: Partition = circuit.into();
     let srs = prepared.srs();
     let domain = circuit.num_constraints().next_power_of_two().max(2);
     let b_in = check_shape(srs, &circuit, domain)?;
-    let Synthesized {
+    let Partition {
         a,
         b,
         c,

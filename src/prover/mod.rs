@@ -11,6 +11,7 @@ pub mod fr52;
 mod groth16;
 pub mod msm;
 pub mod ntt;
+mod pinned;
 pub mod pippenger;
 mod simd;
 pub mod urgency;
@@ -18,7 +19,10 @@ pub mod urgency;
 use std::path::PathBuf;
 
 pub use backend::{count_set, dense, Backend, PreparedSrs, Sums, Witness, WitnessSums};
-pub use groth16::{prove, prove_with_randomness, ProofTimings};
+pub use groth16::{prove, prove_with_randomness, Partition, ProofTimings};
+pub use pinned::{
+    heap_allocator, HeapBlock, HostAllocator, Lease, PinnedPool, PinnedStats, RawBlock, Scalars,
+};
 
 /// A backend's own error, kept whole (its type and its chain) behind the prover's.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -35,9 +35,8 @@ use gate::{Gate, GateConfig, Key};
 pub(crate) use placement::{lower_this_thread, BACKGROUND_NICE};
 
 use super::ProveError;
-use crate::prover::{self, PreparedSrs};
+use crate::prover::{self, Partition, PreparedSrs};
 use crate::srs::{ParamsId, Srs};
-use crate::synth::Synthesized;
 
 /// How the stages are sized.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +59,43 @@ impl Default for PipelineOptions {
             device_workers: 1,
         }
     }
+}
+
+/// A proving device as the stages see it: what its workers are called, which partitions
+/// they take, and where they run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSpec {
+    /// The backend's name (`"cuda:0 NVIDIA H200"`, `"cpu"`), for logs and Status.
+    pub name: String,
+    /// Whether the device proves critical partitions (it gets a worker of their own). A CPU
+    /// beside GPUs does not: a WinningPoSt would wait for it far longer than for a GPU.
+    pub critical: bool,
+    /// CPUs its workers are pinned to (its GPU's NUMA node); empty: not pinned.
+    pub cpus: Vec<usize>,
+}
+
+impl DeviceSpec {
+    /// A device that takes every class of partition, its workers not pinned.
+    pub fn any(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            critical: true,
+            cpus: Vec::new(),
+        }
+    }
+}
+
+/// One device's share of the work since start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// The device's name.
+    pub name: String,
+    /// Partitions on it now.
+    pub running: usize,
+    /// Time it had at least one partition.
+    pub busy: Duration,
+    /// Partitions it proved.
+    pub partitions_proved: u64,
 }
 
 /// What the stages hold now, and counters since start.
@@ -93,6 +129,8 @@ pub struct PipelineStats {
     pub device_time: Duration,
     /// Sum of the bytes per partition measured after synthesis, and how many were measured.
     pub measured: (u64, u64),
+    /// Each device's share, in the order the devices were given.
+    pub devices: Vec<DeviceStats>,
 }
 
 /// A stage of the pipeline, as a partition passes through it.
@@ -131,6 +169,8 @@ pub struct StageSpan {
     pub partition: usize,
     /// The stage.
     pub stage: Stage,
+    /// The device that proved it (for the device stages; 0 before).
+    pub device: usize,
     /// When the partition entered the stage.
     pub start: Instant,
     /// When it left.
@@ -192,7 +232,7 @@ impl PartitionDone {
 pub(crate) struct Handover {
     pub job: Arc<JobRun>,
     pub partition: usize,
-    pub synthesized: Synthesized,
+    pub synthesized: Partition,
     /// How long its synthesis took.
     pub synthesis: Duration,
     /// What the device does with it.
@@ -204,22 +244,32 @@ pub(crate) struct Handover {
 /// What a device worker does with a synthesized partition: the prover over a prepared
 /// parameter set ([`Prepared`]), or a fake in tests.
 pub(crate) trait DeviceWork: Send + Sync {
-    fn prove(&self, synthesized: Synthesized) -> Result<Proof<Bls12>, ProveError>;
+    /// Proves `synthesized` on device `device` (an index into the devices the stages were
+    /// started with).
+    fn prove(&self, device: usize, synthesized: Partition) -> Result<Proof<Bls12>, ProveError>;
 }
 
-/// A parameter set prepared by the backend, as device work.
-pub(crate) struct Prepared(pub Arc<dyn PreparedSrs>);
+/// A parameter set prepared by every device's backend, as device work.
+pub(crate) struct Prepared(pub PreparedSet);
+
+/// A parameter set prepared on each device, in the devices' order.
+pub type PreparedSet = Arc<[Arc<dyn PreparedSrs>]>;
 
 impl DeviceWork for Prepared {
-    fn prove(&self, synthesized: Synthesized) -> Result<Proof<Bls12>, ProveError> {
-        prover::prove(self.0.as_ref(), synthesized)
+    fn prove(&self, device: usize, synthesized: Partition) -> Result<Proof<Bls12>, ProveError> {
+        let prepared = self.0.get(device).ok_or_else(|| {
+            ProveError::Backend(prover::ProverError::Device(
+                format!("no device {device} among {}", self.0.len()).into(),
+            ))
+        })?;
+        prover::prove(prepared.as_ref(), synthesized)
             .map(|(proof, _)| proof)
             .map_err(ProveError::from)
     }
 }
 
 struct DeviceItem {
-    synthesized: Synthesized,
+    synthesized: Partition,
     work: Arc<dyn DeviceWork>,
     job: Arc<JobRun>,
     reply: std::sync::mpsc::Sender<PartitionDone>,
@@ -257,10 +307,39 @@ impl Busy {
     }
 }
 
+/// One device's counters and its workers' availability, for spreading partitions.
+#[derive(Default)]
+struct DeviceState {
+    busy: Busy,
+    proved: u64,
+    /// General (not critical-only) workers waiting for a partition now.
+    idle_general: usize,
+    /// When one of its workers last took a partition.
+    last_start: Option<Instant>,
+}
+
+impl DeviceState {
+    /// Whether this device should have the next non-critical partition before a general
+    /// worker of `other`: it has an idle general worker and has gone longer without new work.
+    /// Partitions then rotate over idle devices rather than going to whichever worker wakes
+    /// first.
+    fn goes_before(&self, other: &DeviceState) -> bool {
+        self.idle_general > 0
+            && match (self.last_start, other.last_start) {
+                (None, Some(_)) => true,
+                (Some(a), Some(b)) => a < b,
+                _ => false,
+            }
+    }
+}
+
 struct State {
     gate: Gate,
     queue: BTreeMap<Key, DeviceItem>,
+    /// Any device busy (the pipeline's device busy time).
     busy: Busy,
+    /// Each device's busy time, partitions proved and idle workers.
+    devices: Vec<DeviceState>,
     /// Largest measured host bytes per parameter set's partitions.
     measured: HashMap<ParamsId, u64>,
     stats: PipelineStats,
@@ -281,12 +360,26 @@ struct Inner {
 impl Inner {
     /// Reports that partition `partition` of `job` spent `start..end` in `stage`.
     fn span(&self, job: &JobRun, partition: usize, stage: Stage, start: Instant, end: Instant) {
+        self.span_on(job, partition, stage, 0, start, end);
+    }
+
+    /// [`Inner::span`] of a device stage, on device `device`.
+    fn span_on(
+        &self,
+        job: &JobRun,
+        partition: usize,
+        stage: Stage,
+        device: usize,
+        start: Instant,
+        end: Instant,
+    ) {
         if let Some(observe) = self.observer.get() {
             let span = StageSpan {
                 job: job.seq,
                 class: job.class,
                 partition,
                 stage,
+                device,
                 start,
                 end,
             };
@@ -344,8 +437,17 @@ pub struct Stages {
 }
 
 impl Stages {
-    /// Starts `options.device_workers` device workers and one for critical partitions.
-    pub fn start(options: &PipelineOptions) -> std::io::Result<Self> {
+    /// Starts `options.device_workers` workers per device of `devices`, and one for critical
+    /// partitions on each device that takes them. With no device given, one unnamed device.
+    pub fn start(options: &PipelineOptions, devices: &[DeviceSpec]) -> std::io::Result<Self> {
+        let one = [DeviceSpec::any("device")];
+        let devices = if devices.is_empty() {
+            &one[..]
+        } else {
+            devices
+        };
+        // Where no device takes critical partitions, every one does: they must go somewhere.
+        let any_critical = devices.iter().any(|d| d.critical);
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 gate: Gate::new(GateConfig {
@@ -354,10 +456,18 @@ impl Stages {
                 }),
                 queue: BTreeMap::new(),
                 busy: Busy::default(),
+                devices: devices.iter().map(|_| DeviceState::default()).collect(),
                 measured: HashMap::new(),
                 stats: PipelineStats {
                     synthesis_threads: options.synthesis_threads.max(1),
                     budget_bytes: options.memory_budget,
+                    devices: devices
+                        .iter()
+                        .map(|d| DeviceStats {
+                            name: d.name.clone(),
+                            ..Default::default()
+                        })
+                        .collect(),
                     ..Default::default()
                 },
                 stopping: false,
@@ -368,15 +478,32 @@ impl Stages {
             params_bytes: AtomicU64::new(0),
             observer: std::sync::OnceLock::new(),
         });
-        let lanes = (0..options.device_workers.max(1))
-            .map(|i| (format!("cuzk-device-{i}"), false))
-            .chain([("cuzk-device-critical".to_string(), true)]);
+        let mut lanes = Vec::new();
+        for (d, spec) in devices.iter().enumerate() {
+            let critical = spec.critical || !any_critical;
+            let general = if critical {
+                Lane::Any
+            } else {
+                Lane::NonCritical
+            };
+            for i in 0..options.device_workers.max(1) {
+                lanes.push((format!("cuzk-dev{d}-{i}"), d, general));
+            }
+            if critical {
+                lanes.push((format!("cuzk-dev{d}-crit"), d, Lane::CriticalOnly));
+            }
+        }
         let workers = lanes
-            .map(|(name, critical_only)| {
+            .into_iter()
+            .map(|(name, device, lane)| {
                 let inner = inner.clone();
-                std::thread::Builder::new()
-                    .name(name)
-                    .spawn(move || device_loop(&inner, critical_only))
+                let cpus = devices[device].cpus.clone();
+                std::thread::Builder::new().name(name).spawn(move || {
+                    if !cpus.is_empty() {
+                        placement::pin_this_thread(&cpus);
+                    }
+                    device_loop(&inner, device, lane)
+                })
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(Self { inner, workers })
@@ -409,6 +536,18 @@ impl Stages {
             reserved_bytes: st.gate.reserved(),
             params_bytes: self.inner.params_bytes.load(Ordering::SeqCst),
             device_busy: st.busy.total(now),
+            devices: st
+                .stats
+                .devices
+                .iter()
+                .zip(&st.devices)
+                .map(|(d, s)| DeviceStats {
+                    name: d.name.clone(),
+                    running: s.busy.running,
+                    busy: s.busy.total(now),
+                    partitions_proved: s.proved,
+                })
+                .collect(),
             ..st.stats.clone()
         }
     }
@@ -508,7 +647,7 @@ impl Stages {
             reply,
         } = to;
         let key = job.key(partition);
-        let bytes = host_bytes(&synthesized);
+        let bytes = synthesized.host_bytes();
         let now = Instant::now();
         let began = now.checked_sub(synthesis).unwrap_or(now);
         let mut st = self.inner.lock();
@@ -565,22 +704,63 @@ impl Drop for Stages {
     }
 }
 
-/// Takes the best queued partition this worker's lane may run.
-fn next_item(st: &mut State, critical_only: bool) -> Option<(Key, DeviceItem)> {
-    let (&key, _) = st.queue.first_key_value()?;
-    if critical_only && key.class() < CRITICAL {
-        return None;
+/// Which partitions a device worker takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lane {
+    /// The best queued one, whatever its class.
+    Any,
+    /// Only critical ones: the worker that keeps a WinningPoSt out of the device queue.
+    CriticalOnly,
+    /// The best queued one that is not critical (a CPU beside GPUs).
+    NonCritical,
+}
+
+/// Takes the best queued partition this worker's lane may run. A general worker leaves a
+/// non-critical partition to another device's idle general worker when that device has gone
+/// longer without new work ([`DeviceState::goes_before`]).
+fn next_item(st: &mut State, device: usize, lane: Lane) -> Option<(Key, DeviceItem)> {
+    let key = match lane {
+        Lane::Any => *st.queue.first_key_value()?.0,
+        Lane::CriticalOnly => {
+            let (&key, _) = st.queue.first_key_value()?;
+            if key.class() < CRITICAL {
+                return None;
+            }
+            key
+        }
+        Lane::NonCritical => *st.queue.keys().find(|k| k.class() < CRITICAL)?,
+    };
+    if lane != Lane::CriticalOnly && key.class() < CRITICAL {
+        let me = st.devices.get(device)?;
+        if st
+            .devices
+            .iter()
+            .enumerate()
+            .any(|(d, other)| d != device && other.goes_before(me))
+        {
+            return None;
+        }
     }
     st.queue.remove(&key).map(|item| (key, item))
 }
 
-fn device_loop(inner: &Inner, critical_only: bool) {
+fn device_loop(inner: &Inner, device: usize, lane: Lane) {
     loop {
         let (key, item) = {
             let mut st = inner.lock();
+            let general = usize::from(lane != Lane::CriticalOnly);
+            if let Some(d) = st.devices.get_mut(device) {
+                d.idle_general += general;
+            }
             loop {
-                if let Some(next) = next_item(&mut st, critical_only) {
-                    st.busy.start(Instant::now());
+                if let Some(next) = next_item(&mut st, device, lane) {
+                    let now = Instant::now();
+                    st.busy.start(now);
+                    if let Some(d) = st.devices.get_mut(device) {
+                        d.busy.start(now);
+                        d.idle_general -= general;
+                        d.last_start = Some(now);
+                    }
                     break next;
                 }
                 if st.stopping {
@@ -608,7 +788,7 @@ fn device_loop(inner: &Inner, critical_only: bool) {
             Err(ProveError::Cancelled)
         } else {
             let what = format!("partition {}", key.partition());
-            let prove = || super::pipeline::catch_panic(&what, || work.prove(synthesized));
+            let prove = || super::pipeline::catch_panic(&what, || work.prove(device, synthesized));
             if key.class() >= CRITICAL {
                 prover::urgency::urgently(prove)
             } else {
@@ -616,15 +796,21 @@ fn device_loop(inner: &Inner, critical_only: bool) {
             }
         };
         let ended = Instant::now();
-        let device = ended.saturating_duration_since(started);
+        let on_device = ended.saturating_duration_since(started);
         {
             let mut st = inner.lock();
-            st.busy.end(Instant::now());
+            let now = Instant::now();
+            st.busy.end(now);
+            let proved = result.is_ok();
+            if let Some(d) = st.devices.get_mut(device) {
+                d.busy.end(now);
+                d.proved += u64::from(proved);
+            }
             st.gate.release(&key);
-            if result.is_ok() {
+            if proved {
                 st.stats.partitions_proved += 1;
                 st.stats.device_wait += device_wait;
-                st.stats.device_time += device;
+                st.stats.device_time += on_device;
             }
         }
         inner.admit.notify_all();
@@ -637,27 +823,20 @@ fn device_loop(inner: &Inner, critical_only: bool) {
             result,
             synthesis,
             device_wait,
-            device,
+            device: on_device,
         });
         // Traced last: the memory is released and the job answered whatever the trace does.
-        inner.span(
+        let partition = key.partition();
+        inner.span_on(
             &job,
-            key.partition(),
+            partition,
             Stage::DeviceQueue,
+            device,
             item_queued,
             started,
         );
-        inner.span(&job, key.partition(), Stage::Device, started, ended);
+        inner.span_on(&job, partition, Stage::Device, device, started, ended);
     }
-}
-
-/// Host bytes a synthesized partition holds.
-fn host_bytes(s: &Synthesized) -> u64 {
-    let scalars = s.a.capacity() + s.b.capacity() + s.c.capacity();
-    let scalars = scalars + s.input.capacity() + s.aux.capacity();
-    let flags = s.a_aux_density.capacity() + s.b_input_density.capacity();
-    let flags = flags + s.b_aux_density.capacity();
-    (scalars as u64) * 32 + flags as u64
 }
 
 /// An upper bound of a partition's host bytes from its parameters' shape: a, b and c grow

@@ -31,6 +31,15 @@ pub(crate) fn lower_this_thread(increment: i32) {
     }
 }
 
+/// Pins the calling thread to `cpus` (a device worker to its GPU's NUMA node). A failure (a
+/// seccomp filter, CPUs taken away by a cpuset) leaves the thread where it was: placement
+/// is a speed-up, never a reason to fail.
+pub(crate) fn pin_this_thread(cpus: &[usize]) {
+    if let Err(e) = crate::topology::pin_current_thread(cpus) {
+        tracing::debug!(error = %e, "cannot pin a thread to its NUMA node");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ use group::prime::PrimeCurveAffine;
 
 use super::*;
 use crate::srs::ProofKind;
+use crate::synth::Synthesized;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -48,7 +49,7 @@ impl FakeDevice {
 struct Work(Arc<FakeDevice>, u64);
 
 impl DeviceWork for Work {
-    fn prove(&self, s: Synthesized) -> Result<Proof<Bls12>, ProveError> {
+    fn prove(&self, _device: usize, s: Partition) -> Result<Proof<Bls12>, ProveError> {
         let first = {
             let mut log = self.0.log.lock().unwrap();
             log.push((self.1, s.aux.len()));
@@ -70,11 +71,14 @@ impl DeviceWork for Work {
 }
 
 fn stages(threads: usize, budget: u64) -> Stages {
-    Stages::start(&PipelineOptions {
-        synthesis_threads: threads,
-        memory_budget: budget,
-        device_workers: 1,
-    })
+    Stages::start(
+        &PipelineOptions {
+            synthesis_threads: threads,
+            memory_budget: budget,
+            device_workers: 1,
+        },
+        &[],
+    )
     .unwrap()
 }
 
@@ -87,14 +91,14 @@ fn id() -> ParamsId {
 }
 
 /// Partition `k` of size `scalars` (32 bytes each); its index is recorded as `aux.len()`.
-fn partition(k: usize, scalars: usize) -> Synthesized {
+fn partition(k: usize, scalars: usize) -> Partition {
     let mut s = Synthesized {
         aux: vec![Scalar::ONE; k],
         ..Default::default()
     };
     s.aux.shrink_to_fit();
     s.a = Vec::with_capacity(scalars);
-    s
+    s.into()
 }
 
 /// Partition `k` of `job`, of `scalars` scalars, for the fake device.
@@ -268,4 +272,96 @@ fn a_partition_that_can_no_longer_fit_fails_instead_of_blocking_the_line() {
         }
     ));
     assert_eq!(st.stats().waiting, 0);
+}
+
+/// Records which device proved each partition; every partition takes `hold`.
+struct OnDevice(Arc<Mutex<Vec<(usize, usize)>>>, Duration);
+
+impl DeviceWork for OnDevice {
+    fn prove(&self, device: usize, s: Partition) -> Result<Proof<Bls12>, ProveError> {
+        std::thread::sleep(self.1);
+        self.0.lock().unwrap().push((device, s.aux.len()));
+        Ok(Proof {
+            a: G1Affine::identity(),
+            b: G2Affine::identity(),
+            c: G1Affine::identity(),
+        })
+    }
+}
+
+fn two_devices(second_critical: bool) -> Stages {
+    let options = PipelineOptions {
+        synthesis_threads: 8,
+        memory_budget: u64::MAX,
+        device_workers: 1,
+    };
+    let cpu = DeviceSpec {
+        critical: second_critical,
+        ..DeviceSpec::any("cpu")
+    };
+    Stages::start(&options, &[DeviceSpec::any("gpu"), cpu]).unwrap()
+}
+
+#[test]
+fn partitions_of_one_job_spread_over_two_devices() {
+    let st = two_devices(true);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
+    let job = JobRun::new(1, 70);
+    for k in 0..8 {
+        assert!(st.admit(&job, k, 0).unwrap());
+        let work = Arc::new(OnDevice(log.clone(), Duration::from_millis(20)));
+        st.to_device(
+            &id(),
+            Handover {
+                job: job.clone(),
+                partition: k,
+                synthesized: partition(k, 0),
+                synthesis: Duration::ZERO,
+                work,
+                reply: tx.clone(),
+            },
+        );
+    }
+    for _ in 0..8 {
+        assert!(recv(&rx).result.is_ok());
+    }
+    let log = log.lock().unwrap().clone();
+    let on = |d: usize| log.iter().filter(|(dev, _)| *dev == d).count();
+    assert!(on(0) >= 2 && on(1) >= 2, "both devices prove: {log:?}");
+    let stats = st.stats();
+    let names: Vec<&str> = stats.devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["gpu", "cpu"]);
+    let proved: Vec<u64> = stats.devices.iter().map(|d| d.partitions_proved).collect();
+    assert_eq!(proved, [on(0) as u64, on(1) as u64]);
+    assert!(stats.devices.iter().all(|d| d.busy > Duration::ZERO));
+}
+
+#[test]
+fn a_cpu_beside_a_gpu_never_takes_a_critical_partition() {
+    let st = two_devices(false);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
+    // Enough critical partitions at once that an idle CPU worker would take some.
+    for k in 0..6 {
+        let job = JobRun::new(CRITICAL, 80 + k as u64);
+        assert!(st.admit(&job, 0, 0).unwrap());
+        let work = Arc::new(OnDevice(log.clone(), Duration::from_millis(10)));
+        st.to_device(
+            &id(),
+            Handover {
+                job,
+                partition: 0,
+                synthesized: partition(k, 0),
+                synthesis: Duration::ZERO,
+                work,
+                reply: tx.clone(),
+            },
+        );
+    }
+    for _ in 0..6 {
+        assert!(recv(&rx).result.is_ok());
+    }
+    let log = log.lock().unwrap().clone();
+    assert!(log.iter().all(|(dev, _)| *dev == 0), "{log:?}");
 }
