@@ -147,6 +147,7 @@ fn ni_porep_partition_proofs_verify() {
         synthesis_threads: 3,
         memory_budget: u64::MAX,
         device_workers: 2,
+        yield_to_critical: true,
     };
     let backend = Arc::new(CpuBackend::default());
     let svc = ProvingService::with_pipeline(params.clone(), backend, &options).unwrap();

@@ -51,7 +51,7 @@ use std::path::{Path, PathBuf};
 /// `params_gen` and `sealing` (test parameters and test sectors, behind the `scaffolding`
 /// feature) sit just below `cli` so that nothing `cuzkd` links can reach them.
 const LAYERS: &[&[&str]] = &[
-    &["config", "srs", "synth"],
+    &["config", "srs", "synth", "topology"],
     &["prover"],
     &["gpu"],
     &["proofs"],

@@ -342,6 +342,29 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
         rate / serial
     );
     println!("| device busy | {:.1} % | | | |", busy * 100.0);
+    // Each device's share, where the daemon has several (its per-device metrics).
+    let devices: Vec<String> = (0..)
+        .map_while(|i| {
+            let n = format!("cuzk_device_partitions_total{{device=\"{i}\"}}");
+            let w = format!("cuzk_device_work_seconds_total{{device=\"{i}\"}}");
+            metric(&after, &n)?;
+            Some(format!(
+                "device {i}: {:.0} partitions, busy {:.1} %",
+                delta(&n),
+                delta(&w) / wall.as_secs_f64() * 100.0
+            ))
+        })
+        .collect();
+    if devices.len() > 1 {
+        println!("| per device | {} | | | |", devices.join("; "));
+    }
+    if metric(&after, "cuzk_pinned_leases_total").is_some() {
+        println!(
+            "| pinned pool: leases / misses | {:.0} / {:.0} | | | |",
+            delta("cuzk_pinned_leases_total"),
+            delta("cuzk_pinned_misses_total")
+        );
+    }
     let proved = delta("cuzk_partitions_proved_total").max(1.0);
     let stage = |s: &str| {
         let name = format!("cuzk_partition_stage_seconds_total{{stage=\"{s}\"}}");

@@ -340,6 +340,21 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::String(if c.proving.numa { "auto" } else { "off" }.into()),
     },
     KeyDoc {
+        name: "proving.yield_to_critical",
+        kind: "boolean",
+        default: "true",
+        description: "While a critical partition (WinningPoSt) is between its admission and \
+                      the end of its device stage, the other partitions' synthesis pauses \
+                      (checked every few thousand constraints), so that it has the cores, \
+                      their caches and the memory bandwidth to itself. false: they go on at \
+                      nice +10.",
+        apply: |c, v| {
+            c.proving.yield_to_critical = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.proving.yield_to_critical),
+    },
+    KeyDoc {
         name: "proving.pinned_memory",
         kind: "size",
         default: "\"0\"",
@@ -649,6 +664,7 @@ pub(super) fn zero_config() -> Config {
             gpus: GpuSelection::List(Vec::new()),
             cpu_device: 0,
             numa: false,
+            yield_to_critical: false,
             pinned_memory: 0,
         },
         gpu: GpuConfig {

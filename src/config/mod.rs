@@ -145,6 +145,8 @@ pub struct ProvingConfig {
     pub cpu_device: usize,
     /// Whether synthesis threads and device workers are pinned to NUMA nodes.
     pub numa: bool,
+    /// Whether non-critical synthesis pauses while a critical partition is in flight.
+    pub yield_to_critical: bool,
     /// Page-locked host memory for synthesized partitions, which the GPUs upload from
     /// directly; also decides at start whether `CAP_IPC_LOCK` is kept (when it and
     /// [`GpuConfig::staging_memory`] exceed `RLIMIT_MEMLOCK`).

@@ -218,6 +218,7 @@ fn pipeline_options(config: &Config, host_memory: Option<u64>) -> PipelineOption
             (n, _) => n,
         },
         device_workers: p.device_workers.max(1),
+        yield_to_critical: p.yield_to_critical,
     }
 }
 

@@ -12,13 +12,13 @@ use blstrs::{Bls12, Scalar};
 use rand_core::OsRng;
 
 use super::stages::{
-    lower_this_thread, DeviceWork, Handover, JobRun, PartitionDone, Prepared, BACKGROUND_NICE,
-    CRITICAL,
+    lower_this_thread, yield_to_critical, CriticalClaim, DeviceWork, Handover, JobRun,
+    PartitionDone, Prepared, BACKGROUND_NICE, CRITICAL,
 };
 use super::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::prover::Partition;
 use crate::srs::{ParamsId, Srs};
-use crate::synth::synthesize;
+use crate::synth::{synthesize, with_yield_point};
 
 /// Proofs of all partitions, the parameters used and the timings so far.
 pub(crate) struct Proved {
@@ -100,22 +100,31 @@ where
                         let _ = tx.send(cancelled);
                         return;
                     }
-                    if run.class() < CRITICAL {
+                    let critical = run.class() >= CRITICAL;
+                    if !critical {
                         lower_this_thread(BACKGROUND_NICE);
                     }
+                    // Made after admission: a critical partition never waits for what a
+                    // paused synthesis thread holds.
+                    let claim = critical.then(CriticalClaim::new);
+                    let pause = !critical && stages.yields_to_critical();
                     // On the node with the fewest synthesis threads for its CPUs (pinned
                     // only on a host of several NUMA nodes).
                     let slot = svc.placement.enter_synthesis();
                     slot.pin_current_thread();
                     let start = Instant::now();
                     let what = format!("partition {k} synthesis");
-                    let result = catch_panic(&what, || {
-                        make_circuit(k).and_then(|c| {
-                            synthesize(c)
-                                .map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
-                        })
-                    })
-                    .map(|s| svc.stage_for_device(Partition::from(s)));
+                    let synthesize = |c| {
+                        let run = || synthesize(c);
+                        let s = if pause {
+                            with_yield_point(yield_to_critical, run)
+                        } else {
+                            run()
+                        };
+                        s.map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
+                    };
+                    let result = catch_panic(&what, || make_circuit(k).and_then(synthesize))
+                        .map(|s| svc.stage_for_device(Partition::from(s)));
                     match result {
                         Ok(synthesized) => {
                             let to = Handover {
@@ -125,6 +134,7 @@ where
                                 synthesis: start.elapsed(),
                                 work,
                                 reply: tx,
+                                claim,
                             };
                             stages.to_device(id, to);
                         }

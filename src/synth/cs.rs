@@ -46,6 +46,32 @@ impl Synthesized {
 #[derive(Default)]
 pub struct RecordingCs {
     out: Synthesized,
+    /// Constraints since the last yield point.
+    since_yield: u32,
+}
+
+/// Constraints between two calls of the thread's yield point: rare enough to cost nothing
+/// (a 2 KiB PoRep partition has millions), often enough that a pause takes effect within
+/// about a millisecond.
+const YIELD_EVERY: u32 = 4096;
+
+thread_local! {
+    static YIELD_POINT: std::cell::Cell<Option<fn()>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `body` with `point` called every few thousand constraints that this thread's
+/// [`RecordingCs`] records: the stages pause non-critical synthesis there while a critical
+/// partition is in flight, so that a WinningPoSt has the cores (and their caches and memory
+/// bandwidth) to itself.
+pub fn with_yield_point<T>(point: fn(), body: impl FnOnce() -> T) -> T {
+    struct Restore(Option<fn()>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            YIELD_POINT.with(|y| y.set(self.0));
+        }
+    }
+    let _restore = Restore(YIELD_POINT.with(|y| y.replace(Some(point))));
+    body()
 }
 
 /// Evaluates `lc`, marking in `input_density` / `aux_density` every variable it uses with a
@@ -148,6 +174,13 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         o.a.push(a);
         o.b.push(b);
         o.c.push(c);
+        self.since_yield += 1;
+        if self.since_yield >= YIELD_EVERY {
+            self.since_yield = 0;
+            if let Some(point) = YIELD_POINT.with(std::cell::Cell::get) {
+                point();
+            }
+        }
     }
 
     fn push_namespace<NR, N>(&mut self, _: N)

@@ -7,4 +7,4 @@
 
 mod cs;
 
-pub use cs::{synthesize, synthesize_all, RecordingCs, Synthesized};
+pub use cs::{synthesize, synthesize_all, with_yield_point, RecordingCs, Synthesized};

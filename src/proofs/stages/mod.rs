@@ -10,7 +10,9 @@
 //! waits neither for a synthesis slot nor for the device queue; their synthesis threads keep
 //! the normal priority while the others run at nice +[`BACKGROUND_NICE`], and they are proved
 //! with the thread marked urgent ([`prover::urgency`]), so that a GPU gives them the next
-//! turn and nobody else one until they are done.
+//! turn and nobody else one until they are done. While one is in flight (admitted, not yet
+//! through the device), the other partitions' synthesis pauses at its yield points
+//! ([`CriticalClaim`], `proving.yield_to_critical`).
 //!
 //! Memory: a partition reserves its host bytes before synthesis (the shape's upper bound
 //! from the parameters until a partition of that shape was measured, then the measurement)
@@ -32,7 +34,7 @@ use blstrs::Bls12;
 
 pub use gate::CRITICAL;
 use gate::{Gate, GateConfig, Key};
-pub(crate) use placement::{lower_this_thread, BACKGROUND_NICE};
+pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, BACKGROUND_NICE};
 
 use super::ProveError;
 use crate::prover::{self, Partition, PreparedSrs};
@@ -48,6 +50,8 @@ pub struct PipelineOptions {
     /// Partitions the device proves at once (any class); critical partitions have one more
     /// worker.
     pub device_workers: usize,
+    /// Whether non-critical synthesis pauses while a critical partition is in flight.
+    pub yield_to_critical: bool,
 }
 
 impl Default for PipelineOptions {
@@ -57,6 +61,7 @@ impl Default for PipelineOptions {
             synthesis_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             memory_budget: u64::MAX,
             device_workers: 1,
+            yield_to_critical: true,
         }
     }
 }
@@ -239,6 +244,8 @@ pub(crate) struct Handover {
     pub work: Arc<dyn DeviceWork>,
     /// Where its result goes.
     pub reply: std::sync::mpsc::Sender<PartitionDone>,
+    /// A critical partition's claim on the host, held until its device stage ends.
+    pub claim: Option<CriticalClaim>,
 }
 
 /// What a device worker does with a synthesized partition: the prover over a prepared
@@ -269,6 +276,8 @@ impl DeviceWork for Prepared {
 }
 
 struct DeviceItem {
+    /// Dropped with the item: after its device stage, or when it is dropped unproved.
+    _claim: Option<CriticalClaim>,
     synthesized: Partition,
     work: Arc<dyn DeviceWork>,
     job: Arc<JobRun>,
@@ -353,6 +362,8 @@ struct Inner {
     /// The device queue changed.
     device: Condvar,
     budget: u64,
+    /// [`PipelineOptions::yield_to_critical`].
+    yield_to_critical: bool,
     params_bytes: AtomicU64,
     observer: std::sync::OnceLock<SpanObserver>,
 }
@@ -475,6 +486,7 @@ impl Stages {
             admit: Condvar::new(),
             device: Condvar::new(),
             budget: options.memory_budget,
+            yield_to_critical: options.yield_to_critical,
             params_bytes: AtomicU64::new(0),
             observer: std::sync::OnceLock::new(),
         });
@@ -522,6 +534,11 @@ impl Stages {
         self.inner.params_bytes.store(bytes, Ordering::SeqCst);
         drop(st);
         self.inner.admit.notify_all();
+    }
+
+    /// Whether non-critical synthesis pauses while a critical partition is in flight.
+    pub(crate) fn yields_to_critical(&self) -> bool {
+        self.inner.yield_to_critical
     }
 
     /// What the stages hold now.
@@ -645,6 +662,7 @@ impl Stages {
             synthesis,
             work,
             reply,
+            claim,
         } = to;
         let key = job.key(partition);
         let bytes = synthesized.host_bytes();
@@ -676,6 +694,7 @@ impl Stages {
         st.queue.insert(
             key,
             DeviceItem {
+                _claim: claim,
                 synthesized,
                 work,
                 job,

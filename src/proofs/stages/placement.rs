@@ -1,5 +1,47 @@
 //! Where and how the stages' threads run on the host's CPUs.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Critical partitions admitted and not yet through the device stage, process-wide.
+static CRITICAL_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// A critical partition's claim on the host from its admission until its device stage ends
+/// (it travels with the partition and is dropped with it, whichever way it leaves). While
+/// one exists, non-critical synthesis pauses at its yield points ([`yield_to_critical`]).
+/// Made only after admission: a critical partition never waits for anything a paused
+/// thread holds.
+pub(crate) struct CriticalClaim(());
+
+impl CriticalClaim {
+    pub(crate) fn new() -> Self {
+        CRITICAL_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        CriticalClaim(())
+    }
+}
+
+impl Drop for CriticalClaim {
+    fn drop(&mut self) {
+        CRITICAL_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The longest one pause lasts: a critical partition that stays in flight this long (a
+/// large WinningPoSt) lets the others go on between its checks rather than starve them.
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// A non-critical synthesis thread's yield point (`synth::with_yield_point`): waits while a
+/// critical partition is in flight, up to [`MAX_PAUSE`].
+pub(crate) fn yield_to_critical() {
+    if CRITICAL_IN_FLIGHT.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let start = Instant::now();
+    while CRITICAL_IN_FLIGHT.load(Ordering::SeqCst) > 0 && start.elapsed() < MAX_PAUSE {
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
 /// How much lower than the daemon's other threads the synthesis of non-critical partitions
 /// runs (a nice increment): when every core synthesizes, the threads that feed the device
 /// and the whole of a critical proof (its synthesis, device calls, verification) still get
@@ -43,6 +85,21 @@ pub(crate) fn pin_this_thread(cpus: &[usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn synthesis_pauses_while_a_critical_partition_is_in_flight() {
+        let claim = CriticalClaim::new();
+        let paused = std::thread::spawn(|| {
+            let t = Instant::now();
+            yield_to_critical();
+            t.elapsed()
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        drop(claim);
+        let waited = paused.join().unwrap();
+        assert!(waited >= Duration::from_millis(40), "{waited:?}");
+        assert!(waited < MAX_PAUSE, "{waited:?}");
+    }
 
     #[test]
     fn lowers_only_the_calling_thread() {

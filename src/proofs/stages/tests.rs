@@ -76,6 +76,7 @@ fn stages(threads: usize, budget: u64) -> Stages {
             synthesis_threads: threads,
             memory_budget: budget,
             device_workers: 1,
+            yield_to_critical: true,
         },
         &[],
     )
@@ -116,6 +117,7 @@ fn handover(
         synthesis: Duration::ZERO,
         work: Arc::new(Work(device.clone(), job.seq)),
         reply: tx.clone(),
+        claim: None,
     }
 }
 
@@ -294,6 +296,7 @@ fn two_devices(second_critical: bool) -> Stages {
         synthesis_threads: 8,
         memory_budget: u64::MAX,
         device_workers: 1,
+        yield_to_critical: true,
     };
     let cpu = DeviceSpec {
         critical: second_critical,
@@ -320,6 +323,7 @@ fn partitions_of_one_job_spread_over_two_devices() {
                 synthesis: Duration::ZERO,
                 work,
                 reply: tx.clone(),
+                claim: None,
             },
         );
     }
@@ -356,6 +360,7 @@ fn a_cpu_beside_a_gpu_never_takes_a_critical_partition() {
                 synthesis: Duration::ZERO,
                 work,
                 reply: tx.clone(),
+                claim: None,
             },
         );
     }
