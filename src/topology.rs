@@ -621,7 +621,7 @@ impl fmt::Display for Placement {
         // A GPU whose node is unknown or has no allowed CPU runs unpinned: say so.
         for (device, node) in self.gpu_nodes.iter().enumerate() {
             if !node.is_some_and(|id| nodes.iter().any(|node| node.id == id)) {
-                parts.push(format!("gpu {device} unplaced"));
+                parts.push(format!("device {device} unplaced"));
             }
         }
         if !parts.is_empty() {
@@ -637,7 +637,7 @@ impl Placement {
         let mut notes: Vec<String> = self
             .devices_on(node.id)
             .iter()
-            .map(|device| format!("gpu {device}"))
+            .map(|device| format!("device {device}"))
             .collect();
         if self.mode == Mode::Pinned {
             notes.push(format!("{planned} synthesis thread{}", plural(planned)));
@@ -1071,28 +1071,31 @@ mod tests {
         let pinned = Placement::new(&two_nodes(), 8, &[Some(0), Some(1)], true);
         assert_eq!(
             pinned.to_string(),
-            "2 nodes: node0 cpus 0-3 (gpu 0, 4 synthesis threads), \
-             node1 cpus 4-7 (gpu 1, 4 synthesis threads)"
+            "2 nodes: node0 cpus 0-3 (device 0, 4 synthesis threads), \
+             node1 cpus 4-7 (device 1, 4 synthesis threads)"
         );
         let uneven = Placement::new(&two_nodes(), 1, &[Some(1), Some(1), None], true);
         assert_eq!(
             uneven.to_string(),
             "2 nodes: node0 cpus 0-3 (1 synthesis thread), \
-             node1 cpus 4-7 (gpu 0, gpu 1, 0 synthesis threads), gpu 2 unplaced"
+             node1 cpus 4-7 (device 0, device 1, 0 synthesis threads), device 2 unplaced"
         );
         let off = Placement::new(&two_nodes(), 8, &[Some(0)], false);
         assert_eq!(
             off.to_string(),
-            "off, 2 nodes: node0 cpus 0-3 (gpu 0), node1 cpus 4-7"
+            "off, 2 nodes: node0 cpus 0-3 (device 0), node1 cpus 4-7"
         );
         let one = Placement::new(&two_nodes().restricted(&[0, 1]), 8, &[Some(0)], true);
         assert_eq!(
             one.to_string(),
-            "1 node, not pinned: node0 cpus 0-1 (gpu 0)"
+            "1 node, not pinned: node0 cpus 0-1 (device 0)"
         );
         assert_eq!(Placement::off(1).to_string(), "off");
         let nowhere = Placement::new(&Topology::default(), 4, &[None], true);
-        assert_eq!(nowhere.to_string(), "0 nodes, not pinned: gpu 0 unplaced");
+        assert_eq!(
+            nowhere.to_string(),
+            "0 nodes, not pinned: device 0 unplaced"
+        );
     }
 
     #[test]

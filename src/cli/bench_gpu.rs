@@ -24,7 +24,7 @@ use crate::prover::{PinnedPool, Scalars};
 /// started with.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct GpuFlags {
-    /// CUDA device ordinal (gpu.device) [default: 0].
+    /// CUDA device ordinal (one of the daemon's proving.gpus) [default: 0].
     #[arg(long = "gpu-device", global = true)]
     pub device: Option<usize>,
     /// Compiled-kernel cache directory (gpu.kernel_cache) [default: $XDG_CACHE_HOME/cuzk or

@@ -361,9 +361,12 @@ pub static KEYS: &[KeyDoc] = &[
         description: "Page-locked host memory for synthesized partitions: a partition that \
                       finds room here is copied into it by its synthesis thread, and a GPU \
                       uploads it directly, without staging copies on the device's time. 0: \
-                      none (partitions go up through gpu.staging_memory). Also decides at start \
-                      whether CAP_IPC_LOCK is kept: only when this and gpu.staging_memory exceed \
-                      RLIMIT_MEMLOCK (the packaged unit sets LimitMEMLOCK=infinity).",
+                      none (partitions go up through gpu.staging_memory; measured faster on \
+                      the H200 host, docs/benchmarks.md). Counted against memory_budget. Also \
+                      decides at start whether CAP_IPC_LOCK is kept: only when this exceeds \
+                      RLIMIT_MEMLOCK (the packaged unit sets LimitMEMLOCK=infinity); where the \
+                      staging buffers (gpu.staging_memory per GPU) need more than \
+                      RLIMIT_MEMLOCK and it cannot be raised, set this to at least that.",
         apply: |c, v| {
             c.proving.pinned_memory = size(v)?;
             Ok(())
@@ -725,6 +728,12 @@ pub(super) fn apply_table(
         };
         for (name, value) in body {
             let dotted = format!("{section}.{name}");
+            if let Some(now) = renamed(&dotted, value) {
+                return Err(ConfigError::InvalidValue {
+                    key: dotted,
+                    message: format!("this key was replaced: write {now}"),
+                });
+            }
             let key =
                 KEYS.iter()
                     .find(|k| k.name == dotted)
@@ -875,6 +884,16 @@ fn mode(v: &Value) -> Result<u32, String> {
         return Err(format!("{m:o} has bits outside 0777"));
     }
     Ok(m)
+}
+
+/// What replaces a key an earlier release had, written with the value it was given, so
+/// that an old configuration fails with the line to write instead of "unknown key" (and a
+/// host that ran one daemon per GPU does not end up with every daemon on every GPU).
+fn renamed(key: &str, value: &Value) -> Option<String> {
+    match key {
+        "gpu.device" => Some(format!("[proving] gpus = [{value}]")),
+        _ => None,
+    }
 }
 
 /// `"all"`, or a list of distinct CUDA ordinals (at most 64).

@@ -148,8 +148,8 @@ pub struct ProvingConfig {
     /// Whether non-critical synthesis pauses while a critical partition is in flight.
     pub yield_to_critical: bool,
     /// Page-locked host memory for synthesized partitions, which the GPUs upload from
-    /// directly; also decides at start whether `CAP_IPC_LOCK` is kept (when it and
-    /// [`GpuConfig::staging_memory`] exceed `RLIMIT_MEMLOCK`).
+    /// directly; also decides at start whether `CAP_IPC_LOCK` is kept (when it exceeds
+    /// `RLIMIT_MEMLOCK`).
     pub pinned_memory: u64,
 }
 
@@ -447,6 +447,27 @@ mod tests {
         assert_eq!(c.protocol.max_frame_size, 16 << 20);
         assert_eq!(c.daemon.drain_grace, Duration::from_secs(30));
         assert_eq!(c.proving.pinned_memory, 64 << 30);
+    }
+
+    #[test]
+    fn devices_are_chosen_by_proving_gpus_and_gpu_device_says_so() {
+        let c = parse("[proving]\ngpus = [1, 0]\ncpu_device = 2\nnuma = \"off\"\n").unwrap();
+        assert_eq!(c.proving.gpus, GpuSelection::List(vec![1, 0]));
+        assert_eq!((c.proving.cpu_device, c.proving.numa), (2, false));
+        assert_eq!(Config::default().proving.gpus, GpuSelection::All);
+        for bad in [
+            "gpus = [0, 0]",
+            "gpus = []",
+            "gpus = \"some\"",
+            "gpus = [-1]",
+        ] {
+            let err = parse(&format!("[proving]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("proving.gpus"), "{bad}: {err}");
+        }
+        let err = parse("[gpu]\ndevice = 1\n").unwrap_err().to_string();
+        assert!(err.contains("[proving] gpus = [1]"), "{err}");
     }
 
     #[test]

@@ -458,7 +458,11 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
                 .unwrap_or_default(),
         })
         .collect::<Vec<_>>();
-    let pinned = pinned_pool(config.proving.pinned_memory, &devices);
+    let pinned = pinned_pool(
+        config.proving.pinned_memory,
+        pipeline.memory_budget,
+        &devices,
+    );
     let dir = &config.params.dir;
     match crate::srs::list_param_dir(dir, &crate::proofs::registry::known_params()) {
         Ok(found) => tracing::info!(dir = %dir.display(), files = found.len(), "parameter cache"),
@@ -496,11 +500,23 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
 }
 
 /// The pool of page-locked memory partitions are copied into for the GPUs: `bytes` of it
-/// where one of `devices` uploads from such memory, else none.
-fn pinned_pool(bytes: u64, devices: &[Device]) -> Option<PinnedPool> {
+/// (at most half the memory budget, which counts all of it) where one of `devices` uploads
+/// from such memory, else none.
+fn pinned_pool(bytes: u64, budget: u64, devices: &[Device]) -> Option<PinnedPool> {
     if bytes == 0 {
         return None;
     }
+    let bytes = if bytes > budget / 2 {
+        tracing::warn!(
+            pinned_memory = bytes,
+            memory_budget = budget,
+            "proving.pinned_memory is more than half of the memory budget, which counts all \
+             of it: the pool gets half"
+        );
+        budget / 2
+    } else {
+        bytes
+    };
     let alloc = devices.iter().find_map(|d| d.backend.host_allocator());
     if alloc.is_none() {
         tracing::info!("proving.pinned_memory is set but no device uploads from it");

@@ -22,19 +22,14 @@ pub fn check_root(config: &Config) -> Result<(), DaemonError> {
     Ok(())
 }
 
-/// The capabilities the configuration needs: `CAP_IPC_LOCK` only when the page-locked
-/// memory (the partitions' pool and the staging buffers) exceeds the soft `RLIMIT_MEMLOCK`;
-/// nothing else.
+/// The capabilities the configuration needs: `CAP_IPC_LOCK` only when the pinned memory
+/// exceeds the soft `RLIMIT_MEMLOCK`; nothing else.
 fn needed(config: &Config) -> CapsHashSet {
     let mut keep = CapsHashSet::new();
     let limit = getrlimit(Resource::RLIMIT_MEMLOCK)
         .map(|(soft, _)| soft)
         .unwrap_or(0);
-    let pinned = config
-        .proving
-        .pinned_memory
-        .saturating_add(config.gpu.staging_memory);
-    if pinned > limit {
+    if config.proving.pinned_memory > limit {
         keep.insert(Capability::CAP_IPC_LOCK);
     }
     keep
@@ -140,8 +135,8 @@ pub fn drop_capabilities(config: &Config) -> Result<(), DaemonError> {
     if keep != wanted {
         tracing::warn!(
             pinned_memory = config.proving.pinned_memory,
-            "proving.pinned_memory and gpu.staging_memory exceed RLIMIT_MEMLOCK and \
-             CAP_IPC_LOCK is not available; raise LimitMEMLOCK= instead"
+            "proving.pinned_memory exceeds RLIMIT_MEMLOCK and CAP_IPC_LOCK is not available; \
+             raise LimitMEMLOCK= instead"
         );
     }
     // The bounding set can only shrink while CAP_SETPCAP is effective, so it goes first. An

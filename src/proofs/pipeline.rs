@@ -106,8 +106,9 @@ where
                     }
                     // Made after admission: a critical partition never waits for what a
                     // paused synthesis thread holds.
-                    let claim = critical.then(CriticalClaim::new);
-                    let pause = !critical && stages.yields_to_critical();
+                    let yielding = stages.yields_to_critical();
+                    let claim = (critical && yielding).then(CriticalClaim::new);
+                    let pause = !critical && yielding;
                     // On the node with the fewest synthesis threads for its CPUs (pinned
                     // only on a host of several NUMA nodes).
                     let slot = svc.placement.enter_synthesis();
@@ -123,8 +124,10 @@ where
                         };
                         s.map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
                     };
-                    let result = catch_panic(&what, || make_circuit(k).and_then(synthesize))
-                        .map(|s| svc.stage_for_device(Partition::from(s)));
+                    let result = catch_panic(&what, || {
+                        let s = make_circuit(k).and_then(synthesize)?;
+                        Ok(svc.stage_for_device(Partition::from(s)))
+                    });
                     match result {
                         Ok(synthesized) => {
                             let to = Handover {

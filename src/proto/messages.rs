@@ -377,9 +377,10 @@ pub struct PipelineReport {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DevicesReport {
     /// Where threads run, in one line (as the start-up log has it): `"off"`, `"1 node, not
-    /// pinned: …"`, `"2 nodes: node0 cpus 0-7 (gpu 0, 4 synthesis threads), …"`.
+    /// pinned: …"`, `"2 nodes: node0 cpus 0-7 (device 0, 4 synthesis threads), …"`.
     pub placement: String,
-    /// Each device, in the order partitions are offered to them.
+    /// Each device, in configuration order (`proving.gpus`, then the CPU devices): its index
+    /// here is the `device` label of the metrics.
     pub devices: Vec<DeviceReport>,
 }
 

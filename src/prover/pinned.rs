@@ -116,18 +116,26 @@ impl PinnedPool {
         }
         let bytes = std::mem::size_of_val(values);
         let block = self.take(bytes)?;
-        let mut lease = Lease {
+        // SAFETY: the block is at least `bytes` = size_of_val(values) long (`take` checked),
+        // aligned for Scalar (RawBlock's contract) and owned by no one else until it is lent
+        // below; `values` is another allocation, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                values.as_ptr(),
+                block.ptr().cast::<Scalar>(),
+                values.len(),
+            )
+        };
+        self.shared.leases.fetch_add(1, Ordering::Relaxed);
+        Some(Lease {
             block: Some(block),
             len: values.len(),
             pool: self.shared.clone(),
-        };
-        lease.as_uninit().copy_from_slice(values);
-        self.shared.leases.fetch_add(1, Ordering::Relaxed);
-        Some(lease)
+        })
     }
 
     /// A block of at least `bytes`: a free one that is not much larger, else a new one
-    /// where the limit allows (dropping free blocks to make room).
+    /// where the limit allows (dropping free blocks to make room, only when that is enough).
     fn take(&self, bytes: usize) -> Option<Box<dyn RawBlock>> {
         let size = bytes.div_ceil(GRANULE).saturating_mul(GRANULE);
         let mut st = self.shared.lock();
@@ -141,22 +149,30 @@ impl PinnedPool {
             st.lent += block.bytes();
             return Some(block);
         }
-        let dropped = self.make_room(&mut st, size);
-        if st.broken || st.held + size > self.shared.limit {
+        // Dropping every free block would not make room (or the allocator is gone): keep
+        // them, the next partition of their size reuses them.
+        let free: usize = st.free.iter().map(|b| b.bytes()).sum();
+        if st.broken || (st.held - free).saturating_add(size) > self.shared.limit {
             drop(st);
-            drop(dropped);
             self.shared.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
+        let dropped = self.make_room(&mut st, size);
         st.held += size;
         st.lent += size;
         drop(st);
         // Freeing and page-locking take long (every page): outside the lock.
         drop(dropped);
-        match (self.shared.alloc)(size) {
-            Ok(block) if block.bytes() >= bytes => Some(block),
+        let made = (self.shared.alloc)(size);
+        let mut st = self.shared.lock();
+        match made {
+            Ok(block) if block.bytes() >= bytes => {
+                // The allocator may round up: account for what it made.
+                st.held = st.held - size + block.bytes();
+                st.lent = st.lent - size + block.bytes();
+                Some(block)
+            }
             outcome => {
-                let mut st = self.shared.lock();
                 st.held -= size;
                 st.lent -= size;
                 if !st.broken {
@@ -167,6 +183,7 @@ impl PinnedPool {
                          through the staging buffers"
                     );
                 }
+                drop(st);
                 self.shared.misses.fetch_add(1, Ordering::Relaxed);
                 None
             }
@@ -197,19 +214,6 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// The block's first `len` scalars as uninitialised memory, to be written.
-    fn as_uninit(&mut self) -> &mut [Scalar] {
-        let ptr = self
-            .block
-            .as_ref()
-            .map_or(std::ptr::null_mut(), |b| b.ptr());
-        // SAFETY: the block is at least len · 32 bytes long (`take` checked), aligned for Scalar
-        // (RawBlock's contract), and owned by this lease alone while it lives. Scalar is four
-        // u64 limbs with no invalid bit pattern, so a view of not yet written memory is a
-        // valid (if meaningless) value; `copy_of` overwrites all of it before anyone reads.
-        unsafe { std::slice::from_raw_parts_mut(ptr.cast::<Scalar>(), self.len) }
-    }
-
     /// Bytes of host memory it holds.
     pub fn bytes(&self) -> usize {
         self.block.as_ref().map_or(0, |b| b.bytes())
@@ -226,17 +230,24 @@ impl Deref for Lease {
         if ptr.is_null() {
             return &[];
         }
-        // SAFETY: as in `as_uninit`; every scalar was written by `copy_of`.
+        // SAFETY: the block holds at least `len` scalars, all written by `copy_of`, aligned;
+        // this lease owns it alone while it lives, and the view borrows the lease.
         unsafe { std::slice::from_raw_parts(ptr.cast::<Scalar>(), self.len) }
     }
 }
 
 impl DerefMut for Lease {
     fn deref_mut(&mut self) -> &mut [Scalar] {
-        if self.block.is_none() {
+        let ptr = self
+            .block
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |b| b.ptr());
+        if ptr.is_null() {
             return &mut [];
         }
-        self.as_uninit()
+        // SAFETY: as for `deref`, and the view borrows the lease mutably, so it is the only
+        // one.
+        unsafe { std::slice::from_raw_parts_mut(ptr.cast::<Scalar>(), self.len) }
     }
 }
 
@@ -329,22 +340,45 @@ impl std::fmt::Debug for Scalars {
 
 /// A heap block (ordinary memory): the pool's allocator in tests, and a stand-in where no
 /// device is at hand.
-pub struct HeapBlock(Vec<u64>);
+pub struct HeapBlock {
+    /// Owns the memory; only reached through `ptr` after construction.
+    _words: Box<[u64]>,
+    ptr: *mut u8,
+    bytes: usize,
+}
+
+// SAFETY: the block owns its memory (the boxed words, never moved out or touched through the
+// box after `new`); who writes through `ptr` is decided by the pool's leases, which lend a
+// block to one owner at a time.
+unsafe impl Send for HeapBlock {}
+// SAFETY: as above: `&HeapBlock` only hands out the address.
+unsafe impl Sync for HeapBlock {}
+
+impl HeapBlock {
+    /// A zeroed block of at least `bytes`, aligned for u64 (and Scalar).
+    pub fn new(bytes: usize) -> Self {
+        let mut words = vec![0u64; bytes.div_ceil(8)].into_boxed_slice();
+        let ptr = words.as_mut_ptr().cast::<u8>();
+        HeapBlock {
+            bytes: words.len() * 8,
+            _words: words,
+            ptr,
+        }
+    }
+}
 
 impl RawBlock for HeapBlock {
     fn ptr(&self) -> *mut u8 {
-        self.0.as_ptr().cast_mut().cast()
+        self.ptr
     }
     fn bytes(&self) -> usize {
-        self.0.len() * 8
+        self.bytes
     }
 }
 
 /// An allocator of [`HeapBlock`]s.
 pub fn heap_allocator() -> HostAllocator {
-    Arc::new(|bytes: usize| {
-        Ok(Box::new(HeapBlock(vec![0u64; bytes.div_ceil(8)])) as Box<dyn RawBlock>)
-    })
+    Arc::new(|bytes: usize| Ok(Box::new(HeapBlock::new(bytes)) as Box<dyn RawBlock>))
 }
 
 #[cfg(test)]
@@ -390,6 +424,34 @@ mod tests {
         let big = Scalars::from(values(90_000, 4)).pin(&pool); // 2.9 MB: two granules
         assert!(big.is_pinned());
         assert_eq!(pool.stats().held, 4 << 20, "{:?}", pool.stats());
+    }
+
+    #[test]
+    fn a_request_that_cannot_fit_keeps_the_free_blocks() {
+        let pool = PinnedPool::new(6 << 20, heap_allocator());
+        let a = Scalars::from(values(60_000, 1)).pin(&pool); // one granule
+        drop(Scalars::from(values(60_000, 2)).pin(&pool)); // one granule, free again
+                                                           // 4.5 MB: three granules; with `a` lent only 4 MiB could ever be had.
+        let big = Scalars::from(values(140_000, 3)).pin(&pool);
+        assert!(!big.is_pinned());
+        assert_eq!(pool.stats().held, 4 << 20, "the free block was kept");
+        assert!(Scalars::from(values(60_000, 4)).pin(&pool).is_pinned());
+        assert_eq!(pool.stats().held, 4 << 20, "and reused");
+        drop(a);
+    }
+
+    #[test]
+    fn a_rounded_up_block_is_accounted_as_made() {
+        let rounding: HostAllocator =
+            Arc::new(
+                |bytes: usize| Ok(Box::new(HeapBlock::new(bytes + 4096)) as Box<dyn RawBlock>),
+            );
+        let pool = PinnedPool::new(64 << 20, rounding);
+        let s = Scalars::from(values(1000, 1)).pin(&pool);
+        assert_eq!(pool.stats().held, (2 << 20) + 4096);
+        drop(s);
+        let st = pool.stats();
+        assert_eq!((st.held, st.lent), ((2 << 20) + 4096, 0));
     }
 
     #[test]

@@ -319,6 +319,9 @@ impl Busy {
 /// One device's counters and its workers' availability, for spreading partitions.
 #[derive(Default)]
 struct DeviceState {
+    /// Whether it takes critical partitions (an accelerator, or any device where there is
+    /// none): such a device goes before the others for every partition.
+    critical: bool,
     busy: Busy,
     proved: u64,
     /// General (not critical-only) workers waiting for a partition now.
@@ -329,16 +332,23 @@ struct DeviceState {
 
 impl DeviceState {
     /// Whether this device should have the next non-critical partition before a general
-    /// worker of `other`: it has an idle general worker and has gone longer without new work.
-    /// Partitions then rotate over idle devices rather than going to whichever worker wakes
-    /// first.
+    /// worker of `other`: it has an idle general worker, and it is an accelerator where
+    /// `other` is not, or of the same kind and has gone longer without new work. Partitions
+    /// then rotate over idle GPUs (a CPU device gets one only while no GPU is idle) rather
+    /// than going to whichever worker wakes first. A strict order: of the idle devices
+    /// exactly one goes before all others.
     fn goes_before(&self, other: &DeviceState) -> bool {
-        self.idle_general > 0
-            && match (self.last_start, other.last_start) {
-                (None, Some(_)) => true,
-                (Some(a), Some(b)) => a < b,
-                _ => false,
-            }
+        if self.idle_general == 0 {
+            return false;
+        }
+        if self.critical != other.critical {
+            return self.critical;
+        }
+        match (self.last_start, other.last_start) {
+            (None, Some(_)) => true,
+            (Some(a), Some(b)) => a < b,
+            _ => false,
+        }
     }
 }
 
@@ -467,7 +477,13 @@ impl Stages {
                 }),
                 queue: BTreeMap::new(),
                 busy: Busy::default(),
-                devices: devices.iter().map(|_| DeviceState::default()).collect(),
+                devices: devices
+                    .iter()
+                    .map(|d| DeviceState {
+                        critical: d.critical || !any_critical,
+                        ..DeviceState::default()
+                    })
+                    .collect(),
                 measured: HashMap::new(),
                 stats: PipelineStats {
                     synthesis_threads: options.synthesis_threads.max(1),
@@ -734,33 +750,50 @@ enum Lane {
     NonCritical,
 }
 
+/// What a device worker finds in the queue.
+enum Next {
+    /// A partition for it.
+    Take(Key, Box<DeviceItem>),
+    /// A partition it could take, left to a device that goes first
+    /// ([`DeviceState::goes_before`]).
+    Defer,
+    /// Nothing for its lane.
+    Nothing,
+}
+
 /// Takes the best queued partition this worker's lane may run. A general worker leaves a
-/// non-critical partition to another device's idle general worker when that device has gone
-/// longer without new work ([`DeviceState::goes_before`]).
-fn next_item(st: &mut State, device: usize, lane: Lane) -> Option<(Key, DeviceItem)> {
+/// non-critical partition to another device's idle general worker when that device goes
+/// first ([`DeviceState::goes_before`]).
+fn next_item(st: &mut State, device: usize, lane: Lane) -> Next {
     let key = match lane {
-        Lane::Any => *st.queue.first_key_value()?.0,
-        Lane::CriticalOnly => {
-            let (&key, _) = st.queue.first_key_value()?;
-            if key.class() < CRITICAL {
-                return None;
-            }
-            key
-        }
-        Lane::NonCritical => *st.queue.keys().find(|k| k.class() < CRITICAL)?,
+        Lane::Any => st.queue.first_key_value().map(|(k, _)| *k),
+        Lane::CriticalOnly => st
+            .queue
+            .first_key_value()
+            .map(|(k, _)| *k)
+            .filter(|k| k.class() >= CRITICAL),
+        Lane::NonCritical => st.queue.keys().find(|k| k.class() < CRITICAL).copied(),
+    };
+    let Some(key) = key else {
+        return Next::Nothing;
     };
     if lane != Lane::CriticalOnly && key.class() < CRITICAL {
-        let me = st.devices.get(device)?;
-        if st
+        let Some(me) = st.devices.get(device) else {
+            return Next::Nothing;
+        };
+        let deferred = st
             .devices
             .iter()
             .enumerate()
-            .any(|(d, other)| d != device && other.goes_before(me))
-        {
-            return None;
+            .any(|(d, other)| d != device && other.goes_before(me));
+        if deferred {
+            return Next::Defer;
         }
     }
-    st.queue.remove(&key).map(|item| (key, item))
+    match st.queue.remove(&key) {
+        Some(item) => Next::Take(key, Box::new(item)),
+        None => Next::Nothing,
+    }
 }
 
 fn device_loop(inner: &Inner, device: usize, lane: Lane) {
@@ -772,7 +805,8 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
                 d.idle_general += general;
             }
             loop {
-                if let Some(next) = next_item(&mut st, device, lane) {
+                let next = next_item(&mut st, device, lane);
+                if let Next::Take(key, item) = next {
                     let now = Instant::now();
                     st.busy.start(now);
                     if let Some(d) = st.devices.get_mut(device) {
@@ -780,10 +814,20 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
                         d.idle_general -= general;
                         d.last_start = Some(now);
                     }
-                    break next;
+                    if !st.queue.is_empty() {
+                        // What is left may be another device's to take: its worker may have
+                        // deferred it before this take changed who goes first.
+                        inner.device.notify_all();
+                    }
+                    break (key, *item);
                 }
                 if st.stopping {
                     return;
+                }
+                if matches!(next, Next::Defer) {
+                    // The device that goes first has an idle worker waiting: wake it (the
+                    // order is strict, so it takes the partition rather than defer again).
+                    inner.device.notify_all();
                 }
                 st = inner
                     .device

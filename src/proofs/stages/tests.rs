@@ -305,6 +305,28 @@ fn two_devices(second_critical: bool) -> Stages {
     Stages::start(&options, &[DeviceSpec::any("gpu"), cpu]).unwrap()
 }
 
+/// Admits and hands over partition `k` of `job` (recorded as `aux.len() = index`), for
+/// [`OnDevice`] to prove in `hold`.
+fn submit_on(
+    st: &Stages,
+    log: &Arc<Mutex<Vec<(usize, usize)>>>,
+    hold: Duration,
+    (job, k, index): (&Arc<JobRun>, usize, usize),
+    tx: &Sender<PartitionDone>,
+) {
+    assert!(st.admit(job, k, 0).unwrap());
+    let to = Handover {
+        job: job.clone(),
+        partition: k,
+        synthesized: partition(index, 0),
+        synthesis: Duration::ZERO,
+        work: Arc::new(OnDevice(log.clone(), hold)),
+        reply: tx.clone(),
+        claim: None,
+    };
+    st.to_device(&id(), to);
+}
+
 #[test]
 fn partitions_of_one_job_spread_over_two_devices() {
     let st = two_devices(true);
@@ -312,20 +334,7 @@ fn partitions_of_one_job_spread_over_two_devices() {
     let (tx, rx) = mpsc::channel();
     let job = JobRun::new(1, 70);
     for k in 0..8 {
-        assert!(st.admit(&job, k, 0).unwrap());
-        let work = Arc::new(OnDevice(log.clone(), Duration::from_millis(20)));
-        st.to_device(
-            &id(),
-            Handover {
-                job: job.clone(),
-                partition: k,
-                synthesized: partition(k, 0),
-                synthesis: Duration::ZERO,
-                work,
-                reply: tx.clone(),
-                claim: None,
-            },
-        );
+        submit_on(&st, &log, Duration::from_millis(20), (&job, k, k), &tx);
     }
     for _ in 0..8 {
         assert!(recv(&rx).result.is_ok());
@@ -349,23 +358,46 @@ fn a_cpu_beside_a_gpu_never_takes_a_critical_partition() {
     // Enough critical partitions at once that an idle CPU worker would take some.
     for k in 0..6 {
         let job = JobRun::new(CRITICAL, 80 + k as u64);
-        assert!(st.admit(&job, 0, 0).unwrap());
-        let work = Arc::new(OnDevice(log.clone(), Duration::from_millis(10)));
-        st.to_device(
-            &id(),
-            Handover {
-                job,
-                partition: 0,
-                synthesized: partition(k, 0),
-                synthesis: Duration::ZERO,
-                work,
-                reply: tx.clone(),
-                claim: None,
-            },
-        );
+        submit_on(&st, &log, Duration::from_millis(10), (&job, 0, k), &tx);
     }
     for _ in 0..6 {
         assert!(recv(&rx).result.is_ok());
+    }
+    let log = log.lock().unwrap().clone();
+    assert!(log.iter().all(|(dev, _)| *dev == 0), "{log:?}");
+}
+
+#[test]
+fn partitions_handed_over_together_are_all_taken() {
+    // Two devices that rotate: a worker that defers a partition to the other device must not
+    // leave the second of two partitions handed over at once waiting for the next handover.
+    let st = two_devices(true);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
+    for round in 0..20u64 {
+        let job = JobRun::new(1, 100 + round);
+        for k in 0..2 {
+            submit_on(&st, &log, Duration::from_millis(2), (&job, k, k), &tx);
+        }
+        for _ in 0..2 {
+            assert!(recv(&rx).result.is_ok(), "round {round}");
+        }
+    }
+    assert_eq!(st.stats().device_queued, 0);
+}
+
+#[test]
+fn an_idle_gpu_goes_before_an_idle_cpu() {
+    let st = two_devices(false);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
+    // One partition at a time: the GPU is idle when each arrives (its worker is back
+    // waiting well within the pause after a result).
+    for k in 0..6 {
+        let job = JobRun::new(1, 120 + k as u64);
+        submit_on(&st, &log, Duration::from_millis(2), (&job, 0, k), &tx);
+        assert!(recv(&rx).result.is_ok());
+        std::thread::sleep(Duration::from_millis(20));
     }
     let log = log.lock().unwrap().clone();
     assert!(log.iter().all(|(dev, _)| *dev == 0), "{log:?}");
