@@ -1,0 +1,398 @@
+package cuzk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultSocketPath is the daemon's default socket (socket.path in cuzk.toml).
+const DefaultSocketPath = "/run/cuzk/cuzk.sock"
+
+// DefaultSocket is $CUZK_SOCKET when set (as for the cuzk command line), else
+// DefaultSocketPath.
+func DefaultSocket() string {
+	if s := os.Getenv("CUZK_SOCKET"); s != "" {
+		return s
+	}
+	return DefaultSocketPath
+}
+
+// DefaultWelcomeTimeout bounds the wait for the Welcome when Dial's context has no deadline:
+// a socket-activated daemon that keeps failing to start still has its connections accepted
+// by systemd but never answers, and a miner should hear about that rather than hang.
+const DefaultWelcomeTimeout = 60 * time.Second
+
+// Client is one connection to cuzkd, past the Hello/Welcome exchange.
+//
+// The protocol answers one request at a time per connection, so a Client serialises its
+// calls with a mutex: a call waits for the previous one to finish. Await and Prove hold the
+// connection until the job ends, so use another Client (connections are cheap) for
+// anything meanwhile, such as Status or Cancel.
+//
+// Every call takes a context. Its deadline becomes the socket's deadline; its cancellation
+// (or the deadline passing) closes the connection, since a half-written request or a
+// half-read response leaves the stream unusable. Closing a connection does NOT cancel a job
+// the daemon already accepted: it keeps proving. To stop it, Cancel its job id (from Submit's
+// Accepted, or an *Error's JobID) on a connection that is still open, or a new one. Prove
+// returns no job id before the proof, so a job that may need cancelling should be sent with
+// Submit and then Await, or carry a RequestID: re-submitting the same request id and input
+// returns the running job's id (Accepted.Existing) without queueing it twice.
+//
+// After a transport error, a cancelled context, or a daemon error that closes the
+// connection (FrameTooLarge, PermissionDenied, Busy) the Client is closed and every further
+// call returns ErrClosed; Dial again.
+type Client struct {
+	mu      sync.Mutex
+	conn    net.Conn
+	closed  bool
+	socket  string
+	name    string
+	welcome Welcome
+	// maxRead bounds the frames read: the Welcome's max_frame_size, at least the default,
+	// so that no announced length beyond it is ever allocated.
+	maxRead uint32
+}
+
+// Dial connects to the daemon at socketPath (DefaultSocket() for the usual one) and says
+// Hello as clientName (free text for the daemon's logs, e.g. "curio/1.24").
+func Dial(ctx context.Context, socketPath, clientName string) (*Client, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("cuzk: cannot connect to cuzkd at %s (is cuzkd.socket or cuzkd running? see journalctl -u cuzkd): %w", socketPath, err)
+	}
+	c := &Client{conn: conn, socket: socketPath, name: clientName, maxRead: DefaultMaxFrameSize}
+	hctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(ctx, DefaultWelcomeTimeout)
+		defer cancel()
+	}
+	resp, err := c.Call(hctx, HelloRequest{Hello{ProtocolVersion: ProtocolVersion, ClientName: clientName}})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	w, ok := resp.(WelcomeResponse)
+	if !ok {
+		c.Close()
+		return nil, &UnexpectedResponseError{Request: "Hello", Response: resp}
+	}
+	if w.Welcome.ProtocolVersion != ProtocolVersion {
+		c.Close()
+		return nil, fmt.Errorf("cuzk: daemon welcomed protocol version %d, this client speaks %d", w.Welcome.ProtocolVersion, ProtocolVersion)
+	}
+	c.welcome = w.Welcome
+	if w.Welcome.MaxFrameSize > c.maxRead {
+		c.maxRead = w.Welcome.MaxFrameSize
+	}
+	return c, nil
+}
+
+// Welcome is what the daemon said in answer to Hello.
+func (c *Client) Welcome() Welcome { return c.welcome }
+
+// SocketPath is the socket this client dialled.
+func (c *Client) SocketPath() string { return c.socket }
+
+// Close closes the connection. Jobs submitted on it keep running (see Client).
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeLocked()
+}
+
+func (c *Client) closeLocked() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	return c.conn.Close()
+}
+
+// Call sends one request and reads its response. An Error response is returned as *Error
+// (nil Response). Prefer the typed methods; Call is for requests appended to the protocol
+// after them.
+func (c *Client) Call(ctx context.Context, req Request) (Response, error) {
+	payload, err := EncodeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Before the Welcome, the daemon's limit is not known: the default is its default.
+	limit := c.welcome.MaxFrameSize
+	if limit == 0 {
+		limit = DefaultMaxFrameSize
+	}
+	frame, err := AppendFrame(nil, payload, limit)
+	if err != nil {
+		// Refused locally: the daemon would have closed the connection on it.
+		return nil, err
+	}
+
+	deadline, _ := ctx.Deadline() // zero: none
+	if err := c.conn.SetDeadline(deadline); err != nil {
+		c.closeLocked()
+		return nil, fmt.Errorf("cuzk: setting the socket deadline: %w", err)
+	}
+	// Cancellation interrupts blocked I/O by moving the deadline into the past; the
+	// connection is then closed below, since the stream may be mid-frame.
+	stop := make(chan struct{})
+	watcher := make(chan struct{})
+	go func() {
+		defer close(watcher)
+		select {
+		case <-ctx.Done():
+			c.conn.SetDeadline(time.Unix(1, 0))
+		case <-stop:
+		}
+	}()
+	resp, err := c.exchange(frame)
+	close(stop)
+	<-watcher
+
+	if err != nil {
+		var derr *DecodeError
+		var uerr *UnknownVariantError
+		if errors.As(err, &derr) || errors.As(err, &uerr) {
+			// The whole frame was read, so the stream is still in step.
+			return nil, fmt.Errorf("cuzk: %s: %w", requestName(req), err)
+		}
+		c.closeLocked()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("cuzk: %s: connection closed: %w", requestName(req), cerr)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, fmt.Errorf("cuzk: %s: connection closed: %w", requestName(req), context.DeadlineExceeded)
+		}
+		return nil, fmt.Errorf("cuzk: %s: %w", requestName(req), err)
+	}
+	if e, ok := resp.(ErrorResponseMsg); ok {
+		de := &Error{Code: e.Error.Code, Message: e.Error.Message, JobID: e.Error.JobID}
+		if de.ClosesConnection() {
+			c.closeLocked()
+		}
+		return nil, de
+	}
+	return resp, nil
+}
+
+// exchange writes a frame and reads one response.
+func (c *Client) exchange(frame []byte) (Response, error) {
+	if _, err := c.conn.Write(frame); err != nil {
+		// A daemon refusing the connection (Busy, PermissionDenied) answers and closes
+		// before reading: its error is still waiting to be read, and says more than EPIPE.
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			c.conn.SetReadDeadline(time.Now().Add(time.Second))
+			if resp, rerr := c.readResponse(); rerr == nil {
+				if _, ok := resp.(ErrorResponseMsg); ok {
+					return resp, nil
+				}
+			}
+		}
+		return nil, fmt.Errorf("sending to cuzkd: %w", closedOr(err))
+	}
+	return c.readResponse()
+}
+
+func (c *Client) readResponse() (Response, error) {
+	payload, err := ReadFrame(c.conn, c.maxRead)
+	if err != nil {
+		var fs *FrameSizeError
+		if errors.As(err, &fs) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("reading from cuzkd: %w", closedOr(err))
+	}
+	return DecodeResponse(payload)
+}
+
+// closedOr turns the ways a peer hangs up into ErrClosed (keeping the cause in the text).
+func closedOr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+		return fmt.Errorf("cuzkd closed the connection (%v): %w", err, ErrClosed)
+	}
+	return err
+}
+
+func requestName(r Request) string {
+	names := [...]string{"Hello", "Submit", "Await", "Prove", "Cancel", "Status", "Metrics",
+		"Preload", "Evict", "Residency", "Pipeline", "Devices"}
+	if i := r.Index(); int(i) < len(names) {
+		return names[i]
+	}
+	return fmt.Sprintf("Request(%d)", r.Index())
+}
+
+// Submit queues a proof and returns at once with its job id.
+func (c *Client) Submit(ctx context.Context, s Submit) (*Accepted, error) {
+	resp, err := c.Call(ctx, SubmitRequest{s})
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := resp.(AcceptedResponse); ok {
+		return &a.Accepted, nil
+	}
+	return nil, &UnexpectedResponseError{"Submit", resp}
+}
+
+// Await waits until the job ends and returns its proof; a failed, cancelled or
+// shut-down job is an *Error with the job's id. It holds the connection meanwhile.
+func (c *Client) Await(ctx context.Context, jobID uint64) (*ProofResult, error) {
+	p, pending, err := c.await(ctx, AwaitJob{JobID: jobID})
+	if err == nil && pending != nil {
+		// The daemon answers Pending only to an Await with a timeout.
+		return nil, &UnexpectedResponseError{"Await", PendingResponse{*pending}}
+	}
+	return p, err
+}
+
+// AwaitFor waits at most wait (0 polls) for the job: the proof when it is done, else the
+// job's current state (Pending). Exactly one of the two results is non-nil without error.
+func (c *Client) AwaitFor(ctx context.Context, jobID uint64, wait time.Duration) (*ProofResult, *JobInfo, error) {
+	if wait < 0 {
+		wait = 0
+	}
+	ms := uint64(wait / time.Millisecond)
+	return c.await(ctx, AwaitJob{JobID: jobID, TimeoutMs: &ms})
+}
+
+func (c *Client) await(ctx context.Context, a AwaitJob) (*ProofResult, *JobInfo, error) {
+	resp, err := c.Call(ctx, AwaitRequest{a})
+	if err != nil {
+		return nil, nil, err
+	}
+	switch r := resp.(type) {
+	case ProofResponse:
+		return &r.Proof, nil, nil
+	case PendingResponse:
+		return nil, &r.Job, nil
+	}
+	return nil, nil, &UnexpectedResponseError{"Await", resp}
+}
+
+// Prove submits and awaits in one round trip, holding the connection until the job ends.
+// It gives no job id before the proof: see Client on cancelling such a job.
+func (c *Client) Prove(ctx context.Context, s Submit) (*ProofResult, error) {
+	resp, err := c.Call(ctx, ProveRequest{s})
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := resp.(ProofResponse); ok {
+		return &p.Proof, nil
+	}
+	return nil, &UnexpectedResponseError{"Prove", resp}
+}
+
+// Cancel cancels a job: a queued one at once, a running one at its next partition
+// boundary. Unknown jobs give ErrUnknownJob, finished ones ErrJobFinished.
+func (c *Client) Cancel(ctx context.Context, jobID uint64) (*Cancelled, error) {
+	resp, err := c.Call(ctx, CancelRequest{JobRef{jobID}})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(CancelledResponse); ok {
+		return &r.Cancelled, nil
+	}
+	return nil, &UnexpectedResponseError{"Cancel", resp}
+}
+
+// Status reports the daemon (q.JobID nil: every job it still knows) or one job
+// (ErrUnknownJob if unknown).
+func (c *Client) Status(ctx context.Context, q StatusQuery) (*StatusReport, error) {
+	resp, err := c.Call(ctx, StatusRequest{q})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(StatusResponse); ok {
+		return &r.Status, nil
+	}
+	return nil, &UnexpectedResponseError{"Status", resp}
+}
+
+// Metrics returns the Prometheus text exposition (format 0.0.4).
+func (c *Client) Metrics(ctx context.Context) (string, error) {
+	resp, err := c.Call(ctx, MetricsRequest{})
+	if err != nil {
+		return "", err
+	}
+	if r, ok := resp.(MetricsResponse); ok {
+		return r.Text, nil
+	}
+	return "", &UnexpectedResponseError{"Metrics", resp}
+}
+
+// Preload loads (and prepares for the backend) a parameter set; an invalid sector size is
+// ErrInvalidInput, a set that cannot be loaded ErrParamsUnavailable.
+func (c *Client) Preload(ctx context.Context, spec ParamSpec) (*ParamsReport, error) {
+	return c.params(ctx, PreloadRequest{spec})
+}
+
+// Evict drops a parameter set from host and device memory.
+func (c *Client) Evict(ctx context.Context, spec ParamSpec) (*ParamsReport, error) {
+	return c.params(ctx, EvictRequest{spec})
+}
+
+func (c *Client) params(ctx context.Context, req Request) (*ParamsReport, error) {
+	resp, err := c.Call(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(ParamsResponse); ok {
+		return &r.Params, nil
+	}
+	return nil, &UnexpectedResponseError{requestName(req), resp}
+}
+
+// Residency reports the resident parameter sets' host and device bytes. A daemon that
+// predates it answers ErrMalformedFrame.
+func (c *Client) Residency(ctx context.Context) (*ResidencyReport, error) {
+	resp, err := c.Call(ctx, ResidencyRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(ResidencyResponse); ok {
+		return &r.Residency, nil
+	}
+	return nil, &UnexpectedResponseError{"Residency", resp}
+}
+
+// Pipeline reports the partitions per proving stage and the host memory budget. A daemon
+// that predates it answers ErrMalformedFrame.
+func (c *Client) Pipeline(ctx context.Context) (*PipelineReport, error) {
+	resp, err := c.Call(ctx, PipelineRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(PipelineResponse); ok {
+		return &r.Pipeline, nil
+	}
+	return nil, &UnexpectedResponseError{"Pipeline", resp}
+}
+
+// Devices reports the proving devices. A daemon that predates it answers ErrMalformedFrame.
+func (c *Client) Devices(ctx context.Context) (*DevicesReport, error) {
+	resp, err := c.Call(ctx, DevicesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(DevicesResponse); ok {
+		return &r.Devices, nil
+	}
+	return nil, &UnexpectedResponseError{"Devices", resp}
+}

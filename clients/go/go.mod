@@ -1,0 +1,3 @@
+module github.com/cuzk/cuzk/clients/go
+
+go 1.19

@@ -1,0 +1,759 @@
+package cuzk
+
+import "fmt"
+
+// ProtocolVersion is the protocol version this package speaks.
+const ProtocolVersion uint32 = 1
+
+// ProofKind is one of the four proof kinds (wire indices 0-3).
+type ProofKind uint32
+
+// The proof kinds, in wire order.
+const (
+	PoRep ProofKind = iota
+	SnapDeals
+	WindowPoSt
+	WinningPoSt
+)
+
+var proofKindNames = [...]string{"PoRep", "SnapDeals", "WindowPoSt", "WinningPoSt"}
+
+func (k ProofKind) String() string {
+	if int(k) < len(proofKindNames) {
+		return proofKindNames[k]
+	}
+	return fmt.Sprintf("ProofKind(%d)", uint32(k))
+}
+
+// Priority is a job's scheduling class. A higher class always starts before a lower one.
+type Priority uint32
+
+// The priorities, in wire order.
+const (
+	Low Priority = iota
+	Normal
+	High
+	Critical
+)
+
+var priorityNames = [...]string{"Low", "Normal", "High", "Critical"}
+
+func (p Priority) String() string {
+	if int(p) < len(priorityNames) {
+		return priorityNames[p]
+	}
+	return fmt.Sprintf("Priority(%d)", uint32(p))
+}
+
+// JobState is where a job is.
+type JobState uint32
+
+// The job states, in wire order.
+const (
+	Queued JobState = iota
+	Running
+	Succeeded
+	Failed
+	CancelledState
+)
+
+var jobStateNames = [...]string{"Queued", "Running", "Succeeded", "Failed", "Cancelled"}
+
+func (s JobState) String() string {
+	if int(s) < len(jobStateNames) {
+		return jobStateNames[s]
+	}
+	return fmt.Sprintf("JobState(%d)", uint32(s))
+}
+
+// Hello opens a session.
+type Hello struct {
+	ProtocolVersion uint32
+	ClientName      string
+}
+
+// Welcome is the daemon's answer to Hello.
+type Welcome struct {
+	ProtocolVersion uint32
+	ServerVersion   string
+	Backend         string
+	ProofKinds      []ProofKind
+	MaxFrameSize    uint32
+	MaxQueued       uint32
+	Workers         uint32
+}
+
+// ProofInput is one of PoRepInput, SnapDealsInput, WindowPoStInput, WinningPoStInput.
+type ProofInput interface {
+	Kind() ProofKind
+	encode(e *encoder)
+}
+
+// PoRepInput is a PoRep C2: the C1 output (filecoin-proofs-api SealCommitPhase1Output JSON,
+// or lotus-bench's wrapper), the miner's actor id (f01234 → 1234) and the sector number
+// (nil only with the lotus-bench wrapper, which carries it).
+type PoRepInput struct {
+	C1           []byte
+	MinerID      uint64
+	SectorNumber *uint64
+}
+
+// SnapDealsInput is a SnapDeals update proof's JSON input (docs/inputs.md).
+type SnapDealsInput struct{ Input []byte }
+
+// WindowPoStInput is ONE WindowPoSt partition's JSON input (docs/inputs.md): the protocol
+// has no whole-deadline request.
+type WindowPoStInput struct{ Input []byte }
+
+// WinningPoStInput is a WinningPoSt JSON input (docs/inputs.md).
+type WinningPoStInput struct{ Input []byte }
+
+// Kind reports PoRep.
+func (PoRepInput) Kind() ProofKind { return PoRep }
+
+// Kind reports SnapDeals.
+func (SnapDealsInput) Kind() ProofKind { return SnapDeals }
+
+// Kind reports WindowPoSt.
+func (WindowPoStInput) Kind() ProofKind { return WindowPoSt }
+
+// Kind reports WinningPoSt.
+func (WinningPoStInput) Kind() ProofKind { return WinningPoSt }
+
+func (p PoRepInput) encode(e *encoder) {
+	e.variant(uint32(PoRep))
+	e.bytes(p.C1)
+	e.u64(p.MinerID)
+	e.optU64(p.SectorNumber)
+}
+func (p SnapDealsInput) encode(e *encoder)   { e.variant(uint32(SnapDeals)); e.bytes(p.Input) }
+func (p WindowPoStInput) encode(e *encoder)  { e.variant(uint32(WindowPoSt)); e.bytes(p.Input) }
+func (p WinningPoStInput) encode(e *encoder) { e.variant(uint32(WinningPoSt)); e.bytes(p.Input) }
+
+// Submit queues a proof. RequestID (1-256 bytes) makes submission idempotent; Priority nil
+// takes the kind's default (WinningPoSt Critical, WindowPoSt High, others Normal).
+type Submit struct {
+	RequestID *string
+	Priority  *Priority
+	Input     ProofInput
+}
+
+// AwaitJob waits for a job; TimeoutMs nil waits until it ends, 0 polls.
+type AwaitJob struct {
+	JobID     uint64
+	TimeoutMs *uint64
+}
+
+// JobRef names a job.
+type JobRef struct{ JobID uint64 }
+
+// StatusQuery asks for one job (JobID set) or the whole daemon.
+type StatusQuery struct{ JobID *uint64 }
+
+// ParamSpec names a parameter set: a proof kind and a sector size in bytes.
+type ParamSpec struct {
+	Kind       ProofKind
+	SectorSize uint64
+}
+
+// Accepted answers Submit.
+type Accepted struct {
+	JobID    uint64
+	Existing bool // an earlier job with the same request id and input
+	State    JobState
+	Priority Priority
+}
+
+// Timings of a job, in microseconds; TotalUs runs from Submit to the result.
+type Timings struct {
+	QueueWaitUs    uint64
+	ParamLoadUs    uint64
+	SynthesisUs    uint64
+	ProvingUs      uint64
+	VerificationUs uint64
+	TotalUs        uint64
+}
+
+// ProofResult is a finished job's verified proof: 192 bytes per partition, in order.
+type ProofResult struct {
+	JobID      uint64
+	Kind       ProofKind
+	Proof      []byte
+	Partitions uint32
+	Backend    string
+	Timings    Timings
+}
+
+// JobInfo describes a job.
+type JobInfo struct {
+	JobID           uint64
+	RequestID       *string
+	Kind            ProofKind
+	Priority        Priority
+	State           JobState
+	PartitionsDone  uint32
+	PartitionsTotal uint32
+	AgeMs           uint64
+	Error           *string
+}
+
+// Cancelled answers Cancel.
+type Cancelled struct {
+	JobID      uint64
+	WasRunning bool
+}
+
+// StatusReport answers Status.
+type StatusReport struct {
+	ServerVersion string
+	Backend       string
+	UptimeS       uint64
+	Queued        uint32
+	Running       uint32
+	Succeeded     uint64
+	Failed        uint64
+	Cancelled     uint64
+	Jobs          []JobInfo
+	ParamsLoaded  []ParamSpec
+}
+
+// ParamsReport answers Preload and Evict: the resident parameter sets.
+type ParamsReport struct {
+	Loaded    []ParamSpec
+	ElapsedMs uint64
+}
+
+// ErrorResponse is the daemon's typed error as it travels; the client returns it as *Error.
+type ErrorResponse struct {
+	Code    ErrorCode
+	Message string
+	JobID   *uint64
+}
+
+// ParamResidency is a resident parameter set with its host and device bytes.
+type ParamResidency struct {
+	Spec        ParamSpec
+	HostBytes   uint64
+	DeviceBytes uint64
+}
+
+// ResidencyReport answers Residency.
+type ResidencyReport struct{ Params []ParamResidency }
+
+// PipelineReport answers Pipeline. BudgetBytes is math.MaxUint64 where there is no budget.
+type PipelineReport struct {
+	SynthesisThreads uint32
+	Waiting          uint32
+	Synthesizing     uint32
+	DeviceQueued     uint32
+	DeviceRunning    uint32
+	BudgetBytes      uint64
+	ReservedBytes    uint64
+	ParamsBytes      uint64
+	DeviceBusyMs     uint64
+	PartitionsProved uint64
+}
+
+// DeviceReport is one proving device.
+type DeviceReport struct {
+	Name             string
+	CPUs             string // a Linux CPU list ("0-7,16-23"); empty when not pinned
+	Running          uint32
+	BusyMs           uint64
+	PartitionsProved uint64
+	Params           []ParamResidency
+}
+
+// DevicesReport answers Devices.
+type DevicesReport struct {
+	Placement string
+	Devices   []DeviceReport
+}
+
+// Request is a message to the daemon: one of the *Request types below.
+type Request interface {
+	// Index is the variant index on the wire.
+	Index() uint32
+	encodeBody(e *encoder)
+}
+
+// The request variants (protocol.md section 4), in wire order.
+type (
+	HelloRequest     struct{ Hello Hello }       // 0
+	SubmitRequest    struct{ Submit Submit }     // 1
+	AwaitRequest     struct{ Await AwaitJob }    // 2
+	ProveRequest     struct{ Submit Submit }     // 3
+	CancelRequest    struct{ Job JobRef }        // 4
+	StatusRequest    struct{ Query StatusQuery } // 5
+	MetricsRequest   struct{}                    // 6
+	PreloadRequest   struct{ Spec ParamSpec }    // 7
+	EvictRequest     struct{ Spec ParamSpec }    // 8
+	ResidencyRequest struct{}                    // 9
+	PipelineRequest  struct{}                    // 10
+	DevicesRequest   struct{}                    // 11
+)
+
+func (HelloRequest) Index() uint32     { return 0 }
+func (SubmitRequest) Index() uint32    { return 1 }
+func (AwaitRequest) Index() uint32     { return 2 }
+func (ProveRequest) Index() uint32     { return 3 }
+func (CancelRequest) Index() uint32    { return 4 }
+func (StatusRequest) Index() uint32    { return 5 }
+func (MetricsRequest) Index() uint32   { return 6 }
+func (PreloadRequest) Index() uint32   { return 7 }
+func (EvictRequest) Index() uint32     { return 8 }
+func (ResidencyRequest) Index() uint32 { return 9 }
+func (PipelineRequest) Index() uint32  { return 10 }
+func (DevicesRequest) Index() uint32   { return 11 }
+
+func (r HelloRequest) encodeBody(e *encoder) {
+	e.u32(r.Hello.ProtocolVersion)
+	e.str(r.Hello.ClientName)
+}
+func (r SubmitRequest) encodeBody(e *encoder) { encodeSubmit(e, &r.Submit) }
+func (r AwaitRequest) encodeBody(e *encoder) {
+	e.u64(r.Await.JobID)
+	e.optU64(r.Await.TimeoutMs)
+}
+func (r ProveRequest) encodeBody(e *encoder)   { encodeSubmit(e, &r.Submit) }
+func (r CancelRequest) encodeBody(e *encoder)  { e.u64(r.Job.JobID) }
+func (r StatusRequest) encodeBody(e *encoder)  { e.optU64(r.Query.JobID) }
+func (MetricsRequest) encodeBody(*encoder)     {}
+func (r PreloadRequest) encodeBody(e *encoder) { encodeParamSpec(e, r.Spec) }
+func (r EvictRequest) encodeBody(e *encoder)   { encodeParamSpec(e, r.Spec) }
+func (ResidencyRequest) encodeBody(*encoder)   {}
+func (PipelineRequest) encodeBody(*encoder)    {}
+func (DevicesRequest) encodeBody(*encoder)     {}
+
+func encodeSubmit(e *encoder, s *Submit) {
+	e.optStr(s.RequestID)
+	if s.Priority == nil {
+		e.buf = append(e.buf, 0)
+	} else {
+		e.buf = append(e.buf, 1)
+		e.variant(uint32(*s.Priority))
+	}
+	s.Input.encode(e)
+}
+
+func encodeParamSpec(e *encoder, p ParamSpec) {
+	e.variant(uint32(p.Kind))
+	e.u64(p.SectorSize)
+}
+
+// EncodeRequest returns a request's payload (no length prefix). A Submit without an Input
+// is refused rather than encoded as something the daemon cannot parse.
+func EncodeRequest(r Request) ([]byte, error) {
+	switch v := r.(type) {
+	case nil:
+		return nil, fmt.Errorf("cuzk: nil request")
+	case SubmitRequest:
+		if v.Submit.Input == nil {
+			return nil, fmt.Errorf("cuzk: Submit without an Input")
+		}
+	case ProveRequest:
+		if v.Submit.Input == nil {
+			return nil, fmt.Errorf("cuzk: Prove without an Input")
+		}
+	}
+	e := &encoder{}
+	e.variant(r.Index())
+	r.encodeBody(e)
+	return e.buf, nil
+}
+
+// DecodeRequest decodes a request payload (what the daemon reads); used by tests and tools.
+func DecodeRequest(payload []byte) (Request, error) {
+	d := &decoder{buf: payload}
+	var r Request
+	switch i := d.variant("Request variant"); {
+	case d.err != nil:
+	case i == 0:
+		r = HelloRequest{Hello{ProtocolVersion: d.u32("protocol_version"), ClientName: d.str("client_name")}}
+	case i == 1:
+		r = SubmitRequest{decodeSubmit(d)}
+	case i == 2:
+		r = AwaitRequest{AwaitJob{JobID: d.u64("job_id"), TimeoutMs: d.optU64("timeout_ms")}}
+	case i == 3:
+		r = ProveRequest{decodeSubmit(d)}
+	case i == 4:
+		r = CancelRequest{JobRef{JobID: d.u64("job_id")}}
+	case i == 5:
+		r = StatusRequest{StatusQuery{JobID: d.optU64("job_id")}}
+	case i == 6:
+		r = MetricsRequest{}
+	case i == 7:
+		r = PreloadRequest{decodeParamSpec(d)}
+	case i == 8:
+		r = EvictRequest{decodeParamSpec(d)}
+	case i == 9:
+		r = ResidencyRequest{}
+	case i == 10:
+		r = PipelineRequest{}
+	case i == 11:
+		r = DevicesRequest{}
+	default:
+		d.unknown("Request", i)
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func decodeSubmit(d *decoder) Submit {
+	s := Submit{RequestID: d.optStr("request_id")}
+	if d.option("priority") {
+		p := decodePriority(d)
+		s.Priority = &p
+	}
+	switch i := d.variant("ProofInput variant"); {
+	case d.err != nil:
+	case i == 0:
+		s.Input = PoRepInput{C1: d.bytes("c1"), MinerID: d.u64("miner_id"), SectorNumber: d.optU64("sector_number")}
+	case i == 1:
+		s.Input = SnapDealsInput{Input: d.bytes("input")}
+	case i == 2:
+		s.Input = WindowPoStInput{Input: d.bytes("input")}
+	case i == 3:
+		s.Input = WinningPoStInput{Input: d.bytes("input")}
+	default:
+		d.unknown("ProofInput", i)
+	}
+	return s
+}
+
+// Unknown values of the unit enums below are decode errors, as they are for the daemon:
+// a kind or state this client does not know cannot be acted on. ErrorCode is the exception
+// (see decodeErrorCode).
+func decodeProofKind(d *decoder) ProofKind {
+	k := d.variant("ProofKind")
+	if d.err == nil && k > uint32(WinningPoSt) {
+		d.unknown("ProofKind", k)
+	}
+	return ProofKind(k)
+}
+
+func decodePriority(d *decoder) Priority {
+	p := d.variant("Priority")
+	if d.err == nil && p > uint32(Critical) {
+		d.unknown("Priority", p)
+	}
+	return Priority(p)
+}
+
+func decodeJobState(d *decoder) JobState {
+	s := d.variant("JobState")
+	if d.err == nil && s > uint32(CancelledState) {
+		d.unknown("JobState", s)
+	}
+	return JobState(s)
+}
+
+// decodeErrorCode keeps a code this client does not know (one appended later) instead of
+// failing: protocol.md says to treat it as a ProvingFailed-like failure, never as a reason
+// to drop the connection. The fields after it still decode, since codes carry no data.
+func decodeErrorCode(d *decoder) ErrorCode { return ErrorCode(d.variant("ErrorCode")) }
+
+func decodeParamSpec(d *decoder) ParamSpec {
+	return ParamSpec{Kind: decodeProofKind(d), SectorSize: d.u64("sector_size")}
+}
+
+func decodeParamSpecs(d *decoder) []ParamSpec {
+	n := d.length("Vec<ParamSpec>")
+	out := make([]ParamSpec, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		out = append(out, decodeParamSpec(d))
+	}
+	return out
+}
+
+func decodeResidencies(d *decoder) []ParamResidency {
+	n := d.length("Vec<ParamResidency>")
+	out := make([]ParamResidency, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		out = append(out, ParamResidency{Spec: decodeParamSpec(d), HostBytes: d.u64("host_bytes"), DeviceBytes: d.u64("device_bytes")})
+	}
+	return out
+}
+
+func decodeJobInfo(d *decoder) JobInfo {
+	return JobInfo{
+		JobID:           d.u64("job_id"),
+		RequestID:       d.optStr("request_id"),
+		Kind:            decodeProofKind(d),
+		Priority:        decodePriority(d),
+		State:           decodeJobState(d),
+		PartitionsDone:  d.u32("partitions_done"),
+		PartitionsTotal: d.u32("partitions_total"),
+		AgeMs:           d.u64("age_ms"),
+		Error:           d.optStr("error"),
+	}
+}
+
+// Response is a message from the daemon: one of the *Response types below.
+type Response interface {
+	// Index is the variant index on the wire.
+	Index() uint32
+	encodeBody(e *encoder)
+}
+
+// The response variants (protocol.md section 4), in wire order.
+type (
+	WelcomeResponse   struct{ Welcome Welcome }           // 0
+	AcceptedResponse  struct{ Accepted Accepted }         // 1
+	ProofResponse     struct{ Proof ProofResult }         // 2
+	PendingResponse   struct{ Job JobInfo }               // 3
+	CancelledResponse struct{ Cancelled Cancelled }       // 4
+	StatusResponse    struct{ Status StatusReport }       // 5
+	MetricsResponse   struct{ Text string }               // 6: Prometheus text format 0.0.4
+	ParamsResponse    struct{ Params ParamsReport }       // 7
+	ErrorResponseMsg  struct{ Error ErrorResponse }       // 8
+	ResidencyResponse struct{ Residency ResidencyReport } // 9
+	PipelineResponse  struct{ Pipeline PipelineReport }   // 10
+	DevicesResponse   struct{ Devices DevicesReport }     // 11
+)
+
+func (WelcomeResponse) Index() uint32   { return 0 }
+func (AcceptedResponse) Index() uint32  { return 1 }
+func (ProofResponse) Index() uint32     { return 2 }
+func (PendingResponse) Index() uint32   { return 3 }
+func (CancelledResponse) Index() uint32 { return 4 }
+func (StatusResponse) Index() uint32    { return 5 }
+func (MetricsResponse) Index() uint32   { return 6 }
+func (ParamsResponse) Index() uint32    { return 7 }
+func (ErrorResponseMsg) Index() uint32  { return 8 }
+func (ResidencyResponse) Index() uint32 { return 9 }
+func (PipelineResponse) Index() uint32  { return 10 }
+func (DevicesResponse) Index() uint32   { return 11 }
+
+func (r WelcomeResponse) encodeBody(e *encoder) {
+	w := &r.Welcome
+	e.u32(w.ProtocolVersion)
+	e.str(w.ServerVersion)
+	e.str(w.Backend)
+	e.varint(uint64(len(w.ProofKinds)))
+	for _, k := range w.ProofKinds {
+		e.variant(uint32(k))
+	}
+	e.u32(w.MaxFrameSize)
+	e.u32(w.MaxQueued)
+	e.u32(w.Workers)
+}
+
+func (r AcceptedResponse) encodeBody(e *encoder) {
+	e.u64(r.Accepted.JobID)
+	e.boolean(r.Accepted.Existing)
+	e.variant(uint32(r.Accepted.State))
+	e.variant(uint32(r.Accepted.Priority))
+}
+
+func (r ProofResponse) encodeBody(e *encoder) {
+	p := &r.Proof
+	e.u64(p.JobID)
+	e.variant(uint32(p.Kind))
+	e.bytes(p.Proof)
+	e.u32(p.Partitions)
+	e.str(p.Backend)
+	t := &p.Timings
+	for _, v := range []uint64{t.QueueWaitUs, t.ParamLoadUs, t.SynthesisUs, t.ProvingUs, t.VerificationUs, t.TotalUs} {
+		e.u64(v)
+	}
+}
+
+func encodeJobInfo(e *encoder, j *JobInfo) {
+	e.u64(j.JobID)
+	e.optStr(j.RequestID)
+	e.variant(uint32(j.Kind))
+	e.variant(uint32(j.Priority))
+	e.variant(uint32(j.State))
+	e.u32(j.PartitionsDone)
+	e.u32(j.PartitionsTotal)
+	e.u64(j.AgeMs)
+	e.optStr(j.Error)
+}
+
+func (r PendingResponse) encodeBody(e *encoder) { encodeJobInfo(e, &r.Job) }
+
+func (r CancelledResponse) encodeBody(e *encoder) {
+	e.u64(r.Cancelled.JobID)
+	e.boolean(r.Cancelled.WasRunning)
+}
+
+func encodeParamSpecs(e *encoder, specs []ParamSpec) {
+	e.varint(uint64(len(specs)))
+	for _, s := range specs {
+		encodeParamSpec(e, s)
+	}
+}
+
+func encodeResidencies(e *encoder, rs []ParamResidency) {
+	e.varint(uint64(len(rs)))
+	for _, r := range rs {
+		encodeParamSpec(e, r.Spec)
+		e.u64(r.HostBytes)
+		e.u64(r.DeviceBytes)
+	}
+}
+
+func (r StatusResponse) encodeBody(e *encoder) {
+	s := &r.Status
+	e.str(s.ServerVersion)
+	e.str(s.Backend)
+	e.u64(s.UptimeS)
+	e.u32(s.Queued)
+	e.u32(s.Running)
+	e.u64(s.Succeeded)
+	e.u64(s.Failed)
+	e.u64(s.Cancelled)
+	e.varint(uint64(len(s.Jobs)))
+	for i := range s.Jobs {
+		encodeJobInfo(e, &s.Jobs[i])
+	}
+	encodeParamSpecs(e, s.ParamsLoaded)
+}
+
+func (r MetricsResponse) encodeBody(e *encoder) { e.str(r.Text) }
+
+func (r ParamsResponse) encodeBody(e *encoder) {
+	encodeParamSpecs(e, r.Params.Loaded)
+	e.u64(r.Params.ElapsedMs)
+}
+
+func (r ErrorResponseMsg) encodeBody(e *encoder) {
+	e.variant(uint32(r.Error.Code))
+	e.str(r.Error.Message)
+	e.optU64(r.Error.JobID)
+}
+
+func (r ResidencyResponse) encodeBody(e *encoder) { encodeResidencies(e, r.Residency.Params) }
+
+func (r PipelineResponse) encodeBody(e *encoder) {
+	p := &r.Pipeline
+	for _, v := range []uint32{p.SynthesisThreads, p.Waiting, p.Synthesizing, p.DeviceQueued, p.DeviceRunning} {
+		e.u32(v)
+	}
+	for _, v := range []uint64{p.BudgetBytes, p.ReservedBytes, p.ParamsBytes, p.DeviceBusyMs, p.PartitionsProved} {
+		e.u64(v)
+	}
+}
+
+func (r DevicesResponse) encodeBody(e *encoder) {
+	e.str(r.Devices.Placement)
+	e.varint(uint64(len(r.Devices.Devices)))
+	for _, dv := range r.Devices.Devices {
+		e.str(dv.Name)
+		e.str(dv.CPUs)
+		e.u32(dv.Running)
+		e.u64(dv.BusyMs)
+		e.u64(dv.PartitionsProved)
+		encodeResidencies(e, dv.Params)
+	}
+}
+
+// EncodeResponse returns a response's payload (no length prefix); used by tests and fakes.
+func EncodeResponse(r Response) []byte {
+	e := &encoder{}
+	e.variant(r.Index())
+	r.encodeBody(e)
+	return e.buf
+}
+
+// DecodeResponse decodes a response payload. It never panics: a truncated or otherwise
+// invalid payload gives an error matching ErrMalformed, an unknown variant (one appended to
+// the protocol after this client) an *UnknownVariantError.
+func DecodeResponse(payload []byte) (Response, error) {
+	d := &decoder{buf: payload}
+	var r Response
+	switch i := d.variant("Response variant"); {
+	case d.err != nil:
+	case i == 0:
+		w := Welcome{ProtocolVersion: d.u32("protocol_version"), ServerVersion: d.str("server_version"), Backend: d.str("backend")}
+		n := d.length("proof_kinds")
+		w.ProofKinds = make([]ProofKind, 0, n)
+		for j := 0; j < n && d.err == nil; j++ {
+			w.ProofKinds = append(w.ProofKinds, decodeProofKind(d))
+		}
+		w.MaxFrameSize = d.u32("max_frame_size")
+		w.MaxQueued = d.u32("max_queued")
+		w.Workers = d.u32("workers")
+		r = WelcomeResponse{w}
+	case i == 1:
+		r = AcceptedResponse{Accepted{JobID: d.u64("job_id"), Existing: d.boolean("existing"), State: decodeJobState(d), Priority: decodePriority(d)}}
+	case i == 2:
+		p := ProofResult{JobID: d.u64("job_id"), Kind: decodeProofKind(d), Proof: d.bytes("proof"), Partitions: d.u32("partitions"), Backend: d.str("backend")}
+		p.Timings = Timings{
+			QueueWaitUs:    d.u64("queue_wait_us"),
+			ParamLoadUs:    d.u64("param_load_us"),
+			SynthesisUs:    d.u64("synthesis_us"),
+			ProvingUs:      d.u64("proving_us"),
+			VerificationUs: d.u64("verification_us"),
+			TotalUs:        d.u64("total_us"),
+		}
+		r = ProofResponse{p}
+	case i == 3:
+		r = PendingResponse{decodeJobInfo(d)}
+	case i == 4:
+		r = CancelledResponse{Cancelled{JobID: d.u64("job_id"), WasRunning: d.boolean("was_running")}}
+	case i == 5:
+		s := StatusReport{
+			ServerVersion: d.str("server_version"),
+			Backend:       d.str("backend"),
+			UptimeS:       d.u64("uptime_s"),
+			Queued:        d.u32("queued"),
+			Running:       d.u32("running"),
+			Succeeded:     d.u64("succeeded"),
+			Failed:        d.u64("failed"),
+			Cancelled:     d.u64("cancelled"),
+		}
+		n := d.length("jobs")
+		s.Jobs = make([]JobInfo, 0, n)
+		for j := 0; j < n && d.err == nil; j++ {
+			s.Jobs = append(s.Jobs, decodeJobInfo(d))
+		}
+		s.ParamsLoaded = decodeParamSpecs(d)
+		r = StatusResponse{s}
+	case i == 6:
+		r = MetricsResponse{d.str("metrics")}
+	case i == 7:
+		r = ParamsResponse{ParamsReport{Loaded: decodeParamSpecs(d), ElapsedMs: d.u64("elapsed_ms")}}
+	case i == 8:
+		r = ErrorResponseMsg{ErrorResponse{Code: decodeErrorCode(d), Message: d.str("message"), JobID: d.optU64("job_id")}}
+	case i == 9:
+		r = ResidencyResponse{ResidencyReport{Params: decodeResidencies(d)}}
+	case i == 10:
+		r = PipelineResponse{PipelineReport{
+			SynthesisThreads: d.u32("synthesis_threads"),
+			Waiting:          d.u32("waiting"),
+			Synthesizing:     d.u32("synthesizing"),
+			DeviceQueued:     d.u32("device_queued"),
+			DeviceRunning:    d.u32("device_running"),
+			BudgetBytes:      d.u64("budget_bytes"),
+			ReservedBytes:    d.u64("reserved_bytes"),
+			ParamsBytes:      d.u64("params_bytes"),
+			DeviceBusyMs:     d.u64("device_busy_ms"),
+			PartitionsProved: d.u64("partitions_proved"),
+		}}
+	case i == 11:
+		rep := DevicesReport{Placement: d.str("placement")}
+		n := d.length("devices")
+		rep.Devices = make([]DeviceReport, 0, n)
+		for j := 0; j < n && d.err == nil; j++ {
+			rep.Devices = append(rep.Devices, DeviceReport{
+				Name:             d.str("name"),
+				CPUs:             d.str("cpus"),
+				Running:          d.u32("running"),
+				BusyMs:           d.u64("busy_ms"),
+				PartitionsProved: d.u64("partitions_proved"),
+				Params:           decodeResidencies(d),
+			})
+		}
+		r = DevicesResponse{rep}
+	default:
+		d.unknown("Response", i)
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
