@@ -1,0 +1,408 @@
+package cuzk
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// daemon is a cuzkd child process on a temporary socket.
+type daemon struct {
+	cmd    *exec.Cmd
+	socket string
+	stderr string // path of its log
+	exited chan error
+}
+
+func (d *daemon) log() string {
+	b, _ := os.ReadFile(d.stderr)
+	return string(b)
+}
+
+// startDaemon runs $CUZKD with a CPU-backend configuration on a socket in a temporary
+// directory, and waits until it answers a Hello.
+func startDaemon(t *testing.T) *daemon {
+	t.Helper()
+	bin := os.Getenv("CUZKD")
+	if bin == "" {
+		t.Skip("CUZKD is not set: the daemon integration tests need a cuzkd binary " +
+			"(CI sets CUZKD, CUZK and CUZK_TEST_PARAMS in scripts/check-go.sh)")
+	}
+	params := os.Getenv("CUZK_TEST_PARAMS")
+	if params == "" {
+		params = "/var/tmp/filecoin-proof-parameters"
+	}
+	dir := t.TempDir()
+	d := &daemon{socket: filepath.Join(dir, "cuzk.sock"), stderr: filepath.Join(dir, "stderr.log"), exited: make(chan error, 1)}
+	config := fmt.Sprintf(`[daemon]
+allow_root = %v
+drain_grace = "30s"
+log_level = "info"
+
+[socket]
+path = %q
+
+[params]
+dir = %q
+
+[proving]
+backend = "cpu"
+`, os.Geteuid() == 0, d.socket, params)
+	cfgPath := filepath.Join(dir, "cuzk.toml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(d.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = exec.Command(bin, "--config", cfgPath)
+	d.cmd.Stderr = logFile
+	// Not under systemd: no notify socket or socket activation inherited from the caller.
+	d.cmd.Env = filteredEnv("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "WATCHDOG_USEC", "CUZK_LOG")
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	go func() { d.exited <- d.cmd.Wait(); logFile.Close() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.cmd.Process.Kill()
+			<-d.exited
+		}
+	})
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-d.exited:
+			t.Fatalf("cuzkd exited before answering (%v); stderr:\n%s", err, d.log())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := Dial(ctx, d.socket, "go-test-probe")
+		cancel()
+		if err == nil {
+			c.Close()
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cuzkd did not answer on %s within 60 s (last: %v); stderr:\n%s", d.socket, err, d.log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func filteredEnv(drop ...string) []string {
+	var out []string
+next:
+	for _, kv := range os.Environ() {
+		for _, k := range drop {
+			if strings.HasPrefix(kv, k+"=") {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func dialT(t *testing.T, d *daemon) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, d.socket, "go-test")
+	if err != nil {
+		t.Fatalf("dial: %v; stderr:\n%s", err, d.log())
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func quick(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestDaemon runs every check against one real cuzkd: the requests, the typed errors, one
+// real PoRep proof, and a clean SIGTERM shutdown.
+func TestDaemon(t *testing.T) {
+	d := startDaemon(t)
+	c := dialT(t, d)
+
+	t.Run("welcome", func(t *testing.T) {
+		w := c.Welcome()
+		// The backend names itself with details ("cpu (2 threads)").
+		if w.ProtocolVersion != 1 || !strings.HasPrefix(w.ServerVersion, "cuzkd ") || !strings.HasPrefix(w.Backend, "cpu") {
+			t.Errorf("welcome: %+v", w)
+		}
+		if fmt.Sprint(w.ProofKinds) != "[PoRep SnapDeals WindowPoSt WinningPoSt]" {
+			t.Errorf("proof kinds: %v", w.ProofKinds)
+		}
+		if w.MaxFrameSize != DefaultMaxFrameSize || w.MaxQueued == 0 || w.Workers == 0 {
+			t.Errorf("limits: %+v", w)
+		}
+	})
+
+	t.Run("status", func(t *testing.T) {
+		s, err := c.Status(quick(t), StatusQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.ServerVersion != c.Welcome().ServerVersion || s.Backend != c.Welcome().Backend || s.Queued != 0 || s.Running != 0 || len(s.Jobs) != 0 {
+			t.Errorf("status of an idle daemon: %+v", s)
+		}
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		m, err := c.Metrics(quick(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(m, "cuzk_") || !strings.Contains(m, "# TYPE") {
+			t.Errorf("metrics are not cuzk's Prometheus text:\n%.500s", m)
+		}
+	})
+
+	t.Run("pipeline", func(t *testing.T) {
+		p, err := c.Pipeline(quick(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.SynthesisThreads == 0 || p.Waiting+p.Synthesizing+p.DeviceQueued+p.DeviceRunning != 0 || p.ReservedBytes != 0 {
+			t.Errorf("pipeline of an idle daemon: %+v", p)
+		}
+	})
+
+	t.Run("devices", func(t *testing.T) {
+		r, err := c.Devices(quick(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Devices) == 0 || r.Placement == "" {
+			t.Fatalf("devices: %+v", r)
+		}
+		for _, dv := range r.Devices {
+			if dv.Name == "" || dv.Running != 0 {
+				t.Errorf("device of an idle daemon: %+v", dv)
+			}
+		}
+	})
+
+	t.Run("preload-and-residency", func(t *testing.T) {
+		spec := ParamSpec{Kind: WinningPoSt, SectorSize: 2048}
+		rep, err := c.Preload(quick(t), spec)
+		if err != nil {
+			t.Fatalf("preload of the 2 KiB WinningPoSt parameters: %v", err)
+		}
+		if !containsSpec(rep.Loaded, spec) {
+			t.Errorf("preload report lacks %+v: %+v", spec, rep)
+		}
+		res, err := c.Residency(quick(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, p := range res.Params {
+			if p.Spec == spec {
+				found = true
+				// The CPU backend holds nothing on a device (protocol.md, Residency).
+				if p.HostBytes == 0 || p.DeviceBytes != 0 {
+					t.Errorf("residency of %+v on the CPU backend: %+v", spec, p)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("residency lacks %+v: %+v", spec, res)
+		}
+		rep, err = c.Evict(quick(t), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if containsSpec(rep.Loaded, spec) {
+			t.Errorf("evicted set still loaded: %+v", rep)
+		}
+	})
+
+	t.Run("preload-unknown-size", func(t *testing.T) {
+		_, err := c.Preload(quick(t), ParamSpec{Kind: PoRep, SectorSize: 4096})
+		var e *Error
+		if !errors.Is(err, ErrInvalidInput) || !errors.As(err, &e) || e.Message == "" || Retryable(err) {
+			t.Fatalf("preload of a 4 KiB set: want ErrInvalidInput, got %v", err)
+		}
+		// The connection survives a typed error.
+		if _, err := c.Metrics(quick(t)); err != nil {
+			t.Fatalf("after an error: %v", err)
+		}
+	})
+
+	t.Run("unknown-job", func(t *testing.T) {
+		if _, err := c.Cancel(quick(t), 987654321); !errors.Is(err, ErrUnknownJob) {
+			t.Errorf("cancel of an unknown job: want ErrUnknownJob, got %v", err)
+		}
+		id := uint64(987654321)
+		if _, err := c.Status(quick(t), StatusQuery{JobID: &id}); !errors.Is(err, ErrUnknownJob) {
+			t.Errorf("status of an unknown job: want ErrUnknownJob, got %v", err)
+		}
+		if _, _, err := c.AwaitFor(quick(t), id, 0); !errors.Is(err, ErrUnknownJob) {
+			t.Errorf("await of an unknown job: want ErrUnknownJob, got %v", err)
+		}
+	})
+
+	t.Run("empty-request-id", func(t *testing.T) {
+		empty := ""
+		_, err := c.Submit(quick(t), Submit{RequestID: &empty, Input: WinningPoStInput{Input: []byte("{}")}})
+		if !errors.Is(err, ErrInvalidInput) {
+			t.Fatalf("submit with an empty request id: want ErrInvalidInput, got %v", err)
+		}
+	})
+
+	t.Run("garbage-c1", func(t *testing.T) {
+		// protocol.md: Submit answers Accepted at once; parsing the input is the job's, so
+		// the InvalidInput comes from Await, naming the job.
+		acc, err := c.Submit(quick(t), Submit{Input: PoRepInput{C1: []byte("this is not a C1 output \x00\xff"), MinerID: 1000, SectorNumber: u64p(1)}})
+		if err != nil {
+			t.Fatalf("submit of garbage: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, err = c.Await(ctx, acc.JobID)
+		var e *Error
+		if !errors.Is(err, ErrInvalidInput) || !errors.As(err, &e) || e.JobID == nil || *e.JobID != acc.JobID {
+			t.Fatalf("await of a garbage PoRep: want ErrInvalidInput for job %d, got %v", acc.JobID, err)
+		}
+	})
+
+	t.Run("porep-proof", func(t *testing.T) { provePoRep(t, d, c) })
+
+	t.Run("sigterm", func(t *testing.T) {
+		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-d.exited:
+			if err != nil {
+				t.Fatalf("cuzkd exited with %v after SIGTERM; stderr:\n%s", err, d.log())
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("cuzkd did not exit within 60 s of SIGTERM; stderr:\n%s", d.log())
+		}
+		// The connection is gone with the daemon.
+		if _, err := c.Metrics(quick(t)); err == nil {
+			t.Fatal("a call after the daemon exited succeeded")
+		}
+	})
+}
+
+func containsSpec(specs []ParamSpec, s ParamSpec) bool {
+	for _, x := range specs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// provePoRep seals a 2 KiB sector with `$CUZK sample` and proves its C2 with ProvePoRep,
+// watching the job from a second connection meanwhile.
+func provePoRep(t *testing.T, d *daemon, c *Client) {
+	cli := os.Getenv("CUZK")
+	if cli == "" {
+		t.Fatal("CUZKD is set but CUZK (the cuzk command line, for `cuzk sample`) is not")
+	}
+	dir := t.TempDir()
+	const miner, sector = 1000, 1
+	out, err := exec.Command(cli, "sample", "--out", dir, "--miner-id", fmt.Sprint(miner), "--sector-number", fmt.Sprint(sector)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cuzk sample: %v\n%s", err, out)
+	}
+	c1, err := os.ReadFile(filepath.Join(dir, "c1.json"))
+	if err != nil {
+		t.Fatalf("cuzk sample wrote no c1.json: %v\n%s", err, out)
+	}
+
+	type result struct {
+		proof []byte
+		err   error
+		took  time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		start := time.Now()
+		p, err := c.ProvePoRep(ctx, c1, miner, sector)
+		done <- result{p, err, time.Since(start)}
+	}()
+
+	// While the proof runs, a second connection sees the job, and an Await whose context
+	// ends first closes that connection (but not the job).
+	w := dialT(t, d)
+	var job *JobInfo
+	for deadline := time.Now().Add(60 * time.Second); job == nil && time.Now().Before(deadline); {
+		s, err := w.Status(quick(t), StatusQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range s.Jobs {
+			if s.Jobs[i].Kind == PoRep && (s.Jobs[i].State == Queued || s.Jobs[i].State == Running) {
+				job = &s.Jobs[i]
+			}
+		}
+		if job == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if job == nil {
+		t.Fatal("the PoRep job never showed in Status as queued or running")
+	}
+	// partitions_total is 0 until the daemon has parsed the C1 (the job's first step).
+	if job.Priority != Normal || job.PartitionsTotal > 1 {
+		t.Errorf("the 2 KiB PoRep job: %+v", job)
+	}
+	proof, pending, err := w.AwaitFor(quick(t), job.JobID, 0)
+	if err != nil || proof != nil || pending == nil || pending.JobID != job.JobID {
+		t.Errorf("poll of the running job: %v %v %v", proof, pending, err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = w.Await(short, job.JobID)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("await past its context's deadline: want DeadlineExceeded, got %v", err)
+	}
+	if _, err := w.Metrics(quick(t)); !errors.Is(err, ErrClosed) {
+		t.Errorf("the connection should be closed after a deadline mid-call, got %v", err)
+	}
+
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("ProvePoRep: %v; stderr:\n%s", r.err, d.log())
+	}
+	if len(r.proof) != 192 {
+		t.Fatalf("a 2 KiB PoRep proof is 192 bytes, got %d", len(r.proof))
+	}
+	t.Logf("real 2 KiB PoRep proved and verified by cuzkd in %v", r.took.Round(time.Millisecond))
+
+	// A finished job can be awaited again, from another connection, with the same proof;
+	// cancelling it now is JobFinished.
+	w2 := dialT(t, d)
+	again, err := w2.Await(quick(t), job.JobID)
+	if err != nil || !bytes.Equal(again.Proof, r.proof) || again.Kind != PoRep || again.Partitions != 1 || again.Timings.TotalUs == 0 {
+		t.Errorf("re-await of the finished job: %+v, %v", again, err)
+	}
+	if _, err := w2.Cancel(quick(t), job.JobID); !errors.Is(err, ErrJobFinished) {
+		t.Errorf("cancel of a finished job: want ErrJobFinished, got %v", err)
+	}
+	s, err := w2.Status(quick(t), StatusQuery{})
+	if err != nil || s.Succeeded < 1 || s.Failed < 1 {
+		t.Errorf("status after one proof and one garbage job: %+v, %v", s, err)
+	}
+}
