@@ -27,8 +27,11 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
 }
 
+/// Most bytes reserved ahead of a frame's arrival at a time.
+const RESERVE_STEP: usize = 64 << 10;
+
 /// Splits a byte stream into frame payloads, refusing any announced length over `max`
-/// before reserving memory for it.
+/// before reserving memory for it, and reserving only as the payload arrives.
 #[derive(Clone, Debug)]
 pub struct FrameCodec {
     max: u32,
@@ -57,8 +60,10 @@ impl Decoder for FrameCodec {
         }
         let total = LENGTH_PREFIX + len as usize;
         if src.len() < total {
-            // Bounded by `max`, checked above.
-            src.reserve(total - src.len());
+            // Room for the next piece only: memory follows the bytes that arrive, not the
+            // length announced (many connections announcing the maximum and sending nothing
+            // would otherwise hold max_frame_size each).
+            src.reserve((total - src.len()).min(RESERVE_STEP));
             return Ok(None);
         }
         src.advance(LENGTH_PREFIX);
@@ -133,6 +138,24 @@ mod tests {
             })
         ));
         assert_eq!(buf.capacity(), cap);
+    }
+
+    #[test]
+    fn an_announced_length_is_not_reserved_ahead_of_its_bytes() {
+        let mut codec = FrameCodec::new(64 << 20);
+        let mut buf = BytesMut::from(&(64u32 << 20).to_be_bytes()[..]);
+        assert!(codec.decode(&mut buf).unwrap().is_none());
+        assert!(buf.capacity() <= 2 * RESERVE_STEP, "{}", buf.capacity());
+        // The whole frame still arrives and decodes, piece by piece.
+        let body = vec![7u8; 300_000];
+        let mut stream = BytesMut::from(&(body.len() as u32).to_be_bytes()[..]);
+        let mut got = None;
+        for piece in body.chunks(50_000) {
+            assert!(codec.decode(&mut stream).unwrap().is_none());
+            stream.extend_from_slice(piece);
+            got = codec.decode(&mut stream).unwrap();
+        }
+        assert_eq!(got.as_deref(), Some(&body[..]));
     }
 
     #[test]
