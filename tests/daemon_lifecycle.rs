@@ -149,6 +149,11 @@ fn config_errors_exit_78_and_name_the_key() {
             "protocol.hello_timeout",
         ),
         ("[debug]\njob_delay = \"10000000h\"\n", "debug.job_delay"),
+        // Values that passed --check-config and then failed at start with exit 1 (systemd
+        // restarting the unit), or meant something else than they look (issue 16, defect 9).
+        ("[socket]\ngroup = \"no-such-group-cuzk\"\n", "socket.group"),
+        ("[socket]\npath = \"relative.sock\"\n", "socket.path"),
+        ("[socket]\nmode = 400\n", "socket.mode"),
         ("[socket\n", "not valid TOML"),
     ];
     for (text, needle) in cases {

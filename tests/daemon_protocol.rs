@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuzk::proto::{
-    encode_frame, encode_payload, read_response, AwaitJob, ErrorCode, Hello, Request, Response,
-    StatusQuery, PROTOCOL_VERSION,
+    encode_frame, encode_payload, read_response, AwaitJob, ErrorCode, Hello, ProofInput, Request,
+    Response, StatusQuery, Submit, PROTOCOL_VERSION,
 };
 use daemon_support::*;
 use nix::sys::signal::Signal;
@@ -88,6 +88,24 @@ fn misbehaving_clients_get_typed_errors_and_others_keep_being_served() {
         Duration::from_secs(10),
         || (served.load(Ordering::SeqCst) >= 3).then_some(()),
     );
+
+    // An input over the daemon's frame limit is refused by the client before it is sent,
+    // with both sizes, not as a broken pipe; the connection stays usable.
+    let mut c = cuzk::proto::Client::connect(&socket, "big").unwrap();
+    let big = Submit {
+        request_id: None,
+        priority: None,
+        input: ProofInput::WinningPoSt {
+            input: vec![b'x'; 2 << 20],
+        },
+    };
+    let err = c.submit(big).unwrap_err();
+    assert!(
+        matches!(err, cuzk::proto::ClientError::TooLarge { max, .. } if max == 1 << 20),
+        "{err}"
+    );
+    assert!(err.to_string().contains("max_frame_size"), "{err}");
+    c.status(None).expect("still usable");
 
     // A request before Hello.
     let mut s = raw(&socket);

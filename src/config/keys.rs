@@ -872,7 +872,12 @@ fn mode(v: &Value) -> Result<u32, String> {
     let m = match v {
         Value::String(s) => u32::from_str_radix(s.trim_start_matches("0o"), 8)
             .map_err(|_| format!("{s:?} is not an octal mode such as \"0660\""))?,
-        Value::Integer(n) => u32::try_from(*n).map_err(|_| format!("{n} is not a mode"))?,
+        // TOML integers are decimal: `mode = 400` would be 0620, not the 0400 it looks like.
+        Value::Integer(n) => {
+            return Err(format!(
+                "{n} is a decimal integer; write the mode as an octal string, such as \"0{n}\""
+            ))
+        }
         other => {
             return Err(format!(
                 "expected an octal string such as \"0660\", found {}",

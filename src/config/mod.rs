@@ -206,6 +206,26 @@ pub struct DebugConfig {
     pub nvrtc_defines: Vec<String>,
 }
 
+/// The largest configuration file read: far above any real one (every key with a long value
+/// is a few KiB), and `--config /dev/zero` ends here instead of filling memory.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The file's text, refused past [`MAX_CONFIG_BYTES`].
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {MAX_CONFIG_BYTES} bytes: not a configuration file"),
+        ));
+    }
+    Ok(text)
+}
+
 /// The complete effective configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -350,7 +370,7 @@ impl Config {
             Some(p) => (p.to_owned(), true),
             None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
         };
-        match std::fs::read_to_string(&path) {
+        match read_bounded(&path) {
             Ok(text) => Self::parse_over(&text, &path, env.config()),
             Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => Ok(Loaded {
                 config: env.config(),
@@ -372,8 +392,17 @@ impl Config {
                 "must be smaller than queue.max_queued",
             ));
         }
-        if self.socket.path.as_os_str().is_empty() {
+        let socket = &self.socket.path;
+        if socket.as_os_str().is_empty() {
             return Err(invalid("socket.path", "must not be empty"));
+        }
+        // Caught here rather than when the daemon binds (exit 1, and systemd restarting it):
+        // a relative path depends on the working directory, and a NUL cannot be in a path.
+        if !socket.is_absolute() {
+            return Err(invalid("socket.path", "must be an absolute path"));
+        }
+        if socket.as_os_str().as_encoded_bytes().contains(&0) {
+            return Err(invalid("socket.path", "must not contain a NUL byte"));
         }
         if self.params.dir.as_os_str().is_empty() {
             return Err(invalid("params.dir", "must not be empty"));
@@ -447,6 +476,25 @@ mod tests {
         assert_eq!(c.protocol.max_frame_size, 16 << 20);
         assert_eq!(c.daemon.drain_grace, Duration::from_secs(30));
         assert_eq!(c.proving.pinned_memory, 64 << 30);
+    }
+
+    #[test]
+    fn values_that_would_fail_only_at_start_are_refused_here() {
+        for (text, key) in [
+            ("[socket]\nmode = 400\n", "socket.mode"),
+            ("[socket]\npath = \"relative.sock\"\n", "socket.path"),
+            ("[socket]\npath = \"/run/a\\u0000b\"\n", "socket.path"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+        let err = parse("[socket]\nmode = 400\n").unwrap_err().to_string();
+        assert!(err.contains("\"0400\""), "{err}");
+        let zero = Config::load(Some(Path::new("/dev/zero"))).unwrap_err();
+        assert!(
+            zero.to_string().contains("not a configuration file"),
+            "{zero}"
+        );
     }
 
     #[test]

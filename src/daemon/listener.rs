@@ -160,7 +160,7 @@ fn clear_stale(path: &Path) -> Result<(), DaemonError> {
     }
 }
 
-fn resolve_group(group: &str) -> Result<Gid, DaemonError> {
+pub(crate) fn resolve_group(group: &str) -> Result<Gid, DaemonError> {
     if let Ok(n) = group.parse::<u32>() {
         return Ok(Gid::from_raw(n));
     }

@@ -305,6 +305,16 @@ pub struct Startup {
 /// configuration error: `src/bin/cuzkd.rs` prints it and exits with [`crate::config::EXIT_CONFIG`].
 pub fn load(args: &cli::Args, env: &Environment) -> Result<Startup, crate::config::ConfigError> {
     let loaded = Config::load_over(args.config.as_deref(), &env.defaults())?;
+    // A group that does not exist would fail only when the socket is made (exit 1, and
+    // systemd restarting the unit every few seconds): a configuration error, said here.
+    if let Some(group) = &loaded.config.socket.group {
+        if listener::resolve_group(group).is_err() {
+            return Err(crate::config::ConfigError::InvalidValue {
+                key: "socket.group".into(),
+                message: format!("no group named {group:?} on this host"),
+            });
+        }
+    }
     let conflict = params_dir_conflict(&loaded, env);
     Ok(Startup {
         config: loaded.config,

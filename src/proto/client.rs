@@ -65,6 +65,15 @@ pub enum ClientError {
     /// The daemon answered with a response of the wrong kind for the request.
     #[error("unexpected response from the daemon: {0}")]
     Unexpected(String),
+    /// The request is larger than the daemon accepts (its `protocol.max_frame_size`, from
+    /// Welcome): refused here rather than cut off by the daemon mid-write.
+    #[error("the request is {len} bytes; cuzkd accepts at most {max} (protocol.max_frame_size)")]
+    TooLarge {
+        /// The request's payload bytes.
+        len: usize,
+        /// The daemon's limit.
+        max: u32,
+    },
 }
 
 impl ClientError {
@@ -141,6 +150,11 @@ impl Client {
     /// [`ClientError::Server`].
     pub fn call(&mut self, request: &Request) -> Result<Response, ClientError> {
         let frame = encode_frame(request)?;
+        let len = frame.len() - LENGTH_PREFIX;
+        let max = self.welcome.max_frame_size;
+        if len > max as usize {
+            return Err(ClientError::TooLarge { len, max });
+        }
         let wait = self.wait_for(request);
         self.stream
             .set_read_timeout(wait)
