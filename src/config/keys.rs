@@ -83,7 +83,8 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "array of integers",
         default: "[]",
         description: "Peer uids (read with SO_PEERCRED) allowed to connect. When this and \
-                      allowed_gids are both empty, anyone the file permissions let in may connect.",
+                      allowed_gids are both empty, anyone the file permissions let in may \
+                      connect; otherwise only the listed uids and gids, root included.",
         apply: |c, v| {
             c.socket.allowed_uids = id_list(v)?;
             Ok(())
