@@ -172,7 +172,10 @@ func (d *decoder) u64(what string) uint64 { return d.varint(what, 10, 0x01) }
 // variant reads an enum's variant index (postcard encodes it as a u32 varint).
 func (d *decoder) variant(what string) uint32 { return d.u32(what) }
 
-func (d *decoder) boolean(what string) bool {
+func (d *decoder) boolean(what string) bool { return d.flag(what, "bool byte") }
+
+// flag reads a byte that must be 0 or 1 (a bool, an Option's tag); kind names it in errors.
+func (d *decoder) flag(what, kind string) bool {
 	switch b := d.byte1(what); {
 	case d.err != nil:
 		return false
@@ -182,7 +185,7 @@ func (d *decoder) boolean(what string) bool {
 		return true
 	default:
 		d.off--
-		d.fail("%s: bool byte %#02x", what, b)
+		d.fail("%s: %s %#02x", what, kind, b)
 		return false
 	}
 }
@@ -229,20 +232,7 @@ func (d *decoder) str(what string) string {
 }
 
 // option reads an Option's tag: true when a value follows.
-func (d *decoder) option(what string) bool {
-	switch b := d.byte1(what); {
-	case d.err != nil:
-		return false
-	case b == 0:
-		return false
-	case b == 1:
-		return true
-	default:
-		d.off--
-		d.fail("%s: option tag %#02x", what, b)
-		return false
-	}
-}
+func (d *decoder) option(what string) bool { return d.flag(what, "option tag") }
 
 func (d *decoder) optU64(what string) *uint64 {
 	if !d.option(what) {
