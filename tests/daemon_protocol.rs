@@ -175,6 +175,14 @@ fn misbehaving_clients_get_typed_errors_and_others_keep_being_served() {
     assert!(matches!(read(&mut g2), Response::Welcome(_)));
     assert_eq!(error_code(read(&mut g2)), ErrorCode::MalformedFrame);
     assert!(matches!(read(&mut g2), Response::Status(_)));
+    // A flood of malformed frames is answered frame by frame, but logged a few lines a
+    // minute, not a line each (issue 16, defect 7).
+    for _ in 0..200 {
+        g2.write_all(&frame_of(b"\xff\xfe\xfd")).unwrap();
+        assert_eq!(error_code(read(&mut g2)), ErrorCode::MalformedFrame);
+    }
+    let logged = daemon.env.stderr().matches("malformed frame").count();
+    assert!((1..=10).contains(&logged), "{logged} lines for 201 malformed frames");
 
     // A client that connects and sends half a frame, then hangs up.
     let mut half = raw(&socket);

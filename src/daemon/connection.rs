@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio_util::codec::Framed;
 
 use super::handler::{handle, Session};
-use super::{wire, Context};
+use super::{ratelimit, wire, Context};
 use crate::proto::{
     decode_payload, encode_payload, ErrorCode, FrameCodec, FrameError, Request, Response,
 };
@@ -51,12 +51,15 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
     };
     let (uid, gid, pid) = (cred.uid(), cred.gid(), cred.pid());
     if !allowed(&ctx, uid, gid) {
-        tracing::warn!(
-            uid,
-            gid,
-            pid,
-            "connection refused: peer not in socket.allowed_uids/allowed_gids"
-        );
+        if let Some(suppressed) = ratelimit::REFUSED.allow(Instant::now()) {
+            tracing::warn!(
+                uid,
+                gid,
+                pid,
+                suppressed,
+                "connection refused: peer not in socket.allowed_uids/allowed_gids"
+            );
+        }
         ctx.connections_refused.fetch_add(1, Ordering::Relaxed);
         refuse(
             stream,
@@ -80,7 +83,9 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
             f = framed.next() => f,
             _ = wait_closing(&mut closing) => break,
             _ = tokio::time::sleep_until(hello_deadline), if !session.hello => {
-                tracing::info!(uid, pid, "closing: no Hello in time");
+                if let Some(suppressed) = ratelimit::MISBEHAVED.allow(Instant::now()) {
+                    tracing::info!(uid, pid, suppressed, "closing: no Hello in time");
+                }
                 let timeout = wire::error(ErrorCode::HelloRequired, "no Hello in time; closing", None);
                 let _ = send(&mut framed, &timeout).await;
                 break;
@@ -89,13 +94,16 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
         let response = match frame {
             None => break,
             Some(Err(FrameError::TooLarge { len, max })) => {
-                tracing::warn!(
-                    uid,
-                    pid,
-                    len,
-                    max,
-                    "frame too large; closing the connection"
-                );
+                if let Some(suppressed) = ratelimit::MISBEHAVED.allow(Instant::now()) {
+                    tracing::warn!(
+                        uid,
+                        pid,
+                        len,
+                        max,
+                        suppressed,
+                        "frame too large; closing the connection"
+                    );
+                }
                 let msg = format!("frame of {len} bytes exceeds the limit of {max} bytes; closing");
                 let _ = send(
                     &mut framed,
@@ -112,7 +120,9 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
                 Ok(request) => handle(request, &mut session, &ctx).await,
                 Err(e) => {
                     let e = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
-                    tracing::info!(uid, client = %session.client, "malformed frame: {e}");
+                    if let Some(suppressed) = ratelimit::MALFORMED.allow(Instant::now()) {
+                        tracing::info!(uid, client = %session.client, suppressed, "malformed frame: {e}");
+                    }
                     wire::error(ErrorCode::MalformedFrame, e.to_string(), None)
                 }
             },

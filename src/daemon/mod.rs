@@ -17,6 +17,7 @@ mod logging;
 mod metrics;
 mod notify;
 mod privileges;
+mod ratelimit;
 mod server;
 mod service;
 mod trace;

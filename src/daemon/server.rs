@@ -43,7 +43,9 @@ pub async fn serve(
                 Ok((stream, _)) => {
                     let Ok(permit) = slots.clone().try_acquire_owned() else {
                         ctx.connections_refused.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(max = ctx.config.socket.max_connections, "too many connections; refusing one");
+                        if let Some(suppressed) = super::ratelimit::REFUSED.allow(std::time::Instant::now()) {
+                            tracing::warn!(max = ctx.config.socket.max_connections, suppressed, "too many connections; refusing one");
+                        }
                         let max = ctx.config.protocol.max_frame_size;
                         tokio::spawn(connection::refuse(stream, ErrorCode::Busy, "too many connections", max));
                         continue;

@@ -1,0 +1,85 @@
+//! Log lines that a client can cause (a malformed frame, a refused connection) are rate
+//! limited per kind, so that a hostile or broken client cannot fill the journal: at most
+//! [`PER_WINDOW`] lines per [`WINDOW`], and the next line after a quiet spell says how many
+//! were left out. The decision is pure logic with the time passed in.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Lines of one kind logged per window at most.
+pub const PER_WINDOW: u32 = 10;
+
+/// The window.
+pub const WINDOW: Duration = Duration::from_secs(60);
+
+/// One kind of client-caused log line.
+pub struct LogLimit {
+    state: Mutex<State>,
+}
+
+struct State {
+    /// When the current window began (`None` before the first line).
+    start: Option<Instant>,
+    /// Lines logged in it.
+    logged: u32,
+    /// Lines left out since the last one logged.
+    suppressed: u64,
+}
+
+impl LogLimit {
+    /// A limit with nothing logged yet.
+    pub const fn new() -> Self {
+        LogLimit {
+            state: Mutex::new(State {
+                start: None,
+                logged: 0,
+                suppressed: 0,
+            }),
+        }
+    }
+
+    /// Whether a line may be logged at `now`: `Some(n)` with the lines left out before it,
+    /// or `None` to leave this one out.
+    pub fn allow(&self, now: Instant) -> Option<u64> {
+        // Three counters updated in one step each: usable after a panic elsewhere.
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let expired = st
+            .start
+            .is_none_or(|s| now.saturating_duration_since(s) >= WINDOW);
+        if expired {
+            st.start = Some(now);
+            st.logged = 0;
+        }
+        if st.logged >= PER_WINDOW {
+            st.suppressed += 1;
+            return None;
+        }
+        st.logged += 1;
+        Some(std::mem::take(&mut st.suppressed))
+    }
+}
+
+/// Malformed frames (logged at info).
+pub static MALFORMED: LogLimit = LogLimit::new();
+/// Connections refused: a peer not allowed, or no slot free (logged at warn).
+pub static REFUSED: LogLimit = LogLimit::new();
+/// Frames over the size limit, and clients that never said Hello.
+pub static MISBEHAVED: LogLimit = LogLimit::new();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_cut_and_the_next_window_says_how_much() {
+        let limit = LogLimit::new();
+        let t0 = Instant::now();
+        let logged = (0..1000)
+            .filter(|i| limit.allow(t0 + Duration::from_millis(*i)).is_some())
+            .count();
+        assert_eq!(logged, PER_WINDOW as usize);
+        // The next window: logged again, with the count of the lines left out.
+        assert_eq!(limit.allow(t0 + WINDOW + Duration::from_secs(1)), Some(990));
+        assert_eq!(limit.allow(t0 + WINDOW + Duration::from_secs(2)), Some(0));
+    }
+}
