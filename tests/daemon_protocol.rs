@@ -182,7 +182,10 @@ fn misbehaving_clients_get_typed_errors_and_others_keep_being_served() {
         assert_eq!(error_code(read(&mut g2)), ErrorCode::MalformedFrame);
     }
     let logged = daemon.env.stderr().matches("malformed frame").count();
-    assert!((1..=10).contains(&logged), "{logged} lines for 201 malformed frames");
+    assert!(
+        (1..=10).contains(&logged),
+        "{logged} lines for 201 malformed frames"
+    );
 
     // A client that connects and sends half a frame, then hangs up.
     let mut half = raw(&socket);
