@@ -222,7 +222,7 @@ fn evict_frees_device_memory() {
     svc.preload(&id).unwrap();
     let resident = svc.resident();
     assert_eq!(resident.len(), 1);
-    let device_bytes = resident[0].device_bytes;
+    let device_bytes = resident[0].device_bytes();
     assert_eq!(
         device_bytes, expected,
         "H, L and A go up at preparation (B with the first proof)"

@@ -284,7 +284,7 @@ fn evict_drops_the_prepared_set_with_the_host_copy() {
     let resident = svc.resident();
     assert_eq!(resident.len(), 1);
     assert!(resident[0].params.resident_bytes > 0);
-    assert_eq!(resident[0].device_bytes, 0);
+    assert_eq!(resident[0].device_bytes(), 0);
 
     let handle = Arc::downgrade(&prepared);
     assert!(svc.evict(&id));

@@ -522,7 +522,6 @@ fn bench_aux(
     Ok(())
 }
 
-/// Runs the benchmark on the device `options` name, tuned as they say, and prints the table.
 /// Host-to-device uploads of 2^lg scalars (a partition's A, B, C or aux vector), from
 /// pageable memory and from a page-locked pool block; the note gives GB/s.
 fn bench_upload(
@@ -559,6 +558,7 @@ fn bench_upload(
     Ok(())
 }
 
+/// Runs the benchmark on the device `options` name, tuned as they say, and prints the table.
 pub fn run(args: GpuBenchArgs, options: &GpuOptions) -> anyhow::Result<()> {
     let gpu = Gpu::open(options)?;
     let i = &gpu.info;

@@ -298,7 +298,7 @@ fn residency(ctx: &Context) -> ResidencyReport {
                 sector_size: r.params.id.sector_size,
             },
             host_bytes: r.params.resident_bytes,
-            device_bytes: r.device_bytes,
+            device_bytes: r.device_bytes(),
         })
         .collect();
     ResidencyReport { params }

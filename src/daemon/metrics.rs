@@ -154,7 +154,9 @@ pub fn render(ctx: &Context) -> String {
         let _ = writeln!(
             out,
             "cuzk_params_device_bytes{{kind=\"{}\",sector_size=\"{}\"}} {}",
-            p.params.id.kind, p.params.id.sector_size, p.device_bytes
+            p.params.id.kind,
+            p.params.id.sector_size,
+            p.device_bytes()
         );
     }
     out

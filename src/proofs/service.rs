@@ -172,11 +172,16 @@ pub enum ProveError {
 pub struct ResidentParams {
     /// The set and its host copy.
     pub params: LoadedParams,
-    /// Bytes of its points on all devices together (0 for the CPU backend, or where a device
-    /// short of memory dropped them; they go up again with the next proof).
-    pub device_bytes: u64,
-    /// The same per device, in the devices' order.
+    /// Bytes of its points on each device, in the devices' order (0 for the CPU backend, or
+    /// where a device short of memory dropped them; they go up again with the next proof).
     pub per_device: Vec<u64>,
+}
+
+impl ResidentParams {
+    /// Bytes of its points on all devices together.
+    pub fn device_bytes(&self) -> u64 {
+        self.per_device.iter().sum()
+    }
 }
 
 /// A proving device: its backend, and the CPUs its workers run on.
@@ -363,13 +368,9 @@ impl ProvingService {
         self.srs
             .loaded_prepared()
             .into_iter()
-            .map(|(params, prepared)| {
-                let per_device: Vec<u64> = prepared.iter().map(|p| p.device_bytes()).collect();
-                ResidentParams {
-                    params,
-                    device_bytes: per_device.iter().sum(),
-                    per_device,
-                }
+            .map(|(params, prepared)| ResidentParams {
+                params,
+                per_device: prepared.iter().map(|p| p.device_bytes()).collect(),
             })
             .collect()
     }
