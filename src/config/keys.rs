@@ -356,6 +356,22 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::Boolean(c.proving.yield_to_critical),
     },
     KeyDoc {
+        name: "proving.partition_threads",
+        kind: "integer",
+        default: "0",
+        description: "Threads that one partition's independent parts (a PoRep partition's \
+                      challenges) are synthesized on at once, from a pool of that many shared \
+                      by all partitions, so that a sector of few large partitions uses every \
+                      core; the result is the same as synthesizing it on one thread. 1 = \
+                      every partition on its own thread. Critical partitions always run on \
+                      their own thread. 0 = one per CPU.",
+        apply: |c, v| {
+            c.proving.partition_threads = integer(v, 0, 4096)?;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.proving.partition_threads as i64),
+    },
+    KeyDoc {
         name: "proving.pinned_memory",
         kind: "size",
         default: "\"0\"",
@@ -669,6 +685,7 @@ pub(super) fn zero_config() -> Config {
             cpu_device: 0,
             numa: false,
             yield_to_critical: false,
+            partition_threads: 0,
             pinned_memory: 0,
         },
         gpu: GpuConfig {

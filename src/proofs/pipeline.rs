@@ -18,13 +18,29 @@ use super::stages::{
 use super::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::prover::Partition;
 use crate::srs::{ParamsId, Srs};
-use crate::synth::{synthesize, with_yield_point};
+use crate::synth::{synthesize, synthesize_split, with_yield_point};
 
 /// Proofs of all partitions, the parameters used and the timings so far.
 pub(crate) struct Proved {
     pub proofs: Vec<Proof<Bls12>>,
     pub srs: Arc<Srs>,
     pub timings: StageTimings,
+}
+
+/// A partition's circuit: whole, or cut into parts that are synthesized at once on the
+/// stages' part threads and stitched (see [`crate::synth::synthesize_split`] for what the
+/// parts must be).
+pub(crate) enum PartitionCircuit<C> {
+    /// Synthesized on the partition's own thread.
+    Whole(C),
+    /// The same prefix, then contiguous runs of the independent sub-circuits whose first
+    /// top-level namespace starts with `marker`.
+    Split {
+        /// The parts, in order.
+        parts: Vec<C>,
+        /// The sub-circuits' namespace prefix.
+        marker: &'static str,
+    },
 }
 
 /// Synthesizes `make_circuit(0..partitions)` and proves each with the parameters `id`,
@@ -40,6 +56,23 @@ pub(crate) fn prove_partitions<C, F>(
 where
     C: Circuit<Scalar> + Send,
     F: Fn(usize) -> Result<C, ProveError> + Sync,
+{
+    let whole = |k, _| make_circuit(k).map(PartitionCircuit::Whole);
+    prove_split_partitions(svc, id, partitions, whole, control)
+}
+
+/// [`prove_partitions`] for circuits that can be cut: `make_circuit(k, n)` makes partition
+/// `k`'s circuit in at most `n` parts.
+pub(crate) fn prove_split_partitions<C, F>(
+    svc: &ProvingService,
+    id: &ParamsId,
+    partitions: usize,
+    make_circuit: F,
+    control: &JobControl,
+) -> Result<Proved, ProveError>
+where
+    C: Circuit<Scalar> + Send,
+    F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
 {
     control.check()?;
     control.set_total(partitions);
@@ -115,17 +148,28 @@ where
                     slot.pin_current_thread();
                     let start = Instant::now();
                     let what = format!("partition {k} synthesis");
-                    let synthesize = |c| {
-                        let run = || synthesize(c);
-                        let s = if pause {
-                            with_yield_point(yield_to_critical, run)
-                        } else {
-                            run()
-                        };
-                        s.map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
-                    };
+                    let pool = stages.parts_pool(run.class());
+                    let point = pause.then_some(yield_to_critical as fn());
                     let result = catch_panic(&what, || {
-                        let s = make_circuit(k).and_then(synthesize)?;
+                        let most = pool.map_or(1, |(_, threads)| threads);
+                        let s = match (make_circuit(k, most)?, pool) {
+                            (PartitionCircuit::Split { parts, marker }, Some((pool, _))) => pool
+                                .install(|| synthesize_split(parts, marker, point))
+                                .map_err(|e| e.to_string()),
+                            (PartitionCircuit::Split { parts, marker }, None) => {
+                                synthesize_split(parts, marker, point).map_err(|e| e.to_string())
+                            }
+                            (PartitionCircuit::Whole(c), _) => {
+                                let run = || synthesize(c);
+                                match point {
+                                    Some(p) => with_yield_point(p, run),
+                                    None => run(),
+                                }
+                                .map_err(|e| e.to_string())
+                            }
+                        };
+                        let s =
+                            s.map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))?;
                         Ok(svc.stage_for_device(Partition::from(s)))
                     });
                     match result {

@@ -11,7 +11,7 @@ use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
 
-use super::pipeline::{proof_bytes, prove_partitions, verify};
+use super::pipeline::{proof_bytes, prove_split_partitions, verify, PartitionCircuit};
 use super::shapes::with_shape;
 use super::{JobControl, PoRepRequest, ProofKind, ProofOutput, ProveError, ProvingService};
 use crate::srs::ParamsId;
@@ -282,15 +282,48 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
     }
 
     fn circuit(&self, k: usize) -> Result<StackedCircuit<Tree, DefaultPieceHasher>, ProveError> {
+        self.circuit_of(k, &self.vanilla[k])
+    }
+
+    /// Partition `k`'s circuit over the challenges `vanilla` (all of the partition's, or a
+    /// contiguous run of them).
+    fn circuit_of(
+        &self,
+        k: usize,
+        vanilla: &Vec<stacked::Proof<Tree, DefaultPieceHasher>>,
+    ) -> Result<StackedCircuit<Tree, DefaultPieceHasher>, ProveError> {
         <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
             &self.public_inputs,
             // The compound proof's component-private inputs are `()` for this circuit.
             (),
-            &self.vanilla[k],
+            vanilla,
             &self.pp.vanilla_params,
             Some(k),
         )
         .map_err(|e| ProveError::Synthesis(format!("partition {k} circuit: {e}")))
+    }
+
+    /// Partition `k`'s circuit in at most `most` parts. The circuit is a prefix (the
+    /// replica id's bits, the commitments, comm_r = H(comm_c ‖ comm_r_last)) followed by
+    /// one independent sub-circuit per challenge, in namespaces `challenge_{i}`: a circuit
+    /// over a contiguous run of the challenges is the same prefix followed by theirs.
+    fn circuit_parts(
+        &self,
+        k: usize,
+        most: usize,
+    ) -> Result<PartitionCircuit<StackedCircuit<Tree, DefaultPieceHasher>>, ProveError> {
+        let challenges = &self.vanilla[k];
+        let n = most.min(challenges.len());
+        if n <= 1 {
+            return self.circuit(k).map(PartitionCircuit::Whole);
+        }
+        let parts = even_runs(challenges.len(), n)
+            .map(|run| self.circuit_of(k, &challenges[run].to_vec()))
+            .collect::<Result<_, _>>()?;
+        Ok(PartitionCircuit::Split {
+            parts,
+            marker: "challenge_",
+        })
     }
 
     /// The public inputs of partition `k` as the prover sees them (from the C1 output).
@@ -314,7 +347,8 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait>(
     let job = PoRepJob::<Tree>::new(c1)?;
     let id = params_id_shape::<Tree>(job.registered_proof)?;
     let partitions = job.partitions();
-    let proved = prove_partitions(svc, &id, partitions, |k| job.circuit(k), control)?;
+    let make = |k, most| job.circuit_parts(k, most);
+    let proved = prove_split_partitions(svc, &id, partitions, make, control)?;
     // As filecoin-proofs' verify_seal does: the public inputs are recomputed from the prover
     // id, sector number and ticket, so a proof for another miner or sector cannot pass.
     let inputs = get_seal_inputs::<Tree>(
@@ -336,6 +370,60 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait>(
         timings,
         backend: svc.backend_name(),
     })
+}
+
+/// `0..len` cut into `n` contiguous runs whose lengths differ by at most one (`1 ≤ n ≤ len`).
+fn even_runs(len: usize, n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let (size, extra) = (len / n, len % n);
+    (0..n).map(move |i| {
+        let start = i * size + i.min(extra);
+        start..start + size + usize::from(i < extra)
+    })
+}
+
+/// Synthesizes partition `k` of a C1 output in `parts` parts (at most one per challenge) on
+/// the current rayon pool, as the stages do; `parts` = 1: whole, on this thread.
+pub fn synthesize_partition(
+    c1: &[u8],
+    k: usize,
+    parts: usize,
+) -> Result<crate::synth::Synthesized, ProveError> {
+    let parsed = parse_c1(c1)?;
+    let size = u64::from(parsed.output.registered_proof.sector_size());
+    with_shape!(size, synthesize_partition_shape, parsed.output, k, parts)
+}
+
+fn synthesize_partition_shape<Tree: 'static + MerkleTreeTrait>(
+    c1: SealCommitPhase1Output,
+    k: usize,
+    parts: usize,
+) -> Result<crate::synth::Synthesized, ProveError> {
+    let job = PoRepJob::<Tree>::new(c1)?;
+    if k >= job.partitions() {
+        return Err(ProveError::InvalidInput(format!("no partition {k}")));
+    }
+    job.synthesize(k, parts)
+}
+
+impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
+    /// Synthesizes partition `k` in up to `parts` parts on the current rayon pool.
+    fn synthesize(&self, k: usize, parts: usize) -> Result<crate::synth::Synthesized, ProveError> {
+        let failed = |e: String| ProveError::Synthesis(format!("partition {k}: {e}"));
+        match self.circuit_parts(k, parts)? {
+            PartitionCircuit::Whole(c) => {
+                crate::synth::synthesize(c).map_err(|e| failed(e.to_string()))
+            }
+            PartitionCircuit::Split { parts, marker } => {
+                crate::synth::synthesize_split(parts, marker, None)
+                    .map_err(|e| failed(e.to_string()))
+            }
+        }
+    }
+
+    /// Challenges per partition.
+    fn challenges(&self) -> usize {
+        self.vanilla.first().map_or(0, Vec::len)
+    }
 }
 
 /// Receives one partition circuit of a C1 output (see [`visit_partition`]).
@@ -389,6 +477,19 @@ mod tests {
             .iter()
             .take(9)
             .all(|b| b & 0x80 != 0));
+    }
+
+    #[test]
+    fn even_runs_tile_the_range() {
+        for (len, n) in [(18, 16), (18, 18), (2, 2), (7, 3), (1, 1)] {
+            let runs: Vec<_> = even_runs(len, n).collect();
+            assert_eq!(runs.len(), n);
+            assert_eq!(runs[0].start, 0);
+            assert_eq!(runs[n - 1].end, len);
+            assert!(runs.windows(2).all(|w| w[0].end == w[1].start));
+            let sizes: Vec<_> = runs.iter().map(|r| r.len()).collect();
+            assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1);
+        }
     }
 
     #[test]

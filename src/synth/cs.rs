@@ -45,9 +45,45 @@ impl Synthesized {
 /// A `ConstraintSystem` that records evaluations instead of constraints.
 #[derive(Default)]
 pub struct RecordingCs {
-    out: Synthesized,
+    pub(super) out: Synthesized,
     /// Constraints since the last yield point.
     since_yield: u32,
+    /// Namespaces open now.
+    depth: u32,
+    /// The top-level namespace prefix whose first occurrence is marked, if any.
+    marker: Option<&'static str>,
+    /// What had been recorded when the marker's namespace was first opened.
+    pub(super) mark: Option<Mark>,
+}
+
+/// How much of a circuit had been recorded at some point: the length of every vector of
+/// [`Synthesized`] then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// Constraints (a, b, c).
+    pub constraints: usize,
+    /// Aux variables (and their densities).
+    pub aux: usize,
+    /// Inputs, ONE included (and their density).
+    pub inputs: usize,
+}
+
+impl RecordingCs {
+    /// A system that marks where the first top-level namespace named `prefix…` begins.
+    pub fn with_marker(prefix: &'static str) -> Self {
+        Self {
+            marker: Some(prefix),
+            ..Self::default()
+        }
+    }
+
+    fn here(&self) -> Mark {
+        Mark {
+            constraints: self.out.a.len(),
+            aux: self.out.aux.len(),
+            inputs: self.out.input.len(),
+        }
+    }
 }
 
 /// Constraints between two calls of the thread's yield point: rare enough to cost nothing
@@ -183,14 +219,23 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         }
     }
 
-    fn push_namespace<NR, N>(&mut self, _: N)
+    fn push_namespace<NR, N>(&mut self, name: N)
     where
         NR: Into<String>,
         N: FnOnce() -> NR,
     {
+        // Names are made only at the top level of a marking system: a few per circuit.
+        if let (0, Some(prefix), None) = (self.depth, self.marker, self.mark) {
+            if name().into().starts_with(prefix) {
+                self.mark = Some(self.here());
+            }
+        }
+        self.depth += 1;
     }
 
-    fn pop_namespace(&mut self) {}
+    fn pop_namespace(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
 
     fn get_root(&mut self) -> &mut Self::Root {
         self
@@ -224,9 +269,26 @@ impl ConstraintSystem<Scalar> for RecordingCs {
 /// Synthesizes one circuit: the ONE input, the circuit, then one `x · 0 = 0` constraint per
 /// input (which makes the inputs' A query linearly independent).
 pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Synthesized, SynthesisError> {
-    let mut cs = RecordingCs::new();
+    let cs = record(circuit, RecordingCs::new())?;
+    Ok(finish(cs.out))
+}
+
+/// The ONE input and the circuit, into `cs`: everything but the input constraints.
+pub(super) fn record<C: Circuit<Scalar>>(
+    circuit: C,
+    mut cs: RecordingCs,
+) -> Result<RecordingCs, SynthesisError> {
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
+    Ok(cs)
+}
+
+/// Appends one `x · 0 = 0` constraint per input.
+pub(super) fn finish(out: Synthesized) -> Synthesized {
+    let mut cs = RecordingCs {
+        out,
+        ..RecordingCs::default()
+    };
     for i in 0..cs.out.input.len() {
         cs.enforce(
             || "input constraint",
@@ -235,7 +297,7 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Synthesized, Synthes
             |lc| lc,
         );
     }
-    Ok(cs.out)
+    cs.out
 }
 
 /// Synthesizes every circuit in parallel, keeping their order.

@@ -5,6 +5,12 @@
 //! values, together with which variables the A and B queries touch (their densities). This is
 //! everything a Groth16 prover needs from a circuit, in O(constraints) memory.
 
-mod cs;
+//!
+//! A circuit made of independent sub-circuits (PoRep's challenges) can be synthesized in
+//! parts on several threads and stitched bit-identically (`split.rs`).
 
-pub use cs::{synthesize, synthesize_all, with_yield_point, RecordingCs, Synthesized};
+mod cs;
+mod split;
+
+pub use cs::{synthesize, synthesize_all, with_yield_point, Mark, RecordingCs, Synthesized};
+pub use split::{stitch, synthesize_part, synthesize_split, Part, SplitError};

@@ -52,16 +52,23 @@ pub struct PipelineOptions {
     pub device_workers: usize,
     /// Whether non-critical synthesis pauses while a critical partition is in flight.
     pub yield_to_critical: bool,
+    /// Threads one non-critical partition's independent parts (PoRep's challenges) are
+    /// synthesized on at once, from a pool of that many shared by all partitions; 1: every
+    /// partition whole on its own thread.
+    pub partition_threads: usize,
 }
 
 impl Default for PipelineOptions {
-    /// One synthesis thread per CPU, no memory limit, one device worker.
+    /// One synthesis thread per CPU, all of them for one partition's parts, no memory limit,
+    /// one device worker.
     fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Self {
-            synthesis_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            synthesis_threads: cpus,
             memory_budget: u64::MAX,
             device_workers: 1,
             yield_to_critical: true,
+            partition_threads: cpus,
         }
     }
 }
@@ -374,6 +381,11 @@ struct Inner {
     budget: u64,
     /// [`PipelineOptions::yield_to_critical`].
     yield_to_critical: bool,
+    /// [`PipelineOptions::partition_threads`].
+    partition_threads: usize,
+    /// The threads partitions' parts are synthesized on, made when first needed (`Err`:
+    /// they could not be started, and partitions are synthesized whole).
+    parts_pool: std::sync::OnceLock<Result<rayon::ThreadPool, String>>,
     params_bytes: AtomicU64,
     observer: std::sync::OnceLock<SpanObserver>,
 }
@@ -503,6 +515,8 @@ impl Stages {
             device: Condvar::new(),
             budget: options.memory_budget,
             yield_to_critical: options.yield_to_critical,
+            partition_threads: options.partition_threads.max(1),
+            parts_pool: std::sync::OnceLock::new(),
             params_bytes: AtomicU64::new(0),
             observer: std::sync::OnceLock::new(),
         });
@@ -555,6 +569,30 @@ impl Stages {
     /// Whether non-critical synthesis pauses while a critical partition is in flight.
     pub(crate) fn yields_to_critical(&self) -> bool {
         self.inner.yield_to_critical
+    }
+
+    /// The pool a partition of `class` synthesizes its parts on, and how many parts it
+    /// should be cut into; `None` where it is synthesized whole on its own thread: critical
+    /// partitions (their threads must never queue behind others' parts, nor pause with
+    /// them), a configuration of one thread per partition, or a pool that failed to start.
+    pub(crate) fn parts_pool(&self, class: u8) -> Option<(&rayon::ThreadPool, usize)> {
+        let threads = self.inner.partition_threads;
+        if class >= CRITICAL || threads <= 1 {
+            return None;
+        }
+        let pool = self.inner.parts_pool.get_or_init(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("cuzk-part-{i}"))
+                // Only non-critical work runs here.
+                .start_handler(|_| lower_this_thread(BACKGROUND_NICE))
+                .build()
+                .map_err(|e| {
+                    tracing::warn!(error = %e, "cannot start the partition-part threads; partitions are synthesized whole");
+                    e.to_string()
+                })
+        });
+        pool.as_ref().ok().map(|pool| (pool, threads))
     }
 
     /// What the stages hold now.

@@ -77,6 +77,7 @@ fn stages(threads: usize, budget: u64) -> Stages {
             memory_budget: budget,
             device_workers: 1,
             yield_to_critical: true,
+            partition_threads: 1,
         },
         &[],
     )
@@ -297,6 +298,7 @@ fn two_devices(second_critical: bool) -> Stages {
         memory_budget: u64::MAX,
         device_workers: 1,
         yield_to_critical: true,
+        partition_threads: 1,
     };
     let cpu = DeviceSpec {
         critical: second_critical,

@@ -1,0 +1,260 @@
+//! One circuit synthesized in independent parts on several threads, stitched into exactly
+//! what sequential synthesis records.
+//!
+//! A split circuit is a *prefix* (everything before the first top-level namespace whose name
+//! starts with a marker, e.g. PoRep's `challenge_`) followed by sub-circuits that use the
+//! prefix's variables and their own, never each other's. Each part is the same prefix
+//! followed by a contiguous run of those sub-circuits, in order. Part 0 is kept whole; every
+//! other part contributes what it recorded after its prefix, appended in order, and the
+//! densities it marked on prefix variables. The values of a sub-circuit's constraints and
+//! variables do not depend on where its variables sit, so the result is bit-identical to
+//! synthesizing the whole circuit on one thread (same a/b/c, assignment, inputs, densities).
+
+use bellperson::{Circuit, SynthesisError};
+use blstrs::Scalar;
+use rayon::prelude::*;
+
+use super::cs::{finish, record, with_yield_point, Mark, RecordingCs, Synthesized};
+
+/// Why a split synthesis failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SplitError {
+    /// A part's circuit failed to synthesize.
+    #[error(transparent)]
+    Synthesis(#[from] SynthesisError),
+    /// No parts were given.
+    #[error("a split circuit needs at least one part")]
+    NoParts,
+    /// A part never opened a top-level namespace with the marker's prefix.
+    #[error("part {part} has no top-level namespace named {marker}…")]
+    NoMarker {
+        /// The part's index.
+        part: usize,
+        /// The marker's prefix.
+        marker: &'static str,
+    },
+    /// A part's prefix recorded something else than part 0's: the circuit is not split the
+    /// way the caller said.
+    #[error("part {part}'s prefix differs from part 0's ({what})")]
+    PrefixDiffers {
+        /// The part's index.
+        part: usize,
+        /// What differs.
+        what: &'static str,
+    },
+}
+
+/// A part of a split circuit, synthesized: what it recorded and where its prefix ended.
+pub struct Part {
+    out: Synthesized,
+    mark: Mark,
+}
+
+/// Synthesizes one part (the ONE input, the prefix and the part's sub-circuits; no input
+/// constraints), marking where the first top-level namespace named `marker…` opened.
+pub fn synthesize_part<C: Circuit<Scalar>>(
+    circuit: C,
+    marker: &'static str,
+    part: usize,
+) -> Result<Part, SplitError> {
+    let cs = record(circuit, RecordingCs::with_marker(marker))?;
+    let mark = cs.mark.ok_or(SplitError::NoMarker { part, marker })?;
+    Ok(Part { out: cs.out, mark })
+}
+
+/// Synthesizes `parts` on the current rayon pool (each with `yield_point` as its thread's
+/// yield point, if any), stitches them and appends the input constraints: the same
+/// [`Synthesized`] as [`super::synthesize`] of the whole circuit.
+pub fn synthesize_split<C: Circuit<Scalar> + Send>(
+    parts: Vec<C>,
+    marker: &'static str,
+    yield_point: Option<fn()>,
+) -> Result<Synthesized, SplitError> {
+    let parts = parts
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, c)| match yield_point {
+            Some(p) => with_yield_point(p, || synthesize_part(c, marker, i)),
+            None => synthesize_part(c, marker, i),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(finish(stitch(parts)?))
+}
+
+/// Part 0 whole, then every other part's records after its prefix, in order; the prefix
+/// densities are the union of all parts'. Each vector is appended in parallel and the parts'
+/// copies freed before the next vector, so the peak is one vector's worth above the parts.
+pub fn stitch(parts: Vec<Part>) -> Result<Synthesized, SplitError> {
+    let mut parts = parts.into_iter();
+    let Part { mut out, mark } = parts.next().ok_or(SplitError::NoParts)?;
+    let mut rest: Vec<Synthesized> = Vec::with_capacity(parts.len());
+    for (i, p) in parts.enumerate() {
+        check_prefix(&out, mark, &p, i + 1)?;
+        rest.push(p.out);
+    }
+    for r in &rest {
+        or_into(&mut out.a_aux_density[..mark.aux], &r.a_aux_density);
+        or_into(&mut out.b_aux_density[..mark.aux], &r.b_aux_density);
+        or_into(&mut out.b_input_density[..mark.inputs], &r.b_input_density);
+    }
+    let take = |rest: &mut Vec<Synthesized>, f: fn(&mut Synthesized) -> &mut Vec<Scalar>| {
+        rest.iter_mut().map(|r| std::mem::take(f(r))).collect()
+    };
+    let take_bits = |rest: &mut Vec<Synthesized>, f: fn(&mut Synthesized) -> &mut Vec<bool>| {
+        rest.iter_mut().map(|r| std::mem::take(f(r))).collect()
+    };
+    append_tails(&mut out.a, take(&mut rest, |s| &mut s.a), mark.constraints);
+    append_tails(&mut out.b, take(&mut rest, |s| &mut s.b), mark.constraints);
+    append_tails(&mut out.c, take(&mut rest, |s| &mut s.c), mark.constraints);
+    append_tails(&mut out.aux, take(&mut rest, |s| &mut s.aux), mark.aux);
+    append_tails(
+        &mut out.input,
+        take(&mut rest, |s| &mut s.input),
+        mark.inputs,
+    );
+    let a_aux = take_bits(&mut rest, |s| &mut s.a_aux_density);
+    append_tails(&mut out.a_aux_density, a_aux, mark.aux);
+    let b_aux = take_bits(&mut rest, |s| &mut s.b_aux_density);
+    append_tails(&mut out.b_aux_density, b_aux, mark.aux);
+    let b_input = take_bits(&mut rest, |s| &mut s.b_input_density);
+    append_tails(&mut out.b_input_density, b_input, mark.inputs);
+    Ok(out)
+}
+
+/// The prefix is small (a few thousand constraints): comparing it whole is cheap and makes
+/// a wrong split an error instead of a wrong proof.
+fn check_prefix(out: &Synthesized, mark: Mark, p: &Part, part: usize) -> Result<(), SplitError> {
+    let differs = |what| Err(SplitError::PrefixDiffers { part, what });
+    if p.mark != mark {
+        return differs("its length");
+    }
+    let x = &p.out;
+    if x.a[..mark.constraints] != out.a[..mark.constraints]
+        || x.b[..mark.constraints] != out.b[..mark.constraints]
+        || x.c[..mark.constraints] != out.c[..mark.constraints]
+    {
+        return differs("a constraint's values");
+    }
+    if x.aux[..mark.aux] != out.aux[..mark.aux]
+        || x.input[..mark.inputs] != out.input[..mark.inputs]
+    {
+        return differs("a variable's value");
+    }
+    Ok(())
+}
+
+fn or_into(dst: &mut [bool], src: &[bool]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d |= *s;
+    }
+}
+
+/// Elements copied by one task: large enough that a task's overhead is nothing, small
+/// enough that a few parts still spread over every thread.
+const COPY_CHUNK: usize = 1 << 18;
+
+/// Appends `tail[skip..]` of every tail to `dst`, copying in parallel, then frees the tails.
+fn append_tails<T: Copy + Send + Sync>(dst: &mut Vec<T>, tails: Vec<Vec<T>>, skip: usize) {
+    let lens: Vec<usize> = tails.iter().map(|t| t.len().saturating_sub(skip)).collect();
+    let extra: usize = lens.iter().sum();
+    dst.reserve_exact(extra);
+    let mut spare = &mut dst.spare_capacity_mut()[..extra];
+    let mut pieces = Vec::with_capacity(tails.len());
+    for (t, &n) in tails.iter().zip(&lens) {
+        let (to, later) = spare.split_at_mut(n);
+        pieces.push((to, &t[t.len() - n..]));
+        spare = later;
+    }
+    pieces.into_par_iter().for_each(|(to, from)| {
+        to.par_chunks_mut(COPY_CHUNK)
+            .zip(from.par_chunks(COPY_CHUNK))
+            .for_each(|(to, from)| {
+                for (t, f) in to.iter_mut().zip(from) {
+                    t.write(*f);
+                }
+            });
+    });
+    let len = dst.len() + extra;
+    // SAFETY: `reserve_exact` made room for `extra` more elements and the loop above wrote
+    // every one of them: the pieces tile `spare_capacity_mut()[..extra]` exactly (their
+    // lengths sum to `extra`) and each is filled from a source of the same length.
+    unsafe { dst.set_len(len) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellperson::gadgets::num::AllocatedNum;
+    use bellperson::ConstraintSystem;
+    use ff::Field;
+
+    /// A prefix (a public x and x²), then `n` sub-circuits each proving knowledge of
+    /// y_i = x² · v_i + i for its own v_i, with y_i public.
+    #[derive(Clone)]
+    struct Chain {
+        x: u64,
+        subs: std::ops::Range<u64>,
+    }
+
+    impl Circuit<Scalar> for Chain {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), SynthesisError> {
+            let x = AllocatedNum::alloc(cs.namespace(|| "x"), || Ok(Scalar::from(self.x)))?;
+            x.inputize(cs.namespace(|| "x input"))?;
+            let x2 = x.square(cs.namespace(|| "x2"))?;
+            for i in self.subs {
+                let mut ns = cs.namespace(|| format!("sub_{i}"));
+                let v = AllocatedNum::alloc(ns.namespace(|| "v"), || Ok(Scalar::from(i * 7 + 3)))?;
+                let y = x2.mul(ns.namespace(|| "x2 v"), &v)?;
+                let y = AllocatedNum::alloc(ns.namespace(|| "y"), || {
+                    Ok(y.get_value().unwrap_or(Scalar::ZERO) + Scalar::from(i))
+                })?;
+                y.inputize(ns.namespace(|| "y input"))?;
+            }
+            Ok(())
+        }
+    }
+
+    fn split(x: u64, bounds: &[u64]) -> Vec<Chain> {
+        bounds
+            .windows(2)
+            .map(|w| Chain {
+                x,
+                subs: w[0]..w[1],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn any_split_records_exactly_what_one_thread_records() {
+        let whole = crate::synth::synthesize(Chain { x: 5, subs: 0..9 }).unwrap();
+        assert!(whole.is_satisfied());
+        for bounds in [
+            &[0, 9][..],
+            &[0, 1, 9],
+            &[0, 4, 5, 9],
+            &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+        ] {
+            let stitched = synthesize_split(split(5, bounds), "sub_", None).unwrap();
+            assert_eq!(stitched, whole, "split at {bounds:?}");
+        }
+    }
+
+    #[test]
+    fn a_part_without_the_marker_or_with_another_prefix_is_an_error() {
+        let e = synthesize_split(split(5, &[0, 3, 3]), "sub_", None).unwrap_err();
+        assert!(matches!(e, SplitError::NoMarker { part: 1, .. }), "{e}");
+        let parts = vec![Chain { x: 5, subs: 0..3 }, Chain { x: 6, subs: 3..9 }];
+        let e = synthesize_split(parts, "sub_", None).unwrap_err();
+        assert!(
+            matches!(e, SplitError::PrefixDiffers { part: 1, .. }),
+            "{e}"
+        );
+        assert!(matches!(
+            synthesize_split(Vec::<Chain>::new(), "sub_", None),
+            Err(SplitError::NoParts)
+        ));
+    }
+}
