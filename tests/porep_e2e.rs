@@ -236,3 +236,30 @@ fn porep_partition_split_synthesis_is_bit_identical_to_sequential() {
         );
     }
 }
+
+/// A synthetic partition has a real one's shape: the same constraints, variables, inputs and
+/// densities (only values differ), and splits bit-identically too.
+#[test]
+fn a_synthetic_partition_has_the_real_shape() {
+    use cuzk::proofs::porep::synthetic;
+    let (_dir, sealed) = seal(RegisteredSealProof::StackedDrg2KiBV1_1, 12);
+    let real = cuzk::proofs::porep::synthesize_partition(&sealed.c1_json, 0, 1).unwrap();
+    let fake = synthetic::synthesize(2048, 0, 1, 7).unwrap();
+    assert_eq!(fake.num_constraints(), real.num_constraints());
+    assert_eq!(fake.aux.len(), real.aux.len());
+    assert_eq!(fake.input.len(), real.input.len());
+    assert!(
+        fake.a_aux_density == real.a_aux_density,
+        "A densities differ"
+    );
+    assert!(
+        fake.b_aux_density == real.b_aux_density,
+        "B densities differ"
+    );
+    assert_eq!(fake.b_input_density, real.b_input_density);
+    assert!(!fake.is_satisfied(), "random values satisfy the circuit?");
+    let split = synthetic::synthesize(2048, 0, 3, 7).unwrap();
+    assert!(split == fake, "split synthetic synthesis differs");
+    let shape = synthetic::shape(2048).unwrap();
+    println!("2 KiB: {shape:?}, {} constraints", fake.num_constraints());
+}

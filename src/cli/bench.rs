@@ -48,6 +48,10 @@ pub enum BenchWhat {
     /// A real cuzkd under a queue of proofs with WinningPoSt interleaved: throughput, device
     /// busy, WinningPoSt latency idle against loaded, peak RSS.
     Pipeline(super::bench_pipeline::PipelineBenchArgs),
+    /// One PoRep partition (synthetic, any sector size, or from a C1 file): synthesis in
+    /// parts against one thread, host bytes per constraint, the device stage on synthetic
+    /// parameters.
+    Partition(super::bench_partition::PartitionBenchArgs),
 }
 
 /// The parameter directory of a proof benchmark: `--param-dir`, else
@@ -56,7 +60,10 @@ pub enum BenchWhat {
 pub fn filecoin_proofs_param_dir(args: &BenchArgs, env: &Environment) -> Option<PathBuf> {
     match args.what {
         BenchWhat::Proof(_) => Some(args.param_dir.clone().unwrap_or_else(|| env.param_dir())),
-        BenchWhat::Gpu(_) | BenchWhat::Msm(_) | BenchWhat::Pipeline(_) => None,
+        BenchWhat::Gpu(_)
+        | BenchWhat::Msm(_)
+        | BenchWhat::Pipeline(_)
+        | BenchWhat::Partition(_) => None,
     }
 }
 
@@ -67,6 +74,9 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::Gpu(g) => super::bench_gpu::run(g, &gpu),
         BenchWhat::Msm(m) => super::bench_msm::run(m, &cpu),
+        BenchWhat::Partition(p) => {
+            super::bench_partition::run(p, select_backend(args.cpu, &gpu, &cpu))
+        }
         BenchWhat::Pipeline(p) => {
             let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());
             super::bench_pipeline::run(p, &dir)
@@ -81,12 +91,12 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
 }
 
 /// Resets the peak-RSS counter (Linux `clear_refs`), so each measurement has its own peak.
-fn reset_peak_rss() {
+pub(super) fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// Peak resident set size since the last reset, in bytes.
-fn peak_rss() -> u64 {
+pub(super) fn peak_rss() -> u64 {
     peak_rss_of("self").unwrap_or(0)
 }
 

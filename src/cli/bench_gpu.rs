@@ -197,9 +197,9 @@ fn random_scalars(n: usize, seed: u64) -> Vec<Scalar> {
     v
 }
 
-const TILE: usize = 4096;
+pub(super) const TILE: usize = 4096;
 
-fn random_g1(n: usize, seed: u64) -> Vec<G1Affine> {
+pub(super) fn random_g1(n: usize, seed: u64) -> Vec<G1Affine> {
     let p: Vec<G1Projective> = (0..n)
         .into_par_iter()
         .map(|i| G1Projective::random(StdRng::seed_from_u64(seed + i as u64)))
@@ -209,7 +209,7 @@ fn random_g1(n: usize, seed: u64) -> Vec<G1Affine> {
     a
 }
 
-fn random_g2(n: usize, seed: u64) -> Vec<G2Affine> {
+pub(super) fn random_g2(n: usize, seed: u64) -> Vec<G2Affine> {
     let p: Vec<G2Projective> = (0..n)
         .into_par_iter()
         .map(|i| G2Projective::random(StdRng::seed_from_u64(seed + i as u64)))
@@ -219,7 +219,7 @@ fn random_g2(n: usize, seed: u64) -> Vec<G2Affine> {
     a
 }
 
-fn as_bytes<T>(v: &[T]) -> &[u8] {
+pub(super) fn as_bytes<T>(v: &[T]) -> &[u8] {
     // SAFETY: blstrs points are plain u64 limbs without padding; a byte view is valid.
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }

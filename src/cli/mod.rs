@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod bench_gpu;
 mod bench_msm;
+mod bench_partition;
 mod bench_pipeline;
 pub mod client;
 pub mod params;

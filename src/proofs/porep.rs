@@ -111,6 +111,9 @@ pub fn prover_id(miner_id: u64) -> [u8; 32] {
     out
 }
 
+#[cfg(feature = "scaffolding")] // benchmarks only; cuzkd is built without it
+pub mod synthetic;
+
 type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
 
 fn compound_params<Tree: 'static + MerkleTreeTrait>(
@@ -418,11 +421,6 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
                     .map_err(|e| failed(e.to_string()))
             }
         }
-    }
-
-    /// Challenges per partition.
-    fn challenges(&self) -> usize {
-        self.vanilla.first().map_or(0, Vec::len)
     }
 }
 

@@ -1,0 +1,375 @@
+//! `cuzk bench partition`: one PoRep partition of any sector size — synthetic (random values
+//! in the real shape) or from a C1 file — synthesized in parts on every core and, as the
+//! reference in the same run, on one thread (the per-constraint evaluation bellperson's
+//! prover does), with their digests compared; its host bytes per constraint; and its device
+//! stage on parameters of the real section sizes made of random points (a synthetic proof is
+//! never verified).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::{prepare_verifying_key, VerifyingKey};
+use blstrs::{G1Affine, G2Affine, Scalar};
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::bench::{peak_rss, reset_peak_rss};
+use super::bench_gpu::{as_bytes, random_g1, random_g2, TILE};
+use crate::proofs::porep::{self, synthetic};
+use crate::proofs::shapes::{format_sector_size, parse_sector_size};
+use crate::prover::{count_set, prove_with_randomness, Backend};
+use crate::srs::Srs;
+use crate::synth::Synthesized;
+
+/// Goals of issue 15 (H200 host: 16 cores, 128 GiB, one H200).
+const GOAL_SYNTHESIS_32GIB_S: f64 = 1.5;
+const GOAL_BYTES_PER_CONSTRAINT: f64 = 40.0;
+/// Goal of issue 20: a 32 GiB partition's device work.
+const GOAL_DEVICE_32GIB_S: f64 = 0.8;
+
+/// Options of `cuzk bench partition`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PartitionBenchArgs {
+    /// Sector size of the synthetic partition: 2KiB, 8MiB, 512MiB, 32GiB or 64GiB.
+    #[arg(long, value_parser = parse_sector_size, default_value = "32GiB")]
+    pub sector_size: u64,
+    /// A synthetic partition: the real shape, random values (the default without `--c1`).
+    #[arg(long, conflicts_with = "c1")]
+    pub synthetic: bool,
+    /// A real C1 output (JSON or lotus-bench's wrapper) instead of a synthetic partition.
+    #[arg(long)]
+    pub c1: Option<PathBuf>,
+    /// Which partition.
+    #[arg(long, default_value_t = 0)]
+    pub partition: usize,
+    /// Threads the parts are synthesized on [default: one per CPU].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Skip the one-thread reference synthesis (about 100 s for a 32 GiB partition).
+    #[arg(long)]
+    pub no_reference: bool,
+    /// Skip the device stage.
+    #[arg(long)]
+    pub no_device: bool,
+    /// Seed of the synthetic values.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Timed device runs after one warm-up.
+    #[arg(long = "timed-runs", default_value_t = 2)]
+    pub runs: usize,
+}
+
+/// Runs the benchmark; `backend` proves the device stage.
+pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Result<()> {
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let what = describe(&args)?;
+    println!("{what}; parts on {threads} threads");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?;
+    let synthesize = |parts: usize| -> anyhow::Result<(Synthesized, Duration)> {
+        let start = Instant::now();
+        let s = pool.install(|| match &args.c1 {
+            Some(path) => {
+                let c1 = std::fs::read(path)?;
+                Ok::<_, anyhow::Error>(porep::synthesize_partition(&c1, args.partition, parts)?)
+            }
+            None => Ok(synthetic::synthesize(
+                args.sector_size,
+                args.partition,
+                parts,
+                args.seed,
+            )?),
+        })?;
+        Ok((s, start.elapsed()))
+    };
+
+    let base_rss = rss();
+    reset_peak_rss();
+    let (ours, t_ours) = synthesize(threads)?;
+    let peak = peak_rss().saturating_sub(base_rss);
+    let n = ours.num_constraints();
+    let bytes = host_bytes(&ours);
+    let digest = digest(&ours);
+    println!(
+        "split synthesis: {:.2} s, {n} constraints, {} aux, {:.1} B/constraint held ({:.1} GiB), peak RSS +{:.1} GiB, digest {}",
+        t_ours.as_secs_f64(),
+        ours.aux.len(),
+        bytes as f64 / n as f64,
+        gib(bytes),
+        gib(peak),
+        hex::encode(&digest[..8]),
+    );
+    let t_ref = if args.no_reference {
+        None
+    } else {
+        let (theirs, t_ref) = synthesize(1)?;
+        let theirs = self::digest(&theirs);
+        let same = digest == theirs;
+        println!(
+            "one-thread synthesis: {:.2} s, digest {}: {}",
+            t_ref.as_secs_f64(),
+            hex::encode(&theirs[..8]),
+            if same { "bit-identical" } else { "DIFFERENT" }
+        );
+        if !same {
+            anyhow::bail!("split synthesis differs from one-thread synthesis");
+        }
+        Some(t_ref)
+    };
+    let device = if args.no_device {
+        None
+    } else {
+        Some(device_stage(&ours, backend, args.runs)?)
+    };
+    print_table(&args, t_ours, t_ref, bytes as f64 / n as f64, peak, device);
+    Ok(())
+}
+
+fn describe(args: &PartitionBenchArgs) -> anyhow::Result<String> {
+    Ok(match &args.c1 {
+        Some(path) => format!("partition {} of {}", args.partition, path.display()),
+        None => {
+            let s = synthetic::shape(args.sector_size)?;
+            format!(
+                "synthetic {} PoRep partition {} of {} ({} challenges, {} layers, {} nodes)",
+                format_sector_size(args.sector_size),
+                args.partition,
+                s.partitions,
+                s.challenges,
+                s.layers,
+                s.nodes
+            )
+        }
+    })
+}
+
+/// Device stage times: the set's upload (prepare), then per timed run the quotient with the
+/// H MSM and the witness MSMs.
+struct DeviceTimes {
+    backend: String,
+    prepare: Duration,
+    device_bytes: u64,
+    quotient: Vec<f64>,
+    msm: Vec<f64>,
+}
+
+fn device_stage(
+    s: &Synthesized,
+    backend: Arc<dyn Backend>,
+    runs: usize,
+) -> anyhow::Result<DeviceTimes> {
+    let start = Instant::now();
+    let srs = Arc::new(synthetic_srs(s));
+    println!(
+        "synthetic parameters: {:.1} GiB of random points in {:.1} s",
+        gib(srs.resident_bytes()),
+        start.elapsed().as_secs_f64()
+    );
+    let start = Instant::now();
+    let prepared = backend.prepare(srs)?;
+    let prepare = start.elapsed();
+    let mut out = DeviceTimes {
+        backend: backend.name(),
+        prepare,
+        device_bytes: prepared.device_bytes(),
+        quotient: Vec::new(),
+        msm: Vec::new(),
+    };
+    for run in 0..=runs {
+        let (r, t) = (Scalar::from(run as u64 + 2), Scalar::from(run as u64 + 3));
+        let (_, times) = prove_with_randomness(prepared.as_ref(), s.clone(), r, t)?;
+        println!(
+            "device run {run}{}: quotient + H {:.3} s, witness MSMs {:.3} s",
+            if run == 0 { " (warm-up)" } else { "" },
+            times.quotient.as_secs_f64(),
+            times.msm.as_secs_f64()
+        );
+        if run > 0 {
+            out.quotient.push(times.quotient.as_secs_f64());
+            out.msm.push(times.msm.as_secs_f64());
+        }
+    }
+    Ok(out)
+}
+
+/// Parameters of the sections `s` needs, made of random points tiled from a few thousand
+/// (an MSM's time does not depend on which points it adds).
+fn synthetic_srs(s: &Synthesized) -> Srs {
+    let g1 = random_g1(TILE, 11);
+    let g2 = random_g2(TILE / 8, 12);
+    let tiled1 = |n: usize, shift: usize| -> Vec<G1Affine> {
+        (0..n)
+            .into_par_iter()
+            .map(|i| g1[(i + shift) % g1.len()])
+            .collect()
+    };
+    let tiled2 =
+        |n: usize| -> Vec<G2Affine> { (0..n).into_par_iter().map(|i| g2[i % g2.len()]).collect() };
+    let domain = s.num_constraints().next_power_of_two().max(2);
+    let n_in = s.input.len();
+    let b_len = count_set(&s.b_input_density) + count_set(&s.b_aux_density);
+    let vk = VerifyingKey {
+        alpha_g1: g1[0],
+        beta_g1: g1[1],
+        beta_g2: g2[0],
+        gamma_g2: g2[1],
+        delta_g1: g1[2],
+        delta_g2: g2[2],
+        ic: tiled1(n_in, 5),
+    };
+    let pvk = prepare_verifying_key(&vk);
+    Srs {
+        path: PathBuf::from("synthetic"),
+        vk,
+        pvk,
+        h: tiled1(domain - 1, 1),
+        l: tiled1(s.aux.len(), 2),
+        a: tiled1(n_in + count_set(&s.a_aux_density), 3),
+        b_g1: tiled1(b_len, 4),
+        b_g2: tiled2(b_len),
+        file_len: 0,
+        load_time: Duration::ZERO,
+    }
+}
+
+/// Host bytes a synthesized partition holds: 32 per field element, one per density flag.
+fn host_bytes(s: &Synthesized) -> u64 {
+    let scalars = s.a.len() + s.b.len() + s.c.len() + s.aux.len() + s.input.len();
+    let flags = s.a_aux_density.len() + s.b_aux_density.len() + s.b_input_density.len();
+    (scalars * std::mem::size_of::<Scalar>() + flags) as u64
+}
+
+/// SHA-256 over every vector of `s` (chunks hashed in parallel, then the chunk hashes).
+fn digest(s: &Synthesized) -> [u8; 32] {
+    const CHUNK: usize = 1 << 20;
+    let scalars = |v: &[Scalar]| -> Vec<[u8; 32]> {
+        v.par_chunks(CHUNK)
+            .map(|c| Sha256::digest(as_bytes(c)).into())
+            .collect()
+    };
+    let flags = |v: &[bool]| -> [u8; 32] {
+        let bytes: Vec<u8> = v.iter().map(|&f| u8::from(f)).collect();
+        Sha256::digest(&bytes).into()
+    };
+    let mut h = Sha256::new();
+    for v in [&s.a, &s.b, &s.c, &s.input, &s.aux] {
+        h.update((v.len() as u64).to_le_bytes());
+        for c in scalars(v) {
+            h.update(c);
+        }
+    }
+    for v in [&s.a_aux_density, &s.b_aux_density, &s.b_input_density] {
+        h.update((v.len() as u64).to_le_bytes());
+        h.update(flags(v));
+    }
+    h.finalize().into()
+}
+
+/// The resident set now (`VmRSS`), in bytes.
+fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let kb = s.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+            kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn print_table(
+    args: &PartitionBenchArgs,
+    ours: Duration,
+    reference: Option<Duration>,
+    bytes_per_constraint: f64,
+    peak: u64,
+    device: Option<DeviceTimes>,
+) {
+    let is_32 = args.c1.is_none() && args.sector_size == 32 << 30;
+    let goal = |g: f64| {
+        if is_32 {
+            format!("≤ {g} s")
+        } else {
+            "–".into()
+        }
+    };
+    println!("| measure | ours | reference | ratio | goal (32 GiB) |");
+    println!("|---|---|---|---|---|");
+    let (r, ratio) = match reference {
+        Some(r) => (
+            format!("{:.2} s one thread", r.as_secs_f64()),
+            format!("{:.3}", ours.as_secs_f64() / r.as_secs_f64()),
+        ),
+        None => ("–".into(), "–".into()),
+    };
+    println!(
+        "| synthesis wall | {:.2} s | {r} | {ratio} | {} |",
+        ours.as_secs_f64(),
+        goal(GOAL_SYNTHESIS_32GIB_S)
+    );
+    println!(
+        "| host bytes per constraint | {bytes_per_constraint:.1} | | | ≤ {GOAL_BYTES_PER_CONSTRAINT} |"
+    );
+    println!("| synthesis peak RSS | {:.1} GiB | | | |", gib(peak));
+    if let Some(d) = device {
+        let (q, m) = (median(&d.quotient), median(&d.msm));
+        println!(
+            "| device: parameters upload | {:.2} s | | | |",
+            d.prepare.as_secs_f64()
+        );
+        println!("| device: quotient + H MSM | {q:.3} s | | | |");
+        println!("| device: L, A, B G1, B G2 MSMs | {m:.3} s | | | |");
+        println!(
+            "| device stage ({}) | {:.3} s | | | {} |",
+            d.backend,
+            q + m,
+            goal(GOAL_DEVICE_32GIB_S)
+        );
+        println!(
+            "| device memory held (parameters) | {:.1} GiB | | | |",
+            gib(d.device_bytes)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ff::Field;
+
+    #[test]
+    fn the_digest_sees_every_vector() {
+        let s = Synthesized {
+            a: vec![Scalar::ONE; 3],
+            b: vec![Scalar::ZERO; 3],
+            c: vec![Scalar::ZERO; 3],
+            input: vec![Scalar::ONE],
+            aux: vec![Scalar::ONE, Scalar::ZERO],
+            a_aux_density: vec![true, false],
+            b_input_density: vec![true],
+            b_aux_density: vec![false, false],
+        };
+        let d = digest(&s);
+        let mut t = s.clone();
+        t.b_aux_density[1] = true;
+        assert_ne!(digest(&t), d);
+        let mut t = s.clone();
+        t.c[2] = Scalar::ONE;
+        assert_ne!(digest(&t), d);
+        assert_eq!(digest(&s.clone()), d);
+        assert_eq!(host_bytes(&s), 12 * 32 + 5);
+    }
+}

@@ -1,0 +1,247 @@
+//! Synthetic PoRep partitions of the real shape for any sector size, for benchmarks only:
+//! the vanilla proofs of a C1 output with every challenge, Merkle path (its length and arity
+//! per level), column and parent count of the sector size's registered proof, filled with
+//! random values. Its circuits synthesize like a real sector's (same constraints, variables
+//! and densities; different values) but are not satisfied: no proof made from one verifies.
+//! Built only with the `scaffolding` feature, which cuzkd is built without, so no client
+//! request can reach it.
+
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait, PoRepConfig};
+use filecoin_proofs_api::RegisteredSealProof;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use storage_proofs_core::drgraph::Graph;
+use storage_proofs_core::merkle::{base_path_length, MerkleProof};
+use storage_proofs_porep::stacked::{
+    self, ColumnProof, EncodingProof, LabelingProof, ReplicaColumnProof, TOTAL_PARENTS,
+};
+use typenum::Unsigned;
+
+use super::{compound_params, PoRepJob};
+use crate::proofs::shapes::with_shape;
+use crate::proofs::ProveError;
+use crate::synth::Synthesized;
+
+/// The shape of a sector size's PoRep partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Partitions per sector.
+    pub partitions: usize,
+    /// Challenges per partition.
+    pub challenges: usize,
+    /// Nodes (32-byte leaves) per sector.
+    pub nodes: usize,
+    /// Layers.
+    pub layers: usize,
+}
+
+/// The latest interactive PoRep of `sector_size` (what miners prove).
+fn registered(sector_size: u64) -> Result<RegisteredSealProof, ProveError> {
+    use RegisteredSealProof::*;
+    Ok(match sector_size {
+        s if s == 2 << 10 => StackedDrg2KiBV1_1,
+        s if s == 8 << 20 => StackedDrg8MiBV1_1,
+        s if s == 512 << 20 => StackedDrg512MiBV1_1,
+        s if s == 32 << 30 => StackedDrg32GiBV1_1,
+        s if s == 64 << 30 => StackedDrg64GiBV1_1,
+        other => {
+            return Err(ProveError::InvalidInput(format!(
+                "no PoRep for {other}-byte sectors"
+            )))
+        }
+    })
+}
+
+/// The partition shape of `sector_size`'s PoRep.
+pub fn shape(sector_size: u64) -> Result<Shape, ProveError> {
+    with_shape!(sector_size, shape_of, sector_size)
+}
+
+fn shape_of<Tree: 'static + MerkleTreeTrait>(sector_size: u64) -> Result<Shape, ProveError> {
+    let config = registered(sector_size)?.as_v1_config();
+    let pp = compound_params::<Tree>(&config)?;
+    let v = &pp.vanilla_params;
+    Ok(Shape {
+        partitions: usize::from(config.partitions),
+        challenges: v.challenges.num_challenges_per_partition(),
+        nodes: v.graph.size(),
+        layers: v.num_layers,
+    })
+}
+
+/// Synthesizes partition `k` of a synthetic sector of `sector_size` (random values from
+/// `seed`) in up to `parts` parts on the current rayon pool (1: whole, on this thread).
+/// The same `seed` gives the same partition.
+pub fn synthesize(
+    sector_size: u64,
+    k: usize,
+    parts: usize,
+    seed: u64,
+) -> Result<Synthesized, ProveError> {
+    with_shape!(sector_size, synthesize_shape, sector_size, k, parts, seed)
+}
+
+fn synthesize_shape<Tree: 'static + MerkleTreeTrait>(
+    sector_size: u64,
+    k: usize,
+    parts: usize,
+    seed: u64,
+) -> Result<Synthesized, ProveError> {
+    let job = job::<Tree>(sector_size, k, seed)?;
+    job.synthesize(k, parts)
+}
+
+/// A synthetic job whose partition `k` has random vanilla proofs (the others are empty: only
+/// `k` is ever built into a circuit).
+fn job<Tree: 'static + MerkleTreeTrait>(
+    sector_size: u64,
+    k: usize,
+    seed: u64,
+) -> Result<PoRepJob<Tree>, ProveError> {
+    let registered_proof = registered(sector_size)?;
+    let config: PoRepConfig = registered_proof.as_v1_config();
+    let pp = compound_params::<Tree>(&config)?;
+    let shape = shape_of::<Tree>(sector_size)?;
+    if k >= shape.partitions {
+        return Err(ProveError::InvalidInput(format!("no partition {k}")));
+    }
+    let mut rng = StdRng::seed_from_u64(seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let degree = pp.vanilla_params.graph.base_graph().degree();
+    let expansion = pp.vanilla_params.graph.expansion_degree();
+    // Every challenge opens the same trees: comm_c and comm_r_last are one root each.
+    let roots = (Domain::random(&mut rng), Domain::random(&mut rng));
+    let vanilla_k = (0..shape.challenges)
+        .map(|_| challenge_proof::<Tree>(&mut rng, shape, degree, expansion, roots))
+        .collect();
+    let mut vanilla = vec![Vec::new(); shape.partitions];
+    vanilla[k] = vanilla_k;
+    let public_inputs = stacked::PublicInputs {
+        replica_id: Domain::random(&mut rng),
+        tau: Some(stacked::Tau {
+            comm_d: Domain::random(&mut rng),
+            comm_r: Domain::random(&mut rng),
+        }),
+        k: None,
+        seed: Some(rng.gen()),
+    };
+    Ok(PoRepJob {
+        registered_proof,
+        config,
+        public_inputs,
+        pp,
+        vanilla,
+        comm_r: [1; 32],
+        comm_d: [1; 32],
+        seed: [1; 32],
+        ticket: [1; 32],
+    })
+}
+
+type TreeProof<Tree> = MerkleProof<
+    <Tree as MerkleTreeTrait>::Hasher,
+    <Tree as MerkleTreeTrait>::Arity,
+    <Tree as MerkleTreeTrait>::SubTreeArity,
+    <Tree as MerkleTreeTrait>::TopTreeArity,
+>;
+
+type TreeDomain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+
+/// One challenge's vanilla proof: random values, the real shape.
+fn challenge_proof<Tree: 'static + MerkleTreeTrait>(
+    rng: &mut StdRng,
+    shape: Shape,
+    degree: usize,
+    expansion: usize,
+    (comm_c, comm_r_last): (TreeDomain<Tree>, TreeDomain<Tree>),
+) -> stacked::Proof<Tree, DefaultPieceHasher> {
+    let node = rng.gen_range(1..shape.nodes);
+    let column = |rng: &mut StdRng, at: usize| {
+        let rows = (0..shape.layers).map(|_| Domain::random(rng)).collect();
+        // Columns are indexed by u32 in storage-proofs; sectors have at most 2^31 nodes.
+        ColumnProof::new(
+            at as u32,
+            rows,
+            tree_proof::<Tree>(rng, shape.nodes, at, comm_c),
+        )
+    };
+    let parents = |rng: &mut StdRng, n: usize| -> Vec<_> {
+        (0..n)
+            .map(|_| {
+                let at = rng.gen_range(0..shape.nodes);
+                column(rng, at)
+            })
+            .collect()
+    };
+    let replica_column_proofs = ReplicaColumnProof {
+        c_x: column(rng, node),
+        drg_parents: parents(rng, degree),
+        exp_parents: parents(rng, expansion),
+    };
+    let labels =
+        |rng: &mut StdRng| -> Vec<_> { (0..TOTAL_PARENTS).map(|_| Domain::random(rng)).collect() };
+    let labeling_proofs = (1..=shape.layers)
+        .map(|layer| LabelingProof::new(layer as u32, node as u64, labels(rng)))
+        .collect();
+    let encoding_proof = EncodingProof::new(shape.layers as u32, node as u64, labels(rng));
+    stacked::Proof {
+        comm_d_proofs: binary_proof(rng, shape.nodes, node),
+        comm_r_last_proof: tree_proof::<Tree>(rng, shape.nodes, node, comm_r_last),
+        replica_column_proofs,
+        labeling_proofs,
+        encoding_proof,
+    }
+}
+
+/// A path to leaf `node` of a binary tree over `nodes` leaves (tree D).
+fn binary_proof<H: Hasher, A: filecoin_hashers::PoseidonArity>(
+    rng: &mut StdRng,
+    nodes: usize,
+    node: usize,
+) -> MerkleProof<H, A> {
+    let levels = nodes.trailing_zeros() as usize;
+    let path = (0..levels)
+        .map(|l| (vec![Domain::random(rng)], (node >> l) & 1))
+        .collect();
+    MerkleProof::from_parts(Domain::random(rng), Domain::random(rng), path)
+}
+
+/// A path to leaf `node` of a tree of `Tree`'s shape over `nodes` leaves: base levels of
+/// its arity, then a sub-tree and a top-tree level where the shape has them.
+fn tree_proof<Tree: 'static + MerkleTreeTrait>(
+    rng: &mut StdRng,
+    nodes: usize,
+    node: usize,
+    root: TreeDomain<Tree>,
+) -> TreeProof<Tree> {
+    let base = Tree::Arity::to_usize();
+    let sub = Tree::SubTreeArity::to_usize();
+    let top = Tree::TopTreeArity::to_usize();
+    let levels = base_path_length::<Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity>(nodes);
+    let mut arities = vec![base; levels];
+    arities.extend([sub, top].into_iter().filter(|&a| a > 0));
+    let mut rest = node;
+    let path = arities
+        .into_iter()
+        .map(|arity| {
+            let index = rest % arity;
+            rest /= arity;
+            let siblings = (1..arity).map(|_| Domain::random(rng)).collect();
+            (siblings, index)
+        })
+        .collect();
+    MerkleProof::from_parts(Domain::random(rng), root, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_are_the_registered_proofs() {
+        let s = shape(32 << 30).unwrap();
+        assert_eq!((s.partitions, s.nodes, s.layers), (10, 1 << 30, 11));
+        assert!(s.challenges >= 17, "{s:?}");
+        assert!(shape(3 << 30).is_err());
+    }
+}
