@@ -96,3 +96,25 @@ fn status_explains_a_connection_dropped_unanswered() {
     );
     assert!(stderr.contains("journalctl -u cuzkd"), "{stderr}");
 }
+
+#[test]
+fn metrics_takes_prometheus_as_its_one_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("absent.sock");
+    // Accepted (the daemon is what is missing here), and refused beside --json.
+    let out = cuzk()
+        .args(["metrics", "--prometheus", "--socket"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot connect to cuzkd at"), "{stderr}");
+    let out = cuzk()
+        .args(["metrics", "--prometheus", "--json", "--socket"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}

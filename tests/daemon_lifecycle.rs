@@ -154,6 +154,15 @@ fn config_errors_exit_78_and_name_the_key() {
         ("[socket]\ngroup = \"no-such-group-cuzk\"\n", "socket.group"),
         ("[socket]\npath = \"relative.sock\"\n", "socket.path"),
         ("[socket]\nmode = 400\n", "socket.mode"),
+        ("[metrics]\ntextfile = \"cuzk.prom\"\n", "metrics.textfile"),
+        (
+            "[metrics]\ntextfile = \"/run/cuzk/cuzk.txt\"\n",
+            "metrics.textfile",
+        ),
+        (
+            "[metrics]\ntextfile_interval = \"0s\"\n",
+            "metrics.textfile_interval",
+        ),
         ("[socket\n", "not valid TOML"),
     ];
     for (text, needle) in cases {

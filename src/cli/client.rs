@@ -136,6 +136,11 @@ pub struct StatusArgs {
 /// `cuzk metrics`
 #[derive(Debug, clap::Args)]
 pub struct MetricsArgs {
+    /// Print the Prometheus text exposition format 0.0.4, as the daemon renders it (and as
+    /// metrics.textfile holds it). cuzk metrics prints the same without the flag: it is the
+    /// only format, and the flag lets a script say which one it expects. Not with --json.
+    #[arg(long, conflicts_with = "json")]
+    pub prometheus: bool,
     /// Daemon connection.
     #[command(flatten)]
     pub daemon: DaemonOpts,
@@ -165,7 +170,7 @@ pub enum ClientCommand {
     Cancel(JobArgs),
     /// Show the daemon's status, or one job's.
     Status(StatusArgs),
-    /// Print the daemon's Prometheus metrics.
+    /// Print the daemon's metrics in the Prometheus text format.
     Metrics(MetricsArgs),
     /// Load a parameter set into the daemon's memory.
     Preload(ParamArgs),

@@ -11,7 +11,7 @@ use toml::Value;
 use super::units::{format_duration, format_size, parse_duration, parse_size};
 use super::{
     BackendChoice, Config, ConfigError, DaemonConfig, DebugConfig, GpuConfig, GpuSelection,
-    ParamsConfig, ProtocolConfig, ProvingConfig, QueueConfig, SocketConfig,
+    MetricsConfig, ParamsConfig, ProtocolConfig, ProvingConfig, QueueConfig, SocketConfig,
 };
 
 /// One configuration key.
@@ -473,6 +473,59 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::String(c.daemon.log_level.clone()),
     },
     KeyDoc {
+        name: "metrics.textfile",
+        kind: "path",
+        default: "\"\"",
+        description: "Where to write the metrics (the Prometheus text that cuzk metrics \
+                      prints) for node_exporter's textfile collector: an absolute path ending \
+                      in .prom, in a directory the daemon may write and node_exporter reads \
+                      (its --collector.textfile.directory; under the packaged unit, a \
+                      directory in ReadWritePaths=: operating.md in /usr/share/doc/cuzk, \
+                      \"Prometheus\", shows a setup). The file is replaced atomically \
+                      (a hidden temporary file in the same directory, fsynced, then renamed) \
+                      every metrics.textfile_interval and once more at shutdown, after the \
+                      drain, so it keeps the last values after the daemon stops \
+                      (node_exporter's node_textfile_mtime_seconds tells how old they are). \
+                      A failed write is logged as a warning (at most one every 10 minutes, \
+                      and one line when writing works again) and retried at the next \
+                      interval; it never stops the daemon. \"\" (the default): not written.",
+        apply: |c, v| {
+            let path = string(v)?;
+            c.metrics.textfile = if path.is_empty() {
+                None
+            } else {
+                Some(prom_path(&path)?)
+            };
+            Ok(())
+        },
+        show: |c| {
+            Value::String(
+                c.metrics
+                    .textfile
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+            )
+        },
+    },
+    KeyDoc {
+        name: "metrics.textfile_interval",
+        kind: "duration",
+        default: "\"15s\"",
+        description: "How often metrics.textfile is rewritten (at least 1s). node_exporter \
+                      reads whatever is there when it is scraped, so an interval at or below \
+                      the scrape interval keeps the values as fresh as the scrapes.",
+        apply: |c, v| {
+            let d = duration(v)?;
+            if d < Duration::from_secs(1) {
+                return Err("must be at least 1s".into());
+            }
+            c.metrics.textfile_interval = d;
+            Ok(())
+        },
+        show: |c| Value::String(format_duration(c.metrics.textfile_interval)),
+    },
+    KeyDoc {
         name: "debug.job_delay",
         kind: "duration",
         default: "\"0s\"",
@@ -697,6 +750,10 @@ pub(super) fn zero_config() -> Config {
             allow_root: false,
             log_level: String::new(),
         },
+        metrics: MetricsConfig {
+            textfile: None,
+            textfile_interval: Duration::ZERO,
+        },
         debug: DebugConfig {
             job_delay: Duration::ZERO,
             trace_file: None,
@@ -793,6 +850,30 @@ fn string(v: &Value) -> Result<String, String> {
     v.as_str()
         .map(str::to_owned)
         .ok_or_else(|| format!("expected a string, found {}", v.type_str()))
+}
+
+/// A textfile collector's file: absolute (the daemon's working directory is no place for
+/// it), named `*.prom` (node_exporter reads no other file), without a NUL byte, and not a
+/// directory.
+fn prom_path(path: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(path);
+    if !p.is_absolute() {
+        return Err(format!("{path:?} is not an absolute path"));
+    }
+    if path.contains('\0') {
+        return Err("must not contain a NUL byte".into());
+    }
+    let named_prom = p
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.len() > ".prom".len() && n.ends_with(".prom"));
+    if !named_prom || path.ends_with('/') {
+        return Err(format!(
+            "{path:?} must name a file ending in .prom (node_exporter's textfile collector \
+             reads only those)"
+        ));
+    }
+    Ok(p)
 }
 
 fn boolean(v: &Value) -> Result<bool, String> {

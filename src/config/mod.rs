@@ -175,6 +175,16 @@ pub struct DaemonConfig {
     pub log_level: String,
 }
 
+/// Metrics exported besides the socket's Metrics request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricsConfig {
+    /// Where the metrics are written for node_exporter's textfile collector (an absolute
+    /// path ending in `.prom`); `None`: not written.
+    pub textfile: Option<PathBuf>,
+    /// How often the textfile is rewritten.
+    pub textfile_interval: Duration,
+}
+
 /// Testing aids and tuning knobs; never set in production (the defaults are the measured
 /// best). Each tuning knob names the option it fills (`prover::cpu::CpuOptions`,
 /// `gpu::GpuOptions`).
@@ -245,6 +255,8 @@ pub struct Config {
     pub gpu: GpuConfig,
     /// `[daemon]`
     pub daemon: DaemonConfig,
+    /// `[metrics]`
+    pub metrics: MetricsConfig,
     /// `[debug]`
     pub debug: DebugConfig,
 }
@@ -497,6 +509,40 @@ mod tests {
             zero.to_string().contains("not a configuration file"),
             "{zero}"
         );
+    }
+
+    #[test]
+    fn the_metrics_textfile_is_an_absolute_prom_path() {
+        assert_eq!(Config::default().metrics.textfile, None);
+        assert_eq!(
+            Config::default().metrics.textfile_interval,
+            Duration::from_secs(15)
+        );
+        let c = parse(
+            "[metrics]\ntextfile = \"/run/cuzk-metrics/cuzk.prom\"\ntextfile_interval = \"1m\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.metrics.textfile.as_deref(),
+            Some(Path::new("/run/cuzk-metrics/cuzk.prom"))
+        );
+        assert_eq!(c.metrics.textfile_interval, Duration::from_secs(60));
+        assert_eq!(parse(&c.to_toml()).unwrap(), c);
+        for (text, key) in [
+            ("textfile = \"cuzk.prom\"", "metrics.textfile"),
+            ("textfile = \"/run/cuzk/cuzk.txt\"", "metrics.textfile"),
+            ("textfile = \"/run/cuzk/.prom\"", "metrics.textfile"),
+            ("textfile = \"/run/cuzk.prom/\"", "metrics.textfile"),
+            ("textfile = \"/run/a\\u0000b.prom\"", "metrics.textfile"),
+            ("textfile = 1", "metrics.textfile"),
+            ("textfile_interval = \"0s\"", "metrics.textfile_interval"),
+            ("textfile_interval = \"500ms\"", "metrics.textfile_interval"),
+        ] {
+            let err = parse(&format!("[metrics]\n{text}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&format!("`{key}`")), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod privileges;
 mod ratelimit;
 mod server;
 mod service;
+mod textfile;
 mod trace;
 mod wire;
 

@@ -1,7 +1,8 @@
 //! Log lines that a client can cause (a malformed frame, a refused connection) are rate
 //! limited per kind, so that a hostile or broken client cannot fill the journal: at most
 //! [`PER_WINDOW`] lines per [`WINDOW`], and the next line after a quiet spell says how many
-//! were left out. The decision is pure logic with the time passed in.
+//! were left out. The decision is pure logic with the time passed in. A line the daemon
+//! repeats on its own (a failing `metrics.textfile` write) gets a limit of its own.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -14,6 +15,8 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 
 /// One kind of client-caused log line.
 pub struct LogLimit {
+    per_window: u32,
+    window: Duration,
     state: Mutex<State>,
 }
 
@@ -27,9 +30,16 @@ struct State {
 }
 
 impl LogLimit {
-    /// A limit with nothing logged yet.
+    /// A limit of [`PER_WINDOW`] lines per [`WINDOW`], with nothing logged yet.
     pub const fn new() -> Self {
+        Self::with(PER_WINDOW, WINDOW)
+    }
+
+    /// A limit of `per_window` lines per `window`, with nothing logged yet.
+    pub const fn with(per_window: u32, window: Duration) -> Self {
         LogLimit {
+            per_window,
+            window,
             state: Mutex::new(State {
                 start: None,
                 logged: 0,
@@ -45,12 +55,12 @@ impl LogLimit {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let expired = st
             .start
-            .is_none_or(|s| now.saturating_duration_since(s) >= WINDOW);
+            .is_none_or(|s| now.saturating_duration_since(s) >= self.window);
         if expired {
             st.start = Some(now);
             st.logged = 0;
         }
-        if st.logged >= PER_WINDOW {
+        if st.logged >= self.per_window {
             st.suppressed += 1;
             return None;
         }
@@ -65,6 +75,9 @@ pub static MALFORMED: LogLimit = LogLimit::new();
 pub static REFUSED: LogLimit = LogLimit::new();
 /// Frames over the size limit, and clients that never said Hello.
 pub static MISBEHAVED: LogLimit = LogLimit::new();
+/// `metrics.textfile` writes that failed: one line every 10 minutes at most, since the
+/// writer retries every `metrics.textfile_interval` for as long as the cause lasts.
+pub static TEXTFILE: LogLimit = LogLimit::with(1, Duration::from_secs(600));
 
 #[cfg(test)]
 mod tests {
@@ -81,5 +94,16 @@ mod tests {
         // The next window: logged again, with the count of the lines left out.
         assert_eq!(limit.allow(t0 + WINDOW + Duration::from_secs(1)), Some(990));
         assert_eq!(limit.allow(t0 + WINDOW + Duration::from_secs(2)), Some(0));
+    }
+
+    #[test]
+    fn a_limit_of_its_own_counts_in_its_own_window() {
+        let limit = LogLimit::with(1, Duration::from_secs(600));
+        let t0 = Instant::now();
+        assert_eq!(limit.allow(t0), Some(0));
+        for i in 1..40 {
+            assert_eq!(limit.allow(t0 + Duration::from_secs(15 * i)), None);
+        }
+        assert_eq!(limit.allow(t0 + Duration::from_secs(600)), Some(39));
     }
 }

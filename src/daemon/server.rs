@@ -10,7 +10,7 @@ use tokio::net::UnixListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::notify::{status_line, Notifier};
-use super::{connection, Context};
+use super::{connection, textfile, Context};
 use crate::proto::ErrorCode;
 
 /// How often EXTEND_TIMEOUT_USEC is sent while draining, and by how much it extends.
@@ -23,7 +23,8 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves `listener` until `shutdown` resolves, then drains: stops accepting, answers queued
 /// jobs "shutting down", lets running jobs finish within `daemon.drain_grace` (then cancels
-/// them, or at once when `force` is set), delivers the last responses and returns.
+/// them, or at once when `force` is set), delivers the last responses and returns. Writes
+/// `metrics.textfile` meanwhile, where it is set, and one last time before returning.
 pub async fn serve(
     ctx: Arc<Context>,
     listener: UnixListener,
@@ -35,6 +36,7 @@ pub async fn serve(
     // Every connection task holds a clone; when all are gone, recv() returns None.
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let slots = Arc::new(Semaphore::new(ctx.config.socket.max_connections));
+    let textfile = textfile::start(&ctx);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -72,6 +74,9 @@ pub async fn serve(
     let _ = closing_tx.send(true);
     drop(alive_tx);
     let _ = tokio::time::timeout(CLOSE_GRACE, alive_rx.recv()).await;
+    if let Some(writer) = textfile {
+        writer.finish(&ctx).await;
+    }
 }
 
 /// Stops the engine and waits for running jobs: the drain grace, then cancellation.
