@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use bellperson::groth16::{prepare_verifying_key, VerifyingKey};
 use blstrs::{G1Affine, G2Affine, Scalar};
+use ff::Field;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -58,6 +59,14 @@ pub struct PartitionBenchArgs {
     /// Timed device runs after one warm-up.
     #[arg(long = "timed-runs", default_value_t = 2)]
     pub runs: usize,
+    /// Then prove every partition of the synthetic sector through the stages (admission
+    /// under the memory budget, synthesis in parts, the device queue): wall time, peak RSS.
+    #[arg(long, conflicts_with = "c1")]
+    pub sector: bool,
+    /// The stages' memory budget for `--sector` [default: as cuzkd's, the host's memory
+    /// less an eighth].
+    #[arg(long, value_parser = crate::config::parse_size)]
+    pub memory_budget: Option<u64>,
 }
 
 /// Runs the benchmark; `backend` proves the device stage.
@@ -103,6 +112,7 @@ pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Resul
         gib(peak),
         hex::encode(&digest[..8]),
     );
+    census(&ours);
     let t_ref = if args.no_reference {
         None
     } else {
@@ -120,13 +130,119 @@ pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Resul
         }
         Some(t_ref)
     };
-    let device = if args.no_device {
-        None
-    } else {
-        Some(device_stage(&ours, backend, args.runs)?)
+    let srs = (!args.no_device || args.sector).then(|| {
+        let start = Instant::now();
+        let srs = Arc::new(synthetic_srs(&ours));
+        println!(
+            "synthetic parameters: {:.1} GiB of random points in {:.1} s",
+            gib(srs.resident_bytes()),
+            start.elapsed().as_secs_f64()
+        );
+        srs
+    });
+    let device = match (&srs, args.no_device) {
+        (Some(srs), false) => Some(device_stage(
+            &ours,
+            srs.clone(),
+            backend.clone(),
+            args.runs,
+        )?),
+        _ => None,
+    };
+    drop(ours);
+    let sector = match srs {
+        Some(srs) if args.sector => Some(sector(&args, srs, backend)?),
+        _ => None,
     };
     print_table(&args, t_ours, t_ref, bytes as f64 / n as f64, peak, device);
+    if let Some(s) = sector {
+        s.print(&args);
+    }
     Ok(())
+}
+
+/// A whole synthetic sector through the stages.
+struct SectorRun {
+    wall: Duration,
+    params_upload: Duration,
+    budget: u64,
+    params_bytes: u64,
+    peak_rss: u64,
+    stats: crate::proofs::PipelineStats,
+}
+
+impl SectorRun {
+    fn print(&self, args: &PartitionBenchArgs) {
+        let s = &self.stats;
+        let proved = s.partitions_proved.max(1) as f64;
+        println!(
+            "whole synthetic {} sector through the stages (budget {:.1} GiB, parameters {:.1} GiB on the host, uploaded in {:.1} s):",
+            format_sector_size(args.sector_size),
+            gib(self.budget),
+            gib(self.params_bytes),
+            self.params_upload.as_secs_f64()
+        );
+        let is_32 = args.sector_size == 32 << 30;
+        let goal = |g: &str| if is_32 { g.to_string() } else { "–".into() };
+        println!("| measure | ours | goal (32 GiB) |");
+        println!("|---|---|---|");
+        println!(
+            "| sector wall | {:.1} s | {} |",
+            self.wall.as_secs_f64(),
+            goal("≤ 15 s")
+        );
+        println!(
+            "| peak RSS (parameters included) | {:.1} GiB | {} |",
+            gib(self.peak_rss),
+            goal("< 100 GiB")
+        );
+        println!(
+            "| per partition: synthesis / device wait / device | {:.1} / {:.1} / {:.2} s | |",
+            s.synthesis_time.as_secs_f64() / proved,
+            s.device_wait.as_secs_f64() / proved,
+            s.device_time.as_secs_f64() / proved
+        );
+        println!(
+            "| device busy | {:.0} % | |",
+            100.0 * s.device_busy.as_secs_f64() / self.wall.as_secs_f64().max(1e-9)
+        );
+    }
+}
+
+fn sector(
+    args: &PartitionBenchArgs,
+    srs: Arc<Srs>,
+    backend: Arc<dyn Backend>,
+) -> anyhow::Result<SectorRun> {
+    use crate::proofs::{JobControl, PipelineOptions, ProvingService};
+    let budget = match args.memory_budget {
+        Some(b) => b,
+        None => crate::daemon::host::memory()
+            .map(crate::daemon::host::budget_from)
+            .ok_or_else(|| {
+                anyhow::anyhow!("cannot read the host's memory: pass --memory-budget")
+            })?,
+    };
+    let options = PipelineOptions {
+        memory_budget: budget,
+        ..PipelineOptions::default()
+    };
+    let svc = ProvingService::with_pipeline(PathBuf::from("/nonexistent"), backend, &options)?;
+    let id = synthetic::params_id(args.sector_size);
+    let params_bytes = srs.resident_bytes();
+    let params_upload = svc.preload_built(&id, srs)?;
+    reset_peak_rss();
+    let start = Instant::now();
+    let control = JobControl::new();
+    synthetic::prove_sector(&svc, args.sector_size, args.seed, &control)?;
+    Ok(SectorRun {
+        wall: start.elapsed(),
+        params_upload,
+        budget,
+        params_bytes,
+        peak_rss: peak_rss(),
+        stats: svc.pipeline(),
+    })
 }
 
 fn describe(args: &PartitionBenchArgs) -> anyhow::Result<String> {
@@ -159,16 +275,10 @@ struct DeviceTimes {
 
 fn device_stage(
     s: &Synthesized,
+    srs: Arc<Srs>,
     backend: Arc<dyn Backend>,
     runs: usize,
 ) -> anyhow::Result<DeviceTimes> {
-    let start = Instant::now();
-    let srs = Arc::new(synthetic_srs(s));
-    println!(
-        "synthetic parameters: {:.1} GiB of random points in {:.1} s",
-        gib(srs.resident_bytes()),
-        start.elapsed().as_secs_f64()
-    );
     let start = Instant::now();
     let prepared = backend.prepare(srs)?;
     let prepare = start.elapsed();
@@ -233,6 +343,39 @@ fn synthetic_srs(s: &Synthesized) -> Srs {
         b_g2: tiled2(b_len),
         file_len: 0,
         load_time: Duration::ZERO,
+    }
+}
+
+/// How many of each vector's values are 0, 1, another value below 2^32, or larger: what a
+/// compact in-flight encoding of the partition could save.
+fn census(s: &Synthesized) {
+    let small = |v: &Scalar| {
+        let b = v.to_bytes_le();
+        b[4..].iter().all(|&x| x == 0)
+    };
+    for (name, v) in [("a", &s.a), ("b", &s.b), ("c", &s.c), ("aux", &s.aux)] {
+        let (zero, one, short) = v
+            .par_iter()
+            .map(|x| {
+                if bool::from(x.is_zero()) {
+                    (1usize, 0usize, 0usize)
+                } else if *x == Scalar::ONE {
+                    (0, 1, 0)
+                } else if small(x) {
+                    (0, 0, 1)
+                } else {
+                    (0, 0, 0)
+                }
+            })
+            .reduce(|| (0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
+        let pct = |k: usize| 100.0 * k as f64 / v.len().max(1) as f64;
+        println!(
+            "values of {name}: {:.1} % zero, {:.1} % one, {:.1} % other < 2^32, {:.1} % larger",
+            pct(zero),
+            pct(one),
+            pct(short),
+            pct(v.len() - zero - one - short)
+        );
     }
 }
 
@@ -348,7 +491,6 @@ fn print_table(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ff::Field;
 
     #[test]
     fn the_digest_sees_every_vector() {

@@ -4,7 +4,7 @@ use std::path::Path;
 
 /// The host's memory, or the daemon's cgroup (v2) limit where that is lower; `None` where
 /// neither can be read.
-pub(super) fn memory() -> Option<u64> {
+pub(crate) fn memory() -> Option<u64> {
     let total = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| mem_total(&s));
@@ -26,7 +26,7 @@ pub(super) fn memory() -> Option<u64> {
 
 /// The default memory budget on a host with `total` bytes: an eighth (at least 2 GiB) is
 /// left to everything else (the daemon's own buffers, jobs' inputs, the system).
-pub(super) fn budget_from(total: u64) -> u64 {
+pub(crate) fn budget_from(total: u64) -> u64 {
     let margin = (total / 8).max(2 << 30);
     total.saturating_sub(margin).max(1 << 30)
 }

@@ -11,7 +11,7 @@
 pub mod cli;
 mod connection;
 mod handler;
-mod host;
+pub(crate) mod host;
 mod listener;
 mod logging;
 mod metrics;

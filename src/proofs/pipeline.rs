@@ -18,7 +18,7 @@ use super::stages::{
 use super::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::prover::Partition;
 use crate::srs::{ParamsId, Srs};
-use crate::synth::{synthesize, synthesize_split, with_yield_point};
+use crate::synth::{synthesize, synthesize_split, synthesize_split_on, with_yield_point};
 
 /// Proofs of all partitions, the parameters used and the timings so far.
 pub(crate) struct Proved {
@@ -153,9 +153,10 @@ where
                     let result = catch_panic(&what, || {
                         let most = pool.map_or(1, |(_, threads)| threads);
                         let s = match (make_circuit(k, most)?, pool) {
-                            (PartitionCircuit::Split { parts, marker }, Some((pool, _))) => pool
-                                .install(|| synthesize_split(parts, marker, point))
-                                .map_err(|e| e.to_string()),
+                            (PartitionCircuit::Split { parts, marker }, Some((pool, _))) => {
+                                synthesize_split_on(pool, parts, marker, point)
+                                    .map_err(|e| e.to_string())
+                            }
                             (PartitionCircuit::Split { parts, marker }, None) => {
                                 synthesize_split(parts, marker, point).map_err(|e| e.to_string())
                             }

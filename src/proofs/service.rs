@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::stages::{DeviceSpec, PipelineOptions, PipelineStats, PreparedSet, Stages};
 use super::{ProofKind, ProofRequest};
 use crate::prover::{Backend, Partition, PinnedPool, PinnedStats, PreparedSrs, ProverError};
-use crate::srs::{LoadedParams, ParamsId, SrsCache, SrsError};
+use crate::srs::{LoadedParams, ParamsId, Srs, SrsCache, SrsError};
 use crate::topology::Placement;
 
 /// Time spent in each stage of one proof.
@@ -337,17 +337,32 @@ impl ProvingService {
     /// The parameter set `id` prepared by every device's backend, loading and preparing it if
     /// needed; and the time that took (zero when it was resident).
     pub fn prepared(&self, id: &ParamsId) -> Result<(PreparedSet, Duration), ProveError> {
-        let (_, prepared, time) = self.srs.get_prepared(id, |srs| {
-            self.devices
-                .iter()
-                .map(|d| d.backend.prepare(srs.clone()).map_err(ProveError::from))
-                .collect::<Result<Vec<Arc<dyn PreparedSrs>>, _>>()
-                .map(PreparedSet::from)
-        })?;
+        let (_, prepared, time) = self.srs.get_prepared(id, |srs| self.prepare(srs))?;
         if !time.is_zero() {
             self.update_params_bytes();
         }
         Ok((prepared, time))
+    }
+
+    /// The set prepared on every device.
+    fn prepare(&self, srs: &Arc<Srs>) -> Result<PreparedSet, ProveError> {
+        self.devices
+            .iter()
+            .map(|d| d.backend.prepare(srs.clone()).map_err(ProveError::from))
+            .collect::<Result<Vec<Arc<dyn PreparedSrs>>, _>>()
+            .map(PreparedSet::from)
+    }
+
+    /// Makes `srs`, built in memory, the resident parameter set `id` (prepared on every
+    /// device), unless a set `id` is resident already. Benchmarks' synthetic parameters only:
+    /// nothing a client sends reaches this.
+    #[cfg(feature = "scaffolding")]
+    pub fn preload_built(&self, id: &ParamsId, srs: Arc<Srs>) -> Result<Duration, ProveError> {
+        let (_, _, time) = self
+            .srs
+            .get_prepared_or(id, || Ok(srs), |srs| self.prepare(srs))?;
+        self.update_params_bytes();
+        Ok(time)
     }
 
     /// Loads and prepares the parameter set `id` ahead of the first proof that needs it.

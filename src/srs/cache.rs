@@ -68,12 +68,25 @@ impl<P: Clone> SrsCache<P> {
         id: &ParamsId,
         prepare: impl FnOnce(&Arc<Srs>) -> Result<P, E>,
     ) -> Result<(Arc<Srs>, P, Duration), E> {
+        let file = id.params_file(&self.dir);
+        let load = || load_srs(&file).map(Arc::new).map_err(E::from);
+        self.get_prepared_or(id, load, prepare)
+    }
+
+    /// [`Self::get_prepared`] with `load` making the set where it is not resident (instead
+    /// of reading its file): parameters built in memory, such as a benchmark's synthetic set.
+    pub fn get_prepared_or<E>(
+        &self,
+        id: &ParamsId,
+        load: impl FnOnce() -> Result<Arc<Srs>, E>,
+        prepare: impl FnOnce(&Arc<Srs>) -> Result<P, E>,
+    ) -> Result<(Arc<Srs>, P, Duration), E> {
         let slot = self.slot(id);
         let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = guard.as_ref() {
             return Ok((e.srs.clone(), e.prepared.clone(), Duration::ZERO));
         }
-        let srs = Arc::new(load_srs(&id.params_file(&self.dir))?);
+        let srs = load()?;
         tracing::info!(
             params = %srs.path.display(),
             load_ms = srs.load_time.as_millis() as u64,

@@ -13,4 +13,4 @@ mod cs;
 mod split;
 
 pub use cs::{synthesize, synthesize_all, with_yield_point, Mark, RecordingCs, Synthesized};
-pub use split::{stitch, synthesize_part, synthesize_split, Part, SplitError};
+pub use split::{stitch, synthesize_part, synthesize_split, synthesize_split_on, Part, SplitError};

@@ -81,6 +81,36 @@ pub fn synthesize_split<C: Circuit<Scalar> + Send>(
     Ok(finish(stitch(parts)?))
 }
 
+/// [`synthesize_split`] with the parts queued on `pool` first-in first-out behind the parts
+/// already queued there (other partitions'), while this thread — not one of the pool's —
+/// waits for them and then stitches on the global rayon pool. No pool thread ever waits for
+/// another partition's part to finish, and a partition's parts run in order of arrival.
+pub fn synthesize_split_on<C: Circuit<Scalar> + Send>(
+    pool: &rayon::ThreadPool,
+    parts: Vec<C>,
+    marker: &'static str,
+    yield_point: Option<fn()>,
+) -> Result<Synthesized, SplitError> {
+    let mut done: Vec<Option<Result<Part, SplitError>>> = Vec::new();
+    done.resize_with(parts.len(), || None);
+    pool.in_place_scope_fifo(|scope| {
+        for ((i, c), slot) in parts.into_iter().enumerate().zip(done.iter_mut()) {
+            scope.spawn_fifo(move |_| {
+                let run = || synthesize_part(c, marker, i);
+                *slot = Some(match yield_point {
+                    Some(p) => with_yield_point(p, run),
+                    None => run(),
+                });
+            });
+        }
+    });
+    let parts = done
+        .into_iter()
+        .map(|p| p.unwrap_or(Err(SplitError::NoParts)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(finish(stitch(parts)?))
+}
+
 /// Part 0 whole, then every other part's records after its prefix, in order; the prefix
 /// densities are the union of all parts'. Each vector is appended in parallel and the parts'
 /// copies freed before the next vector, so the peak is one vector's worth above the parts.
@@ -239,6 +269,12 @@ mod tests {
         ] {
             let stitched = synthesize_split(split(5, bounds), "sub_", None).unwrap();
             assert_eq!(stitched, whole, "split at {bounds:?}");
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(3)
+                .build()
+                .unwrap();
+            let queued = synthesize_split_on(&pool, split(5, bounds), "sub_", None).unwrap();
+            assert_eq!(queued, whole, "split at {bounds:?}, queued on a pool");
         }
     }
 

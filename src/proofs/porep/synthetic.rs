@@ -18,9 +18,10 @@ use storage_proofs_porep::stacked::{
 };
 use typenum::Unsigned;
 
-use super::{compound_params, PoRepJob};
+use super::{compound_params, prove_split_partitions, PoRepJob};
 use crate::proofs::shapes::with_shape;
-use crate::proofs::ProveError;
+use crate::proofs::{JobControl, ProofKind, ProveError, ProvingService, StageTimings};
+use crate::srs::ParamsId;
 use crate::synth::Synthesized;
 
 /// The shape of a sector size's PoRep partitions.
@@ -88,34 +89,78 @@ fn synthesize_shape<Tree: 'static + MerkleTreeTrait>(
     parts: usize,
     seed: u64,
 ) -> Result<Synthesized, ProveError> {
-    let job = job::<Tree>(sector_size, k, seed)?;
+    let job = job::<Tree>(sector_size, seed)?;
+    if k >= job.partitions() {
+        return Err(ProveError::InvalidInput(format!("no partition {k}")));
+    }
     job.synthesize(k, parts)
 }
 
-/// A synthetic job whose partition `k` has random vanilla proofs (the others are empty: only
-/// `k` is ever built into a circuit).
+/// The parameter set id a synthetic sector is proved with: a name no real set has.
+pub fn params_id(sector_size: u64) -> ParamsId {
+    ParamsId {
+        kind: ProofKind::PoRep,
+        sector_size,
+        cache_id: format!("synthetic-porep-{sector_size}"),
+    }
+}
+
+/// Proves every partition of a synthetic sector (values from `seed`) through `svc`'s stages
+/// — admission under the memory budget, synthesis in parts, the device queue — with the
+/// parameters [`params_id`], which the caller made resident
+/// ([`ProvingService::preload_built`]). The proofs are dropped: they cannot verify.
+pub fn prove_sector(
+    svc: &ProvingService,
+    sector_size: u64,
+    seed: u64,
+    control: &JobControl,
+) -> Result<StageTimings, ProveError> {
+    with_shape!(
+        sector_size,
+        prove_sector_shape,
+        svc,
+        sector_size,
+        seed,
+        control
+    )
+}
+
+fn prove_sector_shape<Tree: 'static + MerkleTreeTrait>(
+    svc: &ProvingService,
+    sector_size: u64,
+    seed: u64,
+    control: &JobControl,
+) -> Result<StageTimings, ProveError> {
+    let job = job::<Tree>(sector_size, seed)?;
+    let make = |k, most| job.circuit_parts(k, most);
+    let id = params_id(sector_size);
+    let proved = prove_split_partitions(svc, &id, job.partitions(), make, control)?;
+    Ok(proved.timings)
+}
+
+/// A synthetic job: random vanilla proofs for every partition (partition `k`'s from its own
+/// generator, so it is the same whichever partitions are built).
 fn job<Tree: 'static + MerkleTreeTrait>(
     sector_size: u64,
-    k: usize,
     seed: u64,
 ) -> Result<PoRepJob<Tree>, ProveError> {
     let registered_proof = registered(sector_size)?;
     let config: PoRepConfig = registered_proof.as_v1_config();
     let pp = compound_params::<Tree>(&config)?;
     let shape = shape_of::<Tree>(sector_size)?;
-    if k >= shape.partitions {
-        return Err(ProveError::InvalidInput(format!("no partition {k}")));
-    }
-    let mut rng = StdRng::seed_from_u64(seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut rng = StdRng::seed_from_u64(seed);
     let degree = pp.vanilla_params.graph.base_graph().degree();
     let expansion = pp.vanilla_params.graph.expansion_degree();
     // Every challenge opens the same trees: comm_c and comm_r_last are one root each.
     let roots = (Domain::random(&mut rng), Domain::random(&mut rng));
-    let vanilla_k = (0..shape.challenges)
-        .map(|_| challenge_proof::<Tree>(&mut rng, shape, degree, expansion, roots))
+    let vanilla = (0..shape.partitions as u64)
+        .map(|k| {
+            let mut rng = StdRng::seed_from_u64(seed ^ (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            (0..shape.challenges)
+                .map(|_| challenge_proof::<Tree>(&mut rng, shape, degree, expansion, roots))
+                .collect()
+        })
         .collect();
-    let mut vanilla = vec![Vec::new(); shape.partitions];
-    vanilla[k] = vanilla_k;
     let public_inputs = stacked::PublicInputs {
         replica_id: Domain::random(&mut rng),
         tau: Some(stacked::Tau {
