@@ -18,7 +18,9 @@ use super::stages::{
 use super::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::prover::Partition;
 use crate::srs::{ParamsId, Srs};
-use crate::synth::{synthesize, synthesize_split, synthesize_split_on, with_yield_point};
+use crate::synth::{
+    synthesize, synthesize_split, synthesize_split_on, with_yield_point, SplitError,
+};
 
 /// Proofs of all partitions, the parameters used and the timings so far.
 pub(crate) struct Proved {
@@ -152,13 +154,29 @@ where
                     let point = pause.then_some(yield_to_critical as fn());
                     let result = catch_panic(&what, || {
                         let most = pool.map_or(1, |(_, threads)| threads);
+                        let failed = |e: &dyn std::fmt::Display| {
+                            ProveError::Synthesis(format!("partition {k}: {e}"))
+                        };
                         let s = match (make_circuit(k, most)?, pool) {
-                            (PartitionCircuit::Split { parts, marker }, Some((pool, _))) => {
-                                synthesize_split_on(pool, parts, marker, point)
-                                    .map_err(|e| e.to_string())
+                            (PartitionCircuit::Split { parts, marker }, Some((pools, _))) => {
+                                let stopped = || run.is_stopped();
+                                synthesize_split_on(
+                                    &pools.parts,
+                                    &pools.stitch,
+                                    parts,
+                                    marker,
+                                    point,
+                                    &stopped,
+                                )
+                                .map_err(|e| match e {
+                                    SplitError::Stopped => ProveError::Cancelled,
+                                    e => failed(&e),
+                                })?
                             }
+                            // Not asked for (at most one part without pools); on the current
+                            // pool and never paused, since that pool may be rayon's global one.
                             (PartitionCircuit::Split { parts, marker }, None) => {
-                                synthesize_split(parts, marker, point).map_err(|e| e.to_string())
+                                synthesize_split(parts, marker, None).map_err(|e| failed(&e))?
                             }
                             (PartitionCircuit::Whole(c), _) => {
                                 let run = || synthesize(c);
@@ -166,11 +184,9 @@ where
                                     Some(p) => with_yield_point(p, run),
                                     None => run(),
                                 }
-                                .map_err(|e| e.to_string())
+                                .map_err(|e| failed(&e))?
                             }
                         };
-                        let s =
-                            s.map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))?;
                         Ok(svc.stage_for_device(Partition::from(s)))
                     });
                     match result {

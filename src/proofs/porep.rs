@@ -309,7 +309,9 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
     /// Partition `k`'s circuit in at most `most` parts. The circuit is a prefix (the
     /// replica id's bits, the commitments, comm_r = H(comm_c ‖ comm_r_last)) followed by
     /// one independent sub-circuit per challenge, in namespaces `challenge_{i}`: a circuit
-    /// over a contiguous run of the challenges is the same prefix followed by theirs.
+    /// over a contiguous run of the challenges is the same prefix followed by theirs. (The
+    /// layout of storage-proofs-porep 19's `StackedCircuit`; a layout that records anything
+    /// else at the top level after the first challenge makes the split an error.)
     fn circuit_parts(
         &self,
         k: usize,

@@ -54,6 +54,10 @@ pub struct RecordingCs {
     marker: Option<&'static str>,
     /// What had been recorded when the marker's namespace was first opened.
     pub(super) mark: Option<Mark>,
+    /// Whether something was recorded at the top level after the mark, or a top-level
+    /// namespace without the marker's prefix opened: the circuit is not a prefix followed by
+    /// independent sub-circuits, and cannot be split.
+    pub(super) unsplittable: bool,
 }
 
 /// How much of a circuit had been recorded at some point: the length of every vector of
@@ -74,6 +78,13 @@ impl RecordingCs {
         Self {
             marker: Some(prefix),
             ..Self::default()
+        }
+    }
+
+    /// Notes a record made now: at the top level after the mark it breaks the split's shape.
+    fn recording(&mut self) {
+        if self.depth == 0 && self.mark.is_some() {
+            self.unsplittable = true;
         }
     }
 
@@ -165,6 +176,7 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
+        self.recording();
         self.out.aux.push(f()?);
         self.out.a_aux_density.push(false);
         self.out.b_aux_density.push(false);
@@ -177,6 +189,7 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
+        self.recording();
         self.out.input.push(f()?);
         self.out.b_input_density.push(false);
         Ok(Variable::new_unchecked(Index::Input(
@@ -192,6 +205,7 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
+        self.recording();
         let o = &mut self.out;
         let a = a(LinearCombination::zero());
         let b = b(LinearCombination::zero());
@@ -225,9 +239,13 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         N: FnOnce() -> NR,
     {
         // Names are made only at the top level of a marking system: a few per circuit.
-        if let (0, Some(prefix), None) = (self.depth, self.marker, self.mark) {
-            if name().into().starts_with(prefix) {
-                self.mark = Some(self.here());
+        if let (0, Some(prefix)) = (self.depth, self.marker) {
+            let marked = name().into().starts_with(prefix);
+            match (self.mark, marked) {
+                (None, true) => self.mark = Some(self.here()),
+                // After the first sub-circuit, only sub-circuits may follow.
+                (Some(_), false) => self.unsplittable = true,
+                _ => {}
             }
         }
         self.depth += 1;

@@ -33,6 +33,19 @@ pub enum SplitError {
         /// The marker's prefix.
         marker: &'static str,
     },
+    /// A part recorded something at the top level after its first sub-circuit began, or
+    /// opened a top-level namespace other than a sub-circuit's: the circuit is not a prefix
+    /// followed by independent sub-circuits.
+    #[error("part {part} records outside its sub-circuits after the first one ({marker}…): the circuit cannot be split")]
+    NotSplittable {
+        /// The part's index.
+        part: usize,
+        /// The marker's prefix.
+        marker: &'static str,
+    },
+    /// The job was stopped while its parts waited.
+    #[error("stopped")]
+    Stopped,
     /// A part's prefix recorded something else than part 0's: the circuit is not split the
     /// way the caller said.
     #[error("part {part}'s prefix differs from part 0's ({what})")]
@@ -59,6 +72,9 @@ pub fn synthesize_part<C: Circuit<Scalar>>(
 ) -> Result<Part, SplitError> {
     let cs = record(circuit, RecordingCs::with_marker(marker))?;
     let mark = cs.mark.ok_or(SplitError::NoMarker { part, marker })?;
+    if cs.unsplittable {
+        return Err(SplitError::NotSplittable { part, marker });
+    }
     Ok(Part { out: cs.out, mark })
 }
 
@@ -83,19 +99,27 @@ pub fn synthesize_split<C: Circuit<Scalar> + Send>(
 
 /// [`synthesize_split`] with the parts queued on `pool` first-in first-out behind the parts
 /// already queued there (other partitions'), while this thread — not one of the pool's —
-/// waits for them and then stitches on the global rayon pool. No pool thread ever waits for
-/// another partition's part to finish, and a partition's parts run in order of arrival.
+/// waits for them, then stitched on `stitch_pool`. No thread of `pool` ever waits for another
+/// partition's part to finish (a waiting rayon thread steals work, and one part of a 32 GiB
+/// partition is seconds), and a partition's parts run in order of arrival. A part that has
+/// not started when `stopped()` turns true is skipped, and the result is [`SplitError::Stopped`].
 pub fn synthesize_split_on<C: Circuit<Scalar> + Send>(
     pool: &rayon::ThreadPool,
+    stitch_pool: &rayon::ThreadPool,
     parts: Vec<C>,
     marker: &'static str,
     yield_point: Option<fn()>,
+    stopped: &(dyn Fn() -> bool + Sync),
 ) -> Result<Synthesized, SplitError> {
     let mut done: Vec<Option<Result<Part, SplitError>>> = Vec::new();
     done.resize_with(parts.len(), || None);
     pool.in_place_scope_fifo(|scope| {
         for ((i, c), slot) in parts.into_iter().enumerate().zip(done.iter_mut()) {
             scope.spawn_fifo(move |_| {
+                if stopped() {
+                    *slot = Some(Err(SplitError::Stopped));
+                    return;
+                }
                 let run = || synthesize_part(c, marker, i);
                 *slot = Some(match yield_point {
                     Some(p) => with_yield_point(p, run),
@@ -104,16 +128,21 @@ pub fn synthesize_split_on<C: Circuit<Scalar> + Send>(
             });
         }
     });
+    if stopped() {
+        return Err(SplitError::Stopped);
+    }
+    // Every slot is filled: the scope returns after all its tasks, and a task that panics
+    // takes the scope (and this call) with it.
     let parts = done
         .into_iter()
-        .map(|p| p.unwrap_or(Err(SplitError::NoParts)))
+        .map(|p| p.unwrap_or(Err(SplitError::Stopped)))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(finish(stitch(parts)?))
+    stitch_pool.install(|| Ok(finish(stitch(parts)?)))
 }
 
 /// Part 0 whole, then every other part's records after its prefix, in order; the prefix
-/// densities are the union of all parts'. Each vector is appended in parallel and the parts'
-/// copies freed before the next vector, so the peak is one vector's worth above the parts.
+/// densities are the union of all parts'. Each part's tail is copied in parallel and freed
+/// at once, so the peak is about one part's vector above the parts.
 pub fn stitch(parts: Vec<Part>) -> Result<Synthesized, SplitError> {
     let mut parts = parts.into_iter();
     let Part { mut out, mark } = parts.next().ok_or(SplitError::NoParts)?;
@@ -183,19 +212,14 @@ fn or_into(dst: &mut [bool], src: &[bool]) {
 /// enough that a few parts still spread over every thread.
 const COPY_CHUNK: usize = 1 << 18;
 
-/// Appends `tail[skip..]` of every tail to `dst`, copying in parallel, then frees the tails.
+/// Appends `tail[skip..]` of every tail to `dst`, in order, each copied in parallel and
+/// freed as soon as it is copied.
 fn append_tails<T: Copy + Send + Sync>(dst: &mut Vec<T>, tails: Vec<Vec<T>>, skip: usize) {
-    let lens: Vec<usize> = tails.iter().map(|t| t.len().saturating_sub(skip)).collect();
-    let extra: usize = lens.iter().sum();
+    let extra: usize = tails.iter().map(|t| t.len().saturating_sub(skip)).sum();
     dst.reserve_exact(extra);
-    let mut spare = &mut dst.spare_capacity_mut()[..extra];
-    let mut pieces = Vec::with_capacity(tails.len());
-    for (t, &n) in tails.iter().zip(&lens) {
-        let (to, later) = spare.split_at_mut(n);
-        pieces.push((to, &t[t.len() - n..]));
-        spare = later;
-    }
-    pieces.into_par_iter().for_each(|(to, from)| {
+    for tail in tails {
+        let from = tail.get(skip..).unwrap_or(&[]);
+        let to = &mut dst.spare_capacity_mut()[..from.len()];
         to.par_chunks_mut(COPY_CHUNK)
             .zip(from.par_chunks(COPY_CHUNK))
             .for_each(|(to, from)| {
@@ -203,12 +227,12 @@ fn append_tails<T: Copy + Send + Sync>(dst: &mut Vec<T>, tails: Vec<Vec<T>>, ski
                     t.write(*f);
                 }
             });
-    });
-    let len = dst.len() + extra;
-    // SAFETY: `reserve_exact` made room for `extra` more elements and the loop above wrote
-    // every one of them: the pieces tile `spare_capacity_mut()[..extra]` exactly (their
-    // lengths sum to `extra`) and each is filled from a source of the same length.
-    unsafe { dst.set_len(len) };
+        let len = dst.len() + from.len();
+        // SAFETY: `reserve_exact` made room for every tail, so `to` has `from.len()`
+        // elements, and the loop above wrote each of them (the chunks of `to` and `from` pair
+        // up with equal lengths): the first `len` elements are initialized.
+        unsafe { dst.set_len(len) };
+    }
 }
 
 #[cfg(test)]
@@ -218,12 +242,15 @@ mod tests {
     use bellperson::ConstraintSystem;
     use ff::Field;
 
-    /// A prefix (a public x and x²), then `n` sub-circuits each proving knowledge of
-    /// y_i = x² · v_i + i for its own v_i, with y_i public.
+    /// A prefix (a public x, x², a second input z and an aux w), then sub-circuits each
+    /// proving knowledge of y_i = x² · v_i + i for its own v_i, with y_i public; sub-circuits
+    /// from 5 on also use z and w in B, so the prefix densities differ between parts.
+    /// `stray` records a constraint at the top level after the sub-circuits began.
     #[derive(Clone)]
     struct Chain {
         x: u64,
         subs: std::ops::Range<u64>,
+        stray: bool,
     }
 
     impl Circuit<Scalar> for Chain {
@@ -234,6 +261,8 @@ mod tests {
             let x = AllocatedNum::alloc(cs.namespace(|| "x"), || Ok(Scalar::from(self.x)))?;
             x.inputize(cs.namespace(|| "x input"))?;
             let x2 = x.square(cs.namespace(|| "x2"))?;
+            let z = cs.alloc_input(|| "z", || Ok(Scalar::from(3)))?;
+            let w = cs.alloc(|| "w", || Ok(Scalar::from(4)))?;
             for i in self.subs {
                 let mut ns = cs.namespace(|| format!("sub_{i}"));
                 let v = AllocatedNum::alloc(ns.namespace(|| "v"), || Ok(Scalar::from(i * 7 + 3)))?;
@@ -242,6 +271,19 @@ mod tests {
                     Ok(y.get_value().unwrap_or(Scalar::ZERO) + Scalar::from(i))
                 })?;
                 y.inputize(ns.namespace(|| "y input"))?;
+                if i >= 5 {
+                    // v · (z + w) = 7v
+                    let t = ns.alloc(|| "t", || Ok(Scalar::from((i * 7 + 3) * 7)))?;
+                    ns.enforce(
+                        || "uses z, w",
+                        |lc| lc + v.get_variable(),
+                        |lc| lc + z + w,
+                        |lc| lc + t,
+                    );
+                }
+            }
+            if self.stray {
+                cs.enforce(|| "stray", |lc| lc + x.get_variable(), |lc| lc, |lc| lc);
             }
             Ok(())
         }
@@ -253,14 +295,33 @@ mod tests {
             .map(|w| Chain {
                 x,
                 subs: w[0]..w[1],
+                stray: false,
             })
             .collect()
     }
 
+    fn pools() -> (rayon::ThreadPool, rayon::ThreadPool) {
+        let build = |n| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .unwrap()
+        };
+        (build(3), build(2))
+    }
+
     #[test]
     fn any_split_records_exactly_what_one_thread_records() {
-        let whole = crate::synth::synthesize(Chain { x: 5, subs: 0..9 }).unwrap();
+        let whole = crate::synth::synthesize(Chain {
+            x: 5,
+            subs: 0..9,
+            stray: false,
+        })
+        .unwrap();
         assert!(whole.is_satisfied());
+        // z (input 2, after ONE and x) and w (the prefix's last aux) are in B only through sub-circuits ≥ 5.
+        assert!(whole.b_input_density[2]);
+        let (pool, stitcher) = pools();
         for bounds in [
             &[0, 9][..],
             &[0, 1, 9],
@@ -269,28 +330,67 @@ mod tests {
         ] {
             let stitched = synthesize_split(split(5, bounds), "sub_", None).unwrap();
             assert_eq!(stitched, whole, "split at {bounds:?}");
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(3)
-                .build()
-                .unwrap();
-            let queued = synthesize_split_on(&pool, split(5, bounds), "sub_", None).unwrap();
+            let queued =
+                synthesize_split_on(&pool, &stitcher, split(5, bounds), "sub_", None, &|| false)
+                    .unwrap();
             assert_eq!(queued, whole, "split at {bounds:?}, queued on a pool");
         }
+        // Part 0 alone does not mark z and w: the union of the parts' densities does.
+        let first = crate::synth::synthesize(Chain {
+            x: 5,
+            subs: 0..4,
+            stray: false,
+        })
+        .unwrap();
+        assert!(!first.b_input_density[2]);
     }
 
     #[test]
     fn a_part_without_the_marker_or_with_another_prefix_is_an_error() {
         let e = synthesize_split(split(5, &[0, 3, 3]), "sub_", None).unwrap_err();
         assert!(matches!(e, SplitError::NoMarker { part: 1, .. }), "{e}");
-        let parts = vec![Chain { x: 5, subs: 0..3 }, Chain { x: 6, subs: 3..9 }];
+        let parts = vec![
+            Chain {
+                x: 5,
+                subs: 0..3,
+                stray: false,
+            },
+            Chain {
+                x: 6,
+                subs: 3..9,
+                stray: false,
+            },
+        ];
         let e = synthesize_split(parts, "sub_", None).unwrap_err();
         assert!(
             matches!(e, SplitError::PrefixDiffers { part: 1, .. }),
+            "{e}"
+        );
+        let mut stray = split(5, &[0, 3, 9]);
+        stray[1].stray = true;
+        let e = synthesize_split(stray, "sub_", None).unwrap_err();
+        assert!(
+            matches!(e, SplitError::NotSplittable { part: 1, .. }),
             "{e}"
         );
         assert!(matches!(
             synthesize_split(Vec::<Chain>::new(), "sub_", None),
             Err(SplitError::NoParts)
         ));
+    }
+
+    #[test]
+    fn a_stopped_split_skips_its_parts() {
+        let (pool, stitcher) = pools();
+        let e = synthesize_split_on(
+            &pool,
+            &stitcher,
+            split(5, &[0, 3, 9]),
+            "sub_",
+            None,
+            &|| true,
+        )
+        .unwrap_err();
+        assert!(matches!(e, SplitError::Stopped), "{e}");
     }
 }

@@ -18,6 +18,9 @@
 //! from the parameters until a partition of that shape was measured, then the measurement)
 //! and releases them when the device worker has consumed the synthesized partition.
 //! Admission waits rather than exceeds `memory_budget` minus the resident parameters.
+//! Not counted: while a partition cut into parts is stitched, one part's copy of the vector
+//! being copied is alive beside the stitched one (a 32 GiB partition in 16 parts: about
+//! 0.26 GB over its 16.9 GB), and a vector's unused capacity, which is never touched.
 
 mod gate;
 mod placement;
@@ -39,6 +42,32 @@ pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, 
 use super::ProveError;
 use crate::prover::{self, Partition, PreparedSrs};
 use crate::srs::{ParamsId, Srs};
+
+/// The threads of partitions cut into parts, all at nice +10 (only non-critical work runs
+/// there): `parts` synthesizes the parts, first-in first-out across partitions; `stitch`
+/// copies them together. Apart, so that a stitch never waits behind a part, and neither
+/// runs on rayon's global pool, which critical work uses.
+pub(crate) struct PartPools {
+    pub parts: rayon::ThreadPool,
+    pub stitch: rayon::ThreadPool,
+}
+
+impl PartPools {
+    fn start(threads: usize) -> Result<Self, rayon::ThreadPoolBuildError> {
+        let pool = |n: usize, name: &'static str| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(move |i| format!("cuzk-{name}-{i}"))
+                .start_handler(|_| lower_this_thread(BACKGROUND_NICE))
+                .build()
+        };
+        Ok(Self {
+            parts: pool(threads, "part")?,
+            // Copying is bound by memory bandwidth: a few threads saturate it.
+            stitch: pool(threads.clamp(1, 4), "stitch")?,
+        })
+    }
+}
 
 /// How the stages are sized.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -383,9 +412,9 @@ struct Inner {
     yield_to_critical: bool,
     /// [`PipelineOptions::partition_threads`].
     partition_threads: usize,
-    /// The threads partitions' parts are synthesized on, made when first needed (`Err`:
-    /// they could not be started, and partitions are synthesized whole).
-    parts_pool: std::sync::OnceLock<Result<rayon::ThreadPool, String>>,
+    /// The threads partitions' parts are synthesized and stitched on, made when first needed
+    /// (`Err`: they could not be started, and partitions are synthesized whole).
+    parts_pool: std::sync::OnceLock<Result<PartPools, String>>,
     params_bytes: AtomicU64,
     observer: std::sync::OnceLock<SpanObserver>,
 }
@@ -571,28 +600,23 @@ impl Stages {
         self.inner.yield_to_critical
     }
 
-    /// The pool a partition of `class` synthesizes its parts on, and how many parts it
-    /// should be cut into; `None` where it is synthesized whole on its own thread: critical
-    /// partitions (their threads must never queue behind others' parts, nor pause with
-    /// them), a configuration of one thread per partition, or a pool that failed to start.
-    pub(crate) fn parts_pool(&self, class: u8) -> Option<(&rayon::ThreadPool, usize)> {
+    /// The pools a partition of `class` synthesizes and stitches its parts on, and how many
+    /// parts it should be cut into; `None` where it is synthesized whole on its own thread:
+    /// critical partitions (their threads must never queue behind others' parts, nor pause
+    /// with them), a configuration of one thread per partition, or pools that failed to
+    /// start.
+    pub(crate) fn parts_pool(&self, class: u8) -> Option<(&PartPools, usize)> {
         let threads = self.inner.partition_threads;
         if class >= CRITICAL || threads <= 1 {
             return None;
         }
-        let pool = self.inner.parts_pool.get_or_init(|| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .thread_name(|i| format!("cuzk-part-{i}"))
-                // Only non-critical work runs here.
-                .start_handler(|_| lower_this_thread(BACKGROUND_NICE))
-                .build()
-                .map_err(|e| {
-                    tracing::warn!(error = %e, "cannot start the partition-part threads; partitions are synthesized whole");
-                    e.to_string()
-                })
+        let pools = self.inner.parts_pool.get_or_init(|| {
+            PartPools::start(threads).map_err(|e| {
+                tracing::warn!(error = %e, "cannot start the partition-part threads; partitions are synthesized whole");
+                e.to_string()
+            })
         });
-        pool.as_ref().ok().map(|pool| (pool, threads))
+        pools.as_ref().ok().map(|pools| (pools, threads))
     }
 
     /// What the stages hold now.
