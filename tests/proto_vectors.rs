@@ -269,6 +269,22 @@ fn vectors() -> Vec<(&'static str, Message)> {
                 job_id: Some(7),
             })),
         ),
+        (
+            "error-priority-conflict",
+            A(Response::Error(ErrorResponse {
+                code: ErrorCode::PriorityConflict,
+                message: "priority".into(),
+                job_id: Some(42),
+            })),
+        ),
+        (
+            "error-response-too-large",
+            A(Response::Error(ErrorResponse {
+                code: ErrorCode::ResponseTooLarge,
+                message: "too large".into(),
+                job_id: None,
+            })),
+        ),
     ]
 }
 

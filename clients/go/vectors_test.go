@@ -69,6 +69,8 @@ func vectorTable() map[string]vector {
 		"residency-report": {resp: ResidencyResponse{ResidencyReport{Params: []ParamResidency{{
 			Spec: ParamSpec{Kind: WinningPoSt, SectorSize: 2048}, HostBytes: 1000000, DeviceBytes: 300}}}}},
 		"error-resource-exhausted": {resp: ErrorResponseMsg{ErrorResponse{Code: CodeResourceExhausted, Message: "oom", JobID: u64p(7)}}},
+		"error-priority-conflict":  {resp: ErrorResponseMsg{ErrorResponse{Code: CodePriorityConflict, Message: "priority", JobID: u64p(42)}}},
+		"error-response-too-large": {resp: ErrorResponseMsg{ErrorResponse{Code: CodeResponseTooLarge, Message: "too large"}}},
 	}
 }
 

@@ -456,6 +456,14 @@ pub enum ErrorCode {
     /// 16: proving ran out of a resource it may have later (GPU memory, with other parameter
     /// sets resident or other jobs running): the same request may succeed when retried.
     ResourceExhausted,
+    /// 17: a resubmission under a request id named a priority its job cannot take: lower
+    /// than a queued job's, or any other than a running job's (`job_id` names the job).
+    /// Appended to version 1.
+    PriorityConflict,
+    /// 18: the answer would exceed the frame limit (`protocol.max_frame_size`); the message
+    /// gives both sizes. Ask for less (Status of one job) or raise the limit. Appended to
+    /// version 1.
+    ResponseTooLarge,
 }
 
 /// A typed error.
