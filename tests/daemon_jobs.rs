@@ -473,6 +473,21 @@ fn a_response_over_the_frame_limit_is_typed_and_status_fits() {
     assert_eq!(listed, sorted, "in job id order");
     // One job at a time always fits.
     assert_eq!(c.status(Some(jobs[7])).unwrap().jobs[0].job_id, jobs[7]);
+    // Jobs pages through all of them, with the count of the rest.
+    let first = c.jobs(None, 3).unwrap();
+    assert_eq!(first.jobs.len(), 3);
+    assert_eq!(first.more, 5);
+    let mut seen: Vec<u64> = first.jobs.iter().map(|j| j.job_id).collect();
+    loop {
+        let page = c.jobs(seen.last().copied(), 0).unwrap();
+        assert!(!page.jobs.is_empty(), "each job alone fits");
+        seen.extend(page.jobs.iter().map(|j| j.job_id));
+        assert_eq!(page.more, (8 - seen.len()) as u64);
+        if page.more == 0 {
+            break;
+        }
+    }
+    assert_eq!(seen, jobs);
     for j in jobs {
         c.cancel(j).unwrap();
     }

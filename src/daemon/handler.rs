@@ -54,6 +54,7 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Residency => Response::Residency(residency(ctx)),
         Request::Pipeline => Response::Pipeline(pipeline(ctx)),
         Request::Devices => Response::Devices(devices(ctx)),
+        Request::Jobs(q) => Response::Jobs(jobs_page(q, ctx)),
     }
 }
 
@@ -227,6 +228,40 @@ fn status(job: Option<u64>, ctx: &Context) -> Response {
         report,
         ctx.config.protocol.max_frame_size as usize,
     ))
+}
+
+/// The jobs after `q.after`, as many as asked for and fit in a frame, and the count of the
+/// rest.
+fn jobs_page(q: proto::JobsQuery, ctx: &Context) -> proto::JobsPage {
+    let all: Vec<proto::JobInfo> = ctx
+        .engine
+        .snapshots()
+        .iter()
+        .filter(|s| q.after.is_none_or(|after| s.id > after))
+        .map(wire::job_info)
+        .collect();
+    let wanted = match usize::try_from(q.max) {
+        Ok(0) | Err(_) => all.len(),
+        Ok(n) => n.min(all.len()),
+    };
+    let page = |n: usize| proto::JobsPage {
+        jobs: all[..n].to_vec(),
+        more: (all.len() - n) as u64,
+    };
+    let fits = |n: usize| {
+        proto::encode_payload(&Response::Jobs(page(n)))
+            .is_ok_and(|p| p.len() <= ctx.config.protocol.max_frame_size as usize)
+    };
+    let (mut lo, mut hi) = (0, wanted);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    page(lo)
 }
 
 /// `report` with as many of its jobs as fit in a frame of `max` bytes: the queued and
