@@ -255,3 +255,241 @@ fn an_echoed_input_is_capped_and_escaped_in_the_error() {
     assert!(kept.error.as_ref().is_some_and(|e| e.len() <= 1100));
     stop(daemon);
 }
+
+/// The server's error of a failed request.
+fn server_error(e: cuzk::proto::ClientError) -> cuzk::proto::ErrorResponse {
+    match e {
+        cuzk::proto::ClientError::Server(e) => e,
+        other => panic!("want an error response, got {other}"),
+    }
+}
+
+/// With the check on (the default outside these tests), Submit and Prove parse the input
+/// before queueing: an unparseable C1, an input that is not JSON, or vanilla proofs that do
+/// not decode are refused at once with InvalidInput, no job is made and no queue slot taken
+/// (issue 17, item 2).
+#[test]
+fn submit_refuses_invalid_input_before_queueing() {
+    let daemon = Daemon::start(&[
+        ("debug.check_input", "true"),
+        ("queue.max_queued", "2"),
+        ("queue.critical_reserve", "1"),
+    ]);
+    let mut c = daemon.client();
+    let e = server_error(c.submit(bogus_porep("x")).unwrap_err());
+    assert_eq!(e.code, ErrorCode::InvalidInput, "{e:?}");
+    assert_eq!(e.job_id, None, "no job was made");
+    assert!(e.message.contains("C1 output"), "{e:?}");
+    let e = server_error(c.prove(bogus_winning("w")).unwrap_err());
+    assert_eq!((e.code, e.job_id), (ErrorCode::InvalidInput, None), "{e:?}");
+    // Well-formed JSON whose vanilla proof does not decode.
+    let window = serde_json::json!({
+        "registered_proof": "StackedDrgWindow2KiBV1_2",
+        "randomness": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        "miner_id": 1000,
+        "partition_index": 0,
+        "vanilla_proofs": ["AAAA"],
+    });
+    let submit = cuzk::proto::Submit {
+        request_id: Some("window-1".into()),
+        priority: None,
+        input: cuzk::proto::ProofInput::WindowPoSt {
+            input: window.to_string().into_bytes(),
+        },
+    };
+    let e = server_error(c.submit(submit.clone()).unwrap_err());
+    assert_eq!(e.code, ErrorCode::InvalidInput, "{e:?}");
+    assert!(e.message.contains("vanilla proof 0"), "{e:?}");
+    let s = c.status(None).unwrap();
+    assert!(s.jobs.is_empty(), "nothing was queued: {:?}", s.jobs);
+    assert_eq!((s.queued, s.running, s.failed), (0, 0, 0));
+    // The refused request id is not held: still refused for its input, never a conflict.
+    let e = server_error(c.submit(submit).unwrap_err());
+    assert_eq!(e.code, ErrorCode::InvalidInput, "{e:?}");
+    stop(daemon);
+}
+
+/// A request id is released when its job failed or was cancelled (or is being cancelled):
+/// the same request again is a new job, so that a miner using the sector as its request id
+/// can retry (issue 17, item 2).
+#[test]
+fn a_failed_or_cancelled_jobs_request_id_names_a_new_job() {
+    let daemon = Daemon::start(&[("debug.job_delay", "\"20s\""), ONE_AT_A_TIME]);
+    let mut c = daemon.client();
+    let mut first = bogus_porep("sector");
+    first.request_id = Some("sector-1000-7".into());
+    let a = c.submit(first.clone()).unwrap();
+    wait_running(&mut c, a.job_id);
+    // Cancelled while running: the id is free as soon as Cancel is answered.
+    assert!(c.cancel(a.job_id).unwrap().was_running);
+    let b = c.submit(first.clone()).unwrap();
+    assert!(!b.existing, "a new job");
+    assert_ne!(b.job_id, a.job_id);
+    assert_eq!(
+        code(&c.await_job(a.job_id, None).unwrap_err()),
+        ErrorCode::Cancelled,
+        "the old job is still known by its id"
+    );
+    // Cancelled while queued.
+    wait_running(&mut c, b.job_id);
+    let mut queued = bogus_porep("queued");
+    queued.request_id = Some("sector-1000-8".into());
+    let q = c.submit(queued.clone()).unwrap();
+    assert!(!c.cancel(q.job_id).unwrap().was_running);
+    let q2 = c.submit(queued).unwrap();
+    assert!(!q2.existing && q2.job_id != q.job_id);
+    // Resubmitting the live job is still the same job.
+    let again = c.submit(first.clone()).unwrap();
+    assert!(again.existing && again.job_id == b.job_id);
+    c.cancel(q2.job_id).unwrap();
+    c.cancel(b.job_id).unwrap();
+    assert_eq!(
+        code(&c.await_job(b.job_id, None).unwrap_err()),
+        ErrorCode::Cancelled
+    );
+    stop(daemon);
+
+    // Failed: the id names a new job, even with another input.
+    let daemon = Daemon::start(&[]);
+    let mut c = daemon.client();
+    let failed = c.submit(first.clone()).unwrap().job_id;
+    assert_eq!(
+        code(&c.await_job(failed, None).unwrap_err()),
+        ErrorCode::InvalidInput
+    );
+    let retry = c.submit(first.clone()).unwrap();
+    assert!(!retry.existing && retry.job_id != failed);
+    assert_eq!(
+        code(&c.await_job(retry.job_id, None).unwrap_err()),
+        ErrorCode::InvalidInput
+    );
+    let mut other = bogus_porep("another input");
+    other.request_id = first.request_id.clone();
+    let third = c.submit(other).unwrap();
+    assert!(!third.existing && third.job_id != retry.job_id);
+    let _ = c.await_job(third.job_id, None);
+    // The retained failed jobs are all still known.
+    let ids: Vec<u64> = c
+        .status(None)
+        .unwrap()
+        .jobs
+        .iter()
+        .map(|j| j.job_id)
+        .collect();
+    assert_eq!(ids, vec![failed, retry.job_id, third.job_id]);
+    stop(daemon);
+}
+
+/// A resubmission under a request id with another explicit priority is never ignored: it
+/// raises a queued job's priority (the job then goes before the class it left), and is
+/// refused with PriorityConflict where it cannot apply (lower, or the job is running)
+/// (issue 17, item 2).
+#[test]
+fn a_resubmission_raises_a_queued_jobs_priority_or_is_refused() {
+    let daemon = Daemon::start(&[("debug.job_delay", "\"20s\""), ONE_AT_A_TIME]);
+    let mut c = daemon.client();
+    let blocker = c.submit(bogus_porep("blocker")).unwrap().job_id;
+    wait_running(&mut c, blocker);
+    let mut low = bogus_porep("low");
+    low.request_id = Some("sector-1000-9".into());
+    low.priority = Some(Priority::Low);
+    let a = c.submit(low.clone()).unwrap();
+    assert_eq!(a.priority, Priority::Low);
+    let normal = c.submit(bogus_porep("normal")).unwrap().job_id;
+
+    let mut high = low.clone();
+    high.priority = Some(Priority::High);
+    let raised = c.submit(high).unwrap();
+    assert_eq!(
+        (raised.job_id, raised.existing, raised.priority),
+        (a.job_id, true, Priority::High),
+        "the queued job's priority was raised"
+    );
+    let info = c.status(Some(a.job_id)).unwrap().jobs[0].clone();
+    assert_eq!(info.priority, Priority::High);
+    // Lower than the job's: refused, naming the job.
+    let mut lower = low.clone();
+    lower.priority = Some(Priority::Normal);
+    let e = server_error(c.submit(lower).unwrap_err());
+    assert_eq!(
+        (e.code, e.job_id),
+        (ErrorCode::PriorityConflict, Some(a.job_id)),
+        "{e:?}"
+    );
+    // No priority: whatever the job has.
+    let mut none = low.clone();
+    none.priority = None;
+    let same = c.submit(none).unwrap();
+    assert_eq!((same.existing, same.priority), (true, Priority::High));
+
+    // The raised job now goes before the normal one submitted before it was raised.
+    c.cancel(blocker).unwrap();
+    wait_running(&mut c, a.job_id);
+    assert_eq!(job_state(&mut c, normal), JobState::Queued);
+    // A running job's priority cannot change.
+    let mut critical = low.clone();
+    critical.priority = Some(Priority::Critical);
+    let e = server_error(c.submit(critical).unwrap_err());
+    assert_eq!(
+        (e.code, e.job_id),
+        (ErrorCode::PriorityConflict, Some(a.job_id)),
+        "{e:?}"
+    );
+    c.cancel(normal).unwrap();
+    c.cancel(a.job_id).unwrap();
+    stop(daemon);
+}
+
+/// A response larger than the frame limit is a typed error the client can act on, not
+/// `Internal`; Status lists as many jobs as fit, unfinished ones first (issue 17, item 2).
+#[test]
+fn a_response_over_the_frame_limit_is_typed_and_status_fits() {
+    let daemon = Daemon::start(&[
+        ("debug.job_delay", "\"20s\""),
+        ("protocol.max_frame_size", "1024"),
+        ONE_AT_A_TIME,
+    ]);
+    let mut c = daemon.client();
+    let e = server_error(c.metrics().unwrap_err());
+    assert_eq!(e.code, ErrorCode::ResponseTooLarge, "{e:?}");
+    assert!(e.message.contains("1024"), "{e:?}");
+    let jobs: Vec<u64> = (0..8)
+        .map(|i| {
+            let mut s = bogus_porep(&format!("j{i}"));
+            s.request_id = Some(format!("{i:0>200}"));
+            c.submit(s).unwrap().job_id
+        })
+        .collect();
+    let s = c.status(None).unwrap();
+    assert_eq!(s.queued + s.running, 8);
+    assert!(
+        !s.jobs.is_empty() && s.jobs.len() < 8,
+        "{} jobs listed",
+        s.jobs.len()
+    );
+    let listed: Vec<u64> = s.jobs.iter().map(|j| j.job_id).collect();
+    let mut sorted = listed.clone();
+    sorted.sort_unstable();
+    assert_eq!(listed, sorted, "in job id order");
+    // One job at a time always fits.
+    assert_eq!(c.status(Some(jobs[7])).unwrap().jobs[0].job_id, jobs[7]);
+    // Jobs pages through all of them, with the count of the rest.
+    let first = c.jobs(None, 3).unwrap();
+    assert_eq!(first.jobs.len(), 3);
+    assert_eq!(first.more, 5);
+    let mut seen: Vec<u64> = first.jobs.iter().map(|j| j.job_id).collect();
+    loop {
+        let page = c.jobs(seen.last().copied(), 0).unwrap();
+        assert!(!page.jobs.is_empty(), "each job alone fits");
+        seen.extend(page.jobs.iter().map(|j| j.job_id));
+        assert_eq!(page.more, (8 - seen.len()) as u64);
+        if page.more == 0 {
+            break;
+        }
+    }
+    assert_eq!(seen, jobs);
+    for j in jobs {
+        c.cancel(j).unwrap();
+    }
+    stop(daemon);
+}

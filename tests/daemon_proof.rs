@@ -73,6 +73,8 @@ fn two_clients_get_verified_2k_porep_proofs_at_once() {
         ("proving.backend", "\"cpu\""),
         ("proving.cpu_device", "2"),
         ("debug.trace_file", &trace_value),
+        // Real inputs pass the check made at Submit.
+        ("debug.check_input", "true"),
     ]);
     let sector = sealed(daemon.env.dir.path(), 1);
     // Preload the parameters: both proofs then find them resident.
@@ -195,6 +197,7 @@ fn the_cli_gets_a_real_proof_through_a_sigterm_drain() {
     let mut daemon = Daemon::start(&[
         ("proving.backend", "\"cpu\""),
         ("daemon.drain_grace", "\"10m\""),
+        ("debug.check_input", "true"),
     ]);
     let sector = sealed(daemon.env.dir.path(), 2);
     let c1 = daemon.env.dir.path().join("c1.json");

@@ -18,6 +18,11 @@ fn random32() -> [u8; 32] {
 }
 
 fn expect_invalid(svc: &ProvingService, req: ProofRequest, what: &str) {
+    // The cheap check made at Submit catches it too.
+    assert!(
+        matches!(req.check(), Err(ProveError::InvalidInput(_))),
+        "{what}: the check let it through"
+    );
     match svc.prove(&req, &JobControl::new()) {
         Err(ProveError::InvalidInput(_)) => {}
         other => panic!(
@@ -64,6 +69,7 @@ fn post_proofs_verify_with_filecoin_proofs() {
     let req = ProofRequest::WinningPoSt {
         input: serde_json::to_vec(&input).unwrap(),
     };
+    req.check().expect("a valid input passes the check");
     let out = svc.prove(&req, &JobControl::new()).expect("WinningPoSt");
     assert_eq!(out.proof.len(), 192);
     assert!(sealed.verify_winning_post(&randomness, &out.proof).unwrap());
@@ -83,6 +89,7 @@ fn post_proofs_verify_with_filecoin_proofs() {
     let req = ProofRequest::WindowPoSt {
         input: serde_json::to_vec(&input).unwrap(),
     };
+    req.check().expect("a valid input passes the check");
     let out = svc.prove(&req, &JobControl::new()).expect("WindowPoSt");
     assert!(sealed.verify_window_post(&randomness, &out.proof).unwrap());
     assert!(!other
@@ -143,6 +150,7 @@ fn snap_deals_proof_verifies_with_filecoin_proofs() {
     let req = ProofRequest::SnapDeals {
         input: serde_json::to_vec(&input).unwrap(),
     };
+    req.check().expect("a valid input passes the check");
     let out = svc.prove(&req, &JobControl::new()).expect("SnapDeals");
     assert!(verify_snap(&input, &out.proof).unwrap());
 

@@ -269,6 +269,46 @@ fn vectors() -> Vec<(&'static str, Message)> {
                 job_id: Some(7),
             })),
         ),
+        (
+            "jobs",
+            Q(Request::Jobs(JobsQuery {
+                after: Some(42),
+                max: 100,
+            })),
+        ),
+        (
+            "jobs-page",
+            A(Response::Jobs(JobsPage {
+                jobs: vec![JobInfo {
+                    job_id: 42,
+                    request_id: None,
+                    kind: ProofKind::SnapDeals,
+                    priority: Priority::Normal,
+                    state: JobState::Running,
+                    partitions_done: 3,
+                    partitions_total: 16,
+                    age_ms: 1500,
+                    error: None,
+                }],
+                more: 3,
+            })),
+        ),
+        (
+            "error-priority-conflict",
+            A(Response::Error(ErrorResponse {
+                code: ErrorCode::PriorityConflict,
+                message: "priority".into(),
+                job_id: Some(42),
+            })),
+        ),
+        (
+            "error-response-too-large",
+            A(Response::Error(ErrorResponse {
+                code: ErrorCode::ResponseTooLarge,
+                message: "too large".into(),
+                job_id: None,
+            })),
+        ),
     ]
 }
 

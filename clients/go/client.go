@@ -232,7 +232,7 @@ func closedOr(err error) error {
 
 func requestName(r Request) string {
 	names := [...]string{"Hello", "Submit", "Await", "Prove", "Cancel", "Status", "Metrics",
-		"Preload", "Evict", "Residency", "Pipeline", "Devices"}
+		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs"}
 	if i := r.Index(); int(i) < len(names) {
 		return names[i]
 	}
@@ -383,6 +383,20 @@ func (c *Client) Pipeline(ctx context.Context) (*PipelineReport, error) {
 		return &r.Pipeline, nil
 	}
 	return nil, &UnexpectedResponseError{"Pipeline", resp}
+}
+
+// Jobs reports the known jobs a page at a time (for lists that do not fit in one Status):
+// call it again with After set to the last job id until More is 0. A daemon that predates
+// it answers ErrMalformedFrame.
+func (c *Client) Jobs(ctx context.Context, q JobsQuery) (*JobsPage, error) {
+	resp, err := c.Call(ctx, JobsRequest{q})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(JobsResponse); ok {
+		return &r.Jobs, nil
+	}
+	return nil, &UnexpectedResponseError{"Jobs", resp}
 }
 
 // Devices reports the proving devices. A daemon that predates it answers ErrMalformedFrame.

@@ -104,9 +104,9 @@ func TestTrailingBytesAreMalformed(t *testing.T) {
 
 func TestUnknownVariantsAreTypedErrors(t *testing.T) {
 	var uv *UnknownVariantError
-	// Response 12 does not exist (yet).
-	if _, err := DecodeResponse([]byte{0x0c}); !errors.As(err, &uv) || uv.Enum != "Response" || uv.Index != 12 {
-		t.Fatalf("response variant 12: %v", err)
+	// Response 13 does not exist (yet).
+	if _, err := DecodeResponse([]byte{0x0d}); !errors.As(err, &uv) || uv.Enum != "Response" || uv.Index != 13 {
+		t.Fatalf("response variant 13: %v", err)
 	}
 	// A multi-byte variant index.
 	if _, err := DecodeResponse([]byte{0xac, 0x02}); !errors.As(err, &uv) || uv.Index != 300 {
@@ -135,16 +135,16 @@ func TestUnknownVariantsAreTypedErrors(t *testing.T) {
 // An error code appended after this client is kept, with the fields after it, and treated
 // as a ProvingFailed-like failure.
 func TestUnknownErrorCodeIsKept(t *testing.T) {
-	r, err := DecodeResponse([]byte{0x08, 0x11, 0x02, 'h', 'i', 0x01, 0x05})
+	r, err := DecodeResponse([]byte{0x08, 0x40, 0x02, 'h', 'i', 0x01, 0x05})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := r.(ErrorResponseMsg).Error
-	if e.Code != 17 || e.Message != "hi" || e.JobID == nil || *e.JobID != 5 {
+	if e.Code != 64 || e.Message != "hi" || e.JobID == nil || *e.JobID != 5 {
 		t.Fatalf("got %#v", e)
 	}
 	de := &Error{Code: e.Code}
-	if !errors.Is(de, ErrProvingFailed) || Retryable(de) || de.Code.String() != "ErrorCode(17)" {
+	if !errors.Is(de, ErrProvingFailed) || Retryable(de) || de.Code.String() != "ErrorCode(64)" {
 		t.Fatalf("unknown code: is ProvingFailed %v, retryable %v, %s", errors.Is(de, ErrProvingFailed), Retryable(de), de.Code)
 	}
 }

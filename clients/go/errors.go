@@ -28,13 +28,15 @@ const (
 	CodeInternal
 	CodeJobFinished
 	CodeResourceExhausted
+	CodePriorityConflict
+	CodeResponseTooLarge
 )
 
 var codeNames = [...]string{
 	"MalformedFrame", "FrameTooLarge", "UnsupportedVersion", "HelloRequired", "UnknownJob",
 	"QueueFull", "InvalidInput", "ProvingFailed", "Cancelled", "ShuttingDown",
 	"RequestIdConflict", "PermissionDenied", "Busy", "ParamsUnavailable", "Internal",
-	"JobFinished", "ResourceExhausted",
+	"JobFinished", "ResourceExhausted", "PriorityConflict", "ResponseTooLarge",
 }
 
 // String is the code's name as protocol.md spells it.
@@ -68,6 +70,12 @@ var (
 	ErrInternal           = &codeSentinel{CodeInternal}
 	ErrJobFinished        = &codeSentinel{CodeJobFinished}
 	ErrResourceExhausted  = &codeSentinel{CodeResourceExhausted}
+	// A resubmission under a request id named a priority its job cannot take (lower than
+	// the queued job's, or another than the running job's); JobID names the job.
+	ErrPriorityConflict = &codeSentinel{CodePriorityConflict}
+	// The answer would exceed the daemon's frame limit: ask for less (Status of one job)
+	// or raise protocol.max_frame_size.
+	ErrResponseTooLarge = &codeSentinel{CodeResponseTooLarge}
 )
 
 // sentinels is indexed by code; TestSentinelsCoverEveryCode keeps it complete.
@@ -76,6 +84,7 @@ var sentinels = []*codeSentinel{
 	ErrUnknownJob, ErrQueueFull, ErrInvalidInput, ErrProvingFailed, ErrCancelled,
 	ErrShuttingDown, ErrRequestIDConflict, ErrPermissionDenied, ErrBusy,
 	ErrParamsUnavailable, ErrInternal, ErrJobFinished, ErrResourceExhausted,
+	ErrPriorityConflict, ErrResponseTooLarge,
 }
 
 // Sentinel returns the errors.Is sentinel of a code (nil for a code this package does not
@@ -95,7 +104,7 @@ func (s *codeSentinel) Error() string { return "cuzk: " + s.code.String() }
 type Error struct {
 	Code    ErrorCode
 	Message string  // for people; at most ~1 KiB, control characters escaped by the daemon
-	JobID   *uint64 // the job concerned (a failed Await/Prove, a conflicting request id)
+	JobID   *uint64 // the job concerned (a failed Await/Prove, a conflicting request id or priority)
 }
 
 func (e *Error) Error() string {

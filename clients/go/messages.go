@@ -150,6 +150,20 @@ type JobRef struct{ JobID uint64 }
 // StatusQuery asks for one job (JobID set) or the whole daemon.
 type StatusQuery struct{ JobID *uint64 }
 
+// JobsQuery asks for the known jobs with an id above After (nil: from the first), at most
+// Max of them (0: as many as fit in one frame).
+type JobsQuery struct {
+	After *uint64
+	Max   uint32
+}
+
+// JobsPage answers Jobs: jobs in id order, and how many known jobs come after the last one
+// listed (0: the last page).
+type JobsPage struct {
+	Jobs []JobInfo
+	More uint64
+}
+
 // ParamSpec names a parameter set: a proof kind and a sector size in bytes.
 type ParamSpec struct {
 	Kind       ProofKind
@@ -291,6 +305,7 @@ type (
 	ResidencyRequest struct{}                    // 9
 	PipelineRequest  struct{}                    // 10
 	DevicesRequest   struct{}                    // 11
+	JobsRequest      struct{ Query JobsQuery }   // 12
 )
 
 func (HelloRequest) Index() uint32     { return 0 }
@@ -305,6 +320,7 @@ func (EvictRequest) Index() uint32     { return 8 }
 func (ResidencyRequest) Index() uint32 { return 9 }
 func (PipelineRequest) Index() uint32  { return 10 }
 func (DevicesRequest) Index() uint32   { return 11 }
+func (JobsRequest) Index() uint32      { return 12 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -324,6 +340,10 @@ func (r EvictRequest) encodeBody(e *encoder)   { encodeParamSpec(e, r.Spec) }
 func (ResidencyRequest) encodeBody(*encoder)   {}
 func (PipelineRequest) encodeBody(*encoder)    {}
 func (DevicesRequest) encodeBody(*encoder)     {}
+func (r JobsRequest) encodeBody(e *encoder) {
+	e.optU64(r.Query.After)
+	e.u32(r.Query.Max)
+}
 
 func encodeSubmit(e *encoder, s *Submit) {
 	e.optStr(s.RequestID)
@@ -392,6 +412,8 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = PipelineRequest{}
 	case i == 11:
 		r = DevicesRequest{}
+	case i == 12:
+		r = JobsRequest{JobsQuery{After: d.optU64("after"), Max: d.u32("max")}}
 	default:
 		d.unknown("Request", i)
 	}
@@ -512,6 +534,7 @@ type (
 	ResidencyResponse struct{ Residency ResidencyReport } // 9
 	PipelineResponse  struct{ Pipeline PipelineReport }   // 10
 	DevicesResponse   struct{ Devices DevicesReport }     // 11
+	JobsResponse      struct{ Jobs JobsPage }             // 12
 )
 
 func (WelcomeResponse) Index() uint32   { return 0 }
@@ -526,6 +549,7 @@ func (ErrorResponseMsg) Index() uint32  { return 8 }
 func (ResidencyResponse) Index() uint32 { return 9 }
 func (PipelineResponse) Index() uint32  { return 10 }
 func (DevicesResponse) Index() uint32   { return 11 }
+func (JobsResponse) Index() uint32      { return 12 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -651,6 +675,14 @@ func (r DevicesResponse) encodeBody(e *encoder) {
 	}
 }
 
+func (r JobsResponse) encodeBody(e *encoder) {
+	e.varint(uint64(len(r.Jobs.Jobs)))
+	for i := range r.Jobs.Jobs {
+		encodeJobInfo(e, &r.Jobs.Jobs[i])
+	}
+	e.u64(r.Jobs.More)
+}
+
 // EncodeResponse returns a response's payload (no length prefix); used by tests and fakes.
 func EncodeResponse(r Response) []byte {
 	e := &encoder{}
@@ -749,6 +781,14 @@ func DecodeResponse(payload []byte) (Response, error) {
 			})
 		}
 		r = DevicesResponse{rep}
+	case i == 12:
+		n := d.length("jobs")
+		page := JobsPage{Jobs: make([]JobInfo, 0, n)}
+		for j := 0; j < n && d.err == nil; j++ {
+			page.Jobs = append(page.Jobs, decodeJobInfo(d))
+		}
+		page.More = d.u64("more")
+		r = JobsResponse{page}
 	default:
 		d.unknown("Response", i)
 	}

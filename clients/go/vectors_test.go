@@ -69,6 +69,10 @@ func vectorTable() map[string]vector {
 		"residency-report": {resp: ResidencyResponse{ResidencyReport{Params: []ParamResidency{{
 			Spec: ParamSpec{Kind: WinningPoSt, SectorSize: 2048}, HostBytes: 1000000, DeviceBytes: 300}}}}},
 		"error-resource-exhausted": {resp: ErrorResponseMsg{ErrorResponse{Code: CodeResourceExhausted, Message: "oom", JobID: u64p(7)}}},
+		"jobs":                     {req: JobsRequest{JobsQuery{After: u64p(42), Max: 100}}},
+		"jobs-page":                {resp: JobsResponse{JobsPage{Jobs: []JobInfo{{JobID: 42, Kind: SnapDeals, Priority: Normal, State: Running, PartitionsDone: 3, PartitionsTotal: 16, AgeMs: 1500}}, More: 3}}},
+		"error-priority-conflict":  {resp: ErrorResponseMsg{ErrorResponse{Code: CodePriorityConflict, Message: "priority", JobID: u64p(42)}}},
+		"error-response-too-large": {resp: ErrorResponseMsg{ErrorResponse{Code: CodeResponseTooLarge, Message: "too large"}}},
 	}
 }
 

@@ -538,6 +538,20 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::String(format_duration(c.debug.job_delay)),
     },
     KeyDoc {
+        name: "debug.check_input",
+        kind: "boolean",
+        default: "true",
+        description: "Testing aid, never false in production: whether Submit and Prove parse \
+                      and check a request's input before queueing it (an invalid one is \
+                      refused at once with InvalidInput). false queues any input and lets the \
+                      job fail, so that tests can schedule jobs with bogus inputs.",
+        apply: |c, v| {
+            c.debug.check_input = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.debug.check_input),
+    },
+    KeyDoc {
         name: "debug.trace_file",
         kind: "path",
         default: "\"\"",
@@ -756,6 +770,7 @@ pub(super) fn zero_config() -> Config {
         },
         debug: DebugConfig {
             job_delay: Duration::ZERO,
+            check_input: true,
             trace_file: None,
             cpu_simd: false,
             cpu_msm_window_bits: None,

@@ -192,6 +192,8 @@ pub struct MetricsConfig {
 pub struct DebugConfig {
     /// A cancellable pause at the start of every job, before proving.
     pub job_delay: Duration,
+    /// Whether Submit and Prove check a request's input before queueing it.
+    pub check_input: bool,
     /// Where to write every partition's stage times as Chrome trace events; `None`: nowhere.
     pub trace_file: Option<PathBuf>,
     /// Whether the CPU prover's eight-lane AVX-512 IFMA paths may run.

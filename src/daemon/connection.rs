@@ -153,10 +153,14 @@ async fn send(
         ))?,
     };
     match framed.send(&payload[..]).await {
-        // A proof response larger than the frame limit: say so rather than close silently.
+        // A response larger than the frame limit: say so, with a code of its own, rather
+        // than close silently.
         Err(FrameError::TooLarge { len, max }) => {
-            let msg = format!("response of {len} bytes exceeds the frame limit of {max} bytes");
-            let payload = encode_payload(&wire::error(ErrorCode::Internal, msg, None))?;
+            let msg = format!(
+                "response of {len} bytes exceeds the frame limit of {max} bytes \
+                 (protocol.max_frame_size)"
+            );
+            let payload = encode_payload(&wire::error(ErrorCode::ResponseTooLarge, msg, None))?;
             framed.send(&payload[..]).await
         }
         other => other,

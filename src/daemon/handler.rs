@@ -54,6 +54,7 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Residency => Response::Residency(residency(ctx)),
         Request::Pipeline => Response::Pipeline(pipeline(ctx)),
         Request::Devices => Response::Devices(devices(ctx)),
+        Request::Jobs(q) => Response::Jobs(jobs_page(q, ctx)),
     }
 }
 
@@ -103,7 +104,7 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
     let priority = s.priority.map(wire::priority_from_wire);
     let request_id = s.request_id.clone();
     let engine = ctx.engine.clone();
-    // Hashing a large C1 output for idempotency takes a while: keep it off the runtime.
+    // Checking and hashing a large C1 output takes a while: keep it off the runtime.
     let submitted = tokio::task::spawn_blocking(move || {
         engine.submit(request, priority, request_id)
     })
@@ -120,7 +121,15 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
         tracing::warn!(proof_kind = %kind, client = %session.client, "submission refused: {why}");
         wire::submit_error(&e)
     })?;
-    if !submitted.existing {
+    if submitted.raised {
+        tracing::info!(
+            cuzk_job_id = submitted.id,
+            proof_kind = %kind,
+            job_priority = submitted.priority.as_str(),
+            client = %session.client,
+            "queued job's priority raised by a resubmission"
+        );
+    } else if !submitted.existing {
         tracing::info!(
             cuzk_job_id = submitted.id,
             proof_kind = %kind,
@@ -203,7 +212,7 @@ fn status(job: Option<u64>, ctx: &Context) -> Response {
     };
     let stats = ctx.engine.stats();
     use crate::engine::JobState as S;
-    Response::Status(StatusReport {
+    let report = StatusReport {
         server_version: format!("cuzkd {}", env!("CARGO_PKG_VERSION")),
         backend: ctx.backend.clone(),
         uptime_s: ctx.started.elapsed().as_secs(),
@@ -214,7 +223,79 @@ fn status(job: Option<u64>, ctx: &Context) -> Response {
         cancelled: stats.count(S::Cancelled),
         jobs,
         params_loaded: loaded(ctx),
-    })
+    };
+    Response::Status(fit_jobs(
+        report,
+        ctx.config.protocol.max_frame_size as usize,
+    ))
+}
+
+/// The jobs after `q.after`, as many as asked for and fit in a frame, and the count of the
+/// rest.
+fn jobs_page(q: proto::JobsQuery, ctx: &Context) -> proto::JobsPage {
+    let all: Vec<proto::JobInfo> = ctx
+        .engine
+        .snapshots()
+        .iter()
+        .filter(|s| q.after.is_none_or(|after| s.id > after))
+        .map(wire::job_info)
+        .collect();
+    let wanted = match usize::try_from(q.max) {
+        Ok(0) | Err(_) => all.len(),
+        Ok(n) => n.min(all.len()),
+    };
+    let page = |n: usize| proto::JobsPage {
+        jobs: all[..n].to_vec(),
+        more: (all.len() - n) as u64,
+    };
+    let fits = |n: usize| {
+        proto::encode_payload(&Response::Jobs(page(n)))
+            .is_ok_and(|p| p.len() <= ctx.config.protocol.max_frame_size as usize)
+    };
+    let (mut lo, mut hi) = (0, wanted);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    page(lo)
+}
+
+/// `report` with as many of its jobs as fit in a frame of `max` bytes: the queued and
+/// running ones first, then finished ones newest first; the list stays in job id order.
+fn fit_jobs(mut report: StatusReport, max: usize) -> StatusReport {
+    let size = |r: &StatusReport| {
+        proto::encode_payload(&Response::Status(r.clone())).map_or(usize::MAX, |p| p.len())
+    };
+    if size(&report) <= max {
+        return report;
+    }
+    let mut jobs = std::mem::take(&mut report.jobs);
+    // Keep order: unfinished first, then the newest.
+    jobs.sort_by_key(|j| {
+        let finished = !matches!(j.state, proto::JobState::Queued | proto::JobState::Running);
+        (finished, std::cmp::Reverse(j.job_id))
+    });
+    let with = |n: usize| {
+        let mut r = report.clone();
+        r.jobs = jobs[..n].to_vec();
+        r.jobs.sort_by_key(|j| j.job_id);
+        r
+    };
+    // The largest count that fits (0 always does: the rest of a report is small).
+    let (mut lo, mut hi) = (0, jobs.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if size(&with(mid)) <= max {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    with(lo)
 }
 
 fn loaded(ctx: &Context) -> Vec<ParamSpec> {

@@ -182,6 +182,7 @@ impl Context {
         let runner = Arc::new(service::ServiceRunner {
             service: service.clone(),
             delay: config.debug.job_delay,
+            check_input: config.debug.check_input,
         });
         let engine =
             Engine::start(engine_config, runner, Arc::new(log_event)).map_err(|source| {

@@ -129,6 +129,8 @@ pub struct ServiceRunner {
     pub service: Arc<ProvingService>,
     /// Testing aid: a cancellable pause before each proof.
     pub delay: Duration,
+    /// Whether inputs are checked before they are queued (`debug.check_input`).
+    pub check_input: bool,
 }
 
 impl Runner for ServiceRunner {
@@ -145,5 +147,13 @@ impl Runner for ServiceRunner {
             std::thread::sleep(left.min(Duration::from_millis(10)));
         }
         self.service.prove(request, control)
+    }
+
+    fn check(&self, request: &ProofRequest) -> Result<(), ProveError> {
+        if self.check_input {
+            request.check()
+        } else {
+            Ok(())
+        }
     }
 }

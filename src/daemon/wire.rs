@@ -84,9 +84,13 @@ pub fn submit_error(e: &SubmitError) -> Response {
         SubmitError::QueueFull { .. } => ErrorCode::QueueFull,
         SubmitError::RequestIdConflict { .. } => ErrorCode::RequestIdConflict,
         SubmitError::ShuttingDown => ErrorCode::ShuttingDown,
+        SubmitError::InvalidInput(_) => ErrorCode::InvalidInput,
+        SubmitError::PriorityConflict { .. } => ErrorCode::PriorityConflict,
     };
     let job = match e {
-        SubmitError::RequestIdConflict { job, .. } => Some(*job),
+        SubmitError::RequestIdConflict { job, .. } | SubmitError::PriorityConflict { job, .. } => {
+            Some(*job)
+        }
         _ => None,
     };
     error(code, e.to_string(), job)

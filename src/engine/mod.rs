@@ -25,17 +25,28 @@ pub use state::EngineStats;
 pub use types::*;
 
 use crate::proofs::{JobControl, ProofOutput, ProofRequest, ProveError, ProvingService};
-use state::{Lane, NewJob, State};
+use state::{Lane, NewJob, Outcome, State};
 
 /// Runs one proof. Called on a worker thread; may block for minutes.
 pub trait Runner: Send + Sync + 'static {
     /// Proves `request`, checking `control` for cancellation at partition boundaries.
     fn run(&self, request: &ProofRequest, control: &JobControl) -> Result<ProofOutput, ProveError>;
+
+    /// Checks `request` cheaply before it is queued (on the submitting thread); an error
+    /// refuses the submission as invalid input. The default accepts everything.
+    fn check(&self, request: &ProofRequest) -> Result<(), ProveError> {
+        let _ = request;
+        Ok(())
+    }
 }
 
 impl Runner for ProvingService {
     fn run(&self, request: &ProofRequest, control: &JobControl) -> Result<ProofOutput, ProveError> {
         self.prove(request, control)
+    }
+
+    fn check(&self, request: &ProofRequest) -> Result<(), ProveError> {
+        request.check()
     }
 }
 
@@ -73,6 +84,9 @@ pub struct Submitted {
     pub id: JobId,
     /// Whether the request id matched an existing job.
     pub existing: bool,
+    /// Whether that existing job was queued at a lower priority and now has the one asked
+    /// for.
+    pub raised: bool,
     /// The job's priority.
     pub priority: Priority,
     /// The job's state.
@@ -139,19 +153,26 @@ impl Engine {
         })
     }
 
-    /// Queues `request` with `priority` (default: the kind's class), or returns the job that
-    /// already holds `request_id` if its input is the same.
+    /// Checks `request` ([`Runner::check`]), then queues it with `priority` (default: the
+    /// kind's class), or returns the job that already holds `request_id` if its input is the
+    /// same (see [`state::State::submit`] for when a request id is released, and what a
+    /// different priority does). Blocks for as long as the check and hashing the input take.
     pub fn submit(
         &self,
         request: ProofRequest,
         priority: Option<Priority>,
         request_id: Option<String>,
     ) -> Result<Submitted, SubmitError> {
-        let priority = priority.unwrap_or_else(|| Priority::for_kind(request.kind()));
+        // Outside the lock, like the hash: parsing a 32 GiB C1 output takes a while.
+        self.shared
+            .runner
+            .check(&request)
+            .map_err(|e| SubmitError::InvalidInput(bounded(&e.to_string(), MAX_MESSAGE)))?;
+        let default = Priority::for_kind(request.kind());
         // Hash outside the lock: a 32 GiB C1 output is tens of megabytes.
         let digest = state::digest(&request);
         let mut st = self.shared.lock();
-        let (id, existing) = st.submit(
+        let (id, outcome) = st.submit(
             NewJob {
                 request,
                 digest,
@@ -163,15 +184,19 @@ impl Engine {
         let (priority, state) = st
             .jobs
             .get(&id)
-            .map_or((priority, JobState::Queued), |j| (j.priority, j.state));
+            .map_or((priority.unwrap_or(default), JobState::Queued), |j| {
+                (j.priority, j.state)
+            });
+        let existing = outcome != Outcome::Queued;
         let submitted = Submitted {
             id,
             existing,
+            raised: outcome == Outcome::Raised,
             priority,
             state,
         };
         drop(st);
-        if !existing {
+        if outcome != Outcome::Existing {
             // Every worker: the one woken must be one whose lane takes the job.
             self.shared.wake.notify_all();
             self.shared.changed();

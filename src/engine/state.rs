@@ -82,8 +82,21 @@ pub(super) struct NewJob {
     pub request: ProofRequest,
     /// [`digest`] of the request, computed before taking the lock.
     pub digest: [u8; 32],
-    pub priority: Priority,
+    /// The priority asked for; `None`: the kind's default (or, for a resubmission, whatever
+    /// the job has).
+    pub priority: Option<Priority>,
     pub request_id: Option<String>,
+}
+
+/// What a submission did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// A new job was queued.
+    Queued,
+    /// The request id named a job with the same input: that job, unchanged.
+    Existing,
+    /// As `Existing`, and the queued job's priority was raised to the one asked for.
+    Raised,
 }
 
 pub(super) struct State {
@@ -120,7 +133,15 @@ impl State {
     }
 
     /// Queues a job, or finds the one already holding its request id.
-    pub fn submit(&mut self, new: NewJob, now: Instant) -> Result<(JobId, bool), SubmitError> {
+    ///
+    /// A request id names at most one live job. It is released when its job's result
+    /// expires, and at once when the job failed, was cancelled or is being cancelled: the
+    /// next submission under it is a new job (the old one stays known by its job id). A
+    /// job that succeeded, or is queued or running, keeps it: the same input returns that
+    /// job, another input is a conflict. An explicit priority on such a resubmission is
+    /// either the job's, raises a queued job's, or is refused (`PriorityConflict`); once the
+    /// job has succeeded the priority no longer matters.
+    pub fn submit(&mut self, new: NewJob, now: Instant) -> Result<(JobId, Outcome), SubmitError> {
         self.reap(now);
         if self.shutting_down {
             return Err(SubmitError::ShuttingDown);
@@ -128,18 +149,33 @@ impl State {
         let digest = new.digest;
         if let Some(rid) = &new.request_id {
             if let Some(&id) = self.by_request_id.get(rid) {
-                let same = self.jobs.get(&id).is_some_and(|j| j.digest == digest);
-                return if same {
-                    Ok((id, true))
-                } else {
-                    Err(SubmitError::RequestIdConflict {
-                        request_id: rid.clone(),
-                        job: id,
-                    })
-                };
+                match self.jobs.get(&id) {
+                    Some(j) if releases_request_id(j) => {} // a new job takes the id over
+                    Some(j) if j.digest != digest => {
+                        return Err(SubmitError::RequestIdConflict {
+                            request_id: rid.clone(),
+                            job: id,
+                        })
+                    }
+                    Some(_) => {
+                        let State {
+                            jobs,
+                            queue,
+                            next_seq,
+                            ..
+                        } = self;
+                        if let Some(job) = jobs.get_mut(&id) {
+                            return resubmitted(job, id, rid, new.priority, queue, next_seq);
+                        }
+                    }
+                    None => {}
+                }
             }
         }
-        let limit = if new.priority == Priority::Critical {
+        let priority = new
+            .priority
+            .unwrap_or_else(|| Priority::for_kind(new.request.kind()));
+        let limit = if priority == Priority::Critical {
             self.config.max_queued
         } else {
             self.config
@@ -156,7 +192,7 @@ impl State {
         let id = self.next_id;
         self.next_id += 1;
         self.next_seq += 1;
-        self.queue.push((new.priority, Reverse(self.next_seq), id));
+        self.queue.push((priority, Reverse(self.next_seq), id));
         if let Some(rid) = &new.request_id {
             self.by_request_id.insert(rid.clone(), id);
         }
@@ -170,11 +206,11 @@ impl State {
                 kind: new.request.kind(),
                 miner,
                 sector,
-                priority: new.priority,
+                priority,
                 request_id: new.request_id,
                 digest,
                 request: Some(Arc::new(new.request)),
-                control: JobControl::with_class(new.priority.class()),
+                control: JobControl::with_class(priority.class()),
                 phase: watch::Sender::new(JobPhase::Queued),
                 state: JobState::Queued,
                 submitted: now,
@@ -184,7 +220,7 @@ impl State {
             },
         );
         self.stats.queued += 1;
-        Ok((id, false))
+        Ok((id, Outcome::Queued))
     }
 
     /// Takes the highest-priority queued job that `lane` may run and marks it running.
@@ -193,9 +229,9 @@ impl State {
             let queued = self
                 .jobs
                 .get(&id)
-                .is_some_and(|j| j.state == JobState::Queued);
+                .is_some_and(|j| j.state == JobState::Queued && j.priority == priority);
             if !queued {
-                self.queue.pop(); // cancelled while queued
+                self.queue.pop(); // cancelled while queued, or its priority was raised
                 continue;
             }
             if lane == Lane::Critical && priority != Priority::Critical {
@@ -358,8 +394,11 @@ impl State {
             }
             self.finished.pop_front();
             if let Some(job) = self.jobs.remove(&id) {
+                // Only if it is still this job's: a failed job's id may name a newer job.
                 if let Some(rid) = job.request_id {
-                    self.by_request_id.remove(&rid);
+                    if self.by_request_id.get(&rid) == Some(&id) {
+                        self.by_request_id.remove(&rid);
+                    }
                 }
             }
         }
@@ -394,6 +433,51 @@ impl State {
     /// The earliest moment a finished job expires, for the reaper.
     pub fn retention(&self) -> Duration {
         self.config.result_retention
+    }
+}
+
+/// The same request again under the job `id`'s request id: that job, its priority raised if
+/// asked for and still queued, or a conflict if the priority asked for cannot be given.
+fn resubmitted(
+    job: &mut Job,
+    id: JobId,
+    request_id: &str,
+    wanted: Option<Priority>,
+    queue: &mut BinaryHeap<(Priority, Reverse<u64>, JobId)>,
+    next_seq: &mut u64,
+) -> Result<(JobId, Outcome), SubmitError> {
+    let Some(wanted) = wanted else {
+        return Ok((id, Outcome::Existing));
+    };
+    if wanted == job.priority || job.state == JobState::Succeeded {
+        return Ok((id, Outcome::Existing));
+    }
+    if job.state == JobState::Queued && wanted > job.priority {
+        // A fresh control of the new class (nobody but the job holds a queued job's
+        // control), and a fresh place at the end of that class; the old heap entry is
+        // skipped as stale.
+        job.priority = wanted;
+        job.control = JobControl::with_class(wanted.class());
+        *next_seq += 1;
+        queue.push((wanted, Reverse(*next_seq), id));
+        return Ok((id, Outcome::Raised));
+    }
+    Err(SubmitError::PriorityConflict {
+        request_id: request_id.to_string(),
+        job: id,
+        priority: job.priority,
+        state: job.state,
+        requested: wanted,
+    })
+}
+
+/// Whether a job no longer holds its request id: it failed, was cancelled, or is being
+/// cancelled (running until its next partition boundary).
+fn releases_request_id(job: &Job) -> bool {
+    match job.state {
+        JobState::Failed | JobState::Cancelled => true,
+        JobState::Running => job.control.is_cancelled(),
+        JobState::Queued | JobState::Succeeded => false,
     }
 }
 

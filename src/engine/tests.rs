@@ -389,7 +389,7 @@ fn pure_lanes_choose_by_priority() {
     let job = |request: ProofRequest, priority| NewJob {
         digest: state::digest(&request),
         request,
-        priority,
+        priority: Some(priority),
         request_id: None,
     };
     st.submit(job(window("n"), Priority::Normal), now).unwrap();
@@ -406,5 +406,59 @@ fn pure_lanes_choose_by_priority() {
     assert_eq!(
         st.snapshot(n.id, now).map(|s| s.kind),
         Some(ProofKind::WindowPoSt)
+    );
+}
+
+/// The pure rules for a request id held by a job: released by failure or cancellation,
+/// kept (and re-prioritised, or refused) otherwise; a reaped old job never frees the id of
+/// the newer job that took it over.
+#[test]
+fn pure_request_id_release_and_priority() {
+    let mut c = config(1, 8, 1);
+    c.result_retention = Duration::from_secs(10);
+    let mut st = State::new(c);
+    let t0 = Instant::now();
+    let job = |label: &str, priority: Option<Priority>| {
+        let request = window(label);
+        NewJob {
+            digest: state::digest(&request),
+            request,
+            priority,
+            request_id: Some("rid".into()),
+        }
+    };
+    let (a, outcome) = st.submit(job("a", Some(Priority::Low)), t0).unwrap();
+    assert_eq!(outcome, state::Outcome::Queued);
+    // Raised while queued; then a lower priority is refused.
+    let (same, outcome) = st.submit(job("a", Some(Priority::High)), t0).unwrap();
+    assert_eq!((same, outcome), (a, state::Outcome::Raised));
+    assert_eq!(st.snapshot(a, t0).unwrap().priority, Priority::High);
+    assert!(matches!(
+        st.submit(job("a", Some(Priority::Normal)), t0),
+        Err(SubmitError::PriorityConflict { job, .. }) if job == a
+    ));
+    assert_eq!(
+        st.submit(job("a", None), t0).unwrap(),
+        (a, state::Outcome::Existing)
+    );
+    // The raised job is assigned once; its stale low entry is skipped.
+    assert_eq!(st.next_assignment(t0, Lane::Any).map(|x| x.id), Some(a));
+    assert!(st.next_assignment(t0, Lane::Any).is_none());
+    // Cancelled while running: released at once, even before it stops.
+    st.cancel(a, t0).unwrap();
+    let (b, outcome) = st.submit(job("b", None), t0).unwrap();
+    assert_ne!(b, a);
+    assert_eq!(outcome, state::Outcome::Queued);
+    // The old job expires later; the id stays with the new one.
+    st.finish(
+        a,
+        Err(Failure::new(FailureKind::Cancelled, "cancelled")),
+        t0,
+    );
+    st.reap(t0 + Duration::from_secs(11));
+    assert!(st.snapshot(a, t0).is_none());
+    assert_eq!(
+        st.submit(job("b", None), t0).unwrap(),
+        (b, state::Outcome::Existing)
     );
 }

@@ -235,6 +235,27 @@ pub enum SubmitError {
     /// The engine is shutting down.
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    /// The input failed the check made before queueing (bounded with [`bounded`]).
+    #[error("{0}")]
+    InvalidInput(String),
+    /// The request id belongs to a job with the same input but a priority the resubmission
+    /// cannot change to: lower than the job's, or the job is already running.
+    #[error(
+        "request id {request_id:?} is job {job}, {} at priority {}: priority {} cannot be given          (only a queued job's priority can be raised)",
+        state.as_str(), priority.as_str(), requested.as_str()
+    )]
+    PriorityConflict {
+        /// The request id.
+        request_id: String,
+        /// The job that holds it.
+        job: JobId,
+        /// The job's priority.
+        priority: Priority,
+        /// The job's state.
+        state: JobState,
+        /// The priority asked for.
+        requested: Priority,
+    },
 }
 
 /// Why a cancellation did nothing.

@@ -180,6 +180,21 @@ pub(crate) fn prove(
     req: &PoRepRequest,
     control: &JobControl,
 ) -> Result<ProofOutput, ProveError> {
+    let (c1, sector_number) = parse_request(req)?;
+    let size = u64::from(c1.registered_proof.sector_size());
+    with_shape!(
+        size,
+        prove_shape,
+        svc,
+        c1,
+        prover_id(req.miner_id),
+        sector_number,
+        control
+    )
+}
+
+/// The request's C1 output, parsed, and its sector number (the request's, or the wrapper's).
+fn parse_request(req: &PoRepRequest) -> Result<(SealCommitPhase1Output, u64), ProveError> {
     let parsed = parse_c1(&req.c1)?;
     let sector_number = req.sector_number.or(parsed.sector_number).ok_or_else(|| {
         ProveError::InvalidInput(
@@ -193,16 +208,22 @@ pub(crate) fn prove(
             c1.registered_proof
         )));
     }
+    Ok((c1, sector_number))
+}
+
+/// Checks a PoRep request the way [`prove`] starts: the C1 output parses, names a supported
+/// sector size and proof version, and its vanilla proofs decode into that size's partitions
+/// with valid commitments. Nothing is synthesized or proved.
+pub fn check(req: &PoRepRequest) -> Result<(), ProveError> {
+    let (c1, _) = parse_request(req)?;
     let size = u64::from(c1.registered_proof.sector_size());
-    with_shape!(
-        size,
-        prove_shape,
-        svc,
-        c1,
-        prover_id(req.miner_id),
-        sector_number,
-        control
-    )
+    with_shape!(size, check_shape, c1)
+}
+
+fn check_shape<Tree: 'static + MerkleTreeTrait>(
+    c1: SealCommitPhase1Output,
+) -> Result<(), ProveError> {
+    PoRepJob::<Tree>::new(c1).map(drop)
 }
 
 /// Everything needed to build the partition circuits of one C1 output.

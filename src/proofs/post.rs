@@ -79,6 +79,92 @@ fn decode_vanilla<Tree: 'static + MerkleTreeTrait>(
         .collect()
 }
 
+/// A WinningPoSt input, parsed, of a WinningPoSt proof type.
+fn winning_input(bytes: &[u8]) -> Result<WinningPostInput, ProveError> {
+    let input: WinningPostInput = parse("WinningPoSt input", bytes)?;
+    if input.registered_proof.typ() != PoStType::Winning {
+        return Err(ProveError::InvalidInput(format!(
+            "{:?} is not a WinningPoSt proof",
+            input.registered_proof
+        )));
+    }
+    Ok(input)
+}
+
+/// The WinningPoSt input's vanilla proofs, decoded, as many as the proof type challenges.
+fn winning_vanilla<Tree: 'static + MerkleTreeTrait>(
+    input: &WinningPostInput,
+) -> Result<Vec<FallbackPoStSectorProof<Tree>>, ProveError> {
+    let config = input.registered_proof.as_v1_config();
+    let vanilla = decode_vanilla::<Tree>(&input.vanilla_proofs)?;
+    if vanilla.len() != config.sector_count {
+        return Err(ProveError::InvalidInput(format!(
+            "{} vanilla proofs, WinningPoSt needs {}",
+            vanilla.len(),
+            config.sector_count
+        )));
+    }
+    Ok(vanilla)
+}
+
+/// A WindowPoSt input, parsed, of a WindowPoSt proof type.
+fn window_input(bytes: &[u8]) -> Result<WindowPostInput, ProveError> {
+    let input: WindowPostInput = parse("WindowPoSt input", bytes)?;
+    if input.registered_proof.typ() != PoStType::Window {
+        return Err(ProveError::InvalidInput(format!(
+            "{:?} is not a WindowPoSt proof",
+            input.registered_proof
+        )));
+    }
+    Ok(input)
+}
+
+/// The WindowPoSt partition's vanilla proofs, decoded and sorted by sector id, at most as
+/// many as a partition holds.
+fn window_vanilla<Tree: 'static + MerkleTreeTrait>(
+    input: &WindowPostInput,
+) -> Result<Vec<FallbackPoStSectorProof<Tree>>, ProveError> {
+    let config = input.registered_proof.as_v1_config();
+    let mut vanilla = decode_vanilla::<Tree>(&input.vanilla_proofs)?;
+    vanilla.sort_by_key(|p| p.sector_id);
+    if vanilla.len() > config.sector_count {
+        return Err(ProveError::InvalidInput(format!(
+            "{} vanilla proofs, a WindowPoSt partition holds at most {}",
+            vanilla.len(),
+            config.sector_count
+        )));
+    }
+    Ok(vanilla)
+}
+
+/// Checks a WinningPoSt input the way [`prove_winning`] starts: it parses, names a supported
+/// WinningPoSt proof, and its vanilla proofs decode, as many as needed. Nothing is proved.
+pub fn check_winning(bytes: &[u8]) -> Result<(), ProveError> {
+    let input = winning_input(bytes)?;
+    let size = u64::from(input.registered_proof.sector_size());
+    with_shape!(size, check_winning_shape, &input)
+}
+
+fn check_winning_shape<Tree: 'static + MerkleTreeTrait>(
+    input: &WinningPostInput,
+) -> Result<(), ProveError> {
+    winning_vanilla::<Tree>(input).map(drop)
+}
+
+/// Checks a WindowPoSt input the way [`prove_window`] starts: it parses, names a supported
+/// WindowPoSt proof, and its vanilla proofs decode, no more than a partition holds.
+pub fn check_window(bytes: &[u8]) -> Result<(), ProveError> {
+    let input = window_input(bytes)?;
+    let size = u64::from(input.registered_proof.sector_size());
+    with_shape!(size, check_window_shape, &input)
+}
+
+fn check_window_shape<Tree: 'static + MerkleTreeTrait>(
+    input: &WindowPostInput,
+) -> Result<(), ProveError> {
+    window_vanilla::<Tree>(input).map(drop)
+}
+
 type Compound<Tree> = FallbackPoStCompound<Tree>;
 type PublicInputs<Tree> =
     fallback::PublicInputs<<<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain>;
@@ -229,13 +315,7 @@ pub(crate) fn prove_winning(
     input: &[u8],
     control: &JobControl,
 ) -> Result<ProofOutput, ProveError> {
-    let input: WinningPostInput = parse("WinningPoSt input", input)?;
-    if input.registered_proof.typ() != PoStType::Winning {
-        return Err(ProveError::InvalidInput(format!(
-            "{:?} is not a WinningPoSt proof",
-            input.registered_proof
-        )));
-    }
+    let input = winning_input(input)?;
     with_shape!(
         u64::from(input.registered_proof.sector_size()),
         prove_winning_shape,
@@ -251,14 +331,7 @@ fn prove_winning_shape<Tree: 'static + MerkleTreeTrait>(
     control: &JobControl,
 ) -> Result<ProofOutput, ProveError> {
     let config = input.registered_proof.as_v1_config();
-    let vanilla = decode_vanilla::<Tree>(&input.vanilla_proofs)?;
-    if vanilla.len() != config.sector_count {
-        return Err(ProveError::InvalidInput(format!(
-            "{} vanilla proofs, WinningPoSt needs {}",
-            vanilla.len(),
-            config.sector_count
-        )));
-    }
+    let vanilla = winning_vanilla::<Tree>(&input)?;
     let vanilla_params = setup_params(&config)?;
     let param_sector_count = vanilla_params.sector_count;
     let pp = setup::<Tree>(vanilla_params, None)?;
@@ -311,13 +384,7 @@ pub(crate) fn prove_window(
     input: &[u8],
     control: &JobControl,
 ) -> Result<ProofOutput, ProveError> {
-    let input: WindowPostInput = parse("WindowPoSt input", input)?;
-    if input.registered_proof.typ() != PoStType::Window {
-        return Err(ProveError::InvalidInput(format!(
-            "{:?} is not a WindowPoSt proof",
-            input.registered_proof
-        )));
-    }
+    let input = window_input(input)?;
     with_shape!(
         u64::from(input.registered_proof.sector_size()),
         prove_window_shape,
@@ -333,15 +400,7 @@ fn prove_window_shape<Tree: 'static + MerkleTreeTrait>(
     control: &JobControl,
 ) -> Result<ProofOutput, ProveError> {
     let config = input.registered_proof.as_v1_config();
-    let mut vanilla = decode_vanilla::<Tree>(&input.vanilla_proofs)?;
-    vanilla.sort_by_key(|p| p.sector_id);
-    if vanilla.len() > config.sector_count {
-        return Err(ProveError::InvalidInput(format!(
-            "{} vanilla proofs, a WindowPoSt partition holds at most {}",
-            vanilla.len(),
-            config.sector_count
-        )));
-    }
+    let vanilla = window_vanilla::<Tree>(&input)?;
     let pp = setup::<Tree>(setup_params(&config)?, None)?;
     let pub_inputs = public_inputs::<Tree>(
         &input.randomness,

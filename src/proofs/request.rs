@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ProveError;
+
 /// The four kinds of proof; defined with the parameter identities (`srs`), which name the kind
 /// each parameter set serves, so that `srs` needs nothing from this layer.
 pub use crate::srs::ProofKind;
@@ -29,6 +31,21 @@ impl ProofRequest {
             ProofRequest::WindowPoSt { .. } => ProofKind::WindowPoSt,
             ProofRequest::WinningPoSt { .. } => ProofKind::WinningPoSt,
         }
+    }
+
+    /// Checks the input cheaply, the way proving it starts: it parses, names a supported
+    /// proof type and sector size, and its vanilla proofs decode (into the right number of
+    /// partitions or sectors). Nothing is synthesized or proved, and no parameters are
+    /// needed; a request that passes may still fail later (inconsistent vanilla proofs fail
+    /// synthesis or verification). The parsed input is dropped: proving parses it again.
+    pub fn check(&self) -> Result<(), ProveError> {
+        // The storage-proofs conversions may panic on malformed inputs, as in proving.
+        super::pipeline::catch_panic("the input check", || match self {
+            ProofRequest::PoRep(r) => super::porep::check(r),
+            ProofRequest::SnapDeals { input } => super::snap::check(input),
+            ProofRequest::WindowPoSt { input } => super::post::check_window(input),
+            ProofRequest::WinningPoSt { input } => super::post::check_winning(input),
+        })
     }
 }
 

@@ -105,14 +105,7 @@ pub(crate) fn prove(
     input: &[u8],
     control: &JobControl,
 ) -> Result<ProofOutput, ProveError> {
-    let input: SnapInput = serde_json::from_slice(input)
-        .map_err(|e| ProveError::InvalidInput(format!("SnapDeals input: {e}")))?;
-    if input.registered_proof.major_version() != 1 {
-        return Err(ProveError::InvalidInput(format!(
-            "unsupported proof {:?}",
-            input.registered_proof
-        )));
-    }
+    let input = parse_input(input)?;
     with_shape!(
         u64::from(input.registered_proof.sector_size()),
         prove_shape,
@@ -122,11 +115,24 @@ pub(crate) fn prove(
     )
 }
 
-fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
-    svc: &ProvingService,
-    input: SnapInput,
-    control: &JobControl,
-) -> Result<ProofOutput, ProveError> {
+/// A SnapDeals input, parsed, of a supported proof version.
+fn parse_input(bytes: &[u8]) -> Result<SnapInput, ProveError> {
+    let input: SnapInput = serde_json::from_slice(bytes)
+        .map_err(|e| ProveError::InvalidInput(format!("SnapDeals input: {e}")))?;
+    if input.registered_proof.major_version() != 1 {
+        return Err(ProveError::InvalidInput(format!(
+            "unsupported proof {:?}",
+            input.registered_proof
+        )));
+    }
+    Ok(input)
+}
+
+/// The input's partition vanilla proofs, decoded (as many as the proof type has
+/// partitions), and its public inputs.
+fn decode<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    input: &SnapInput,
+) -> Result<(Vec<PartitionProof<Tree>>, PublicInputs), ProveError> {
     let invalid = |e: anyhow::Error| ProveError::InvalidInput(format!("SnapDeals input: {e}"));
     let config = SectorUpdateConfig::from_porep_config(&porep_config(input.registered_proof));
     let partitions = usize::from(config.update_partitions);
@@ -159,6 +165,34 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             .map_err(invalid)?,
         h: config.h,
     };
+    Ok((vanilla, public_inputs))
+}
+
+/// Checks a SnapDeals input the way [`prove`] starts: it parses, names a supported proof,
+/// and its partition vanilla proofs and commitments decode. Nothing is proved.
+pub fn check(bytes: &[u8]) -> Result<(), ProveError> {
+    let input = parse_input(bytes)?;
+    with_shape!(
+        u64::from(input.registered_proof.sector_size()),
+        check_shape,
+        &input
+    )
+}
+
+fn check_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    input: &SnapInput,
+) -> Result<(), ProveError> {
+    decode::<Tree>(input).map(drop)
+}
+
+fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    svc: &ProvingService,
+    input: SnapInput,
+    control: &JobControl,
+) -> Result<ProofOutput, ProveError> {
+    let config = SectorUpdateConfig::from_porep_config(&porep_config(input.registered_proof));
+    let partitions = usize::from(config.update_partitions);
+    let (vanilla, public_inputs) = decode::<Tree>(&input)?;
     let pp = compound_params::<Tree>(&config)?;
     let id = params_id_shape::<Tree>(input.registered_proof)?;
     let make = |k: usize| {

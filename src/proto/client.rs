@@ -299,6 +299,16 @@ impl Client {
         }
     }
 
+    /// The known jobs with an id above `after`, at most `max` (0: as many as fit in a
+    /// frame), and how many more there are. A daemon that predates this request answers
+    /// `MalformedFrame`, as for any unknown request.
+    pub fn jobs(&mut self, after: Option<u64>, max: u32) -> Result<JobsPage, ClientError> {
+        match self.call(&Request::Jobs(JobsQuery { after, max }))? {
+            Response::Jobs(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// The proving devices: placement, work and resident sets. A daemon that predates this
     /// request answers `MalformedFrame`, as for any unknown request.
     pub fn devices(&mut self) -> Result<DevicesReport, ClientError> {

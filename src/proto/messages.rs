@@ -41,6 +41,10 @@ pub enum Request {
     /// [`Response::Devices`]. A daemon older than this variant answers
     /// [`ErrorCode::MalformedFrame`].
     Devices,
+    /// 12: the known jobs a page at a time, for lists that do not fit in one Status
+    /// answer; answered [`Response::Jobs`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    Jobs(JobsQuery),
 }
 
 /// A message from the daemon to a client.
@@ -70,6 +74,27 @@ pub enum Response {
     Pipeline(PipelineReport),
     /// 11: the proving devices.
     Devices(DevicesReport),
+    /// 12: a page of the known jobs.
+    Jobs(JobsPage),
+}
+
+/// Asks for the known jobs after `after`, in job id order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobsQuery {
+    /// Only jobs with a larger id (the last id of the previous page); `None`: from the
+    /// first.
+    pub after: Option<u64>,
+    /// At most this many; 0: as many as fit in one frame.
+    pub max: u32,
+}
+
+/// The answer to [`Request::Jobs`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobsPage {
+    /// Jobs in id order, as many as asked for and fit in one frame.
+    pub jobs: Vec<JobInfo>,
+    /// How many known jobs come after the last one listed (0: this was the last page).
+    pub more: u64,
 }
 
 /// Opens a session.
@@ -456,6 +481,14 @@ pub enum ErrorCode {
     /// 16: proving ran out of a resource it may have later (GPU memory, with other parameter
     /// sets resident or other jobs running): the same request may succeed when retried.
     ResourceExhausted,
+    /// 17: a resubmission under a request id named a priority its job cannot take: lower
+    /// than a queued job's, or any other than a running job's (`job_id` names the job).
+    /// Appended to version 1.
+    PriorityConflict,
+    /// 18: the answer would exceed the frame limit (`protocol.max_frame_size`); the message
+    /// gives both sizes. Ask for less (Status of one job) or raise the limit. Appended to
+    /// version 1.
+    ResponseTooLarge,
 }
 
 /// A typed error.

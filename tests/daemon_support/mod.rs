@@ -86,6 +86,9 @@ impl Env {
         let root = nix::unistd::geteuid().is_root();
         ConfigBuilder::default()
             .set("daemon.allow_root", if root { "true" } else { "false" })
+            // The bogus inputs below run through the engine and fail there; tests of the
+            // check at Submit set it back to true.
+            .set("debug.check_input", "false")
             .set(
                 "socket.path",
                 &format!("{:?}", self.socket.display().to_string()),
@@ -285,8 +288,9 @@ pub fn run_to_exit(args: &[&str], timeout: Duration) -> (ExitStatus, String, Str
     (status, out, err)
 }
 
-/// A PoRep request whose input is not a C1 output: it runs through the engine (and
-/// `debug.job_delay`) and then fails fast with InvalidInput, without any proving.
+/// A PoRep request whose input is not a C1 output: with `debug.check_input = false` (the
+/// tests' default) it runs through the engine (and `debug.job_delay`) and then fails fast
+/// with InvalidInput, without any proving; with the check on, Submit refuses it.
 pub fn bogus_porep(tag: &str) -> Submit {
     Submit {
         request_id: None,
