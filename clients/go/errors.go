@@ -41,10 +41,7 @@ var codeNames = [...]string{
 
 // String is the code's name as protocol.md spells it.
 func (c ErrorCode) String() string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return fmt.Sprintf("ErrorCode(%d)", uint32(c))
+	return enumName(codeNames[:], uint32(c), "ErrorCode")
 }
 
 // Known reports whether this package knows the code.

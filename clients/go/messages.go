@@ -19,10 +19,16 @@ const (
 var proofKindNames = [...]string{"PoRep", "SnapDeals", "WindowPoSt", "WinningPoSt"}
 
 func (k ProofKind) String() string {
-	if int(k) < len(proofKindNames) {
-		return proofKindNames[k]
+	return enumName(proofKindNames[:], uint32(k), "ProofKind")
+}
+
+// enumName is the name of wire index v in names, or Type(v) for an index this package does
+// not know (a variant appended by a newer daemon).
+func enumName(names []string, v uint32, typ string) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("ProofKind(%d)", uint32(k))
+	return fmt.Sprintf("%s(%d)", typ, v)
 }
 
 // Priority is a job's scheduling class. A higher class always starts before a lower one.
@@ -39,10 +45,7 @@ const (
 var priorityNames = [...]string{"Low", "Normal", "High", "Critical"}
 
 func (p Priority) String() string {
-	if int(p) < len(priorityNames) {
-		return priorityNames[p]
-	}
-	return fmt.Sprintf("Priority(%d)", uint32(p))
+	return enumName(priorityNames[:], uint32(p), "Priority")
 }
 
 // JobState is where a job is.
@@ -60,10 +63,7 @@ const (
 var jobStateNames = [...]string{"Queued", "Running", "Succeeded", "Failed", "Cancelled"}
 
 func (s JobState) String() string {
-	if int(s) < len(jobStateNames) {
-		return jobStateNames[s]
-	}
-	return fmt.Sprintf("JobState(%d)", uint32(s))
+	return enumName(jobStateNames[:], uint32(s), "JobState")
 }
 
 // Hello opens a session.

@@ -103,8 +103,13 @@ pub(super) fn peak_rss() -> u64 {
 /// The peak resident set size of process `pid` (`"self"` or a number), in bytes: Linux's
 /// `VmHWM` in `/proc/<pid>/status`.
 pub(super) fn peak_rss_of(pid: &str) -> Option<u64> {
+    status_bytes(pid, "VmHWM:")
+}
+
+/// A size `field` of `/proc/<pid>/status` (`VmHWM:`, `VmRSS:`), in bytes.
+pub(super) fn status_bytes(pid: &str, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    let kb = status.lines().find_map(|l| l.strip_prefix(field))?;
     let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kb * 1024)
 }

@@ -429,8 +429,11 @@ fn density(n: usize, per_mille: u64, seed: u64) -> Vec<bool> {
 }
 
 /// `n` host bases: `tile` repeated.
-fn repeat<T: Copy>(tile: &[T], n: usize) -> Vec<T> {
-    (0..n).map(|i| tile[i % tile.len()]).collect()
+pub(super) fn repeat<T: Copy + Send + Sync>(tile: &[T], n: usize) -> Vec<T> {
+    (0..n)
+        .into_par_iter()
+        .map(|i| tile[i % tile.len()])
+        .collect()
 }
 
 /// The four MSMs over an aux assignment of 2^lg values (densities as a 32 GiB PoRep

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bellperson::groth16::{prepare_verifying_key, VerifyingKey};
-use blstrs::{G1Affine, G2Affine, Scalar};
+use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use super::bench::{peak_rss, reset_peak_rss};
-use super::bench_gpu::{as_bytes, random_g1, random_g2, TILE};
+use super::bench::{peak_rss, reset_peak_rss, status_bytes};
+use super::bench_gpu::{as_bytes, random_g1, random_g2, repeat, TILE};
 use crate::proofs::porep::{self, synthetic};
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};
 use crate::prover::{count_set, prove_with_randomness, Backend};
@@ -311,14 +311,7 @@ fn device_stage(
 fn synthetic_srs(s: &Synthesized) -> Srs {
     let g1 = random_g1(TILE, 11);
     let g2 = random_g2(TILE / 8, 12);
-    let tiled1 = |n: usize, shift: usize| -> Vec<G1Affine> {
-        (0..n)
-            .into_par_iter()
-            .map(|i| g1[(i + shift) % g1.len()])
-            .collect()
-    };
-    let tiled2 =
-        |n: usize| -> Vec<G2Affine> { (0..n).into_par_iter().map(|i| g2[i % g2.len()]).collect() };
+    let tiled1 = |n: usize, shift: usize| repeat(&g1[shift..], n);
     let domain = s.num_constraints().next_power_of_two().max(2);
     let n_in = s.input.len();
     let b_len = count_set(&s.b_input_density) + count_set(&s.b_aux_density);
@@ -340,7 +333,7 @@ fn synthetic_srs(s: &Synthesized) -> Srs {
         l: tiled1(s.aux.len(), 2),
         a: tiled1(n_in + count_set(&s.a_aux_density), 3),
         b_g1: tiled1(b_len, 4),
-        b_g2: tiled2(b_len),
+        b_g2: repeat(&g2, b_len),
         file_len: 0,
         load_time: Duration::ZERO,
     }
@@ -414,13 +407,7 @@ fn digest(s: &Synthesized) -> [u8; 32] {
 
 /// The resident set now (`VmRSS`), in bytes.
 fn rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let kb = s.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
-            kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
-        })
-        .map_or(0, |kb| kb * 1024)
+    status_bytes("self", "VmRSS:").unwrap_or(0)
 }
 
 fn gib(bytes: u64) -> f64 {

@@ -156,26 +156,32 @@ pub fn stitch(parts: Vec<Part>) -> Result<Synthesized, SplitError> {
         or_into(&mut out.b_aux_density[..mark.aux], &r.b_aux_density);
         or_into(&mut out.b_input_density[..mark.inputs], &r.b_input_density);
     }
-    let take = |rest: &mut Vec<Synthesized>, f: fn(&mut Synthesized) -> &mut Vec<Scalar>| {
-        rest.iter_mut().map(|r| std::mem::take(f(r))).collect()
-    };
-    let take_bits = |rest: &mut Vec<Synthesized>, f: fn(&mut Synthesized) -> &mut Vec<bool>| {
-        rest.iter_mut().map(|r| std::mem::take(f(r))).collect()
-    };
-    append_tails(&mut out.a, take(&mut rest, |s| &mut s.a), mark.constraints);
-    append_tails(&mut out.b, take(&mut rest, |s| &mut s.b), mark.constraints);
-    append_tails(&mut out.c, take(&mut rest, |s| &mut s.c), mark.constraints);
-    append_tails(&mut out.aux, take(&mut rest, |s| &mut s.aux), mark.aux);
+    append_tails(
+        &mut out.a,
+        take_all(&mut rest, |s| &mut s.a),
+        mark.constraints,
+    );
+    append_tails(
+        &mut out.b,
+        take_all(&mut rest, |s| &mut s.b),
+        mark.constraints,
+    );
+    append_tails(
+        &mut out.c,
+        take_all(&mut rest, |s| &mut s.c),
+        mark.constraints,
+    );
+    append_tails(&mut out.aux, take_all(&mut rest, |s| &mut s.aux), mark.aux);
     append_tails(
         &mut out.input,
-        take(&mut rest, |s| &mut s.input),
+        take_all(&mut rest, |s| &mut s.input),
         mark.inputs,
     );
-    let a_aux = take_bits(&mut rest, |s| &mut s.a_aux_density);
+    let a_aux = take_all(&mut rest, |s| &mut s.a_aux_density);
     append_tails(&mut out.a_aux_density, a_aux, mark.aux);
-    let b_aux = take_bits(&mut rest, |s| &mut s.b_aux_density);
+    let b_aux = take_all(&mut rest, |s| &mut s.b_aux_density);
     append_tails(&mut out.b_aux_density, b_aux, mark.aux);
-    let b_input = take_bits(&mut rest, |s| &mut s.b_input_density);
+    let b_input = take_all(&mut rest, |s| &mut s.b_input_density);
     append_tails(&mut out.b_input_density, b_input, mark.inputs);
     Ok(out)
 }
@@ -200,6 +206,11 @@ fn check_prefix(out: &Synthesized, mark: Mark, p: &Part, part: usize) -> Result<
         return differs("a variable's value");
     }
     Ok(())
+}
+
+/// One vector of every part, taken out of it.
+fn take_all<T>(rest: &mut [Synthesized], f: fn(&mut Synthesized) -> &mut Vec<T>) -> Vec<Vec<T>> {
+    rest.iter_mut().map(|r| std::mem::take(f(r))).collect()
 }
 
 fn or_into(dst: &mut [bool], src: &[bool]) {

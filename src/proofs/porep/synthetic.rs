@@ -8,7 +8,6 @@
 
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait, PoRepConfig};
-use filecoin_proofs_api::RegisteredSealProof;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use storage_proofs_core::drgraph::Graph;
@@ -19,6 +18,7 @@ use storage_proofs_porep::stacked::{
 use typenum::Unsigned;
 
 use super::{compound_params, prove_split_partitions, PoRepJob};
+use crate::proofs::registry::seal_proof;
 use crate::proofs::shapes::with_shape;
 use crate::proofs::{JobControl, ProofKind, ProveError, ProvingService, StageTimings};
 use crate::srs::ParamsId;
@@ -37,38 +37,27 @@ pub struct Shape {
     pub layers: usize,
 }
 
-/// The latest interactive PoRep of `sector_size` (what miners prove).
-fn registered(sector_size: u64) -> Result<RegisteredSealProof, ProveError> {
-    use RegisteredSealProof::*;
-    Ok(match sector_size {
-        s if s == 2 << 10 => StackedDrg2KiBV1_1,
-        s if s == 8 << 20 => StackedDrg8MiBV1_1,
-        s if s == 512 << 20 => StackedDrg512MiBV1_1,
-        s if s == 32 << 30 => StackedDrg32GiBV1_1,
-        s if s == 64 << 30 => StackedDrg64GiBV1_1,
-        other => {
-            return Err(ProveError::InvalidInput(format!(
-                "no PoRep for {other}-byte sectors"
-            )))
-        }
-    })
-}
-
 /// The partition shape of `sector_size`'s PoRep.
 pub fn shape(sector_size: u64) -> Result<Shape, ProveError> {
     with_shape!(sector_size, shape_of, sector_size)
 }
 
 fn shape_of<Tree: 'static + MerkleTreeTrait>(sector_size: u64) -> Result<Shape, ProveError> {
-    let config = registered(sector_size)?.as_v1_config();
+    let config = seal_proof(sector_size)?.as_v1_config();
     let pp = compound_params::<Tree>(&config)?;
-    let v = &pp.vanilla_params;
-    Ok(Shape {
+    Ok(shape_from(&config, &pp.vanilla_params))
+}
+
+fn shape_from<Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+    v: &stacked::PublicParams<Tree>,
+) -> Shape {
+    Shape {
         partitions: usize::from(config.partitions),
         challenges: v.challenges.num_challenges_per_partition(),
         nodes: v.graph.size(),
         layers: v.num_layers,
-    })
+    }
 }
 
 /// Synthesizes partition `k` of a synthetic sector of `sector_size` (random values from
@@ -144,10 +133,10 @@ fn job<Tree: 'static + MerkleTreeTrait>(
     sector_size: u64,
     seed: u64,
 ) -> Result<PoRepJob<Tree>, ProveError> {
-    let registered_proof = registered(sector_size)?;
+    let registered_proof = seal_proof(sector_size)?;
     let config: PoRepConfig = registered_proof.as_v1_config();
     let pp = compound_params::<Tree>(&config)?;
-    let shape = shape_of::<Tree>(sector_size)?;
+    let shape = shape_from(&config, &pp.vanilla_params);
     let mut rng = StdRng::seed_from_u64(seed);
     let degree = pp.vanilla_params.graph.base_graph().degree();
     let expansion = pp.vanilla_params.graph.expansion_degree();
