@@ -263,3 +263,38 @@ fn a_synthetic_partition_has_the_real_shape() {
     let shape = synthetic::shape(2048).unwrap();
     println!("2 KiB: {shape:?}, {} constraints", fake.num_constraints());
 }
+
+/// A shape recorded once serves every partition of its proof type: the constraints of a
+/// synthetic partition (recorded in parts), evaluated on a real partition's witness
+/// (synthesized in parts, without building a single linear combination), give exactly what
+/// recording the real partition gives.
+#[test]
+fn a_recorded_shape_and_a_witness_give_what_recording_gives() {
+    use cuzk::proofs::porep::{record_partition, synthetic};
+    use cuzk::synth::{Recorded, Recording};
+    let (_dir, sealed) = seal(RegisteredSealProof::StackedDrg2KiBV1_1, 13);
+    let real = cuzk::proofs::porep::synthesize_partition(&sealed.c1_json, 0, 1).unwrap();
+    let Recorded::Shape(shape, fake) = synthetic::record(2048, 0, 4, 3, Recording::Shape).unwrap()
+    else {
+        panic!("not a shape")
+    };
+    assert_eq!(shape.num_constraints(), real.num_constraints());
+    assert_ne!(fake.aux, real.aux);
+    let Recorded::Witness(w) = record_partition(&sealed.c1_json, 0, 2, Recording::Witness).unwrap()
+    else {
+        panic!("not a witness")
+    };
+    let evaluated = shape.synthesized(w).unwrap();
+    assert!(
+        evaluated == real,
+        "the shape's evaluation differs from recording"
+    );
+    assert!(evaluated.is_satisfied());
+    println!(
+        "2 KiB: {} constraints, {} terms, {} coefficients, shape {:.1} MB",
+        shape.num_constraints(),
+        shape.terms(),
+        shape.coeffs().len(),
+        shape.host_bytes() as f64 / 1e6
+    );
+}

@@ -53,6 +53,10 @@ pub struct PartitionBenchArgs {
     /// Skip the device stage.
     #[arg(long)]
     pub no_device: bool,
+    /// Skip the recorded shape's path (record the constraints once, then the witness alone
+    /// and the evaluations as sparse products).
+    #[arg(long)]
+    pub no_shape: bool,
     /// Seed of the synthetic values.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -98,7 +102,7 @@ pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Resul
 
     let base_rss = rss();
     reset_peak_rss();
-    let (ours, t_ours) = synthesize(threads)?;
+    let (mut ours, t_ours) = synthesize(threads)?;
     let peak = peak_rss().saturating_sub(base_rss);
     let n = ours.num_constraints();
     let bytes = host_bytes(&ours);
@@ -130,6 +134,14 @@ pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Resul
         }
         Some(t_ref)
     };
+    let shape = if args.no_shape {
+        None
+    } else {
+        drop(ours);
+        let (times, evaluated) = shape_path(&args, &pool, threads, &digest)?;
+        ours = evaluated;
+        Some(times)
+    };
     let srs = (!args.no_device || args.sector).then(|| {
         let start = Instant::now();
         let srs = Arc::new(synthetic_srs(&ours));
@@ -155,10 +167,135 @@ pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Resul
         _ => None,
     };
     print_table(&args, t_ours, t_ref, bytes as f64 / n as f64, peak, device);
+    if let Some(t) = shape {
+        t.print(&args, t_ref);
+    }
     if let Some(s) = sector {
         s.print(&args);
     }
     Ok(())
+}
+
+/// The recorded shape's path through one partition.
+struct ShapeTimes {
+    record: Duration,
+    witness: Duration,
+    evaluate: Duration,
+    constraints: usize,
+    terms: usize,
+    shape_bytes: u64,
+    witness_bytes: u64,
+}
+
+impl ShapeTimes {
+    fn print(&self, args: &PartitionBenchArgs, reference: Option<Duration>) {
+        let is_32 = args.c1.is_none() && args.sector_size == 32 << 30;
+        let goal = |g: String| if is_32 { g } else { "–".into() };
+        let n = self.constraints as f64;
+        let wall = self.witness + self.evaluate;
+        let (r, ratio) = match reference {
+            Some(r) => (
+                format!("{:.2} s one thread", r.as_secs_f64()),
+                format!("{:.3}", wall.as_secs_f64() / r.as_secs_f64()),
+            ),
+            None => ("–".into(), "–".into()),
+        };
+        println!("| recorded shape's path | ours | reference | ratio | goal (32 GiB) |");
+        println!("|---|---|---|---|---|");
+        println!(
+            "| shape recording (once per parameter set) | {:.2} s | | | |",
+            self.record.as_secs_f64()
+        );
+        println!(
+            "| shape held (once per parameter set) | {:.2} GiB, {:.2} terms/constraint | | | |",
+            gib(self.shape_bytes),
+            self.terms as f64 / n
+        );
+        println!("| witness | {:.2} s | | | |", self.witness.as_secs_f64());
+        println!(
+            "| A, B, C from the shape | {:.2} s | | | |",
+            self.evaluate.as_secs_f64()
+        );
+        println!(
+            "| synthesis wall (witness + evaluation) | {:.2} s | {r} | {ratio} | {} |",
+            wall.as_secs_f64(),
+            goal(format!("≤ {GOAL_SYNTHESIS_32GIB_S} s"))
+        );
+        println!(
+            "| host bytes per constraint until evaluated (witness) | {:.1} | | | ≤ {GOAL_BYTES_PER_CONSTRAINT} |",
+            self.witness_bytes as f64 / n
+        );
+    }
+}
+
+/// Records the partition's shape, then its witness alone, then evaluates A, B and C from
+/// both, checking the result against `expected` (split synthesis's digest).
+fn shape_path(
+    args: &PartitionBenchArgs,
+    pool: &rayon::ThreadPool,
+    threads: usize,
+    expected: &[u8; 32],
+) -> anyhow::Result<(ShapeTimes, Synthesized)> {
+    use crate::synth::{Recorded, Recording};
+    let record = |what| -> anyhow::Result<(Recorded, Duration)> {
+        let start = Instant::now();
+        let r = pool.install(|| match &args.c1 {
+            Some(path) => {
+                let c1 = std::fs::read(path)?;
+                Ok::<_, anyhow::Error>(porep::record_partition(&c1, args.partition, threads, what)?)
+            }
+            None => Ok(synthetic::record(
+                args.sector_size,
+                args.partition,
+                threads,
+                args.seed,
+                what,
+            )?),
+        })?;
+        Ok((r, start.elapsed()))
+    };
+    let (Recorded::Shape(shape, first), t_record) = record(Recording::Shape)? else {
+        anyhow::bail!("shape recording returned something else");
+    };
+    drop(first);
+    println!(
+        "shape recorded in parts: {:.2} s, {} terms, {} coefficients, {:.2} GiB",
+        t_record.as_secs_f64(),
+        shape.terms(),
+        shape.coeffs().len(),
+        gib(shape.host_bytes())
+    );
+    let (Recorded::Witness(w), t_witness) = record(Recording::Witness)? else {
+        anyhow::bail!("witness synthesis returned something else");
+    };
+    let witness_bytes = w.host_bytes();
+    println!(
+        "witness in parts: {:.2} s, {:.1} B/constraint",
+        t_witness.as_secs_f64(),
+        witness_bytes as f64 / shape.num_constraints() as f64
+    );
+    let start = Instant::now();
+    let evaluated = pool.install(|| shape.synthesized(w))?;
+    let t_evaluate = start.elapsed();
+    let same = digest(&evaluated) == *expected;
+    println!(
+        "A, B, C evaluated from the shape: {:.2} s: {}",
+        t_evaluate.as_secs_f64(),
+        if same { "bit-identical" } else { "DIFFERENT" }
+    );
+    if !same {
+        anyhow::bail!("the shape's evaluation differs from split synthesis");
+    }
+    let times = ShapeTimes {
+        record: t_record,
+        witness: t_witness,
+        evaluate: t_evaluate,
+        constraints: shape.num_constraints(),
+        terms: shape.terms(),
+        shape_bytes: shape.host_bytes(),
+        witness_bytes,
+    };
+    Ok((times, evaluated))
 }
 
 /// A whole synthetic sector through the stages.

@@ -15,6 +15,7 @@ use super::pipeline::{proof_bytes, prove_split_partitions, verify, PartitionCirc
 use super::shapes::with_shape;
 use super::{JobControl, PoRepRequest, ProofKind, ProofOutput, ProveError, ProvingService};
 use crate::srs::ParamsId;
+use crate::synth::{Recorded, Recording};
 
 /// lotus-bench's and Curio's wrapper around the C1 output.
 #[derive(Deserialize)]
@@ -434,17 +435,52 @@ fn synthesize_partition_shape<Tree: 'static + MerkleTreeTrait>(
 impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
     /// Synthesizes partition `k` in up to `parts` parts on the current rayon pool.
     fn synthesize(&self, k: usize, parts: usize) -> Result<crate::synth::Synthesized, ProveError> {
-        let failed = |e: String| ProveError::Synthesis(format!("partition {k}: {e}"));
-        match self.circuit_parts(k, parts)? {
-            PartitionCircuit::Whole(c) => {
-                crate::synth::synthesize(c).map_err(|e| failed(e.to_string()))
-            }
-            PartitionCircuit::Split { parts, marker } => {
-                crate::synth::synthesize_split(parts, marker, None)
-                    .map_err(|e| failed(e.to_string()))
-            }
+        match self.record(k, parts, Recording::Evaluations)? {
+            Recorded::Evaluations(s) => Ok(s),
+            _ => Err(ProveError::Synthesis("not the evaluations".into())),
         }
     }
+
+    /// Synthesizes partition `k` in up to `parts` parts on the current rayon pool, keeping
+    /// `what`.
+    pub(super) fn record(
+        &self,
+        k: usize,
+        parts: usize,
+        what: Recording,
+    ) -> Result<Recorded, ProveError> {
+        let (parts, marker) = match self.circuit_parts(k, parts)? {
+            PartitionCircuit::Whole(c) => (vec![c], ""),
+            PartitionCircuit::Split { parts, marker } => (parts, marker),
+        };
+        crate::synth::record(parts, marker, what)
+            .map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
+    }
+}
+
+/// [`synthesize_partition`] keeping `what`: the evaluations, the shape or the witness alone.
+pub fn record_partition(
+    c1: &[u8],
+    k: usize,
+    parts: usize,
+    what: Recording,
+) -> Result<Recorded, ProveError> {
+    let parsed = parse_c1(c1)?;
+    let size = u64::from(parsed.output.registered_proof.sector_size());
+    with_shape!(size, record_partition_shape, parsed.output, k, parts, what)
+}
+
+fn record_partition_shape<Tree: 'static + MerkleTreeTrait>(
+    c1: SealCommitPhase1Output,
+    k: usize,
+    parts: usize,
+    what: Recording,
+) -> Result<Recorded, ProveError> {
+    let job = PoRepJob::<Tree>::new(c1)?;
+    if k >= job.partitions() {
+        return Err(ProveError::InvalidInput(format!("no partition {k}")));
+    }
+    job.record(k, parts, what)
 }
 
 /// Receives one partition circuit of a C1 output (see [`visit_partition`]).

@@ -13,6 +13,7 @@ pub mod msm;
 pub mod ntt;
 mod pinned;
 pub mod pippenger;
+mod shaped;
 mod simd;
 pub mod urgency;
 
@@ -23,6 +24,7 @@ pub use groth16::{prove, prove_with_randomness, Partition, ProofTimings};
 pub use pinned::{
     heap_allocator, HeapBlock, HostAllocator, Lease, PinnedPool, PinnedStats, RawBlock, Scalars,
 };
+pub use shaped::WitnessPartition;
 
 /// A backend's own error, kept whole (its type and its chain) behind the prover's.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

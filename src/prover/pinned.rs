@@ -134,6 +134,36 @@ impl PinnedPool {
         })
     }
 
+    /// A block of the pool holding `len` scalars written by `fill`, or `None` where the pool
+    /// has no room (`fill` is then not called).
+    ///
+    /// # Safety
+    /// `fill` must write every element of the slice it is given (it is the lease's content,
+    /// read as scalars afterwards).
+    pub unsafe fn lease_filled(
+        &self,
+        len: usize,
+        fill: impl FnOnce(&mut [std::mem::MaybeUninit<Scalar>]),
+    ) -> Option<Lease> {
+        if len == 0 {
+            return None;
+        }
+        let block = self.take(len.checked_mul(std::mem::size_of::<Scalar>())?)?;
+        let ptr = block.ptr().cast::<std::mem::MaybeUninit<Scalar>>();
+        // Made first, so that a panic in `fill` still gives the block back.
+        let lease = Lease {
+            block: Some(block),
+            len,
+            pool: self.shared.clone(),
+        };
+        // SAFETY: the block is at least `len` scalars long (`take` checked), aligned for
+        // Scalar (RawBlock's contract) and owned by the lease alone, which is not read
+        // before `fill` returns.
+        fill(unsafe { std::slice::from_raw_parts_mut(ptr, len) });
+        self.shared.leases.fetch_add(1, Ordering::Relaxed);
+        Some(lease)
+    }
+
     /// A block of at least `bytes`: a free one that is not much larger, else a new one
     /// where the limit allows (dropping free blocks to make room, only when that is enough).
     fn take(&self, bytes: usize) -> Option<Box<dyn RawBlock>> {
@@ -230,7 +260,8 @@ impl Deref for Lease {
         if ptr.is_null() {
             return &[];
         }
-        // SAFETY: the block holds at least `len` scalars, all written by `copy_of`, aligned;
+        // SAFETY: the block holds at least `len` scalars, all written by `copy_of` or by
+        // `lease_filled`'s caller, aligned;
         // this lease owns it alone while it lives, and the view borrows the lease.
         unsafe { std::slice::from_raw_parts(ptr.cast::<Scalar>(), self.len) }
     }

@@ -48,16 +48,85 @@ pub struct RecordingCs {
     pub(super) out: Synthesized,
     /// Constraints since the last yield point.
     since_yield: u32,
+    /// Where the split's prefix ends.
+    pub(super) marking: Marking,
+}
+
+/// What a constraint system that may synthesize one part of a split circuit tracks: where
+/// the prefix ends (the first top-level namespace named `marker…`) and whether the circuit
+/// keeps the split's shape after it.
+#[derive(Default)]
+pub(super) struct Marking {
     /// Namespaces open now.
     depth: u32,
     /// The top-level namespace prefix whose first occurrence is marked, if any.
     marker: Option<&'static str>,
     /// What had been recorded when the marker's namespace was first opened.
-    pub(super) mark: Option<Mark>,
+    mark: Option<Mark>,
     /// Whether something was recorded at the top level after the mark, or a top-level
     /// namespace without the marker's prefix opened: the circuit is not a prefix followed by
     /// independent sub-circuits, and cannot be split.
-    pub(super) unsplittable: bool,
+    unsplittable: bool,
+}
+
+impl Marking {
+    /// Marks where the first top-level namespace named `prefix…` begins.
+    pub(super) fn new(prefix: &'static str) -> Self {
+        Self {
+            marker: Some(prefix),
+            ..Self::default()
+        }
+    }
+
+    /// Notes a record made now: at the top level after the mark it breaks the split's shape.
+    pub(super) fn recording(&mut self) {
+        if self.depth == 0 && self.mark.is_some() {
+            self.unsplittable = true;
+        }
+    }
+
+    /// Notes a namespace opened now, `here` being what had been recorded so far.
+    pub(super) fn push<NR: Into<String>>(&mut self, name: impl FnOnce() -> NR, here: Mark) {
+        // Names are made only at the top level of a marking system: a few per circuit.
+        if let (0, Some(prefix)) = (self.depth, self.marker) {
+            let marked = name().into().starts_with(prefix);
+            match (self.mark, marked) {
+                (None, true) => self.mark = Some(here),
+                // After the first sub-circuit, only sub-circuits may follow.
+                (Some(_), false) => self.unsplittable = true,
+                _ => {}
+            }
+        }
+        self.depth += 1;
+    }
+
+    pub(super) fn pop(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// Where the prefix ended, once the part is recorded: an error unless the part had the
+    /// split's shape.
+    pub(super) fn prefix_end(&self, part: usize) -> Result<Mark, super::SplitError> {
+        let marker = self.marker.unwrap_or_default();
+        let mark = self
+            .mark
+            .ok_or(super::SplitError::NoMarker { part, marker })?;
+        if self.unsplittable {
+            return Err(super::SplitError::NotSplittable { part, marker });
+        }
+        Ok(mark)
+    }
+}
+
+/// Counts a constraint, calling the thread's yield point every [`YIELD_EVERY`].
+pub(super) fn count_constraint(since_yield: &mut u32) {
+    *since_yield += 1;
+    if *since_yield >= YIELD_EVERY {
+        *since_yield = 0;
+        if let Some(point) = YIELD_POINT.with(std::cell::Cell::get) {
+            point();
+        }
+    }
 }
 
 /// How much of a circuit had been recorded at some point: the length of every vector of
@@ -76,16 +145,13 @@ impl RecordingCs {
     /// A system that marks where the first top-level namespace named `prefix…` begins.
     pub fn with_marker(prefix: &'static str) -> Self {
         Self {
-            marker: Some(prefix),
+            marking: Marking::new(prefix),
             ..Self::default()
         }
     }
 
-    /// Notes a record made now: at the top level after the mark it breaks the split's shape.
     fn recording(&mut self) {
-        if self.depth == 0 && self.mark.is_some() {
-            self.unsplittable = true;
-        }
+        self.marking.recording();
     }
 
     fn here(&self) -> Mark {
@@ -224,13 +290,7 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         o.a.push(a);
         o.b.push(b);
         o.c.push(c);
-        self.since_yield += 1;
-        if self.since_yield >= YIELD_EVERY {
-            self.since_yield = 0;
-            if let Some(point) = YIELD_POINT.with(std::cell::Cell::get) {
-                point();
-            }
-        }
+        count_constraint(&mut self.since_yield);
     }
 
     fn push_namespace<NR, N>(&mut self, name: N)
@@ -238,21 +298,12 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         NR: Into<String>,
         N: FnOnce() -> NR,
     {
-        // Names are made only at the top level of a marking system: a few per circuit.
-        if let (0, Some(prefix)) = (self.depth, self.marker) {
-            let marked = name().into().starts_with(prefix);
-            match (self.mark, marked) {
-                (None, true) => self.mark = Some(self.here()),
-                // After the first sub-circuit, only sub-circuits may follow.
-                (Some(_), false) => self.unsplittable = true,
-                _ => {}
-            }
-        }
-        self.depth += 1;
+        let here = self.here();
+        self.marking.push(name, here);
     }
 
     fn pop_namespace(&mut self) {
-        self.depth = self.depth.saturating_sub(1);
+        self.marking.pop();
     }
 
     fn get_root(&mut self) -> &mut Self::Root {

@@ -71,10 +71,7 @@ pub fn synthesize_part<C: Circuit<Scalar>>(
     part: usize,
 ) -> Result<Part, SplitError> {
     let cs = record(circuit, RecordingCs::with_marker(marker))?;
-    let mark = cs.mark.ok_or(SplitError::NoMarker { part, marker })?;
-    if cs.unsplittable {
-        return Err(SplitError::NotSplittable { part, marker });
-    }
+    let mark = cs.marking.prefix_end(part)?;
     Ok(Part { out: cs.out, mark })
 }
 
@@ -111,16 +108,32 @@ pub fn synthesize_split_on<C: Circuit<Scalar> + Send>(
     yield_point: Option<fn()>,
     stopped: &(dyn Fn() -> bool + Sync),
 ) -> Result<Synthesized, SplitError> {
-    let mut done: Vec<Option<Result<Part, SplitError>>> = Vec::new();
+    let parts = run_parts_on(pool, parts, yield_point, stopped, |c, i| {
+        synthesize_part(c, marker, i)
+    })?;
+    stitch_pool.install(|| Ok(finish(stitch(parts)?)))
+}
+
+/// Runs `part(circuit, index)` for every part, queued on `pool` as [`synthesize_split_on`]
+/// says, and returns the results in order.
+pub fn run_parts_on<C: Send, P: Send, E: From<SplitError> + Send>(
+    pool: &rayon::ThreadPool,
+    parts: Vec<C>,
+    yield_point: Option<fn()>,
+    stopped: &(dyn Fn() -> bool + Sync),
+    part: impl Fn(C, usize) -> Result<P, E> + Sync,
+) -> Result<Vec<P>, E> {
+    let mut done: Vec<Option<Result<P, E>>> = Vec::new();
     done.resize_with(parts.len(), || None);
+    let part = &part;
     pool.in_place_scope_fifo(|scope| {
         for ((i, c), slot) in parts.into_iter().enumerate().zip(done.iter_mut()) {
             scope.spawn_fifo(move |_| {
                 if stopped() {
-                    *slot = Some(Err(SplitError::Stopped));
+                    *slot = Some(Err(SplitError::Stopped.into()));
                     return;
                 }
-                let run = || synthesize_part(c, marker, i);
+                let run = || part(c, i);
                 *slot = Some(match yield_point {
                     Some(p) => with_yield_point(p, run),
                     None => run(),
@@ -129,15 +142,13 @@ pub fn synthesize_split_on<C: Circuit<Scalar> + Send>(
         }
     });
     if stopped() {
-        return Err(SplitError::Stopped);
+        return Err(SplitError::Stopped.into());
     }
     // Every slot is filled: the scope returns after all its tasks, and a task that panics
     // takes the scope (and this call) with it.
-    let parts = done
-        .into_iter()
-        .map(|p| p.unwrap_or(Err(SplitError::Stopped)))
-        .collect::<Result<Vec<_>, _>>()?;
-    stitch_pool.install(|| Ok(finish(stitch(parts)?)))
+    done.into_iter()
+        .map(|p| p.unwrap_or(Err(SplitError::Stopped.into())))
+        .collect()
 }
 
 /// Part 0 whole, then every other part's records after its prefix, in order; the prefix
@@ -225,7 +236,11 @@ const COPY_CHUNK: usize = 1 << 18;
 
 /// Appends `tail[skip..]` of every tail to `dst`, in order, each copied in parallel and
 /// freed as soon as it is copied.
-fn append_tails<T: Copy + Send + Sync>(dst: &mut Vec<T>, tails: Vec<Vec<T>>, skip: usize) {
+pub(super) fn append_tails<T: Copy + Send + Sync>(
+    dst: &mut Vec<T>,
+    tails: Vec<Vec<T>>,
+    skip: usize,
+) {
     let extra: usize = tails.iter().map(|t| t.len().saturating_sub(skip)).sum();
     dst.reserve_exact(extra);
     for tail in tails {
@@ -247,7 +262,7 @@ fn append_tails<T: Copy + Send + Sync>(dst: &mut Vec<T>, tails: Vec<Vec<T>>, ski
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use bellperson::gadgets::num::AllocatedNum;
     use bellperson::ConstraintSystem;
@@ -258,10 +273,10 @@ mod tests {
     /// from 5 on also use z and w in B, so the prefix densities differ between parts.
     /// `stray` records a constraint at the top level after the sub-circuits began.
     #[derive(Clone)]
-    struct Chain {
-        x: u64,
-        subs: std::ops::Range<u64>,
-        stray: bool,
+    pub(in crate::synth) struct Chain {
+        pub x: u64,
+        pub subs: std::ops::Range<u64>,
+        pub stray: bool,
     }
 
     impl Circuit<Scalar> for Chain {
@@ -283,12 +298,13 @@ mod tests {
                 })?;
                 y.inputize(ns.namespace(|| "y input"))?;
                 if i >= 5 {
-                    // v · (z + w) = 7v
-                    let t = ns.alloc(|| "t", || Ok(Scalar::from((i * 7 + 3) * 7)))?;
+                    // v · (2z + w − 1) = 9v: coefficients other than one, and ONE in B.
+                    let t = ns.alloc(|| "t", || Ok(Scalar::from((i * 7 + 3) * 9)))?;
+                    let one = CS::one();
                     ns.enforce(
                         || "uses z, w",
                         |lc| lc + v.get_variable(),
-                        |lc| lc + z + w,
+                        |lc| lc + (Scalar::from(2), z) + w - one,
                         |lc| lc + t,
                     );
                 }
@@ -300,7 +316,7 @@ mod tests {
         }
     }
 
-    fn split(x: u64, bounds: &[u64]) -> Vec<Chain> {
+    pub(in crate::synth) fn split(x: u64, bounds: &[u64]) -> Vec<Chain> {
         bounds
             .windows(2)
             .map(|w| Chain {

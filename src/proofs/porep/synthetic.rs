@@ -22,7 +22,7 @@ use crate::proofs::registry::seal_proof;
 use crate::proofs::shapes::with_shape;
 use crate::proofs::{JobControl, ProofKind, ProveError, ProvingService, StageTimings};
 use crate::srs::ParamsId;
-use crate::synth::Synthesized;
+use crate::synth::{Recorded, Recording, Synthesized};
 
 /// The shape of a sector size's PoRep partitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +83,31 @@ fn synthesize_shape<Tree: 'static + MerkleTreeTrait>(
         return Err(ProveError::InvalidInput(format!("no partition {k}")));
     }
     job.synthesize(k, parts)
+}
+
+/// [`synthesize`] keeping `what`: the evaluations, the shape or the witness alone.
+pub fn record(
+    sector_size: u64,
+    k: usize,
+    parts: usize,
+    seed: u64,
+    what: Recording,
+) -> Result<Recorded, ProveError> {
+    with_shape!(sector_size, record_shape, sector_size, k, parts, seed, what)
+}
+
+fn record_shape<Tree: 'static + MerkleTreeTrait>(
+    sector_size: u64,
+    k: usize,
+    parts: usize,
+    seed: u64,
+    what: Recording,
+) -> Result<Recorded, ProveError> {
+    let job = job::<Tree>(sector_size, seed)?;
+    if k >= job.partitions() {
+        return Err(ProveError::InvalidInput(format!("no partition {k}")));
+    }
+    job.record(k, parts, what)
 }
 
 /// The parameter set id a synthetic sector is proved with: a name no real set has.
