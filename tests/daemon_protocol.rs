@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuzk::proto::{
-    encode_frame, encode_payload, read_response, AwaitJob, ErrorCode, Hello, ProofInput, Request,
-    Response, StatusQuery, Submit, PROTOCOL_VERSION,
+    encode_frame, encode_payload, read_response, AwaitJob, ErrorCode, Hello, Ping, Pong,
+    ProofInput, Request, Response, StatusQuery, Submit, PROTOCOL_VERSION,
 };
 use daemon_support::*;
 use nix::sys::signal::Signal;
@@ -320,6 +320,77 @@ fn preload_and_evict_report_typed_errors() {
     assert!(d.devices[0].name.starts_with("cpu") && d.devices[0].partitions_proved == 0);
     assert!(!d.placement.is_empty(), "{d:?}");
     c.status(None).expect("still usable");
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+fn ping_frame(nonce: u64) -> Vec<u8> {
+    encode_frame(&Request::Ping(Ping { nonce })).unwrap()
+}
+
+/// Ping (request 13, appended to version 1): answered with its nonce before and after Hello,
+/// pings written back to back are answered in order, no job is made, and pinging does not
+/// stand in for Hello: the Hello timeout still closes a connection that only pings.
+#[test]
+fn ping_is_answered_before_and_after_hello_and_makes_no_job() {
+    let mut daemon = Daemon::start(&[("protocol.hello_timeout", "\"1500ms\"")]);
+    let socket = daemon.env.socket.clone();
+    let mut s = raw(&socket);
+    // Before Hello: a Pong, while any other request is still refused.
+    s.write_all(&ping_frame(u64::MAX)).unwrap();
+    assert_eq!(read(&mut s), Response::Pong(Pong { nonce: u64::MAX }));
+    s.write_all(&status_frame()).unwrap();
+    assert_eq!(error_code(read(&mut s)), ErrorCode::HelloRequired);
+    s.write_all(&hello_frame(PROTOCOL_VERSION)).unwrap();
+    assert!(matches!(read(&mut s), Response::Welcome(_)));
+    // After Hello, three pings in one write: three Pongs, in order.
+    let burst: Vec<u8> = [1u64, 2, 3].iter().flat_map(|&n| ping_frame(n)).collect();
+    s.write_all(&burst).unwrap();
+    for n in [1u64, 2, 3] {
+        assert_eq!(read(&mut s), Response::Pong(Pong { nonce: n }));
+    }
+    // The library client's ping, and no job or counter moved.
+    let mut c = daemon.client();
+    assert_eq!(c.ping(42).unwrap().nonce, 42);
+    let status = c.status(None).unwrap();
+    assert!(status.jobs.is_empty(), "{status:?}");
+    assert_eq!(
+        (
+            status.queued,
+            status.running,
+            status.succeeded,
+            status.failed
+        ),
+        (0, 0, 0, 0)
+    );
+
+    // A connection that only pings is answered each time, then closed at the Hello timeout.
+    let mut p = raw(&socket);
+    let start = std::time::Instant::now();
+    let mut pongs = 0;
+    let closing = loop {
+        // The daemon may already have answered the timeout and closed: its error frame
+        // is still waiting to be read when the write fails.
+        if p.write_all(&ping_frame(pongs)).is_err() {
+            break read(&mut p);
+        }
+        match read(&mut p) {
+            Response::Pong(Pong { nonce }) => {
+                assert_eq!(nonce, pongs);
+                pongs += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => break other,
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never closed");
+    };
+    assert_eq!(error_code(closing), ErrorCode::HelloRequired);
+    assert!(pongs >= 3, "{pongs} pongs before the timeout");
+    assert!(
+        start.elapsed() >= Duration::from_millis(1000),
+        "{:?}",
+        start.elapsed()
+    );
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());
 }

@@ -309,6 +309,8 @@ fn vectors() -> Vec<(&'static str, Message)> {
                 job_id: None,
             })),
         ),
+        ("ping", Q(Request::Ping(Ping { nonce: 300 }))),
+        ("pong", A(Response::Pong(Pong { nonce: 300 }))),
     ]
 }
 

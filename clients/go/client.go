@@ -232,7 +232,7 @@ func closedOr(err error) error {
 
 func requestName(r Request) string {
 	names := [...]string{"Hello", "Submit", "Await", "Prove", "Cancel", "Status", "Metrics",
-		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs"}
+		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs", "Ping"}
 	if i := r.Index(); int(i) < len(names) {
 		return names[i]
 	}
@@ -409,4 +409,40 @@ func (c *Client) Devices(ctx context.Context) (*DevicesReport, error) {
 		return &r.Devices, nil
 	}
 	return nil, &UnexpectedResponseError{"Devices", resp}
+}
+
+// Ping sends a Ping with nonce and waits for its Pong: a round trip to the daemon that
+// touches no job. A daemon that predates it answers ErrMalformedFrame (it is alive all the
+// same).
+func (c *Client) Ping(ctx context.Context, nonce uint64) (*Pong, error) {
+	resp, err := c.Call(ctx, PingRequest{Ping{Nonce: nonce}})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(PongResponse); ok && r.Pong.Nonce == nonce {
+		return &r.Pong, nil
+	}
+	return nil, &UnexpectedResponseError{"Ping", resp}
+}
+
+// PingSocket connects to the daemon at socketPath, sends one Ping without saying Hello
+// (the daemon answers Ping before Hello), waits for the Pong and closes: a liveness probe
+// that opens no session. Without a deadline on ctx it waits at most DefaultWelcomeTimeout,
+// long enough for a socket-activated daemon to start.
+func PingSocket(ctx context.Context, socketPath string, nonce uint64) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultWelcomeTimeout)
+		defer cancel()
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		return fmt.Errorf("cuzk: cannot connect to cuzkd at %s (is cuzkd.socket or cuzkd running? see journalctl -u cuzkd): %w", socketPath, err)
+	}
+	// No Welcome yet: the frame limits are the defaults, as for Dial's Hello.
+	c := &Client{conn: conn, socket: socketPath, maxRead: DefaultMaxFrameSize}
+	defer c.Close()
+	_, err = c.Ping(ctx, nonce)
+	return err
 }

@@ -152,6 +152,22 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("ping", func(t *testing.T) {
+		p, err := c.Ping(quick(t), 1<<40)
+		if err != nil || p.Nonce != 1<<40 {
+			t.Fatalf("ping: %+v, %v", p, err)
+		}
+		// Before Hello too, on a connection of its own.
+		if err := PingSocket(quick(t), d.socket, 7); err != nil {
+			t.Fatalf("ping before Hello: %v", err)
+		}
+		// A ping is no job.
+		s, err := c.Status(quick(t), StatusQuery{})
+		if err != nil || len(s.Jobs) != 0 || s.Queued != 0 {
+			t.Errorf("status after pings: %+v, %v", s, err)
+		}
+	})
+
 	t.Run("status", func(t *testing.T) {
 		s, err := c.Status(quick(t), StatusQuery{})
 		if err != nil {

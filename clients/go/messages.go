@@ -164,6 +164,13 @@ type JobsPage struct {
 	More uint64
 }
 
+// Ping asks the daemon to answer at once with the same Nonce (a Pong). It is the one
+// request besides Hello that the daemon answers before Hello.
+type Ping struct{ Nonce uint64 }
+
+// Pong answers Ping with its Nonce.
+type Pong struct{ Nonce uint64 }
+
 // ParamSpec names a parameter set: a proof kind and a sector size in bytes.
 type ParamSpec struct {
 	Kind       ProofKind
@@ -306,6 +313,7 @@ type (
 	PipelineRequest  struct{}                    // 10
 	DevicesRequest   struct{}                    // 11
 	JobsRequest      struct{ Query JobsQuery }   // 12
+	PingRequest      struct{ Ping Ping }         // 13
 )
 
 func (HelloRequest) Index() uint32     { return 0 }
@@ -321,6 +329,7 @@ func (ResidencyRequest) Index() uint32 { return 9 }
 func (PipelineRequest) Index() uint32  { return 10 }
 func (DevicesRequest) Index() uint32   { return 11 }
 func (JobsRequest) Index() uint32      { return 12 }
+func (PingRequest) Index() uint32      { return 13 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -344,6 +353,7 @@ func (r JobsRequest) encodeBody(e *encoder) {
 	e.optU64(r.Query.After)
 	e.u32(r.Query.Max)
 }
+func (r PingRequest) encodeBody(e *encoder) { e.u64(r.Ping.Nonce) }
 
 func encodeSubmit(e *encoder, s *Submit) {
 	e.optStr(s.RequestID)
@@ -414,6 +424,8 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = DevicesRequest{}
 	case i == 12:
 		r = JobsRequest{JobsQuery{After: d.optU64("after"), Max: d.u32("max")}}
+	case i == 13:
+		r = PingRequest{Ping{Nonce: d.u64("nonce")}}
 	default:
 		d.unknown("Request", i)
 	}
@@ -535,6 +547,7 @@ type (
 	PipelineResponse  struct{ Pipeline PipelineReport }   // 10
 	DevicesResponse   struct{ Devices DevicesReport }     // 11
 	JobsResponse      struct{ Jobs JobsPage }             // 12
+	PongResponse      struct{ Pong Pong }                 // 13
 )
 
 func (WelcomeResponse) Index() uint32   { return 0 }
@@ -550,6 +563,7 @@ func (ResidencyResponse) Index() uint32 { return 9 }
 func (PipelineResponse) Index() uint32  { return 10 }
 func (DevicesResponse) Index() uint32   { return 11 }
 func (JobsResponse) Index() uint32      { return 12 }
+func (PongResponse) Index() uint32      { return 13 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -683,6 +697,8 @@ func (r JobsResponse) encodeBody(e *encoder) {
 	e.u64(r.Jobs.More)
 }
 
+func (r PongResponse) encodeBody(e *encoder) { e.u64(r.Pong.Nonce) }
+
 // EncodeResponse returns a response's payload (no length prefix); used by tests and fakes.
 func EncodeResponse(r Response) []byte {
 	e := &encoder{}
@@ -789,6 +805,8 @@ func DecodeResponse(payload []byte) (Response, error) {
 		}
 		page.More = d.u64("more")
 		r = JobsResponse{page}
+	case i == 13:
+		r = PongResponse{Pong{Nonce: d.u64("nonce")}}
 	default:
 		d.unknown("Response", i)
 	}

@@ -26,7 +26,10 @@ pub struct Session {
 
 /// Answers `request`.
 pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>) -> Response {
-    if !session.hello && !matches!(request, Request::Hello(_)) {
+    // Ping needs no session: it is answered before Hello too, so that a liveness probe can
+    // check that the daemon's event loop answers without opening one (it does not extend
+    // the Hello timeout, which the connection loop keeps on its own).
+    if !session.hello && !matches!(request, Request::Hello(_) | Request::Ping(_)) {
         return wire::error(ErrorCode::HelloRequired, "send Hello first", None);
     }
     match request {
@@ -55,6 +58,7 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Pipeline => Response::Pipeline(pipeline(ctx)),
         Request::Devices => Response::Devices(devices(ctx)),
         Request::Jobs(q) => Response::Jobs(jobs_page(q, ctx)),
+        Request::Ping(p) => Response::Pong(proto::Pong { nonce: p.nonce }),
     }
 }
 

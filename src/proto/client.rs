@@ -309,6 +309,16 @@ impl Client {
         }
     }
 
+    /// Sends a Ping and waits for its Pong: the round trip to the daemon's event loop. A
+    /// daemon that predates this request answers `MalformedFrame`, as for any unknown
+    /// request.
+    pub fn ping(&mut self, nonce: u64) -> Result<Pong, ClientError> {
+        match self.call(&Request::Ping(Ping { nonce }))? {
+            Response::Pong(p) if p.nonce == nonce => Ok(p),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// The proving devices: placement, work and resident sets. A daemon that predates this
     /// request answers `MalformedFrame`, as for any unknown request.
     pub fn devices(&mut self) -> Result<DevicesReport, ClientError> {

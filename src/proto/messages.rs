@@ -45,6 +45,10 @@ pub enum Request {
     /// answer; answered [`Response::Jobs`]. A daemon older than this variant answers
     /// [`ErrorCode::MalformedFrame`].
     Jobs(JobsQuery),
+    /// 13: answered [`Response::Pong`] at once with the same nonce, before or after Hello
+    /// (it needs no session and queues nothing). A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    Ping(Ping),
 }
 
 /// A message from the daemon to a client.
@@ -76,6 +80,23 @@ pub enum Response {
     Devices(DevicesReport),
     /// 12: a page of the known jobs.
     Jobs(JobsPage),
+    /// 13: the answer to [`Request::Ping`].
+    Pong(Pong),
+}
+
+/// Asks the daemon to answer at once: a liveness and round-trip check that touches no job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ping {
+    /// Any value; the [`Pong`] carries it back, so that a client with several pings in
+    /// flight on one connection (written back to back) can match the answers.
+    pub nonce: u64,
+}
+
+/// The answer to [`Ping`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pong {
+    /// The ping's nonce.
+    pub nonce: u64,
 }
 
 /// Asks for the known jobs after `after`, in job id order.
