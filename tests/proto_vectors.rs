@@ -311,6 +311,26 @@ fn vectors() -> Vec<(&'static str, Message)> {
         ),
         ("ping", Q(Request::Ping(Ping { nonce: 300 }))),
         ("pong", A(Response::Pong(Pong { nonce: 300 }))),
+        (
+            "lookup",
+            Q(Request::Lookup(LookupQuery {
+                request_id: "s-7".into(),
+            })),
+        ),
+        (
+            "job",
+            A(Response::Job(JobInfo {
+                job_id: 42,
+                request_id: Some("s-7".into()),
+                kind: ProofKind::PoRep,
+                priority: Priority::Normal,
+                state: JobState::Queued,
+                partitions_done: 0,
+                partitions_total: 0,
+                age_ms: 1500,
+                error: None,
+            })),
+        ),
     ]
 }
 

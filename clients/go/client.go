@@ -232,7 +232,7 @@ func closedOr(err error) error {
 
 func requestName(r Request) string {
 	names := [...]string{"Hello", "Submit", "Await", "Prove", "Cancel", "Status", "Metrics",
-		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs", "Ping"}
+		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs", "Ping", "Lookup"}
 	if i := r.Index(); int(i) < len(names) {
 		return names[i]
 	}
@@ -423,6 +423,21 @@ func (c *Client) Ping(ctx context.Context, nonce uint64) (*Pong, error) {
 		return &r.Pong, nil
 	}
 	return nil, &UnexpectedResponseError{"Ping", resp}
+}
+
+// Lookup finds the newest job the daemon knows under requestID (queued, running, or finished
+// within its result retention), for a client that lost the job id, such as a miner that
+// restarted: Await its JobID rather than submit the input again. An id no known job has is
+// ErrUnknownJob; a daemon that predates Lookup answers ErrMalformedFrame.
+func (c *Client) Lookup(ctx context.Context, requestID string) (*JobInfo, error) {
+	resp, err := c.Call(ctx, LookupRequest{LookupQuery{RequestID: requestID}})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(JobResponse); ok {
+		return &r.Job, nil
+	}
+	return nil, &UnexpectedResponseError{"Lookup", resp}
 }
 
 // PingSocket connects to the daemon at socketPath, sends one Ping without saying Hello

@@ -55,6 +55,8 @@ dir = %q
 
 [proving]
 backend = "cpu"
+# One job at a time, so that a job submitted while the PoRep proof runs stays queued.
+workers = 1
 `, os.Geteuid() == 0, d.socket, params)
 	cfgPath := filepath.Join(dir, "cuzk.toml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
@@ -271,6 +273,12 @@ func TestDaemon(t *testing.T) {
 		if _, _, err := c.AwaitFor(quick(t), id, 0); !errors.Is(err, ErrUnknownJob) {
 			t.Errorf("await of an unknown job: want ErrUnknownJob, got %v", err)
 		}
+		if _, err := c.Lookup(quick(t), "no-such-request"); !errors.Is(err, ErrUnknownJob) {
+			t.Errorf("lookup of an unknown request id: want ErrUnknownJob, got %v", err)
+		}
+		if _, err := c.Lookup(quick(t), ""); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("lookup of an empty request id: want ErrInvalidInput, got %v", err)
+		}
 	})
 
 	t.Run("empty-request-id", func(t *testing.T) {
@@ -377,6 +385,24 @@ func provePoRep(t *testing.T, d *daemon, c *Client) {
 	// partitions_total is 0 until the daemon has parsed the C1 (the job's first step).
 	if job.Priority != Normal || job.PartitionsTotal > 1 {
 		t.Errorf("the 2 KiB PoRep job: %+v", job)
+	}
+	// Meanwhile a job submitted under a request id waits behind it (one worker), and a
+	// client that lost its id finds it by the request id on another connection.
+	rid := "go-test-lookup"
+	acc, err := w.Submit(quick(t), Submit{RequestID: &rid, Input: PoRepInput{C1: c1, MinerID: miner, SectorNumber: u64p(sector)}})
+	if err != nil {
+		t.Fatalf("submit under a request id: %v", err)
+	}
+	l := dialT(t, d)
+	found, err := l.Lookup(quick(t), rid)
+	if err != nil || found.JobID != acc.JobID || found.RequestID == nil || *found.RequestID != rid || found.Kind != PoRep || found.State != Queued {
+		t.Errorf("lookup of the queued job %d: %+v, %v", acc.JobID, found, err)
+	}
+	if cn, err := l.Cancel(quick(t), acc.JobID); err != nil || cn.WasRunning {
+		t.Errorf("cancel of the queued job: %+v, %v", cn, err)
+	}
+	if found, err = l.Lookup(quick(t), rid); err != nil || found.JobID != acc.JobID || found.State != CancelledState {
+		t.Errorf("lookup of the cancelled job: %+v, %v", found, err)
 	}
 	proof, pending, err := w.AwaitFor(quick(t), job.JobID, 0)
 	if err != nil || proof != nil || pending == nil || pending.JobID != job.JobID {

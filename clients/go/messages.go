@@ -171,6 +171,9 @@ type Ping struct{ Nonce uint64 }
 // Pong answers Ping with its Nonce.
 type Pong struct{ Nonce uint64 }
 
+// LookupQuery asks for the newest known job submitted under RequestID (1-256 bytes).
+type LookupQuery struct{ RequestID string }
+
 // ParamSpec names a parameter set: a proof kind and a sector size in bytes.
 type ParamSpec struct {
 	Kind       ProofKind
@@ -314,6 +317,7 @@ type (
 	DevicesRequest   struct{}                    // 11
 	JobsRequest      struct{ Query JobsQuery }   // 12
 	PingRequest      struct{ Ping Ping }         // 13
+	LookupRequest    struct{ Query LookupQuery } // 14
 )
 
 func (HelloRequest) Index() uint32     { return 0 }
@@ -330,6 +334,7 @@ func (PipelineRequest) Index() uint32  { return 10 }
 func (DevicesRequest) Index() uint32   { return 11 }
 func (JobsRequest) Index() uint32      { return 12 }
 func (PingRequest) Index() uint32      { return 13 }
+func (LookupRequest) Index() uint32    { return 14 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -353,7 +358,8 @@ func (r JobsRequest) encodeBody(e *encoder) {
 	e.optU64(r.Query.After)
 	e.u32(r.Query.Max)
 }
-func (r PingRequest) encodeBody(e *encoder) { e.u64(r.Ping.Nonce) }
+func (r PingRequest) encodeBody(e *encoder)   { e.u64(r.Ping.Nonce) }
+func (r LookupRequest) encodeBody(e *encoder) { e.str(r.Query.RequestID) }
 
 func encodeSubmit(e *encoder, s *Submit) {
 	e.optStr(s.RequestID)
@@ -426,6 +432,8 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = JobsRequest{JobsQuery{After: d.optU64("after"), Max: d.u32("max")}}
 	case i == 13:
 		r = PingRequest{Ping{Nonce: d.u64("nonce")}}
+	case i == 14:
+		r = LookupRequest{LookupQuery{RequestID: d.str("request_id")}}
 	default:
 		d.unknown("Request", i)
 	}
@@ -548,6 +556,7 @@ type (
 	DevicesResponse   struct{ Devices DevicesReport }     // 11
 	JobsResponse      struct{ Jobs JobsPage }             // 12
 	PongResponse      struct{ Pong Pong }                 // 13
+	JobResponse       struct{ Job JobInfo }               // 14: answers Lookup
 )
 
 func (WelcomeResponse) Index() uint32   { return 0 }
@@ -564,6 +573,7 @@ func (PipelineResponse) Index() uint32  { return 10 }
 func (DevicesResponse) Index() uint32   { return 11 }
 func (JobsResponse) Index() uint32      { return 12 }
 func (PongResponse) Index() uint32      { return 13 }
+func (JobResponse) Index() uint32       { return 14 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -698,6 +708,7 @@ func (r JobsResponse) encodeBody(e *encoder) {
 }
 
 func (r PongResponse) encodeBody(e *encoder) { e.u64(r.Pong.Nonce) }
+func (r JobResponse) encodeBody(e *encoder)  { encodeJobInfo(e, &r.Job) }
 
 // EncodeResponse returns a response's payload (no length prefix); used by tests and fakes.
 func EncodeResponse(r Response) []byte {
@@ -807,6 +818,8 @@ func DecodeResponse(payload []byte) (Response, error) {
 		r = JobsResponse{page}
 	case i == 13:
 		r = PongResponse{Pong{Nonce: d.u64("nonce")}}
+	case i == 14:
+		r = JobResponse{decodeJobInfo(d)}
 	default:
 		d.unknown("Response", i)
 	}

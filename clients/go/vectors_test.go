@@ -75,6 +75,9 @@ func vectorTable() map[string]vector {
 		"error-response-too-large": {resp: ErrorResponseMsg{ErrorResponse{Code: CodeResponseTooLarge, Message: "too large"}}},
 		"ping":                     {req: PingRequest{Ping{Nonce: 300}}},
 		"pong":                     {resp: PongResponse{Pong{Nonce: 300}}},
+		"lookup":                   {req: LookupRequest{LookupQuery{RequestID: "s-7"}}},
+		"job": {resp: JobResponse{JobInfo{JobID: 42, RequestID: strp("s-7"), Kind: PoRep, Priority: Normal,
+			State: Queued, AgeMs: 1500}}},
 	}
 }
 

@@ -59,6 +59,7 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Devices => Response::Devices(devices(ctx)),
         Request::Jobs(q) => Response::Jobs(jobs_page(q, ctx)),
         Request::Ping(p) => Response::Pong(proto::Pong { nonce: p.nonce }),
+        Request::Lookup(q) => lookup(&q.request_id, ctx),
     }
 }
 
@@ -87,17 +88,21 @@ fn hello(h: proto::Hello, session: &mut Session, ctx: &Context) -> Response {
     })
 }
 
-/// Queues a job; `Err` carries the error response.
-async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Response, Response> {
-    if s.request_id
-        .as_ref()
-        .is_some_and(|r| r.len() > MAX_REQUEST_ID || r.is_empty())
-    {
-        return Err(wire::error(
+/// The refusal of a request id that no Submit would accept (empty, or too long).
+fn request_id_refusal(request_id: &str) -> Option<Response> {
+    (request_id.is_empty() || request_id.len() > MAX_REQUEST_ID).then(|| {
+        wire::error(
             ErrorCode::InvalidInput,
             format!("request id must be 1 to {MAX_REQUEST_ID} bytes"),
             None,
-        ));
+        )
+    })
+}
+
+/// Queues a job; `Err` carries the error response.
+async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Response, Response> {
+    if let Some(refusal) = s.request_id.as_deref().and_then(request_id_refusal) {
+        return Err(refusal);
     }
     let request = ProofRequest::from(s.input);
     let (miner, sector) = match &request {
@@ -201,6 +206,23 @@ fn cancel(job: u64, ctx: &Context) -> Response {
         Err(e @ crate::engine::CancelError::AlreadyFinished(..)) => {
             wire::error(ErrorCode::JobFinished, e.to_string(), Some(job))
         }
+    }
+}
+
+/// The newest known job submitted under `request_id`, as Status reports one job.
+fn lookup(request_id: &str, ctx: &Context) -> Response {
+    if let Some(refusal) = request_id_refusal(request_id) {
+        return refusal;
+    }
+    match ctx.engine.lookup(request_id) {
+        Some(snap) => Response::Job(wire::job_info(&snap)),
+        None => wire::error(
+            ErrorCode::UnknownJob,
+            format!(
+                "no known job has request id {request_id:?} (never submitted, or its result expired)"
+            ),
+            None,
+        ),
     }
 }
 

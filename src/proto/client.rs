@@ -319,6 +319,20 @@ impl Client {
         }
     }
 
+    /// The newest job the daemon knows under `request_id` (queued, running, or finished
+    /// within its retention), so that a client that lost the job id (a restart) can Await
+    /// it without sending the input again. An unknown id is [`ErrorCode::UnknownJob`]; a
+    /// daemon that predates this request answers `MalformedFrame`.
+    pub fn lookup(&mut self, request_id: &str) -> Result<JobInfo, ClientError> {
+        let query = LookupQuery {
+            request_id: request_id.into(),
+        };
+        match self.call(&Request::Lookup(query))? {
+            Response::Job(j) => Ok(j),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// The proving devices: placement, work and resident sets. A daemon that predates this
     /// request answers `MalformedFrame`, as for any unknown request.
     pub fn devices(&mut self) -> Result<DevicesReport, ClientError> {

@@ -49,6 +49,10 @@ pub enum Request {
     /// (it needs no session and queues nothing). A daemon older than this variant answers
     /// [`ErrorCode::MalformedFrame`].
     Ping(Ping),
+    /// 14: the newest known job submitted under a request id, for a client that lost the
+    /// job id (a restarted miner); answered [`Response::Job`]. A daemon older than this
+    /// variant answers [`ErrorCode::MalformedFrame`].
+    Lookup(LookupQuery),
 }
 
 /// A message from the daemon to a client.
@@ -82,6 +86,15 @@ pub enum Response {
     Jobs(JobsPage),
     /// 13: the answer to [`Request::Ping`].
     Pong(Pong),
+    /// 14: the answer to [`Request::Lookup`]: the job, as Status reports it.
+    Job(JobInfo),
+}
+
+/// Asks for the job submitted under a request id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LookupQuery {
+    /// The request id the job was submitted with (1 to 256 bytes, as at Submit).
+    pub request_id: String,
 }
 
 /// Asks the daemon to answer at once: a liveness and round-trip check that touches no job.
