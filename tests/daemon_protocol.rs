@@ -394,3 +394,34 @@ fn ping_is_answered_before_and_after_hello_and_makes_no_job() {
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());
 }
+
+/// Info (request 15, appended to version 1): the backend's kind and the queue's critical
+/// reserve, from the configuration; the Welcome is the same as before it (an old client
+/// still decodes it).
+#[test]
+fn info_reports_the_backend_kind_and_the_critical_reserve() {
+    let mut daemon = Daemon::start(&[
+        ("queue.max_queued", "10"),
+        ("queue.critical_reserve", "3"),
+        ("queue.result_retention", "\"90s\""),
+    ]);
+    let mut c = daemon.client();
+    let info = c.info().unwrap();
+    assert_eq!(info.backend_kind, cuzk::proto::BackendKind::Cpu, "{info:?}");
+    assert_eq!((info.gpu_devices, info.cpu_devices), (0, 1), "{info:?}");
+    assert_eq!(info.critical_reserve, 3);
+    assert_eq!(info.result_retention_ms, 90_000);
+    // Info agrees with Devices, and the Welcome kept its seven fields.
+    assert_eq!(c.devices().unwrap().devices.len(), 1);
+    assert_eq!(c.welcome().max_queued, 10);
+    let mut s = raw(&daemon.env.socket);
+    s.write_all(&hello_frame(PROTOCOL_VERSION)).unwrap();
+    let mut prefix = [0u8; 4];
+    s.read_exact(&mut prefix).unwrap();
+    let mut payload = vec![0u8; u32::from_be_bytes(prefix) as usize];
+    s.read_exact(&mut payload).unwrap();
+    let welcome: Response = cuzk::proto::decode_payload(&payload).expect("no trailing bytes");
+    assert!(matches!(welcome, Response::Welcome(_)));
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}

@@ -311,6 +311,17 @@ fn vectors() -> Vec<(&'static str, Message)> {
         ),
         ("ping", Q(Request::Ping(Ping { nonce: 300 }))),
         ("pong", A(Response::Pong(Pong { nonce: 300 }))),
+        ("info", Q(Request::Info)),
+        (
+            "info-report",
+            A(Response::Info(InfoReport {
+                backend_kind: BackendKind::Gpu,
+                gpu_devices: 2,
+                cpu_devices: 1,
+                critical_reserve: 4,
+                result_retention_ms: 600_000,
+            })),
+        ),
         (
             "lookup",
             Q(Request::Lookup(LookupQuery {

@@ -232,7 +232,7 @@ func closedOr(err error) error {
 
 func requestName(r Request) string {
 	names := [...]string{"Hello", "Submit", "Await", "Prove", "Cancel", "Status", "Metrics",
-		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs", "Ping", "Lookup"}
+		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs", "Ping", "Lookup", "Info"}
 	if i := r.Index(); int(i) < len(names) {
 		return names[i]
 	}
@@ -438,6 +438,20 @@ func (c *Client) Lookup(ctx context.Context, requestID string) (*JobInfo, error)
 		return &r.Job, nil
 	}
 	return nil, &UnexpectedResponseError{"Lookup", resp}
+}
+
+// Info reports what Welcome does not: the backend's kind, the devices, the queue slots kept
+// for critical jobs and how long finished jobs stay known. A daemon that predates it
+// answers ErrMalformedFrame.
+func (c *Client) Info(ctx context.Context) (*InfoReport, error) {
+	resp, err := c.Call(ctx, InfoRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(InfoResponse); ok {
+		return &r.Info, nil
+	}
+	return nil, &UnexpectedResponseError{"Info", resp}
 }
 
 // PingSocket connects to the daemon at socketPath, sends one Ping without saying Hello

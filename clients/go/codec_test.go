@@ -149,6 +149,18 @@ func TestUnknownErrorCodeIsKept(t *testing.T) {
 	}
 }
 
+// A backend kind appended after this client is kept, with the fields after it.
+func TestUnknownBackendKindIsKept(t *testing.T) {
+	r, err := DecodeResponse([]byte{0x0f, 0x07, 0x01, 0x00, 0x02, 0x03})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := r.(InfoResponse).Info
+	if i.BackendKind != 7 || i.BackendKind.String() != "BackendKind(7)" || i.GPUDevices != 1 || i.CriticalReserve != 2 || i.ResultRetentionMs != 3 {
+		t.Fatalf("got %#v", i)
+	}
+}
+
 // A length prefix beyond the limit is refused before reading or allocating the payload:
 // the reader holds only the prefix, so any attempt to read on would fail differently.
 func TestOversizedLengthPrefixRefusedBeforeAllocation(t *testing.T) {

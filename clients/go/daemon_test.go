@@ -170,6 +170,18 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("info", func(t *testing.T) {
+		i, err := c.Info(quick(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The test daemon proves on the CPU, with the default queue (64 slots, 4 kept for
+		// critical jobs) and the default retention (10 minutes).
+		if i.BackendKind != BackendCPU || i.GPUDevices != 0 || i.CPUDevices != 1 || i.CriticalReserve != 4 || i.ResultRetentionMs != 600000 {
+			t.Errorf("info of the CPU test daemon: %+v (%s)", i, i.BackendKind)
+		}
+	})
+
 	t.Run("status", func(t *testing.T) {
 		s, err := c.Status(quick(t), StatusQuery{})
 		if err != nil {

@@ -174,6 +174,33 @@ type Pong struct{ Nonce uint64 }
 // LookupQuery asks for the newest known job submitted under RequestID (1-256 bytes).
 type LookupQuery struct{ RequestID string }
 
+// BackendKind is what the daemon proves on. A kind this package does not know (one appended
+// later) is kept as its number: read it as some accelerator.
+type BackendKind uint32
+
+// The backend kinds, in wire order.
+const (
+	BackendCPU BackendKind = iota // the host's CPUs only
+	BackendGPU                    // at least one GPU (CPU devices may prove beside it)
+)
+
+var backendKindNames = [...]string{"Cpu", "Gpu"}
+
+func (k BackendKind) String() string {
+	return enumName(backendKindNames[:], uint32(k), "BackendKind")
+}
+
+// InfoReport answers Info: what Welcome does not say. Of Welcome.MaxQueued, CriticalReserve
+// queue slots are kept for critical jobs; ResultRetentionMs is how long a finished job stays
+// known to Await, Status and Lookup.
+type InfoReport struct {
+	BackendKind       BackendKind
+	GPUDevices        uint32
+	CPUDevices        uint32
+	CriticalReserve   uint32
+	ResultRetentionMs uint64
+}
+
 // ParamSpec names a parameter set: a proof kind and a sector size in bytes.
 type ParamSpec struct {
 	Kind       ProofKind
@@ -318,6 +345,7 @@ type (
 	JobsRequest      struct{ Query JobsQuery }   // 12
 	PingRequest      struct{ Ping Ping }         // 13
 	LookupRequest    struct{ Query LookupQuery } // 14
+	InfoRequest      struct{}                    // 15
 )
 
 func (HelloRequest) Index() uint32     { return 0 }
@@ -335,6 +363,7 @@ func (DevicesRequest) Index() uint32   { return 11 }
 func (JobsRequest) Index() uint32      { return 12 }
 func (PingRequest) Index() uint32      { return 13 }
 func (LookupRequest) Index() uint32    { return 14 }
+func (InfoRequest) Index() uint32      { return 15 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -360,6 +389,7 @@ func (r JobsRequest) encodeBody(e *encoder) {
 }
 func (r PingRequest) encodeBody(e *encoder)   { e.u64(r.Ping.Nonce) }
 func (r LookupRequest) encodeBody(e *encoder) { e.str(r.Query.RequestID) }
+func (InfoRequest) encodeBody(*encoder)       {}
 
 func encodeSubmit(e *encoder, s *Submit) {
 	e.optStr(s.RequestID)
@@ -434,6 +464,8 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = PingRequest{Ping{Nonce: d.u64("nonce")}}
 	case i == 14:
 		r = LookupRequest{LookupQuery{RequestID: d.str("request_id")}}
+	case i == 15:
+		r = InfoRequest{}
 	default:
 		d.unknown("Request", i)
 	}
@@ -557,6 +589,7 @@ type (
 	JobsResponse      struct{ Jobs JobsPage }             // 12
 	PongResponse      struct{ Pong Pong }                 // 13
 	JobResponse       struct{ Job JobInfo }               // 14: answers Lookup
+	InfoResponse      struct{ Info InfoReport }           // 15
 )
 
 func (WelcomeResponse) Index() uint32   { return 0 }
@@ -574,6 +607,7 @@ func (DevicesResponse) Index() uint32   { return 11 }
 func (JobsResponse) Index() uint32      { return 12 }
 func (PongResponse) Index() uint32      { return 13 }
 func (JobResponse) Index() uint32       { return 14 }
+func (InfoResponse) Index() uint32      { return 15 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -709,6 +743,14 @@ func (r JobsResponse) encodeBody(e *encoder) {
 
 func (r PongResponse) encodeBody(e *encoder) { e.u64(r.Pong.Nonce) }
 func (r JobResponse) encodeBody(e *encoder)  { encodeJobInfo(e, &r.Job) }
+func (r InfoResponse) encodeBody(e *encoder) {
+	i := &r.Info
+	e.variant(uint32(i.BackendKind))
+	e.u32(i.GPUDevices)
+	e.u32(i.CPUDevices)
+	e.u32(i.CriticalReserve)
+	e.u64(i.ResultRetentionMs)
+}
 
 // EncodeResponse returns a response's payload (no length prefix); used by tests and fakes.
 func EncodeResponse(r Response) []byte {
@@ -820,6 +862,16 @@ func DecodeResponse(payload []byte) (Response, error) {
 		r = PongResponse{Pong{Nonce: d.u64("nonce")}}
 	case i == 14:
 		r = JobResponse{decodeJobInfo(d)}
+	case i == 15:
+		// An unknown BackendKind is kept (as for ErrorCode): it carries no data, so the
+		// fields after it still decode.
+		r = InfoResponse{InfoReport{
+			BackendKind:       BackendKind(d.variant("BackendKind")),
+			GPUDevices:        d.u32("gpu_devices"),
+			CPUDevices:        d.u32("cpu_devices"),
+			CriticalReserve:   d.u32("critical_reserve"),
+			ResultRetentionMs: d.u64("result_retention_ms"),
+		}}
 	default:
 		d.unknown("Response", i)
 	}

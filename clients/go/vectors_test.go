@@ -76,6 +76,9 @@ func vectorTable() map[string]vector {
 		"ping":                     {req: PingRequest{Ping{Nonce: 300}}},
 		"pong":                     {resp: PongResponse{Pong{Nonce: 300}}},
 		"lookup":                   {req: LookupRequest{LookupQuery{RequestID: "s-7"}}},
+		"info":                     {req: InfoRequest{}},
+		"info-report": {resp: InfoResponse{InfoReport{BackendKind: BackendGPU, GPUDevices: 2, CPUDevices: 1,
+			CriticalReserve: 4, ResultRetentionMs: 600000}}},
 		"job": {resp: JobResponse{JobInfo{JobID: 42, RequestID: strp("s-7"), Kind: PoRep, Priority: Normal,
 			State: Queued, AgeMs: 1500}}},
 	}

@@ -60,6 +60,7 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Jobs(q) => Response::Jobs(jobs_page(q, ctx)),
         Request::Ping(p) => Response::Pong(proto::Pong { nonce: p.nonce }),
         Request::Lookup(q) => lookup(&q.request_id, ctx),
+        Request::Info => Response::Info(info(ctx)),
     }
 }
 
@@ -334,6 +335,23 @@ fn loaded(ctx: &Context) -> Vec<ParamSpec> {
             sector_size: p.id.sector_size,
         })
         .collect()
+}
+
+/// The backend's kind and the queue's shares, from the start-up choices (no lock).
+fn info(ctx: &Context) -> proto::InfoReport {
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let devices = ctx.devices;
+    proto::InfoReport {
+        backend_kind: if devices.gpus > 0 {
+            proto::BackendKind::Gpu
+        } else {
+            proto::BackendKind::Cpu
+        },
+        gpu_devices: n(devices.gpus),
+        cpu_devices: n(devices.cpus),
+        critical_reserve: n(ctx.config.queue.critical_reserve),
+        result_retention_ms: super::ms(ctx.config.queue.result_retention),
+    }
 }
 
 /// The stages' counters (a short lock; never waits for a proof).

@@ -333,6 +333,15 @@ impl Client {
         }
     }
 
+    /// What the daemon proves on and how its queue is shared. A daemon that predates this
+    /// request answers `MalformedFrame`, as for any unknown request.
+    pub fn info(&mut self) -> Result<InfoReport, ClientError> {
+        match self.call(&Request::Info)? {
+            Response::Info(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// The proving devices: placement, work and resident sets. A daemon that predates this
     /// request answers `MalformedFrame`, as for any unknown request.
     pub fn devices(&mut self) -> Result<DevicesReport, ClientError> {

@@ -53,6 +53,12 @@ pub enum Request {
     /// job id (a restarted miner); answered [`Response::Job`]. A daemon older than this
     /// variant answers [`ErrorCode::MalformedFrame`].
     Lookup(LookupQuery),
+    /// 15: what the daemon proves on and how its queue is shared; answered
+    /// [`Response::Info`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`]. (A request of its own rather than fields appended to
+    /// [`Welcome`]: a decoder refuses trailing bytes, so a longer Welcome would break every
+    /// client built before it at Hello.)
+    Info,
 }
 
 /// A message from the daemon to a client.
@@ -88,6 +94,36 @@ pub enum Response {
     Pong(Pong),
     /// 14: the answer to [`Request::Lookup`]: the job, as Status reports it.
     Job(JobInfo),
+    /// 15: the answer to [`Request::Info`].
+    Info(InfoReport),
+}
+
+/// The kind of hardware the daemon proves on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BackendKind {
+    /// 0: the host's CPUs only.
+    Cpu,
+    /// 1: at least one GPU (CUDA); CPU devices may prove beside it
+    /// (`proving.cpu_device`), never a critical partition.
+    Gpu,
+}
+
+/// The answer to [`Request::Info`]: facts about the daemon that Welcome predates.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InfoReport {
+    /// Whether a GPU proves here.
+    pub backend_kind: BackendKind,
+    /// The GPUs proving.
+    pub gpu_devices: u32,
+    /// The CPU devices proving (`proving.cpu_device`; 1 when there is no GPU).
+    pub cpu_devices: u32,
+    /// Of [`Welcome::max_queued`], the queue slots only critical jobs may take
+    /// (`queue.critical_reserve`): other jobs get `QueueFull` when `max_queued -
+    /// critical_reserve` wait.
+    pub critical_reserve: u32,
+    /// How long a finished job stays known (`queue.result_retention`), for Await, Status and
+    /// Lookup, in milliseconds.
+    pub result_retention_ms: u64,
 }
 
 /// Asks for the job submitted under a request id.
