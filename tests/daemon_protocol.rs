@@ -425,3 +425,70 @@ fn info_reports_the_backend_kind_and_the_critical_reserve() {
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());
 }
+
+/// Proof types by Filecoin's integer ids (appended to version 1): PreloadProof/EvictProof
+/// load and drop the set the id's proof proves with; a JSON input's integer
+/// `registered_proof` is read as the proof it names (the same answer as with the name);
+/// ids of no proof, or of another kind, are invalid input.
+#[test]
+fn proof_types_are_accepted_by_filecoin_id() {
+    use cuzk::proto::{ParamSpec, ProofKind, RegisteredProof};
+    let mut daemon = Daemon::start(&[("debug.check_input", "true")]);
+    let mut c = daemon.client();
+    for (proof, kind) in [
+        (RegisteredProof::Seal(5), ProofKind::PoRep),
+        (RegisteredProof::PoSt(0), ProofKind::WinningPoSt),
+        (RegisteredProof::PoSt(10), ProofKind::WindowPoSt),
+        (RegisteredProof::Update(0), ProofKind::SnapDeals),
+    ] {
+        let spec = ParamSpec {
+            kind,
+            sector_size: 2048,
+        };
+        let loaded = c.preload_proof(proof).unwrap().loaded;
+        assert!(loaded.contains(&spec), "{proof:?}: {loaded:?}");
+        let left = c.evict_proof(proof).unwrap().loaded;
+        assert!(!left.contains(&spec), "{proof:?}: {left:?}");
+    }
+    for unknown in [
+        RegisteredProof::Seal(20),
+        RegisteredProof::PoSt(15),
+        RegisteredProof::Update(5),
+    ] {
+        let err = c.preload_proof(unknown).unwrap_err();
+        assert_eq!(code(&err), ErrorCode::InvalidInput, "{unknown:?}: {err}");
+    }
+
+    // A WinningPoSt input without vanilla proofs, its proof type by name and by id: the
+    // same refusal, about the proofs; by a WindowPoSt id, a refusal naming that proof.
+    let winning = |proof: &str| {
+        Submit {
+        request_id: None,
+        priority: None,
+        input: ProofInput::WinningPoSt {
+            input: format!(
+                r#"{{"registered_proof": {proof}, "randomness": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "miner_id": 1000, "vanilla_proofs": []}}"#
+            )
+            .into_bytes(),
+        },
+    }
+    };
+    let by_name = c
+        .submit(winning("\"StackedDrgWinning2KiBV1\""))
+        .unwrap_err();
+    let by_id = c.submit(winning("0")).unwrap_err();
+    assert_eq!(code(&by_name), ErrorCode::InvalidInput, "{by_name}");
+    assert_eq!(by_id.to_string(), by_name.to_string());
+    let window = c.submit(winning("10")).unwrap_err();
+    assert_eq!(code(&window), ErrorCode::InvalidInput);
+    assert!(
+        window.to_string().contains("StackedDrgWindow2KiBV1_2"),
+        "{window}"
+    );
+    assert!(
+        c.status(None).unwrap().jobs.is_empty(),
+        "refused before queueing"
+    );
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}

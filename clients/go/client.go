@@ -232,7 +232,8 @@ func closedOr(err error) error {
 
 func requestName(r Request) string {
 	names := [...]string{"Hello", "Submit", "Await", "Prove", "Cancel", "Status", "Metrics",
-		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs", "Ping", "Lookup", "Info"}
+		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs", "Ping", "Lookup", "Info",
+		"PreloadProof", "EvictProof"}
 	if i := r.Index(); int(i) < len(names) {
 		return names[i]
 	}
@@ -346,6 +347,19 @@ func (c *Client) Preload(ctx context.Context, spec ParamSpec) (*ParamsReport, er
 // Evict drops a parameter set from host and device memory.
 func (c *Client) Evict(ctx context.Context, spec ParamSpec) (*ParamsReport, error) {
 	return c.params(ctx, EvictRequest{spec})
+}
+
+// PreloadProof is Preload of the parameter set that a proof, named by its Filecoin id,
+// proves with (e.g. PreloadProof(ctx, SealProof(int64(spt)))). An id that names no proof is
+// ErrInvalidInput; a daemon that predates it answers ErrMalformedFrame.
+func (c *Client) PreloadProof(ctx context.Context, proof RegisteredProof) (*ParamsReport, error) {
+	return c.params(ctx, PreloadProofRequest{proof})
+}
+
+// EvictProof is Evict of the parameter set that a proof, named by its Filecoin id, proves
+// with.
+func (c *Client) EvictProof(ctx context.Context, proof RegisteredProof) (*ParamsReport, error) {
+	return c.params(ctx, EvictProofRequest{proof})
 }
 
 func (c *Client) params(ctx context.Context, req Request) (*ParamsReport, error) {

@@ -262,6 +262,24 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("preload-by-proof-id", func(t *testing.T) {
+		// go-state-types ids: RegisteredPoStProof_StackedDrgWindow2KiBV1_1 = 10.
+		spec := ParamSpec{Kind: WindowPoSt, SectorSize: 2048}
+		rep, err := c.PreloadProof(quick(t), PoStProof(10))
+		if err != nil || !containsSpec(rep.Loaded, spec) {
+			t.Fatalf("preload of PoSt proof 10: %+v, %v", rep, err)
+		}
+		if rep, err = c.EvictProof(quick(t), PoStProof(10)); err != nil || containsSpec(rep.Loaded, spec) {
+			t.Errorf("evict of PoSt proof 10: %+v, %v", rep, err)
+		}
+		if _, err := c.PreloadProof(quick(t), SealProof(20)); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("preload of seal proof 20: want ErrInvalidInput, got %v", err)
+		}
+		if _, err := c.PreloadProof(quick(t), SealProof(-1)); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("preload of seal proof -1: want ErrInvalidInput, got %v", err)
+		}
+	})
+
 	t.Run("preload-unknown-size", func(t *testing.T) {
 		_, err := c.Preload(quick(t), ParamSpec{Kind: PoRep, SectorSize: 4096})
 		var e *Error

@@ -201,6 +201,34 @@ type InfoReport struct {
 	ResultRetentionMs uint64
 }
 
+// ProofFamily is the family of a Filecoin proof-type id: the families number
+// independently.
+type ProofFamily uint32
+
+// The families, in wire order.
+const (
+	SealProofFamily   ProofFamily = iota // abi.RegisteredSealProof (PoRep)
+	PoStProofFamily                      // abi.RegisteredPoStProof (WinningPoSt 0-4, WindowPoSt 5-14)
+	UpdateProofFamily                    // abi.RegisteredUpdateProof (SnapDeals)
+)
+
+// RegisteredProof is a proof type by Filecoin's integer id, as go-state-types numbers it
+// (docs/protocol.md has the table). Build one with SealProof, PoStProof or UpdateProof.
+type RegisteredProof struct {
+	Family ProofFamily
+	ID     uint64
+}
+
+// SealProof is an abi.RegisteredSealProof (e.g. SealProof(int64(spt))). A negative id
+// names no proof: the daemon answers ErrInvalidInput.
+func SealProof(id int64) RegisteredProof { return RegisteredProof{SealProofFamily, uint64(id)} }
+
+// PoStProof is an abi.RegisteredPoStProof.
+func PoStProof(id int64) RegisteredProof { return RegisteredProof{PoStProofFamily, uint64(id)} }
+
+// UpdateProof is an abi.RegisteredUpdateProof.
+func UpdateProof(id int64) RegisteredProof { return RegisteredProof{UpdateProofFamily, uint64(id)} }
+
 // ParamSpec names a parameter set: a proof kind and a sector size in bytes.
 type ParamSpec struct {
 	Kind       ProofKind
@@ -330,40 +358,44 @@ type Request interface {
 
 // The request variants (protocol.md section 4), in wire order.
 type (
-	HelloRequest     struct{ Hello Hello }       // 0
-	SubmitRequest    struct{ Submit Submit }     // 1
-	AwaitRequest     struct{ Await AwaitJob }    // 2
-	ProveRequest     struct{ Submit Submit }     // 3
-	CancelRequest    struct{ Job JobRef }        // 4
-	StatusRequest    struct{ Query StatusQuery } // 5
-	MetricsRequest   struct{}                    // 6
-	PreloadRequest   struct{ Spec ParamSpec }    // 7
-	EvictRequest     struct{ Spec ParamSpec }    // 8
-	ResidencyRequest struct{}                    // 9
-	PipelineRequest  struct{}                    // 10
-	DevicesRequest   struct{}                    // 11
-	JobsRequest      struct{ Query JobsQuery }   // 12
-	PingRequest      struct{ Ping Ping }         // 13
-	LookupRequest    struct{ Query LookupQuery } // 14
-	InfoRequest      struct{}                    // 15
+	HelloRequest        struct{ Hello Hello }           // 0
+	SubmitRequest       struct{ Submit Submit }         // 1
+	AwaitRequest        struct{ Await AwaitJob }        // 2
+	ProveRequest        struct{ Submit Submit }         // 3
+	CancelRequest       struct{ Job JobRef }            // 4
+	StatusRequest       struct{ Query StatusQuery }     // 5
+	MetricsRequest      struct{}                        // 6
+	PreloadRequest      struct{ Spec ParamSpec }        // 7
+	EvictRequest        struct{ Spec ParamSpec }        // 8
+	ResidencyRequest    struct{}                        // 9
+	PipelineRequest     struct{}                        // 10
+	DevicesRequest      struct{}                        // 11
+	JobsRequest         struct{ Query JobsQuery }       // 12
+	PingRequest         struct{ Ping Ping }             // 13
+	LookupRequest       struct{ Query LookupQuery }     // 14
+	InfoRequest         struct{}                        // 15
+	PreloadProofRequest struct{ Proof RegisteredProof } // 16
+	EvictProofRequest   struct{ Proof RegisteredProof } // 17
 )
 
-func (HelloRequest) Index() uint32     { return 0 }
-func (SubmitRequest) Index() uint32    { return 1 }
-func (AwaitRequest) Index() uint32     { return 2 }
-func (ProveRequest) Index() uint32     { return 3 }
-func (CancelRequest) Index() uint32    { return 4 }
-func (StatusRequest) Index() uint32    { return 5 }
-func (MetricsRequest) Index() uint32   { return 6 }
-func (PreloadRequest) Index() uint32   { return 7 }
-func (EvictRequest) Index() uint32     { return 8 }
-func (ResidencyRequest) Index() uint32 { return 9 }
-func (PipelineRequest) Index() uint32  { return 10 }
-func (DevicesRequest) Index() uint32   { return 11 }
-func (JobsRequest) Index() uint32      { return 12 }
-func (PingRequest) Index() uint32      { return 13 }
-func (LookupRequest) Index() uint32    { return 14 }
-func (InfoRequest) Index() uint32      { return 15 }
+func (HelloRequest) Index() uint32        { return 0 }
+func (SubmitRequest) Index() uint32       { return 1 }
+func (AwaitRequest) Index() uint32        { return 2 }
+func (ProveRequest) Index() uint32        { return 3 }
+func (CancelRequest) Index() uint32       { return 4 }
+func (StatusRequest) Index() uint32       { return 5 }
+func (MetricsRequest) Index() uint32      { return 6 }
+func (PreloadRequest) Index() uint32      { return 7 }
+func (EvictRequest) Index() uint32        { return 8 }
+func (ResidencyRequest) Index() uint32    { return 9 }
+func (PipelineRequest) Index() uint32     { return 10 }
+func (DevicesRequest) Index() uint32      { return 11 }
+func (JobsRequest) Index() uint32         { return 12 }
+func (PingRequest) Index() uint32         { return 13 }
+func (LookupRequest) Index() uint32       { return 14 }
+func (InfoRequest) Index() uint32         { return 15 }
+func (PreloadProofRequest) Index() uint32 { return 16 }
+func (EvictProofRequest) Index() uint32   { return 17 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -387,9 +419,24 @@ func (r JobsRequest) encodeBody(e *encoder) {
 	e.optU64(r.Query.After)
 	e.u32(r.Query.Max)
 }
-func (r PingRequest) encodeBody(e *encoder)   { e.u64(r.Ping.Nonce) }
-func (r LookupRequest) encodeBody(e *encoder) { e.str(r.Query.RequestID) }
-func (InfoRequest) encodeBody(*encoder)       {}
+func (r PingRequest) encodeBody(e *encoder)         { e.u64(r.Ping.Nonce) }
+func (r LookupRequest) encodeBody(e *encoder)       { e.str(r.Query.RequestID) }
+func (InfoRequest) encodeBody(*encoder)             {}
+func (r PreloadProofRequest) encodeBody(e *encoder) { encodeRegisteredProof(e, r.Proof) }
+func (r EvictProofRequest) encodeBody(e *encoder)   { encodeRegisteredProof(e, r.Proof) }
+
+func encodeRegisteredProof(e *encoder, p RegisteredProof) {
+	e.variant(uint32(p.Family))
+	e.u64(p.ID)
+}
+
+func decodeRegisteredProof(d *decoder) RegisteredProof {
+	f := d.variant("RegisteredProof")
+	if d.err == nil && f > uint32(UpdateProofFamily) {
+		d.unknown("RegisteredProof", f)
+	}
+	return RegisteredProof{Family: ProofFamily(f), ID: d.u64("id")}
+}
 
 func encodeSubmit(e *encoder, s *Submit) {
 	e.optStr(s.RequestID)
@@ -466,6 +513,10 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = LookupRequest{LookupQuery{RequestID: d.str("request_id")}}
 	case i == 15:
 		r = InfoRequest{}
+	case i == 16:
+		r = PreloadProofRequest{decodeRegisteredProof(d)}
+	case i == 17:
+		r = EvictProofRequest{decodeRegisteredProof(d)}
 	default:
 		d.unknown("Request", i)
 	}

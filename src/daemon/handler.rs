@@ -10,6 +10,7 @@ use crate::proto::{
     self, AwaitJob, ErrorCode, ParamResidency, ParamSpec, ParamsReport, Request, ResidencyReport,
     Response, StatusReport, Submit, Welcome, PROTOCOL_VERSION,
 };
+use crate::srs::ParamsId;
 
 /// Longest request id accepted (bytes).
 const MAX_REQUEST_ID: usize = 256;
@@ -52,8 +53,10 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Cancel(j) => cancel(j.job_id, ctx),
         Request::Status(q) => status(q.job_id, ctx),
         Request::Metrics => Response::Metrics(super::metrics::render(ctx)),
-        Request::Preload(spec) => params(spec, true, ctx).await,
-        Request::Evict(spec) => params(spec, false, ctx).await,
+        Request::Preload(spec) => params(params_of_spec(&spec), true, ctx).await,
+        Request::Evict(spec) => params(params_of_spec(&spec), false, ctx).await,
+        Request::PreloadProof(p) => params(params_of_proof(p), true, ctx).await,
+        Request::EvictProof(p) => params(params_of_proof(p), false, ctx).await,
         Request::Residency => Response::Residency(residency(ctx)),
         Request::Pipeline => Response::Pipeline(pipeline(ctx)),
         Request::Devices => Response::Devices(devices(ctx)),
@@ -105,7 +108,7 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
     if let Some(refusal) = s.request_id.as_deref().and_then(request_id_refusal) {
         return Err(refusal);
     }
-    let request = ProofRequest::from(s.input);
+    let mut request = ProofRequest::from(s.input);
     let (miner, sector) = match &request {
         ProofRequest::PoRep(r) => (Some(r.miner_id), r.sector_number),
         _ => (None, None),
@@ -114,10 +117,14 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
     let priority = s.priority.map(wire::priority_from_wire);
     let request_id = s.request_id.clone();
     let engine = ctx.engine.clone();
-    // Checking and hashing a large C1 output takes a while: keep it off the runtime.
-    let submitted = tokio::task::spawn_blocking(move || {
-        engine.submit(request, priority, request_id)
-    })
+    // Checking and hashing a large C1 output takes a while: keep it off the runtime. So does
+    // parsing a JSON input whose proof type is an integer id, to put its name in its place.
+    let submitted = tokio::task::spawn_blocking(
+        move || -> Result<_, proto::RegisteredProofError> {
+            named_proof(&mut request)?;
+            Ok(engine.submit(request, priority, request_id))
+        },
+    )
     .await
     .map_err(|e| {
         wire::error(
@@ -125,6 +132,11 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
             format!("submit task failed: {e}"),
             None,
         )
+    })?
+    .map_err(|e: proto::RegisteredProofError| {
+        let why = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
+        tracing::warn!(proof_kind = %kind, client = %session.client, "submission refused: {why}");
+        wire::error(ErrorCode::InvalidInput, why, None)
     })?
     .map_err(|e| {
         let why = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
@@ -158,6 +170,21 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
         state: wire::state_to_wire(submitted.state),
         priority: wire::priority_to_wire(submitted.priority),
     }))
+}
+
+/// Replaces an integer `registered_proof` in a JSON input by the proof's name (see
+/// [`proto::input_with_proof_name`]); leaves every other input as it is.
+fn named_proof(request: &mut ProofRequest) -> Result<(), proto::RegisteredProofError> {
+    let kind = proto::ProofKind::from(request.kind());
+    if let ProofRequest::SnapDeals { input }
+    | ProofRequest::WindowPoSt { input }
+    | ProofRequest::WinningPoSt { input } = request
+    {
+        if let Some(named) = proto::input_with_proof_name(kind, input)? {
+            *input = named;
+        }
+    }
+    Ok(())
 }
 
 async fn await_job(a: AwaitJob, ctx: &Context) -> Response {
@@ -429,11 +456,29 @@ fn residency(ctx: &Context) -> ResidencyReport {
     ResidencyReport { params }
 }
 
-async fn params(spec: ParamSpec, load: bool, ctx: &Arc<Context>) -> Response {
+/// The parameter set of a kind and sector size; `Err`: why none.
+fn params_of_spec(spec: &ParamSpec) -> Result<ParamsId, String> {
+    registry::params_id(spec.kind.into(), spec.sector_size).map_err(|e| e.to_string())
+}
+
+/// The parameter set of a proof named by its Filecoin id; `Err`: why none.
+fn params_of_proof(proof: proto::RegisteredProof) -> Result<ParamsId, String> {
+    let registered = proof.resolve().map_err(|e| e.to_string())?;
+    registered
+        .params_id()
+        .map_err(|e| format!("{}: {e}", registered.name()))
+}
+
+/// Loads or drops the parameter set `id` (`Err`: an invalid request, why).
+async fn params(id: Result<ParamsId, String>, load: bool, ctx: &Arc<Context>) -> Response {
     let start = Instant::now();
-    let id = match registry::params_id(spec.kind.into(), spec.sector_size) {
+    let id = match id {
         Ok(id) => id,
-        Err(e) => return wire::error(ErrorCode::InvalidInput, e.to_string(), None),
+        Err(e) => return wire::error(ErrorCode::InvalidInput, e, None),
+    };
+    let spec = ParamSpec {
+        kind: id.kind.into(),
+        sector_size: id.sector_size,
     };
     let service = ctx.service.clone();
     let outcome = tokio::task::spawn_blocking(move || {

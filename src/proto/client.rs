@@ -290,6 +290,24 @@ impl Client {
         }
     }
 
+    /// Loads the parameter set of a proof named by Filecoin's integer id. A daemon that
+    /// predates this request answers `MalformedFrame`, as for any unknown request.
+    pub fn preload_proof(&mut self, proof: RegisteredProof) -> Result<ParamsReport, ClientError> {
+        match self.call(&Request::PreloadProof(proof))? {
+            Response::Params(p) => Ok(p),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Drops the parameter set of a proof named by Filecoin's integer id. A daemon that
+    /// predates this request answers `MalformedFrame`, as for any unknown request.
+    pub fn evict_proof(&mut self, proof: RegisteredProof) -> Result<ParamsReport, ClientError> {
+        match self.call(&Request::EvictProof(proof))? {
+            Response::Params(p) => Ok(p),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// What the proving stages hold. A daemon that predates this request answers
     /// `MalformedFrame`, as for any unknown request.
     pub fn pipeline(&mut self) -> Result<PipelineReport, ClientError> {

@@ -59,6 +59,14 @@ pub enum Request {
     /// [`Welcome`]: a decoder refuses trailing bytes, so a longer Welcome would break every
     /// client built before it at Hello.)
     Info,
+    /// 16: [`Request::Preload`] of the parameter set of a proof named by Filecoin's integer
+    /// id; answered [`Response::Params`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    PreloadProof(RegisteredProof),
+    /// 17: [`Request::Evict`] of the parameter set of a proof named by Filecoin's integer
+    /// id; answered [`Response::Params`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    EvictProof(RegisteredProof),
 }
 
 /// A message from the daemon to a client.
@@ -96,6 +104,19 @@ pub enum Response {
     Job(JobInfo),
     /// 15: the answer to [`Request::Info`].
     Info(InfoReport),
+}
+
+/// A proof type by Filecoin's integer id, as Lotus and Curio hold it (go-state-types
+/// numbering; `docs/protocol.md` has the table). The families number independently, hence
+/// one variant each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RegisteredProof {
+    /// 0: an `abi.RegisteredSealProof` (PoRep), 0–19.
+    Seal(u64),
+    /// 1: an `abi.RegisteredPoStProof`: WinningPoSt 0–4, WindowPoSt 5–14.
+    PoSt(u64),
+    /// 2: an `abi.RegisteredUpdateProof` (SnapDeals), 0–4.
+    Update(u64),
 }
 
 /// The kind of hardware the daemon proves on.
