@@ -493,3 +493,67 @@ fn a_response_over_the_frame_limit_is_typed_and_status_fits() {
     }
     stop(daemon);
 }
+
+/// Lookup (request 14, appended to version 1): a client that lost its job id (a miner that
+/// restarted) finds the job by its request id, on a new connection, without resending the
+/// input; the newest job under the id, failed ones included; nothing past retention.
+#[test]
+fn a_job_is_found_by_its_request_id_from_a_new_connection() {
+    let daemon = Daemon::start(&[
+        ("debug.job_delay", "\"1s\""),
+        ("queue.result_retention", "\"3s\""),
+        ONE_AT_A_TIME,
+    ]);
+    let with_id = |tag: &str| {
+        let mut s = bogus_porep(tag);
+        s.request_id = Some("sector-7".into());
+        s
+    };
+    let first = {
+        // The submitting client goes away with the job id.
+        let mut gone = daemon.client();
+        gone.submit(with_id("first")).unwrap().job_id
+    };
+    let mut c = daemon.client();
+    let found = c.lookup("sector-7").unwrap();
+    assert_eq!(found.job_id, first);
+    assert_eq!(found.request_id.as_deref(), Some("sector-7"));
+    assert!(
+        matches!(found.state, JobState::Queued | JobState::Running),
+        "{found:?}"
+    );
+    // The same information Status gives for the job.
+    let status = c.status(Some(first)).unwrap().jobs.remove(0);
+    assert_eq!(
+        (status.job_id, status.kind, status.priority),
+        (found.job_id, found.kind, found.priority)
+    );
+    // Awaited by the id found; once it failed, Lookup reports the failure.
+    assert_eq!(
+        code(&c.await_job(first, None).unwrap_err()),
+        ErrorCode::InvalidInput
+    );
+    let failed = c.lookup("sector-7").unwrap();
+    assert_eq!((failed.job_id, failed.state), (first, JobState::Failed));
+    assert!(failed.error.is_some(), "{failed:?}");
+    // The failed job released the id: a resubmission is a new job, and the one found.
+    let second = c.submit(with_id("second")).unwrap();
+    assert!(!second.existing);
+    assert_eq!(c.lookup("sector-7").unwrap().job_id, second.job_id);
+    // Unknown and invalid ids; none of this made a job.
+    let err = c.lookup("sector-8").unwrap_err();
+    assert_eq!(code(&err), ErrorCode::UnknownJob);
+    assert_eq!(server_error(err).job_id, None);
+    assert_eq!(code(&c.lookup("").unwrap_err()), ErrorCode::InvalidInput);
+    let long = "x".repeat(257);
+    assert_eq!(code(&c.lookup(&long).unwrap_err()), ErrorCode::InvalidInput);
+    assert_eq!(c.status(None).unwrap().jobs.len(), 2);
+    // Past retention, the daemon knows neither job.
+    let _ = c.await_job(second.job_id, None);
+    eventually("both results to expire", Duration::from_secs(10), || {
+        c.lookup("sector-7")
+            .err()
+            .filter(|e| code(e) == ErrorCode::UnknownJob)
+    });
+    stop(daemon);
+}

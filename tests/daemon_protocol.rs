@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuzk::proto::{
-    encode_frame, encode_payload, read_response, AwaitJob, ErrorCode, Hello, ProofInput, Request,
-    Response, StatusQuery, Submit, PROTOCOL_VERSION,
+    encode_frame, encode_payload, read_response, AwaitJob, ErrorCode, Hello, Ping, Pong,
+    ProofInput, Request, Response, StatusQuery, Submit, PROTOCOL_VERSION,
 };
 use daemon_support::*;
 use nix::sys::signal::Signal;
@@ -320,6 +320,175 @@ fn preload_and_evict_report_typed_errors() {
     assert!(d.devices[0].name.starts_with("cpu") && d.devices[0].partitions_proved == 0);
     assert!(!d.placement.is_empty(), "{d:?}");
     c.status(None).expect("still usable");
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+fn ping_frame(nonce: u64) -> Vec<u8> {
+    encode_frame(&Request::Ping(Ping { nonce })).unwrap()
+}
+
+/// Ping (request 13, appended to version 1): answered with its nonce before and after Hello,
+/// pings written back to back are answered in order, no job is made, and pinging does not
+/// stand in for Hello: the Hello timeout still closes a connection that only pings.
+#[test]
+fn ping_is_answered_before_and_after_hello_and_makes_no_job() {
+    let mut daemon = Daemon::start(&[("protocol.hello_timeout", "\"1500ms\"")]);
+    let socket = daemon.env.socket.clone();
+    let mut s = raw(&socket);
+    // Before Hello: a Pong, while any other request is still refused.
+    s.write_all(&ping_frame(u64::MAX)).unwrap();
+    assert_eq!(read(&mut s), Response::Pong(Pong { nonce: u64::MAX }));
+    s.write_all(&status_frame()).unwrap();
+    assert_eq!(error_code(read(&mut s)), ErrorCode::HelloRequired);
+    s.write_all(&hello_frame(PROTOCOL_VERSION)).unwrap();
+    assert!(matches!(read(&mut s), Response::Welcome(_)));
+    // After Hello, three pings in one write: three Pongs, in order.
+    let burst: Vec<u8> = [1u64, 2, 3].iter().flat_map(|&n| ping_frame(n)).collect();
+    s.write_all(&burst).unwrap();
+    for n in [1u64, 2, 3] {
+        assert_eq!(read(&mut s), Response::Pong(Pong { nonce: n }));
+    }
+    // The library client's ping, and no job or counter moved.
+    let mut c = daemon.client();
+    assert_eq!(c.ping(42).unwrap().nonce, 42);
+    let status = c.status(None).unwrap();
+    assert!(status.jobs.is_empty(), "{status:?}");
+    assert_eq!(
+        (
+            status.queued,
+            status.running,
+            status.succeeded,
+            status.failed
+        ),
+        (0, 0, 0, 0)
+    );
+
+    // A connection that only pings is answered each time, then closed at the Hello timeout.
+    let mut p = raw(&socket);
+    let start = std::time::Instant::now();
+    let mut pongs = 0;
+    let closing = loop {
+        // The daemon may already have answered the timeout and closed: its error frame
+        // is still waiting to be read when the write fails.
+        if p.write_all(&ping_frame(pongs)).is_err() {
+            break read(&mut p);
+        }
+        match read(&mut p) {
+            Response::Pong(Pong { nonce }) => {
+                assert_eq!(nonce, pongs);
+                pongs += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => break other,
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never closed");
+    };
+    assert_eq!(error_code(closing), ErrorCode::HelloRequired);
+    assert!(pongs >= 3, "{pongs} pongs before the timeout");
+    assert!(
+        start.elapsed() >= Duration::from_millis(1000),
+        "{:?}",
+        start.elapsed()
+    );
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+/// Info (request 15, appended to version 1): the backend's kind and the queue's critical
+/// reserve, from the configuration; the Welcome is the same as before it (an old client
+/// still decodes it).
+#[test]
+fn info_reports_the_backend_kind_and_the_critical_reserve() {
+    let mut daemon = Daemon::start(&[
+        ("queue.max_queued", "10"),
+        ("queue.critical_reserve", "3"),
+        ("queue.result_retention", "\"90s\""),
+    ]);
+    let mut c = daemon.client();
+    let info = c.info().unwrap();
+    assert_eq!(info.backend_kind, cuzk::proto::BackendKind::Cpu, "{info:?}");
+    assert_eq!((info.gpu_devices, info.cpu_devices), (0, 1), "{info:?}");
+    assert_eq!(info.critical_reserve, 3);
+    assert_eq!(info.result_retention_ms, 90_000);
+    // Info agrees with Devices, and the Welcome kept its seven fields.
+    assert_eq!(c.devices().unwrap().devices.len(), 1);
+    assert_eq!(c.welcome().max_queued, 10);
+    let mut s = raw(&daemon.env.socket);
+    s.write_all(&hello_frame(PROTOCOL_VERSION)).unwrap();
+    let mut prefix = [0u8; 4];
+    s.read_exact(&mut prefix).unwrap();
+    let mut payload = vec![0u8; u32::from_be_bytes(prefix) as usize];
+    s.read_exact(&mut payload).unwrap();
+    let welcome: Response = cuzk::proto::decode_payload(&payload).expect("no trailing bytes");
+    assert!(matches!(welcome, Response::Welcome(_)));
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+/// Proof types by Filecoin's integer ids (appended to version 1): PreloadProof/EvictProof
+/// load and drop the set the id's proof proves with; a JSON input's integer
+/// `registered_proof` is read as the proof it names (the same answer as with the name);
+/// ids of no proof, or of another kind, are invalid input.
+#[test]
+fn proof_types_are_accepted_by_filecoin_id() {
+    use cuzk::proto::{ParamSpec, ProofKind, RegisteredProof};
+    let mut daemon = Daemon::start(&[("debug.check_input", "true")]);
+    let mut c = daemon.client();
+    for (proof, kind) in [
+        (RegisteredProof::Seal(5), ProofKind::PoRep),
+        (RegisteredProof::PoSt(0), ProofKind::WinningPoSt),
+        (RegisteredProof::PoSt(10), ProofKind::WindowPoSt),
+        (RegisteredProof::Update(0), ProofKind::SnapDeals),
+    ] {
+        let spec = ParamSpec {
+            kind,
+            sector_size: 2048,
+        };
+        let loaded = c.preload_proof(proof).unwrap().loaded;
+        assert!(loaded.contains(&spec), "{proof:?}: {loaded:?}");
+        let left = c.evict_proof(proof).unwrap().loaded;
+        assert!(!left.contains(&spec), "{proof:?}: {left:?}");
+    }
+    for unknown in [
+        RegisteredProof::Seal(20),
+        RegisteredProof::PoSt(15),
+        RegisteredProof::Update(5),
+    ] {
+        let err = c.preload_proof(unknown).unwrap_err();
+        assert_eq!(code(&err), ErrorCode::InvalidInput, "{unknown:?}: {err}");
+    }
+
+    // A WinningPoSt input without vanilla proofs, its proof type by name and by id: the
+    // same refusal, about the proofs; by a WindowPoSt id, a refusal naming that proof.
+    let winning = |proof: &str| {
+        Submit {
+        request_id: None,
+        priority: None,
+        input: ProofInput::WinningPoSt {
+            input: format!(
+                r#"{{"registered_proof": {proof}, "randomness": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "miner_id": 1000, "vanilla_proofs": []}}"#
+            )
+            .into_bytes(),
+        },
+    }
+    };
+    let by_name = c
+        .submit(winning("\"StackedDrgWinning2KiBV1\""))
+        .unwrap_err();
+    let by_id = c.submit(winning("0")).unwrap_err();
+    assert_eq!(code(&by_name), ErrorCode::InvalidInput, "{by_name}");
+    assert_eq!(by_id.to_string(), by_name.to_string());
+    let window = c.submit(winning("10")).unwrap_err();
+    assert_eq!(code(&window), ErrorCode::InvalidInput);
+    assert!(
+        window.to_string().contains("StackedDrgWindow2KiBV1_2"),
+        "{window}"
+    );
+    assert!(
+        c.status(None).unwrap().jobs.is_empty(),
+        "refused before queueing"
+    );
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());
 }

@@ -309,6 +309,47 @@ fn vectors() -> Vec<(&'static str, Message)> {
                 job_id: None,
             })),
         ),
+        ("ping", Q(Request::Ping(Ping { nonce: 300 }))),
+        ("pong", A(Response::Pong(Pong { nonce: 300 }))),
+        ("info", Q(Request::Info)),
+        (
+            "preload-proof",
+            Q(Request::PreloadProof(RegisteredProof::Seal(8))),
+        ),
+        (
+            "evict-proof",
+            Q(Request::EvictProof(RegisteredProof::PoSt(13))),
+        ),
+        (
+            "info-report",
+            A(Response::Info(InfoReport {
+                backend_kind: BackendKind::Gpu,
+                gpu_devices: 2,
+                cpu_devices: 1,
+                critical_reserve: 4,
+                result_retention_ms: 600_000,
+            })),
+        ),
+        (
+            "lookup",
+            Q(Request::Lookup(LookupQuery {
+                request_id: "s-7".into(),
+            })),
+        ),
+        (
+            "job",
+            A(Response::Job(JobInfo {
+                job_id: 42,
+                request_id: Some("s-7".into()),
+                kind: ProofKind::PoRep,
+                priority: Priority::Normal,
+                state: JobState::Queued,
+                partitions_done: 0,
+                partitions_total: 0,
+                age_ms: 1500,
+                error: None,
+            })),
+        ),
     ]
 }
 
@@ -461,4 +502,37 @@ fn the_codec_refuses_oversized_frames_before_allocating() {
         codec.decode(&mut ok).unwrap().is_none(),
         "a frame at the limit waits for its bytes"
     );
+}
+
+/// The table of proof-type ids in docs/protocol.md is the code's: each family's name at each
+/// id, "—" past the family's last id.
+#[test]
+fn registered_proof_table_matches_the_code() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/protocol.md")).unwrap();
+    let table = doc
+        .split("<!-- registered-proofs -->")
+        .nth(1)
+        .expect("the registered-proofs table");
+    let mut rows = 0;
+    for id in 0..20u64 {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {id} | ")))
+            .unwrap_or_else(|| panic!("no row for id {id}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        // "", id, seal, post, update, ""
+        for (cell, proof) in cells[2..5].iter().zip([
+            RegisteredProof::Seal(id),
+            RegisteredProof::PoSt(id),
+            RegisteredProof::Update(id),
+        ]) {
+            let documented = cell.split('`').nth(1).filter(|_| *cell != "—");
+            let code = proof.resolve().ok().map(|r| r.name());
+            assert_eq!(documented, code.as_deref(), "id {id}, {proof:?}");
+        }
+        rows += 1;
+    }
+    assert_eq!(rows, 20);
+    assert!(RegisteredProof::Seal(20).resolve().is_err());
 }

@@ -232,7 +232,8 @@ func closedOr(err error) error {
 
 func requestName(r Request) string {
 	names := [...]string{"Hello", "Submit", "Await", "Prove", "Cancel", "Status", "Metrics",
-		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs"}
+		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs", "Ping", "Lookup", "Info",
+		"PreloadProof", "EvictProof"}
 	if i := r.Index(); int(i) < len(names) {
 		return names[i]
 	}
@@ -348,6 +349,19 @@ func (c *Client) Evict(ctx context.Context, spec ParamSpec) (*ParamsReport, erro
 	return c.params(ctx, EvictRequest{spec})
 }
 
+// PreloadProof is Preload of the parameter set that a proof, named by its Filecoin id,
+// proves with (e.g. PreloadProof(ctx, SealProof(int64(spt)))). An id that names no proof is
+// ErrInvalidInput; a daemon that predates it answers ErrMalformedFrame.
+func (c *Client) PreloadProof(ctx context.Context, proof RegisteredProof) (*ParamsReport, error) {
+	return c.params(ctx, PreloadProofRequest{proof})
+}
+
+// EvictProof is Evict of the parameter set that a proof, named by its Filecoin id, proves
+// with.
+func (c *Client) EvictProof(ctx context.Context, proof RegisteredProof) (*ParamsReport, error) {
+	return c.params(ctx, EvictProofRequest{proof})
+}
+
 func (c *Client) params(ctx context.Context, req Request) (*ParamsReport, error) {
 	resp, err := c.Call(ctx, req)
 	if err != nil {
@@ -409,4 +423,69 @@ func (c *Client) Devices(ctx context.Context) (*DevicesReport, error) {
 		return &r.Devices, nil
 	}
 	return nil, &UnexpectedResponseError{"Devices", resp}
+}
+
+// Ping sends a Ping with nonce and waits for its Pong: a round trip to the daemon that
+// touches no job. A daemon that predates it answers ErrMalformedFrame (it is alive all the
+// same).
+func (c *Client) Ping(ctx context.Context, nonce uint64) (*Pong, error) {
+	resp, err := c.Call(ctx, PingRequest{Ping{Nonce: nonce}})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(PongResponse); ok && r.Pong.Nonce == nonce {
+		return &r.Pong, nil
+	}
+	return nil, &UnexpectedResponseError{"Ping", resp}
+}
+
+// Lookup finds the newest job the daemon knows under requestID (queued, running, or finished
+// within its result retention), for a client that lost the job id, such as a miner that
+// restarted: Await its JobID rather than submit the input again. An id no known job has is
+// ErrUnknownJob; a daemon that predates Lookup answers ErrMalformedFrame.
+func (c *Client) Lookup(ctx context.Context, requestID string) (*JobInfo, error) {
+	resp, err := c.Call(ctx, LookupRequest{LookupQuery{RequestID: requestID}})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(JobResponse); ok {
+		return &r.Job, nil
+	}
+	return nil, &UnexpectedResponseError{"Lookup", resp}
+}
+
+// Info reports what Welcome does not: the backend's kind, the devices, the queue slots kept
+// for critical jobs and how long finished jobs stay known. A daemon that predates it
+// answers ErrMalformedFrame.
+func (c *Client) Info(ctx context.Context) (*InfoReport, error) {
+	resp, err := c.Call(ctx, InfoRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(InfoResponse); ok {
+		return &r.Info, nil
+	}
+	return nil, &UnexpectedResponseError{"Info", resp}
+}
+
+// PingSocket connects to the daemon at socketPath, sends one Ping without saying Hello
+// (the daemon answers Ping before Hello), waits for the Pong and closes: a liveness probe
+// that opens no session. Without a deadline on ctx it waits at most DefaultWelcomeTimeout,
+// long enough for a socket-activated daemon to start.
+func PingSocket(ctx context.Context, socketPath string, nonce uint64) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultWelcomeTimeout)
+		defer cancel()
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		return fmt.Errorf("cuzk: cannot connect to cuzkd at %s (is cuzkd.socket or cuzkd running? see journalctl -u cuzkd): %w", socketPath, err)
+	}
+	// No Welcome yet: the frame limits are the defaults, as for Dial's Hello.
+	c := &Client{conn: conn, socket: socketPath, maxRead: DefaultMaxFrameSize}
+	defer c.Close()
+	_, err = c.Ping(ctx, nonce)
+	return err
 }

@@ -104,9 +104,9 @@ func TestTrailingBytesAreMalformed(t *testing.T) {
 
 func TestUnknownVariantsAreTypedErrors(t *testing.T) {
 	var uv *UnknownVariantError
-	// Response 13 does not exist (yet).
-	if _, err := DecodeResponse([]byte{0x0d}); !errors.As(err, &uv) || uv.Enum != "Response" || uv.Index != 13 {
-		t.Fatalf("response variant 13: %v", err)
+	// Response 100 does not exist (yet): far beyond the appended ones.
+	if _, err := DecodeResponse([]byte{0x64}); !errors.As(err, &uv) || uv.Enum != "Response" || uv.Index != 100 {
+		t.Fatalf("response variant 100: %v", err)
 	}
 	// A multi-byte variant index.
 	if _, err := DecodeResponse([]byte{0xac, 0x02}); !errors.As(err, &uv) || uv.Index != 300 {
@@ -146,6 +146,18 @@ func TestUnknownErrorCodeIsKept(t *testing.T) {
 	de := &Error{Code: e.Code}
 	if !errors.Is(de, ErrProvingFailed) || Retryable(de) || de.Code.String() != "ErrorCode(64)" {
 		t.Fatalf("unknown code: is ProvingFailed %v, retryable %v, %s", errors.Is(de, ErrProvingFailed), Retryable(de), de.Code)
+	}
+}
+
+// A backend kind appended after this client is kept, with the fields after it.
+func TestUnknownBackendKindIsKept(t *testing.T) {
+	r, err := DecodeResponse([]byte{0x0f, 0x07, 0x01, 0x00, 0x02, 0x03})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := r.(InfoResponse).Info
+	if i.BackendKind != 7 || i.BackendKind.String() != "BackendKind(7)" || i.GPUDevices != 1 || i.CriticalReserve != 2 || i.ResultRetentionMs != 3 {
+		t.Fatalf("got %#v", i)
 	}
 }
 

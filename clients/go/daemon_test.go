@@ -55,6 +55,8 @@ dir = %q
 
 [proving]
 backend = "cpu"
+# One job at a time, so that a job submitted while the PoRep proof runs stays queued.
+workers = 1
 `, os.Geteuid() == 0, d.socket, params)
 	cfgPath := filepath.Join(dir, "cuzk.toml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
@@ -152,6 +154,34 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("ping", func(t *testing.T) {
+		p, err := c.Ping(quick(t), 1<<40)
+		if err != nil || p.Nonce != 1<<40 {
+			t.Fatalf("ping: %+v, %v", p, err)
+		}
+		// Before Hello too, on a connection of its own.
+		if err := PingSocket(quick(t), d.socket, 7); err != nil {
+			t.Fatalf("ping before Hello: %v", err)
+		}
+		// A ping is no job.
+		s, err := c.Status(quick(t), StatusQuery{})
+		if err != nil || len(s.Jobs) != 0 || s.Queued != 0 {
+			t.Errorf("status after pings: %+v, %v", s, err)
+		}
+	})
+
+	t.Run("info", func(t *testing.T) {
+		i, err := c.Info(quick(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The test daemon proves on the CPU, with the default queue (64 slots, 4 kept for
+		// critical jobs) and the default retention (10 minutes).
+		if i.BackendKind != BackendCPU || i.GPUDevices != 0 || i.CPUDevices != 1 || i.CriticalReserve != 4 || i.ResultRetentionMs != 600000 {
+			t.Errorf("info of the CPU test daemon: %+v (%s)", i, i.BackendKind)
+		}
+	})
+
 	t.Run("status", func(t *testing.T) {
 		s, err := c.Status(quick(t), StatusQuery{})
 		if err != nil {
@@ -232,6 +262,24 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("preload-by-proof-id", func(t *testing.T) {
+		// go-state-types ids: RegisteredPoStProof_StackedDrgWindow2KiBV1_1 = 10.
+		spec := ParamSpec{Kind: WindowPoSt, SectorSize: 2048}
+		rep, err := c.PreloadProof(quick(t), PoStProof(10))
+		if err != nil || !containsSpec(rep.Loaded, spec) {
+			t.Fatalf("preload of PoSt proof 10: %+v, %v", rep, err)
+		}
+		if rep, err = c.EvictProof(quick(t), PoStProof(10)); err != nil || containsSpec(rep.Loaded, spec) {
+			t.Errorf("evict of PoSt proof 10: %+v, %v", rep, err)
+		}
+		if _, err := c.PreloadProof(quick(t), SealProof(20)); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("preload of seal proof 20: want ErrInvalidInput, got %v", err)
+		}
+		if _, err := c.PreloadProof(quick(t), SealProof(-1)); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("preload of seal proof -1: want ErrInvalidInput, got %v", err)
+		}
+	})
+
 	t.Run("preload-unknown-size", func(t *testing.T) {
 		_, err := c.Preload(quick(t), ParamSpec{Kind: PoRep, SectorSize: 4096})
 		var e *Error
@@ -254,6 +302,12 @@ func TestDaemon(t *testing.T) {
 		}
 		if _, _, err := c.AwaitFor(quick(t), id, 0); !errors.Is(err, ErrUnknownJob) {
 			t.Errorf("await of an unknown job: want ErrUnknownJob, got %v", err)
+		}
+		if _, err := c.Lookup(quick(t), "no-such-request"); !errors.Is(err, ErrUnknownJob) {
+			t.Errorf("lookup of an unknown request id: want ErrUnknownJob, got %v", err)
+		}
+		if _, err := c.Lookup(quick(t), ""); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("lookup of an empty request id: want ErrInvalidInput, got %v", err)
 		}
 	})
 
@@ -361,6 +415,24 @@ func provePoRep(t *testing.T, d *daemon, c *Client) {
 	// partitions_total is 0 until the daemon has parsed the C1 (the job's first step).
 	if job.Priority != Normal || job.PartitionsTotal > 1 {
 		t.Errorf("the 2 KiB PoRep job: %+v", job)
+	}
+	// Meanwhile a job submitted under a request id waits behind it (one worker), and a
+	// client that lost its id finds it by the request id on another connection.
+	rid := "go-test-lookup"
+	acc, err := w.Submit(quick(t), Submit{RequestID: &rid, Input: PoRepInput{C1: c1, MinerID: miner, SectorNumber: u64p(sector)}})
+	if err != nil {
+		t.Fatalf("submit under a request id: %v", err)
+	}
+	l := dialT(t, d)
+	found, err := l.Lookup(quick(t), rid)
+	if err != nil || found.JobID != acc.JobID || found.RequestID == nil || *found.RequestID != rid || found.Kind != PoRep || found.State != Queued {
+		t.Errorf("lookup of the queued job %d: %+v, %v", acc.JobID, found, err)
+	}
+	if cn, err := l.Cancel(quick(t), acc.JobID); err != nil || cn.WasRunning {
+		t.Errorf("cancel of the queued job: %+v, %v", cn, err)
+	}
+	if found, err = l.Lookup(quick(t), rid); err != nil || found.JobID != acc.JobID || found.State != CancelledState {
+		t.Errorf("lookup of the cancelled job: %+v, %v", found, err)
 	}
 	proof, pending, err := w.AwaitFor(quick(t), job.JobID, 0)
 	if err != nil || proof != nil || pending == nil || pending.JobID != job.JobID {

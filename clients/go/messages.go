@@ -164,6 +164,71 @@ type JobsPage struct {
 	More uint64
 }
 
+// Ping asks the daemon to answer at once with the same Nonce (a Pong). It is the one
+// request besides Hello that the daemon answers before Hello.
+type Ping struct{ Nonce uint64 }
+
+// Pong answers Ping with its Nonce.
+type Pong struct{ Nonce uint64 }
+
+// LookupQuery asks for the newest known job submitted under RequestID (1-256 bytes).
+type LookupQuery struct{ RequestID string }
+
+// BackendKind is what the daemon proves on. A kind this package does not know (one appended
+// later) is kept as its number: read it as some accelerator.
+type BackendKind uint32
+
+// The backend kinds, in wire order.
+const (
+	BackendCPU BackendKind = iota // the host's CPUs only
+	BackendGPU                    // at least one GPU (CPU devices may prove beside it)
+)
+
+var backendKindNames = [...]string{"Cpu", "Gpu"}
+
+func (k BackendKind) String() string {
+	return enumName(backendKindNames[:], uint32(k), "BackendKind")
+}
+
+// InfoReport answers Info: what Welcome does not say. Of Welcome.MaxQueued, CriticalReserve
+// queue slots are kept for critical jobs; ResultRetentionMs is how long a finished job stays
+// known to Await, Status and Lookup.
+type InfoReport struct {
+	BackendKind       BackendKind
+	GPUDevices        uint32
+	CPUDevices        uint32
+	CriticalReserve   uint32
+	ResultRetentionMs uint64
+}
+
+// ProofFamily is the family of a Filecoin proof-type id: the families number
+// independently.
+type ProofFamily uint32
+
+// The families, in wire order.
+const (
+	SealProofFamily   ProofFamily = iota // abi.RegisteredSealProof (PoRep)
+	PoStProofFamily                      // abi.RegisteredPoStProof (WinningPoSt 0-4, WindowPoSt 5-14)
+	UpdateProofFamily                    // abi.RegisteredUpdateProof (SnapDeals)
+)
+
+// RegisteredProof is a proof type by Filecoin's integer id, as go-state-types numbers it
+// (docs/protocol.md has the table). Build one with SealProof, PoStProof or UpdateProof.
+type RegisteredProof struct {
+	Family ProofFamily
+	ID     uint64
+}
+
+// SealProof is an abi.RegisteredSealProof (e.g. SealProof(int64(spt))). A negative id
+// names no proof: the daemon answers ErrInvalidInput.
+func SealProof(id int64) RegisteredProof { return RegisteredProof{SealProofFamily, uint64(id)} }
+
+// PoStProof is an abi.RegisteredPoStProof.
+func PoStProof(id int64) RegisteredProof { return RegisteredProof{PoStProofFamily, uint64(id)} }
+
+// UpdateProof is an abi.RegisteredUpdateProof.
+func UpdateProof(id int64) RegisteredProof { return RegisteredProof{UpdateProofFamily, uint64(id)} }
+
 // ParamSpec names a parameter set: a proof kind and a sector size in bytes.
 type ParamSpec struct {
 	Kind       ProofKind
@@ -293,34 +358,44 @@ type Request interface {
 
 // The request variants (protocol.md section 4), in wire order.
 type (
-	HelloRequest     struct{ Hello Hello }       // 0
-	SubmitRequest    struct{ Submit Submit }     // 1
-	AwaitRequest     struct{ Await AwaitJob }    // 2
-	ProveRequest     struct{ Submit Submit }     // 3
-	CancelRequest    struct{ Job JobRef }        // 4
-	StatusRequest    struct{ Query StatusQuery } // 5
-	MetricsRequest   struct{}                    // 6
-	PreloadRequest   struct{ Spec ParamSpec }    // 7
-	EvictRequest     struct{ Spec ParamSpec }    // 8
-	ResidencyRequest struct{}                    // 9
-	PipelineRequest  struct{}                    // 10
-	DevicesRequest   struct{}                    // 11
-	JobsRequest      struct{ Query JobsQuery }   // 12
+	HelloRequest        struct{ Hello Hello }           // 0
+	SubmitRequest       struct{ Submit Submit }         // 1
+	AwaitRequest        struct{ Await AwaitJob }        // 2
+	ProveRequest        struct{ Submit Submit }         // 3
+	CancelRequest       struct{ Job JobRef }            // 4
+	StatusRequest       struct{ Query StatusQuery }     // 5
+	MetricsRequest      struct{}                        // 6
+	PreloadRequest      struct{ Spec ParamSpec }        // 7
+	EvictRequest        struct{ Spec ParamSpec }        // 8
+	ResidencyRequest    struct{}                        // 9
+	PipelineRequest     struct{}                        // 10
+	DevicesRequest      struct{}                        // 11
+	JobsRequest         struct{ Query JobsQuery }       // 12
+	PingRequest         struct{ Ping Ping }             // 13
+	LookupRequest       struct{ Query LookupQuery }     // 14
+	InfoRequest         struct{}                        // 15
+	PreloadProofRequest struct{ Proof RegisteredProof } // 16
+	EvictProofRequest   struct{ Proof RegisteredProof } // 17
 )
 
-func (HelloRequest) Index() uint32     { return 0 }
-func (SubmitRequest) Index() uint32    { return 1 }
-func (AwaitRequest) Index() uint32     { return 2 }
-func (ProveRequest) Index() uint32     { return 3 }
-func (CancelRequest) Index() uint32    { return 4 }
-func (StatusRequest) Index() uint32    { return 5 }
-func (MetricsRequest) Index() uint32   { return 6 }
-func (PreloadRequest) Index() uint32   { return 7 }
-func (EvictRequest) Index() uint32     { return 8 }
-func (ResidencyRequest) Index() uint32 { return 9 }
-func (PipelineRequest) Index() uint32  { return 10 }
-func (DevicesRequest) Index() uint32   { return 11 }
-func (JobsRequest) Index() uint32      { return 12 }
+func (HelloRequest) Index() uint32        { return 0 }
+func (SubmitRequest) Index() uint32       { return 1 }
+func (AwaitRequest) Index() uint32        { return 2 }
+func (ProveRequest) Index() uint32        { return 3 }
+func (CancelRequest) Index() uint32       { return 4 }
+func (StatusRequest) Index() uint32       { return 5 }
+func (MetricsRequest) Index() uint32      { return 6 }
+func (PreloadRequest) Index() uint32      { return 7 }
+func (EvictRequest) Index() uint32        { return 8 }
+func (ResidencyRequest) Index() uint32    { return 9 }
+func (PipelineRequest) Index() uint32     { return 10 }
+func (DevicesRequest) Index() uint32      { return 11 }
+func (JobsRequest) Index() uint32         { return 12 }
+func (PingRequest) Index() uint32         { return 13 }
+func (LookupRequest) Index() uint32       { return 14 }
+func (InfoRequest) Index() uint32         { return 15 }
+func (PreloadProofRequest) Index() uint32 { return 16 }
+func (EvictProofRequest) Index() uint32   { return 17 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -343,6 +418,24 @@ func (DevicesRequest) encodeBody(*encoder)     {}
 func (r JobsRequest) encodeBody(e *encoder) {
 	e.optU64(r.Query.After)
 	e.u32(r.Query.Max)
+}
+func (r PingRequest) encodeBody(e *encoder)         { e.u64(r.Ping.Nonce) }
+func (r LookupRequest) encodeBody(e *encoder)       { e.str(r.Query.RequestID) }
+func (InfoRequest) encodeBody(*encoder)             {}
+func (r PreloadProofRequest) encodeBody(e *encoder) { encodeRegisteredProof(e, r.Proof) }
+func (r EvictProofRequest) encodeBody(e *encoder)   { encodeRegisteredProof(e, r.Proof) }
+
+func encodeRegisteredProof(e *encoder, p RegisteredProof) {
+	e.variant(uint32(p.Family))
+	e.u64(p.ID)
+}
+
+func decodeRegisteredProof(d *decoder) RegisteredProof {
+	f := d.variant("RegisteredProof")
+	if d.err == nil && f > uint32(UpdateProofFamily) {
+		d.unknown("RegisteredProof", f)
+	}
+	return RegisteredProof{Family: ProofFamily(f), ID: d.u64("id")}
 }
 
 func encodeSubmit(e *encoder, s *Submit) {
@@ -414,6 +507,16 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = DevicesRequest{}
 	case i == 12:
 		r = JobsRequest{JobsQuery{After: d.optU64("after"), Max: d.u32("max")}}
+	case i == 13:
+		r = PingRequest{Ping{Nonce: d.u64("nonce")}}
+	case i == 14:
+		r = LookupRequest{LookupQuery{RequestID: d.str("request_id")}}
+	case i == 15:
+		r = InfoRequest{}
+	case i == 16:
+		r = PreloadProofRequest{decodeRegisteredProof(d)}
+	case i == 17:
+		r = EvictProofRequest{decodeRegisteredProof(d)}
 	default:
 		d.unknown("Request", i)
 	}
@@ -535,6 +638,9 @@ type (
 	PipelineResponse  struct{ Pipeline PipelineReport }   // 10
 	DevicesResponse   struct{ Devices DevicesReport }     // 11
 	JobsResponse      struct{ Jobs JobsPage }             // 12
+	PongResponse      struct{ Pong Pong }                 // 13
+	JobResponse       struct{ Job JobInfo }               // 14: answers Lookup
+	InfoResponse      struct{ Info InfoReport }           // 15
 )
 
 func (WelcomeResponse) Index() uint32   { return 0 }
@@ -550,6 +656,9 @@ func (ResidencyResponse) Index() uint32 { return 9 }
 func (PipelineResponse) Index() uint32  { return 10 }
 func (DevicesResponse) Index() uint32   { return 11 }
 func (JobsResponse) Index() uint32      { return 12 }
+func (PongResponse) Index() uint32      { return 13 }
+func (JobResponse) Index() uint32       { return 14 }
+func (InfoResponse) Index() uint32      { return 15 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -683,6 +792,17 @@ func (r JobsResponse) encodeBody(e *encoder) {
 	e.u64(r.Jobs.More)
 }
 
+func (r PongResponse) encodeBody(e *encoder) { e.u64(r.Pong.Nonce) }
+func (r JobResponse) encodeBody(e *encoder)  { encodeJobInfo(e, &r.Job) }
+func (r InfoResponse) encodeBody(e *encoder) {
+	i := &r.Info
+	e.variant(uint32(i.BackendKind))
+	e.u32(i.GPUDevices)
+	e.u32(i.CPUDevices)
+	e.u32(i.CriticalReserve)
+	e.u64(i.ResultRetentionMs)
+}
+
 // EncodeResponse returns a response's payload (no length prefix); used by tests and fakes.
 func EncodeResponse(r Response) []byte {
 	e := &encoder{}
@@ -789,6 +909,20 @@ func DecodeResponse(payload []byte) (Response, error) {
 		}
 		page.More = d.u64("more")
 		r = JobsResponse{page}
+	case i == 13:
+		r = PongResponse{Pong{Nonce: d.u64("nonce")}}
+	case i == 14:
+		r = JobResponse{decodeJobInfo(d)}
+	case i == 15:
+		// An unknown BackendKind is kept (as for ErrorCode): it carries no data, so the
+		// fields after it still decode.
+		r = InfoResponse{InfoReport{
+			BackendKind:       BackendKind(d.variant("BackendKind")),
+			GPUDevices:        d.u32("gpu_devices"),
+			CPUDevices:        d.u32("cpu_devices"),
+			CriticalReserve:   d.u32("critical_reserve"),
+			ResultRetentionMs: d.u64("result_retention_ms"),
+		}}
 	default:
 		d.unknown("Response", i)
 	}

@@ -73,6 +73,16 @@ func vectorTable() map[string]vector {
 		"jobs-page":                {resp: JobsResponse{JobsPage{Jobs: []JobInfo{{JobID: 42, Kind: SnapDeals, Priority: Normal, State: Running, PartitionsDone: 3, PartitionsTotal: 16, AgeMs: 1500}}, More: 3}}},
 		"error-priority-conflict":  {resp: ErrorResponseMsg{ErrorResponse{Code: CodePriorityConflict, Message: "priority", JobID: u64p(42)}}},
 		"error-response-too-large": {resp: ErrorResponseMsg{ErrorResponse{Code: CodeResponseTooLarge, Message: "too large"}}},
+		"ping":                     {req: PingRequest{Ping{Nonce: 300}}},
+		"pong":                     {resp: PongResponse{Pong{Nonce: 300}}},
+		"lookup":                   {req: LookupRequest{LookupQuery{RequestID: "s-7"}}},
+		"info":                     {req: InfoRequest{}},
+		"preload-proof":            {req: PreloadProofRequest{SealProof(8)}},
+		"evict-proof":              {req: EvictProofRequest{PoStProof(13)}},
+		"info-report": {resp: InfoResponse{InfoReport{BackendKind: BackendGPU, GPUDevices: 2, CPUDevices: 1,
+			CriticalReserve: 4, ResultRetentionMs: 600000}}},
+		"job": {resp: JobResponse{JobInfo{JobID: 42, RequestID: strp("s-7"), Kind: PoRep, Priority: Normal,
+			State: Queued, AgeMs: 1500}}},
 	}
 }
 
@@ -245,6 +255,39 @@ func TestErrorCodesMatchTheDocument(t *testing.T) {
 		for j := range codeNames {
 			if j != i && errorsIs(e, Sentinel(ErrorCode(j))) {
 				t.Errorf("error code %d matches code %d's sentinel", i, j)
+			}
+		}
+	}
+}
+
+// The table of proof-type ids in docs/protocol.md has a row for each id of each family,
+// the PoSt and Update families ending where go-state-types ends them.
+func TestRegisteredProofTableCoversTheIDs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.SplitN(string(doc), "<!-- registered-proofs -->", 2)
+	if len(parts) != 2 {
+		t.Fatal("no registered-proofs table in docs/protocol.md")
+	}
+	last := map[ProofFamily]int{SealProofFamily: 19, PoStProofFamily: 14, UpdateProofFamily: 4}
+	for id := 0; id < 20; id++ {
+		var row string
+		for _, l := range strings.Split(parts[1], "\n") {
+			if strings.HasPrefix(l, fmt.Sprintf("| %d | ", id)) {
+				row = l
+				break
+			}
+		}
+		cells := strings.Split(row, "|")
+		if len(cells) != 6 {
+			t.Fatalf("id %d: row %q", id, row)
+		}
+		for f := SealProofFamily; f <= UpdateProofFamily; f++ {
+			named := strings.Contains(cells[2+int(f)], "`")
+			if named != (id <= last[f]) {
+				t.Errorf("id %d, family %d: %q", id, f, cells[2+int(f)])
 			}
 		}
 	}

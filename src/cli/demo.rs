@@ -188,6 +188,7 @@ fn start_daemon(
     config.socket.mode = 0o600;
     config.params.dir = params.to_path_buf();
     let backend = crate::cli::prove::select_backend(force_cpu, &env.gpu, &env.cpu);
+    let devices = crate::daemon::DeviceCounts::of(std::slice::from_ref(&backend));
     let service = Arc::new(ProvingService::new(params.to_path_buf(), backend));
-    Ok(InProcess::start(config, service)?)
+    Ok(InProcess::start(config, service, devices)?)
 }

@@ -10,6 +10,7 @@ use crate::proto::{
     self, AwaitJob, ErrorCode, ParamResidency, ParamSpec, ParamsReport, Request, ResidencyReport,
     Response, StatusReport, Submit, Welcome, PROTOCOL_VERSION,
 };
+use crate::srs::ParamsId;
 
 /// Longest request id accepted (bytes).
 const MAX_REQUEST_ID: usize = 256;
@@ -26,7 +27,10 @@ pub struct Session {
 
 /// Answers `request`.
 pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>) -> Response {
-    if !session.hello && !matches!(request, Request::Hello(_)) {
+    // Ping needs no session: it is answered before Hello too, so that a liveness probe can
+    // check that the daemon's event loop answers without opening one (it does not extend
+    // the Hello timeout, which the connection loop keeps on its own).
+    if !session.hello && !matches!(request, Request::Hello(_) | Request::Ping(_)) {
         return wire::error(ErrorCode::HelloRequired, "send Hello first", None);
     }
     match request {
@@ -49,12 +53,17 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Cancel(j) => cancel(j.job_id, ctx),
         Request::Status(q) => status(q.job_id, ctx),
         Request::Metrics => Response::Metrics(super::metrics::render(ctx)),
-        Request::Preload(spec) => params(spec, true, ctx).await,
-        Request::Evict(spec) => params(spec, false, ctx).await,
+        Request::Preload(spec) => params(params_of_spec(&spec), true, ctx).await,
+        Request::Evict(spec) => params(params_of_spec(&spec), false, ctx).await,
+        Request::PreloadProof(p) => params(params_of_proof(p), true, ctx).await,
+        Request::EvictProof(p) => params(params_of_proof(p), false, ctx).await,
         Request::Residency => Response::Residency(residency(ctx)),
         Request::Pipeline => Response::Pipeline(pipeline(ctx)),
         Request::Devices => Response::Devices(devices(ctx)),
         Request::Jobs(q) => Response::Jobs(jobs_page(q, ctx)),
+        Request::Ping(p) => Response::Pong(proto::Pong { nonce: p.nonce }),
+        Request::Lookup(q) => lookup(&q.request_id, ctx),
+        Request::Info => Response::Info(info(ctx)),
     }
 }
 
@@ -83,19 +92,23 @@ fn hello(h: proto::Hello, session: &mut Session, ctx: &Context) -> Response {
     })
 }
 
-/// Queues a job; `Err` carries the error response.
-async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Response, Response> {
-    if s.request_id
-        .as_ref()
-        .is_some_and(|r| r.len() > MAX_REQUEST_ID || r.is_empty())
-    {
-        return Err(wire::error(
+/// The refusal of a request id that no Submit would accept (empty, or too long).
+fn request_id_refusal(request_id: &str) -> Option<Response> {
+    (request_id.is_empty() || request_id.len() > MAX_REQUEST_ID).then(|| {
+        wire::error(
             ErrorCode::InvalidInput,
             format!("request id must be 1 to {MAX_REQUEST_ID} bytes"),
             None,
-        ));
+        )
+    })
+}
+
+/// Queues a job; `Err` carries the error response.
+async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Response, Response> {
+    if let Some(refusal) = s.request_id.as_deref().and_then(request_id_refusal) {
+        return Err(refusal);
     }
-    let request = ProofRequest::from(s.input);
+    let mut request = ProofRequest::from(s.input);
     let (miner, sector) = match &request {
         ProofRequest::PoRep(r) => (Some(r.miner_id), r.sector_number),
         _ => (None, None),
@@ -104,10 +117,14 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
     let priority = s.priority.map(wire::priority_from_wire);
     let request_id = s.request_id.clone();
     let engine = ctx.engine.clone();
-    // Checking and hashing a large C1 output takes a while: keep it off the runtime.
-    let submitted = tokio::task::spawn_blocking(move || {
-        engine.submit(request, priority, request_id)
-    })
+    // Checking and hashing a large C1 output takes a while: keep it off the runtime. So does
+    // parsing a JSON input whose proof type is an integer id, to put its name in its place.
+    let submitted = tokio::task::spawn_blocking(
+        move || -> Result<_, proto::RegisteredProofError> {
+            named_proof(&mut request)?;
+            Ok(engine.submit(request, priority, request_id))
+        },
+    )
     .await
     .map_err(|e| {
         wire::error(
@@ -115,6 +132,11 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
             format!("submit task failed: {e}"),
             None,
         )
+    })?
+    .map_err(|e: proto::RegisteredProofError| {
+        let why = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
+        tracing::warn!(proof_kind = %kind, client = %session.client, "submission refused: {why}");
+        wire::error(ErrorCode::InvalidInput, why, None)
     })?
     .map_err(|e| {
         let why = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
@@ -148,6 +170,21 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
         state: wire::state_to_wire(submitted.state),
         priority: wire::priority_to_wire(submitted.priority),
     }))
+}
+
+/// Replaces an integer `registered_proof` in a JSON input by the proof's name (see
+/// [`proto::input_with_proof_name`]); leaves every other input as it is.
+fn named_proof(request: &mut ProofRequest) -> Result<(), proto::RegisteredProofError> {
+    let kind = proto::ProofKind::from(request.kind());
+    if let ProofRequest::SnapDeals { input }
+    | ProofRequest::WindowPoSt { input }
+    | ProofRequest::WinningPoSt { input } = request
+    {
+        if let Some(named) = proto::input_with_proof_name(kind, input)? {
+            *input = named;
+        }
+    }
+    Ok(())
 }
 
 async fn await_job(a: AwaitJob, ctx: &Context) -> Response {
@@ -197,6 +234,23 @@ fn cancel(job: u64, ctx: &Context) -> Response {
         Err(e @ crate::engine::CancelError::AlreadyFinished(..)) => {
             wire::error(ErrorCode::JobFinished, e.to_string(), Some(job))
         }
+    }
+}
+
+/// The newest known job submitted under `request_id`, as Status reports one job.
+fn lookup(request_id: &str, ctx: &Context) -> Response {
+    if let Some(refusal) = request_id_refusal(request_id) {
+        return refusal;
+    }
+    match ctx.engine.lookup(request_id) {
+        Some(snap) => Response::Job(wire::job_info(&snap)),
+        None => wire::error(
+            ErrorCode::UnknownJob,
+            format!(
+                "no known job has request id {request_id:?} (never submitted, or its result expired)"
+            ),
+            None,
+        ),
     }
 }
 
@@ -310,6 +364,23 @@ fn loaded(ctx: &Context) -> Vec<ParamSpec> {
         .collect()
 }
 
+/// The backend's kind and the queue's shares, from the start-up choices (no lock).
+fn info(ctx: &Context) -> proto::InfoReport {
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let devices = ctx.devices;
+    proto::InfoReport {
+        backend_kind: if devices.gpus > 0 {
+            proto::BackendKind::Gpu
+        } else {
+            proto::BackendKind::Cpu
+        },
+        gpu_devices: n(devices.gpus),
+        cpu_devices: n(devices.cpus),
+        critical_reserve: n(ctx.config.queue.critical_reserve),
+        result_retention_ms: super::ms(ctx.config.queue.result_retention),
+    }
+}
+
 /// The stages' counters (a short lock; never waits for a proof).
 fn pipeline(ctx: &Context) -> proto::PipelineReport {
     let p = ctx.service.pipeline();
@@ -385,11 +456,29 @@ fn residency(ctx: &Context) -> ResidencyReport {
     ResidencyReport { params }
 }
 
-async fn params(spec: ParamSpec, load: bool, ctx: &Arc<Context>) -> Response {
+/// The parameter set of a kind and sector size; `Err`: why none.
+fn params_of_spec(spec: &ParamSpec) -> Result<ParamsId, String> {
+    registry::params_id(spec.kind.into(), spec.sector_size).map_err(|e| e.to_string())
+}
+
+/// The parameter set of a proof named by its Filecoin id; `Err`: why none.
+fn params_of_proof(proof: proto::RegisteredProof) -> Result<ParamsId, String> {
+    let registered = proof.resolve().map_err(|e| e.to_string())?;
+    registered
+        .params_id()
+        .map_err(|e| format!("{}: {e}", registered.name()))
+}
+
+/// Loads or drops the parameter set `id` (`Err`: an invalid request, why).
+async fn params(id: Result<ParamsId, String>, load: bool, ctx: &Arc<Context>) -> Response {
     let start = Instant::now();
-    let id = match registry::params_id(spec.kind.into(), spec.sector_size) {
+    let id = match id {
         Ok(id) => id,
-        Err(e) => return wire::error(ErrorCode::InvalidInput, e.to_string(), None),
+        Err(e) => return wire::error(ErrorCode::InvalidInput, e, None),
+    };
+    let spec = ParamSpec {
+        kind: id.kind.into(),
+        sector_size: id.sector_size,
     };
     let service = ctx.service.clone();
     let outcome = tokio::task::spawn_blocking(move || {

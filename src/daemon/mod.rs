@@ -156,6 +156,8 @@ pub struct Context {
     pub service: Arc<ProvingService>,
     /// The backend's name.
     pub backend: String,
+    /// How many devices are GPUs and how many CPUs (for Info).
+    pub devices: DeviceCounts,
     /// Jobs in flight at once (`proving.workers` resolved).
     pub workers: usize,
     /// When the daemon started.
@@ -169,8 +171,13 @@ pub struct Context {
 }
 
 impl Context {
-    /// Starts the engine on `service` and assembles the shared state.
-    pub fn new(config: Config, service: Arc<ProvingService>) -> Result<Arc<Self>, DaemonError> {
+    /// Starts the engine on `service`, whose devices are `devices`, and assembles the shared
+    /// state.
+    pub fn new(
+        config: Config,
+        service: Arc<ProvingService>,
+        devices: DeviceCounts,
+    ) -> Result<Arc<Self>, DaemonError> {
         let workers = jobs_in_flight(&config);
         let engine_config = EngineConfig {
             workers,
@@ -193,6 +200,7 @@ impl Context {
             })?;
         Ok(Arc::new(Context {
             backend: service.backend_name(),
+            devices,
             workers,
             config,
             engine: Arc::new(engine),
@@ -202,6 +210,27 @@ impl Context {
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
         }))
+    }
+}
+
+/// How many of the proving devices are GPUs and how many the host's CPUs. Counted from the
+/// backends when the service is built, since the service does not say which is which.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCounts {
+    /// Accelerators ([`Backend::is_accelerator`](crate::prover::Backend::is_accelerator)).
+    pub gpus: usize,
+    /// The others: CPU devices.
+    pub cpus: usize,
+}
+
+impl DeviceCounts {
+    /// The counts of `backends`.
+    pub fn of(backends: &[Arc<dyn crate::prover::Backend>]) -> Self {
+        let gpus = backends.iter().filter(|b| b.is_accelerator()).count();
+        Self {
+            gpus,
+            cpus: backends.len() - gpus,
+        }
     }
 }
 
@@ -388,8 +417,8 @@ fn run_bound(
     notifier: Notifier,
 ) -> Result<(), DaemonError> {
     privileges::drop_capabilities(&config)?;
-    let service = start_service(&config)?;
-    let ctx = Context::new(config, service)?;
+    let (service, devices) = start_service(&config)?;
+    let ctx = Context::new(config, service, devices)?;
     let io = |context: &str| {
         let context = context.to_owned();
         move |source| DaemonError::Io { context, source }
@@ -448,7 +477,7 @@ fn run_bound(
 }
 
 /// Sizes the stages, selects the backend and opens the parameter cache.
-fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
+fn start_service(config: &Config) -> Result<(Arc<ProvingService>, DeviceCounts), DaemonError> {
     let pipeline = pipeline_options(config, host::memory());
     // The options, built once from the configuration; nothing later reads another source.
     let (gpu, cpu) = (
@@ -464,6 +493,7 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
         config.proving.numa,
     );
     tracing::info!(placement = %placement, "NUMA placement");
+    let counts = DeviceCounts::of(&backends);
     let devices = backends
         .into_iter()
         .enumerate()
@@ -513,7 +543,7 @@ fn start_service(config: &Config) -> Result<Arc<ProvingService>, DaemonError> {
         memory_budget = pipeline.memory_budget,
         "proving backend initialised"
     );
-    Ok(Arc::new(service))
+    Ok((Arc::new(service), counts))
 }
 
 /// The pool of page-locked memory partitions are copied into for the GPUs: `bytes` of it
@@ -560,8 +590,13 @@ pub struct InProcess {
 }
 
 impl InProcess {
-    /// Binds `config.socket.path` and serves it with `service`.
-    pub fn start(config: Config, service: Arc<ProvingService>) -> Result<Self, DaemonError> {
+    /// Binds `config.socket.path` and serves it with `service`, whose devices are
+    /// `devices`.
+    pub fn start(
+        config: Config,
+        service: Arc<ProvingService>,
+        devices: DeviceCounts,
+    ) -> Result<Self, DaemonError> {
         let socket_path = config.socket.path.clone();
         let std_listener = listener::bind(&config.socket)?;
         std_listener
@@ -570,7 +605,7 @@ impl InProcess {
                 context: "configuring the socket".into(),
                 source,
             })?;
-        let ctx = Context::new(config, service)?;
+        let ctx = Context::new(config, service, devices)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -234,6 +234,12 @@ impl Engine {
         self.shared.lock().snapshot(id, Instant::now())
     }
 
+    /// The snapshot of the newest known job submitted under `request_id` (see
+    /// [`state::State::lookup`]).
+    pub fn lookup(&self, request_id: &str) -> Option<JobSnapshot> {
+        self.shared.lock().lookup(request_id, Instant::now())
+    }
+
     /// Every known job's snapshot, by id.
     pub fn snapshots(&self) -> Vec<JobSnapshot> {
         self.shared.lock().snapshots(Instant::now())

@@ -421,6 +421,29 @@ impl State {
         })
     }
 
+    /// The newest known job submitted under `request_id`: the one holding it, or, once a
+    /// failed or cancelled job released it and nothing took it over, that job (so that a
+    /// client learns it failed and may resubmit). Older jobs under the same id (failed or
+    /// cancelled before a newer one took the id over) are not reported: the newest is the
+    /// one a client acts on.
+    pub fn lookup(&self, request_id: &str, now: Instant) -> Option<JobSnapshot> {
+        // The holder is always the newest job under its id: a job that takes an id over is
+        // newer than the one it takes it from.
+        if let Some(&id) = self.by_request_id.get(request_id) {
+            return self.snapshot(id, now);
+        }
+        // The holder expired but an older job under the id may not have (one cancelled
+        // while running can finish after its successor): look through the known jobs,
+        // which retention bounds (`max_queued` plus running plus `max_finished`).
+        let id = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.request_id.as_deref() == Some(request_id))
+            .map(|(&id, _)| id)
+            .max()?;
+        self.snapshot(id, now)
+    }
+
     /// Every known job's snapshot, by id.
     pub fn snapshots(&self, now: Instant) -> Vec<JobSnapshot> {
         let mut ids: Vec<JobId> = self.jobs.keys().copied().collect();

@@ -186,6 +186,46 @@ fn request_ids_are_idempotent() {
 }
 
 #[test]
+fn lookup_finds_the_newest_job_under_a_request_id() {
+    let mut c = config(1, 8, 1);
+    c.result_retention = Duration::from_secs(10);
+    let mut st = State::new(c);
+    let t0 = Instant::now();
+    let job = |label: &str| {
+        let request = window(label);
+        NewJob {
+            digest: state::digest(&request),
+            request,
+            priority: None,
+            request_id: Some("sector-7".into()),
+        }
+    };
+    assert!(st.lookup("sector-7", t0).is_none());
+    let (a, _) = st.submit(job("a"), t0).unwrap();
+    let found = st.lookup("sector-7", t0).unwrap();
+    assert_eq!((found.id, found.state), (a, JobState::Queued));
+    assert!(st.lookup("sector-8", t0).is_none());
+    // Running, cancelled: it released the id, but it is still the newest job under it.
+    assert_eq!(st.next_assignment(t0, Lane::Any).map(|x| x.id), Some(a));
+    st.cancel(a, t0).unwrap();
+    assert_eq!(st.lookup("sector-7", t0).map(|s| s.id), Some(a));
+    // A new job takes the id over and is found instead; it succeeds and expires before the
+    // old one, which finishes later: the old one is found again until it expires too.
+    let (b, _) = st.submit(job("b"), t0).unwrap();
+    assert_eq!(st.lookup("sector-7", t0).map(|s| s.id), Some(b));
+    let t1 = t0 + Duration::from_secs(1);
+    st.finish(b, Err(Failure::new(FailureKind::ProvingFailed, "x")), t1);
+    let t2 = t0 + Duration::from_secs(5);
+    st.finish(a, Err(Failure::new(FailureKind::Cancelled, "x")), t2);
+    st.reap(t1 + Duration::from_secs(10));
+    assert!(st.snapshot(b, t2).is_none());
+    let found = st.lookup("sector-7", t2).unwrap();
+    assert_eq!((found.id, found.state), (a, JobState::Cancelled));
+    st.reap(t2 + Duration::from_secs(10));
+    assert!(st.lookup("sector-7", t2).is_none());
+}
+
+#[test]
 fn cancel_queued_and_running() {
     let e = engine(FakeRunner::new(10, 500), config(1, 8, 1));
     let running = e.submit(window("r"), None, None).unwrap();

@@ -290,6 +290,24 @@ impl Client {
         }
     }
 
+    /// Loads the parameter set of a proof named by Filecoin's integer id. A daemon that
+    /// predates this request answers `MalformedFrame`, as for any unknown request.
+    pub fn preload_proof(&mut self, proof: RegisteredProof) -> Result<ParamsReport, ClientError> {
+        match self.call(&Request::PreloadProof(proof))? {
+            Response::Params(p) => Ok(p),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Drops the parameter set of a proof named by Filecoin's integer id. A daemon that
+    /// predates this request answers `MalformedFrame`, as for any unknown request.
+    pub fn evict_proof(&mut self, proof: RegisteredProof) -> Result<ParamsReport, ClientError> {
+        match self.call(&Request::EvictProof(proof))? {
+            Response::Params(p) => Ok(p),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// What the proving stages hold. A daemon that predates this request answers
     /// `MalformedFrame`, as for any unknown request.
     pub fn pipeline(&mut self) -> Result<PipelineReport, ClientError> {
@@ -305,6 +323,39 @@ impl Client {
     pub fn jobs(&mut self, after: Option<u64>, max: u32) -> Result<JobsPage, ClientError> {
         match self.call(&Request::Jobs(JobsQuery { after, max }))? {
             Response::Jobs(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Sends a Ping and waits for its Pong: the round trip to the daemon's event loop. A
+    /// daemon that predates this request answers `MalformedFrame`, as for any unknown
+    /// request.
+    pub fn ping(&mut self, nonce: u64) -> Result<Pong, ClientError> {
+        match self.call(&Request::Ping(Ping { nonce }))? {
+            Response::Pong(p) if p.nonce == nonce => Ok(p),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The newest job the daemon knows under `request_id` (queued, running, or finished
+    /// within its retention), so that a client that lost the job id (a restart) can Await
+    /// it without sending the input again. An unknown id is [`ErrorCode::UnknownJob`]; a
+    /// daemon that predates this request answers `MalformedFrame`.
+    pub fn lookup(&mut self, request_id: &str) -> Result<JobInfo, ClientError> {
+        let query = LookupQuery {
+            request_id: request_id.into(),
+        };
+        match self.call(&Request::Lookup(query))? {
+            Response::Job(j) => Ok(j),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// What the daemon proves on and how its queue is shared. A daemon that predates this
+    /// request answers `MalformedFrame`, as for any unknown request.
+    pub fn info(&mut self) -> Result<InfoReport, ClientError> {
+        match self.call(&Request::Info)? {
+            Response::Info(r) => Ok(r),
             other => Err(unexpected(&other)),
         }
     }

@@ -45,6 +45,28 @@ pub enum Request {
     /// answer; answered [`Response::Jobs`]. A daemon older than this variant answers
     /// [`ErrorCode::MalformedFrame`].
     Jobs(JobsQuery),
+    /// 13: answered [`Response::Pong`] at once with the same nonce, before or after Hello
+    /// (it needs no session and queues nothing). A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    Ping(Ping),
+    /// 14: the newest known job submitted under a request id, for a client that lost the
+    /// job id (a restarted miner); answered [`Response::Job`]. A daemon older than this
+    /// variant answers [`ErrorCode::MalformedFrame`].
+    Lookup(LookupQuery),
+    /// 15: what the daemon proves on and how its queue is shared; answered
+    /// [`Response::Info`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`]. (A request of its own rather than fields appended to
+    /// [`Welcome`]: a decoder refuses trailing bytes, so a longer Welcome would break every
+    /// client built before it at Hello.)
+    Info,
+    /// 16: [`Request::Preload`] of the parameter set of a proof named by Filecoin's integer
+    /// id; answered [`Response::Params`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    PreloadProof(RegisteredProof),
+    /// 17: [`Request::Evict`] of the parameter set of a proof named by Filecoin's integer
+    /// id; answered [`Response::Params`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    EvictProof(RegisteredProof),
 }
 
 /// A message from the daemon to a client.
@@ -76,6 +98,75 @@ pub enum Response {
     Devices(DevicesReport),
     /// 12: a page of the known jobs.
     Jobs(JobsPage),
+    /// 13: the answer to [`Request::Ping`].
+    Pong(Pong),
+    /// 14: the answer to [`Request::Lookup`]: the job, as Status reports it.
+    Job(JobInfo),
+    /// 15: the answer to [`Request::Info`].
+    Info(InfoReport),
+}
+
+/// A proof type by Filecoin's integer id, as Lotus and Curio hold it (go-state-types
+/// numbering; `docs/protocol.md` has the table). The families number independently, hence
+/// one variant each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RegisteredProof {
+    /// 0: an `abi.RegisteredSealProof` (PoRep), 0–19.
+    Seal(u64),
+    /// 1: an `abi.RegisteredPoStProof`: WinningPoSt 0–4, WindowPoSt 5–14.
+    PoSt(u64),
+    /// 2: an `abi.RegisteredUpdateProof` (SnapDeals), 0–4.
+    Update(u64),
+}
+
+/// The kind of hardware the daemon proves on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BackendKind {
+    /// 0: the host's CPUs only.
+    Cpu,
+    /// 1: at least one GPU (CUDA); CPU devices may prove beside it
+    /// (`proving.cpu_device`), never a critical partition.
+    Gpu,
+}
+
+/// The answer to [`Request::Info`]: facts about the daemon that Welcome predates.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InfoReport {
+    /// Whether a GPU proves here.
+    pub backend_kind: BackendKind,
+    /// The GPUs proving.
+    pub gpu_devices: u32,
+    /// The CPU devices proving (`proving.cpu_device`; 1 when there is no GPU).
+    pub cpu_devices: u32,
+    /// Of [`Welcome::max_queued`], the queue slots only critical jobs may take
+    /// (`queue.critical_reserve`): other jobs get `QueueFull` when `max_queued -
+    /// critical_reserve` wait.
+    pub critical_reserve: u32,
+    /// How long a finished job stays known (`queue.result_retention`), for Await, Status and
+    /// Lookup, in milliseconds.
+    pub result_retention_ms: u64,
+}
+
+/// Asks for the job submitted under a request id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LookupQuery {
+    /// The request id the job was submitted with (1 to 256 bytes, as at Submit).
+    pub request_id: String,
+}
+
+/// Asks the daemon to answer at once: a liveness and round-trip check that touches no job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ping {
+    /// Any value; the [`Pong`] carries it back, so that a client with several pings in
+    /// flight on one connection (written back to back) can match the answers.
+    pub nonce: u64,
+}
+
+/// The answer to [`Ping`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pong {
+    /// The ping's nonce.
+    pub nonce: u64,
 }
 
 /// Asks for the known jobs after `after`, in job id order.

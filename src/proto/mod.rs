@@ -9,12 +9,14 @@ mod client;
 mod codec;
 mod convert;
 mod messages;
+mod registered;
 
 pub use client::{read_response, Client, ClientError};
 pub use codec::{
     decode_payload, encode_frame, encode_payload, FrameCodec, FrameError, LENGTH_PREFIX,
 };
 pub use messages::*;
+pub use registered::{input_with_proof_name, Registered, RegisteredProofError};
 
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
