@@ -143,21 +143,41 @@ fn ni_porep_partition_proofs_verify() {
     );
     // Three partitions synthesized at a time, each in two parts, two on the device:
     // thirteen partitions go through the stages out of step and must come back in order.
-    let options = PipelineOptions {
-        synthesis_threads: 3,
-        memory_budget: u64::MAX,
-        device_workers: 2,
-        yield_to_critical: true,
-        partition_threads: 2,
-    };
-    let backend = Arc::new(CpuBackend::default());
-    let svc = ProvingService::with_pipeline(params.clone(), backend, &options).unwrap();
-    let out = svc
-        .prove(&request(&sealed, MINER), &JobControl::new())
-        .expect("C2");
-    assert_eq!(out.partitions, 13);
-    assert_eq!(out.proof.len(), 13 * 192);
-    assert!(sealed.verify_porep(&out.proof, &params).unwrap());
+    // With recorded shapes, one partition records the shape while the others wait for it,
+    // then they synthesize their witness alone and the device workers evaluate A, B and C.
+    let mut held = Vec::new();
+    for recorded_shapes in [true, false] {
+        let options = PipelineOptions {
+            synthesis_threads: 3,
+            memory_budget: u64::MAX,
+            device_workers: 2,
+            yield_to_critical: true,
+            partition_threads: 2,
+            recorded_shapes,
+        };
+        let backend = Arc::new(CpuBackend::default());
+        let svc = ProvingService::with_pipeline(params.clone(), backend, &options).unwrap();
+        let out = svc
+            .prove(&request(&sealed, MINER), &JobControl::new())
+            .expect("C2");
+        assert_eq!(out.partitions, 13);
+        assert_eq!(out.proof.len(), 13 * 192);
+        assert!(
+            sealed.verify_porep(&out.proof, &params).unwrap(),
+            "recorded shapes: {recorded_shapes}"
+        );
+        let (bytes, partitions) = svc.pipeline().measured;
+        let per_partition = bytes as f64 / partitions.max(1) as f64;
+        println!("recorded shapes {recorded_shapes}: {per_partition:.0} bytes held per partition waiting for the device");
+        held.push(per_partition);
+    }
+    // The assignment alone (32 bytes per variable) against A, B, C and the assignment (130).
+    assert!(
+        held[0] < 0.3 * held[1],
+        "a witness partition holds {:.0} bytes, an evaluated one {:.0}",
+        held[0],
+        held[1]
+    );
 }
 
 /// Synthesizes partition 0 with our constraint system and proves it with our prover and

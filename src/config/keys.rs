@@ -356,6 +356,23 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::Boolean(c.proving.yield_to_critical),
     },
     KeyDoc {
+        name: "proving.recorded_shapes",
+        kind: "boolean",
+        default: "true",
+        description: "The first non-critical partition of a parameter set records its \
+                      circuit's constraints once (kept with the resident parameters, counted \
+                      against memory_budget); every later one synthesizes its witness alone, \
+                      without building the constraints, waits for the device holding only its \
+                      assignment, and has A, B and C evaluated from the recorded constraints \
+                      when a device worker takes it. false: every partition records its \
+                      evaluations during synthesis.",
+        apply: |c, v| {
+            c.proving.recorded_shapes = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.proving.recorded_shapes),
+    },
+    KeyDoc {
         name: "proving.partition_threads",
         kind: "integer",
         default: "0",
@@ -752,6 +769,7 @@ pub(super) fn zero_config() -> Config {
             cpu_device: 0,
             numa: false,
             yield_to_critical: false,
+            recorded_shapes: false,
             partition_threads: 0,
             pinned_memory: 0,
         },

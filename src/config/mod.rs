@@ -147,6 +147,8 @@ pub struct ProvingConfig {
     pub numa: bool,
     /// Whether non-critical synthesis pauses while a critical partition is in flight.
     pub yield_to_critical: bool,
+    /// Whether non-critical partitions use recorded circuit shapes.
+    pub recorded_shapes: bool,
     /// Threads one partition's independent parts are synthesized on; 0 = one per CPU.
     pub partition_threads: usize,
     /// Page-locked host memory for synthesized partitions, which the GPUs upload from

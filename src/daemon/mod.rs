@@ -251,6 +251,7 @@ fn pipeline_options(config: &Config, host_memory: Option<u64>) -> PipelineOption
         },
         device_workers: p.device_workers.max(1),
         yield_to_critical: p.yield_to_critical,
+        recorded_shapes: p.recorded_shapes,
         partition_threads: match p.partition_threads {
             0 => defaults.partition_threads,
             n => n,

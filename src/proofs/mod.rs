@@ -7,6 +7,7 @@ mod bytes;
 mod pipeline;
 pub mod porep;
 pub mod post;
+mod recorded;
 pub mod registry;
 mod request;
 mod service;

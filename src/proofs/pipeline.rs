@@ -11,15 +11,16 @@ use bellperson::Circuit;
 use blstrs::{Bls12, Scalar};
 use rand_core::OsRng;
 
+use super::recorded::Claim;
 use super::stages::{
-    lower_this_thread, yield_to_critical, CriticalClaim, DeviceWork, Handover, JobRun,
-    PartitionDone, Prepared, BACKGROUND_NICE, CRITICAL,
+    lower_this_thread, yield_to_critical, CriticalClaim, DeviceWork, Handover, JobRun, PartPools,
+    PartitionDone, Staged, BACKGROUND_NICE, CRITICAL,
 };
 use super::{JobControl, ProveError, ProvingService, StageTimings};
-use crate::prover::Partition;
+use crate::prover::{Partition, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
 use crate::synth::{
-    synthesize, synthesize_split, synthesize_split_on, with_yield_point, SplitError,
+    record, record_on, with_yield_point, RecordError, Recorded, Recording, ShapeError,
 };
 
 /// Proofs of all partitions, the parameters used and the timings so far.
@@ -89,7 +90,7 @@ where
     };
     let stages = &svc.stages;
     let bytes = stages.partition_bytes(id, &srs);
-    let work: Arc<dyn DeviceWork> = Arc::new(Prepared(prepared.clone()));
+    let work: Arc<dyn DeviceWork> = Arc::new(svc.device_work(prepared.clone()));
     let job = JobRun::new(control.class(), control.seq());
     control.set_on_cancel(Some(stages.stopper(&job)));
     // The hook is removed however this returns: a later cancel has nothing to drop.
@@ -154,40 +155,22 @@ where
                     let point = pause.then_some(yield_to_critical as fn());
                     let result = catch_panic(&what, || {
                         let most = pool.map_or(1, |(_, threads)| threads);
-                        let failed = |e: &dyn std::fmt::Display| {
-                            ProveError::Synthesis(format!("partition {k}: {e}"))
+                        let stopped = || run.is_stopped();
+                        let shaped = !critical && svc.uses_recorded_shapes();
+                        let synthesis = Synthesis {
+                            k,
+                            most,
+                            pool,
+                            point,
+                            stopped: &stopped,
                         };
-                        let s = match (make_circuit(k, most)?, pool) {
-                            (PartitionCircuit::Split { parts, marker }, Some((pools, _))) => {
-                                let stopped = || run.is_stopped();
-                                synthesize_split_on(
-                                    &pools.parts,
-                                    &pools.stitch,
-                                    parts,
-                                    marker,
-                                    point,
-                                    &stopped,
-                                )
-                                .map_err(|e| match e {
-                                    SplitError::Stopped => ProveError::Cancelled,
-                                    e => failed(&e),
-                                })?
+                        if shaped {
+                            if let Some(staged) = synthesis.with_shape(svc, id, make_circuit)? {
+                                return Ok(staged);
                             }
-                            // Not asked for (at most one part without pools); on the current
-                            // pool and never paused, since that pool may be rayon's global one.
-                            (PartitionCircuit::Split { parts, marker }, None) => {
-                                synthesize_split(parts, marker, None).map_err(|e| failed(&e))?
-                            }
-                            (PartitionCircuit::Whole(c), _) => {
-                                let run = || synthesize(c);
-                                match point {
-                                    Some(p) => with_yield_point(p, run),
-                                    None => run(),
-                                }
-                                .map_err(|e| failed(&e))?
-                            }
-                        };
-                        Ok(svc.stage_for_device(Partition::from(s)))
+                        }
+                        let s = synthesis.evaluations(make_circuit)?;
+                        Ok(Staged::Evaluated(svc.stage_for_device(Partition::from(s))))
                     });
                     match result {
                         Ok(synthesized) => {
@@ -258,6 +241,111 @@ where
         srs,
         timings,
     })
+}
+
+/// How one partition is synthesized: where its parts run, when it pauses, when it stops.
+struct Synthesis<'a> {
+    k: usize,
+    /// The most parts to cut it into.
+    most: usize,
+    pool: Option<(&'a PartPools, usize)>,
+    point: Option<fn()>,
+    stopped: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl Synthesis<'_> {
+    /// The circuit made by `make_circuit`, keeping `what`: in parts on the part threads
+    /// where it is cut and there are some, else on this thread (at most one part without
+    /// pools: never paused, since the current pool may be rayon's global one).
+    fn record<C, F>(&self, make_circuit: &F, what: Recording) -> Result<Recorded, ProveError>
+    where
+        C: Circuit<Scalar> + Send,
+        F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
+    {
+        let k = self.k;
+        let failed = |e: RecordError| {
+            if e.is_stopped() {
+                ProveError::Cancelled
+            } else {
+                ProveError::Synthesis(format!("partition {k}: {e}"))
+            }
+        };
+        match (make_circuit(k, self.most)?, self.pool) {
+            (PartitionCircuit::Split { parts, marker }, Some((pools, _))) => record_on(
+                &pools.parts,
+                &pools.stitch,
+                parts,
+                marker,
+                what,
+                self.point,
+                self.stopped,
+            ),
+            (PartitionCircuit::Split { parts, marker }, None) => record(parts, marker, what),
+            (PartitionCircuit::Whole(c), _) => {
+                let run = || record(vec![c], "", what);
+                match self.point {
+                    Some(p) => with_yield_point(p, run),
+                    None => run(),
+                }
+            }
+        }
+        .map_err(failed)
+    }
+
+    /// The A, B, C evaluations, the assignment and the densities.
+    fn evaluations<C, F>(&self, make_circuit: &F) -> Result<crate::synth::Synthesized, ProveError>
+    where
+        C: Circuit<Scalar> + Send,
+        F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
+    {
+        match self.record(make_circuit, Recording::Evaluations)? {
+            Recorded::Evaluations(s) => Ok(s),
+            _ => Err(ProveError::Synthesis("not the evaluations".into())),
+        }
+    }
+
+    /// The witness alone, on the shape recorded for set `id` (recording it first where
+    /// nobody has); `None` where the witness does not fit the shape (the caller records the
+    /// evaluations instead).
+    fn with_shape<C, F>(
+        &self,
+        svc: &ProvingService,
+        id: &ParamsId,
+        make_circuit: &F,
+    ) -> Result<Option<Staged>, ProveError>
+    where
+        C: Circuit<Scalar> + Send,
+        F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
+    {
+        let claim = svc
+            .shapes
+            .claim(id, self.stopped)
+            .ok_or(ProveError::Cancelled)?;
+        let (shape, witness) = match claim {
+            Claim::Ready(shape) => match self.record(make_circuit, Recording::Witness)? {
+                Recorded::Witness(w) => (shape, w),
+                _ => return Err(ProveError::Synthesis("not a witness".into())),
+            },
+            Claim::Record(recording) => match self.record(make_circuit, Recording::Shape)? {
+                Recorded::Shape(shape, w) => {
+                    let shape = Arc::new(shape);
+                    recording.done(shape.clone());
+                    svc.shape_recorded();
+                    (shape, w)
+                }
+                _ => return Err(ProveError::Synthesis("not a shape".into())),
+            },
+        };
+        match WitnessPartition::new(witness, shape) {
+            Ok(w) => Ok(Some(Staged::Witness(w))),
+            // A circuit whose constraints depend on its values: proved the long way.
+            Err(e @ ShapeError::Mismatch { .. }) => {
+                tracing::warn!(partition = self.k, error = %e, "the witness does not fit the recorded shape; synthesizing the whole circuit");
+                Ok(None)
+            }
+            Err(e) => Err(ProveError::Synthesis(format!("partition {}: {e}", self.k))),
+        }
+    }
 }
 
 /// Runs `f`, turning a panic into an error. The storage-proofs circuits assert on inputs

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::recorded::ShapeCache;
 use super::stages::{DeviceSpec, PipelineOptions, PipelineStats, PreparedSet, Stages};
 use super::{ProofKind, ProofRequest};
 use crate::prover::{Backend, Partition, PinnedPool, PinnedStats, PreparedSrs, ProverError};
@@ -214,7 +215,15 @@ pub struct ProvingService {
     /// Where synthesis threads run (NUMA nodes); off unless the daemon set one.
     pub(crate) placement: Placement,
     /// Page-locked memory synthesized partitions are copied into for a GPU, if any.
-    pinned: Option<PinnedPool>,
+    pinned: Option<Arc<PinnedPool>>,
+    /// Recorded circuit shapes, by parameter set.
+    pub(crate) shapes: ShapeCache,
+    /// Whether non-critical partitions use recorded shapes (`proving.recorded_shapes`).
+    recorded_shapes: bool,
+    /// Device workers that evaluate a witness partition at once (each holds its A, B, C).
+    evaluating_workers: usize,
+    /// The threads device workers evaluate A, B and C on, made when first needed.
+    evaluate_pool: std::sync::OnceLock<Option<Arc<rayon::ThreadPool>>>,
     /// The stages every job's partitions flow through.
     pub(crate) stages: Stages,
     /// Serialises the sum and store of the resident parameters' bytes, so that a stale sum
@@ -270,6 +279,10 @@ impl ProvingService {
             stages: Stages::start(options, &specs)?,
             placement: Placement::off(devices.len()),
             pinned: None,
+            shapes: ShapeCache::default(),
+            recorded_shapes: options.recorded_shapes,
+            evaluating_workers: options.device_workers.max(1) * devices.len(),
+            evaluate_pool: std::sync::OnceLock::new(),
             devices,
             params_bytes: Mutex::new(()),
         })
@@ -291,14 +304,14 @@ impl ProvingService {
     /// directly) from now on, where it has room. Its whole limit counts against the memory
     /// budget, like the resident parameters.
     pub fn with_pinned_pool(mut self, pool: PinnedPool) -> Self {
-        self.pinned = Some(pool);
+        self.pinned = Some(Arc::new(pool));
         self.update_params_bytes();
         self
     }
 
     /// The pinned pool's counters, if there is one.
     pub fn pinned(&self) -> Option<PinnedStats> {
-        self.pinned.as_ref().map(PinnedPool::stats)
+        self.pinned.as_deref().map(PinnedPool::stats)
     }
 
     /// A synthesized partition made ready for the device stage: pinned where there is a
@@ -308,6 +321,41 @@ impl ProvingService {
             Some(pool) => partition.pin(pool),
             None => partition,
         }
+    }
+
+    /// Whether non-critical partitions use recorded shapes.
+    pub(crate) fn uses_recorded_shapes(&self) -> bool {
+        self.recorded_shapes
+    }
+
+    /// The device work of a prepared set: the prover, and where witness partitions are
+    /// evaluated.
+    pub(crate) fn device_work(&self, set: PreparedSet) -> super::stages::Prepared {
+        super::stages::Prepared {
+            set,
+            pinned: self.pinned.clone(),
+            evaluate: self.evaluate_pool(),
+        }
+    }
+
+    /// The evaluation threads, one per CPU, at normal priority: the device waits for them.
+    /// `None` (evaluated on the device worker's current pool) when they cannot be started.
+    fn evaluate_pool(&self) -> Option<Arc<rayon::ThreadPool>> {
+        self.evaluate_pool
+            .get_or_init(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .thread_name(|i| format!("cuzk-eval-{i}"))
+                    .build()
+                    .map(Arc::new)
+                    .map_err(|e| tracing::warn!(error = %e, "cannot start the evaluation threads"))
+                    .ok()
+            })
+            .clone()
+    }
+
+    /// Records that the shape of a set was recorded (it counts against the budget).
+    pub(crate) fn shape_recorded(&self) {
+        self.update_params_bytes();
     }
 
     /// The devices' names, in order.
@@ -331,7 +379,9 @@ impl ProvingService {
         let _one_at_a_time = self.params_bytes.lock().unwrap_or_else(|p| p.into_inner());
         let params: u64 = self.srs.loaded().iter().map(|p| p.resident_bytes).sum();
         let pinned = self.pinned.as_ref().map_or(0, |p| p.stats().limit);
-        self.stages.set_params_bytes(params.saturating_add(pinned));
+        let shapes = self.shapes.bytes(self.evaluating_workers);
+        self.stages
+            .set_params_bytes(params.saturating_add(pinned).saturating_add(shapes));
     }
 
     /// The parameter set `id` prepared by every device's backend, loading and preparing it if
@@ -374,6 +424,7 @@ impl ProvingService {
     /// keep theirs until they finish). Returns whether it was resident.
     pub fn evict(&self, id: &ParamsId) -> bool {
         let was = self.srs.evict(id);
+        self.shapes.evict(id);
         self.update_params_bytes();
         was
     }

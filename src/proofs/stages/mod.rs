@@ -40,7 +40,7 @@ use gate::{Gate, GateConfig, Key};
 pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, BACKGROUND_NICE};
 
 use super::ProveError;
-use crate::prover::{self, Partition, PreparedSrs};
+use crate::prover::{self, Partition, PinnedPool, PreparedSrs, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
 
 /// The threads of partitions cut into parts, all at nice +10 (only non-critical work runs
@@ -85,6 +85,9 @@ pub struct PipelineOptions {
     /// synthesized on at once, from a pool of that many shared by all partitions; 1: every
     /// partition whole on its own thread.
     pub partition_threads: usize,
+    /// Whether non-critical partitions record their circuit's shape once per parameter set
+    /// and then synthesize their witness alone, A, B and C evaluated by the device worker.
+    pub recorded_shapes: bool,
 }
 
 impl Default for PipelineOptions {
@@ -98,6 +101,7 @@ impl Default for PipelineOptions {
             device_workers: 1,
             yield_to_critical: true,
             partition_threads: cpus,
+            recorded_shapes: true,
         }
     }
 }
@@ -269,11 +273,31 @@ impl PartitionDone {
     }
 }
 
+/// A synthesized partition as the device queue holds it.
+pub(crate) enum Staged {
+    /// A, B, C evaluated, with the assignment.
+    Evaluated(Partition),
+    /// The assignment and its circuit's shape: A, B and C are evaluated when a device
+    /// worker takes it, so that a partition waiting for the device holds its assignment
+    /// alone.
+    Witness(WitnessPartition),
+}
+
+impl Staged {
+    /// Host bytes it holds now.
+    pub(crate) fn host_bytes(&self) -> u64 {
+        match self {
+            Staged::Evaluated(p) => p.host_bytes(),
+            Staged::Witness(w) => w.host_bytes(),
+        }
+    }
+}
+
 /// A synthesized partition on its way to the device.
 pub(crate) struct Handover {
     pub job: Arc<JobRun>,
     pub partition: usize,
-    pub synthesized: Partition,
+    pub synthesized: Staged,
     /// How long its synthesis took.
     pub synthesis: Duration,
     /// What the device does with it.
@@ -289,23 +313,44 @@ pub(crate) struct Handover {
 pub(crate) trait DeviceWork: Send + Sync {
     /// Proves `synthesized` on device `device` (an index into the devices the stages were
     /// started with).
-    fn prove(&self, device: usize, synthesized: Partition) -> Result<Proof<Bls12>, ProveError>;
+    fn prove(&self, device: usize, synthesized: Staged) -> Result<Proof<Bls12>, ProveError>;
 }
 
-/// A parameter set prepared by every device's backend, as device work.
-pub(crate) struct Prepared(pub PreparedSet);
+/// A parameter set prepared by every device's backend, as device work, and where a
+/// witness partition's evaluations are made.
+pub(crate) struct Prepared {
+    /// The parameter set on each device.
+    pub set: PreparedSet,
+    /// Page-locked blocks the evaluations go to where it has room.
+    pub pinned: Option<Arc<PinnedPool>>,
+    /// The threads that evaluate A, B and C (at normal priority: the device waits for
+    /// them).
+    pub evaluate: Option<Arc<rayon::ThreadPool>>,
+}
 
 /// A parameter set prepared on each device, in the devices' order.
 pub type PreparedSet = Arc<[Arc<dyn PreparedSrs>]>;
 
 impl DeviceWork for Prepared {
-    fn prove(&self, device: usize, synthesized: Partition) -> Result<Proof<Bls12>, ProveError> {
-        let prepared = self.0.get(device).ok_or_else(|| {
+    fn prove(&self, device: usize, synthesized: Staged) -> Result<Proof<Bls12>, ProveError> {
+        let prepared = self.set.get(device).ok_or_else(|| {
             ProveError::Backend(prover::ProverError::Device(
-                format!("no device {device} among {}", self.0.len()).into(),
+                format!("no device {device} among {}", self.set.len()).into(),
             ))
         })?;
-        prover::prove(prepared.as_ref(), synthesized)
+        let partition = match synthesized {
+            Staged::Evaluated(p) => p,
+            Staged::Witness(w) => {
+                let pinned = self.pinned.as_deref();
+                let evaluate = || w.evaluate(pinned);
+                match &self.evaluate {
+                    Some(pool) => pool.install(evaluate),
+                    None => evaluate(),
+                }
+                .map_err(|e| ProveError::Synthesis(format!("evaluating A, B, C: {e}")))?
+            }
+        };
+        prover::prove(prepared.as_ref(), partition)
             .map(|(proof, _)| proof)
             .map_err(ProveError::from)
     }
@@ -314,7 +359,7 @@ impl DeviceWork for Prepared {
 struct DeviceItem {
     /// Dropped with the item: after its device stage, or when it is dropped unproved.
     _claim: Option<CriticalClaim>,
-    synthesized: Partition,
+    synthesized: Staged,
     work: Arc<dyn DeviceWork>,
     job: Arc<JobRun>,
     reply: std::sync::mpsc::Sender<PartitionDone>,

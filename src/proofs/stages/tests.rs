@@ -49,7 +49,10 @@ impl FakeDevice {
 struct Work(Arc<FakeDevice>, u64);
 
 impl DeviceWork for Work {
-    fn prove(&self, _device: usize, s: Partition) -> Result<Proof<Bls12>, ProveError> {
+    fn prove(&self, _device: usize, s: Staged) -> Result<Proof<Bls12>, ProveError> {
+        let Staged::Evaluated(s) = s else {
+            panic!("the fake device takes evaluated partitions")
+        };
         let first = {
             let mut log = self.0.log.lock().unwrap();
             log.push((self.1, s.aux.len()));
@@ -77,6 +80,8 @@ fn stages(threads: usize, budget: u64) -> Stages {
             memory_budget: budget,
             device_workers: 1,
             yield_to_critical: true,
+            recorded_shapes: false,
+            recorded_shapes: false,
             partition_threads: 1,
         },
         &[],
@@ -114,7 +119,7 @@ fn handover(
     Handover {
         job: job.clone(),
         partition: k,
-        synthesized: partition(k, scalars),
+        synthesized: Staged::Evaluated(partition(k, scalars)),
         synthesis: Duration::ZERO,
         work: Arc::new(Work(device.clone(), job.seq)),
         reply: tx.clone(),
@@ -281,7 +286,10 @@ fn a_partition_that_can_no_longer_fit_fails_instead_of_blocking_the_line() {
 struct OnDevice(Arc<Mutex<Vec<(usize, usize)>>>, Duration);
 
 impl DeviceWork for OnDevice {
-    fn prove(&self, device: usize, s: Partition) -> Result<Proof<Bls12>, ProveError> {
+    fn prove(&self, device: usize, s: Staged) -> Result<Proof<Bls12>, ProveError> {
+        let Staged::Evaluated(s) = s else {
+            panic!("the fake device takes evaluated partitions")
+        };
         std::thread::sleep(self.1);
         self.0.lock().unwrap().push((device, s.aux.len()));
         Ok(Proof {
@@ -298,6 +306,7 @@ fn two_devices(second_critical: bool) -> Stages {
         memory_budget: u64::MAX,
         device_workers: 1,
         yield_to_critical: true,
+        recorded_shapes: false,
         partition_threads: 1,
     };
     let cpu = DeviceSpec {
@@ -320,7 +329,7 @@ fn submit_on(
     let to = Handover {
         job: job.clone(),
         partition: k,
-        synthesized: partition(index, 0),
+        synthesized: Staged::Evaluated(partition(index, 0)),
         synthesis: Duration::ZERO,
         work: Arc::new(OnDevice(log.clone(), hold)),
         reply: tx.clone(),

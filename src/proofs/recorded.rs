@@ -1,0 +1,205 @@
+//! Recorded circuit shapes ([`R1cs`]), one per parameter set, shared by every job: the first
+//! non-critical partition of a set records its circuit's constraints; the others, of any job,
+//! then synthesize their witness alone (see `crate::synth::shape`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use crate::srs::ParamsId;
+use crate::synth::R1cs;
+
+/// The shapes, by parameter set.
+#[derive(Default)]
+pub(crate) struct ShapeCache {
+    slots: Mutex<HashMap<ParamsId, Slot>>,
+    /// Signalled when a recording ends (recorded, failed or dropped).
+    changed: Condvar,
+}
+
+enum Slot {
+    /// A partition is recording it.
+    Recording,
+    Ready(Arc<R1cs>),
+}
+
+/// What [`ShapeCache::claim`] gives.
+pub(crate) enum Claim<'a> {
+    /// The shape is recorded.
+    Ready(Arc<R1cs>),
+    /// Nobody has recorded it: the caller records it and hands it to [`Recording::done`].
+    Record(Recording<'a>),
+}
+
+/// The right and duty to record a set's shape; dropped without [`Recording::done`] (the
+/// recording failed), the next claimant records it.
+pub(crate) struct Recording<'a> {
+    cache: &'a ShapeCache,
+    id: ParamsId,
+    done: bool,
+}
+
+/// How often a waiting claimant checks whether its job was stopped.
+const POLL: Duration = Duration::from_millis(50);
+
+impl ShapeCache {
+    fn lock(&self) -> MutexGuard<'_, HashMap<ParamsId, Slot>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The shape of set `id`, or the duty to record it. Waits while another partition
+    /// records it (its synthesis uses every part thread: waiting costs nothing); `None` when
+    /// `stopped()` turned true meanwhile.
+    pub(crate) fn claim(&self, id: &ParamsId, stopped: &dyn Fn() -> bool) -> Option<Claim<'_>> {
+        let mut slots = self.lock();
+        loop {
+            match slots.get(id) {
+                Some(Slot::Ready(shape)) => return Some(Claim::Ready(shape.clone())),
+                None => {
+                    slots.insert(id.clone(), Slot::Recording);
+                    return Some(Claim::Record(Recording {
+                        cache: self,
+                        id: id.clone(),
+                        done: false,
+                    }));
+                }
+                Some(Slot::Recording) if stopped() => return None,
+                Some(Slot::Recording) => {
+                    slots = self
+                        .changed
+                        .wait_timeout(slots, POLL)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }
+        }
+    }
+
+    /// The shape of set `id`, if recorded.
+    #[cfg(test)]
+    pub(crate) fn get(&self, id: &ParamsId) -> Option<Arc<R1cs>> {
+        match self.lock().get(id) {
+            Some(Slot::Ready(shape)) => Some(shape.clone()),
+            _ => None,
+        }
+    }
+
+    /// Drops the shape of set `id` (its parameters were evicted); a recording under way is
+    /// not kept when it ends.
+    pub(crate) fn evict(&self, id: &ParamsId) {
+        let dropped = self.lock().remove(id);
+        self.changed.notify_all();
+        // Freeing gigabytes happens outside the lock.
+        drop(dropped);
+    }
+
+    /// Host bytes of the recorded shapes, and of `workers` partitions' evaluations of each
+    /// (made by the device workers, which take one partition each at a time).
+    pub(crate) fn bytes(&self, workers: usize) -> u64 {
+        self.lock()
+            .values()
+            .map(|slot| match slot {
+                Slot::Ready(shape) => {
+                    let evaluations = 3 * 32 * shape.num_constraints() as u64;
+                    shape.host_bytes() + workers as u64 * evaluations
+                }
+                Slot::Recording => 0,
+            })
+            .sum()
+    }
+}
+
+impl Recording<'_> {
+    /// Makes `shape` the set's.
+    pub(crate) fn done(mut self, shape: Arc<R1cs>) {
+        let mut slots = self.cache.lock();
+        // Evicted meanwhile: not kept.
+        if let Some(slot @ Slot::Recording) = slots.get_mut(&self.id) {
+            *slot = Slot::Ready(shape);
+        }
+        self.done = true;
+        drop(slots);
+        self.cache.changed.notify_all();
+    }
+}
+
+impl Drop for Recording<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut slots = self.cache.lock();
+        if matches!(slots.get(&self.id), Some(Slot::Recording)) {
+            slots.remove(&self.id);
+        }
+        drop(slots);
+        self.cache.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::srs::ProofKind;
+
+    fn id() -> ParamsId {
+        ParamsId {
+            kind: ProofKind::PoRep,
+            sector_size: 2048,
+            cache_id: "test".into(),
+        }
+    }
+
+    fn shape() -> Arc<R1cs> {
+        let (shape, _) = crate::synth::record_shape(Noop).unwrap();
+        Arc::new(shape)
+    }
+
+    struct Noop;
+    impl bellperson::Circuit<blstrs::Scalar> for Noop {
+        fn synthesize<CS: bellperson::ConstraintSystem<blstrs::Scalar>>(
+            self,
+            _: &mut CS,
+        ) -> Result<(), bellperson::SynthesisError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn one_claimant_records_the_others_wait_and_a_failed_recording_passes_the_duty_on() {
+        let cache = ShapeCache::default();
+        let never = || false;
+        let Some(Claim::Record(first)) = cache.claim(&id(), &never) else {
+            panic!("the first claimant records");
+        };
+        // Another claimant whose job stops while it waits gives up.
+        assert!(cache.claim(&id(), &|| true).is_none());
+        // The recording fails: the next claimant records.
+        drop(first);
+        let Some(Claim::Record(second)) = cache.claim(&id(), &never) else {
+            panic!("after a failure the next claimant records");
+        };
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| matches!(cache.claim(&id(), &never), Some(Claim::Ready(_))));
+            std::thread::sleep(Duration::from_millis(100));
+            second.done(shape());
+            assert!(waiter.join().unwrap(), "the waiter gets the recorded shape");
+        });
+        assert!(cache.get(&id()).is_some());
+        assert!(cache.bytes(1) > 0);
+        cache.evict(&id());
+        assert!(cache.get(&id()).is_none());
+        assert_eq!(cache.bytes(1), 0);
+    }
+
+    #[test]
+    fn a_shape_recorded_after_an_evict_is_not_kept() {
+        let cache = ShapeCache::default();
+        let Some(Claim::Record(r)) = cache.claim(&id(), &|| false) else {
+            panic!("the first claimant records");
+        };
+        cache.evict(&id());
+        r.done(shape());
+        assert!(cache.get(&id()).is_none());
+    }
+}
