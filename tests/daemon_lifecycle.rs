@@ -149,6 +149,15 @@ fn config_errors_exit_78_and_name_the_key() {
             "protocol.hello_timeout",
         ),
         ("[debug]\njob_delay = \"10000000h\"\n", "debug.job_delay"),
+        (
+            "[protocol]\nidle_timeout = \"18446744073709551615s\"\n",
+            "protocol.idle_timeout",
+        ),
+        // A per-uid limit above the global one would mean something it cannot do.
+        (
+            "[socket]\nmax_connections = 8\nmax_connections_per_uid = 9\n",
+            "socket.max_connections_per_uid",
+        ),
         // Values that passed --check-config and then failed at start with exit 1 (systemd
         // restarting the unit), or meant something else than they look (issue 16, defect 9).
         ("[socket]\ngroup = \"no-such-group-cuzk\"\n", "socket.group"),

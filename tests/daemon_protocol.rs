@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cuzk::proto::{
     encode_frame, encode_payload, read_response, AwaitJob, ErrorCode, Hello, Ping, Pong,
@@ -231,7 +231,11 @@ fn invalid_input_is_a_typed_error_from_the_job() {
 
 #[test]
 fn connections_are_bounded() {
-    let mut daemon = Daemon::start(&[("socket.max_connections", "2")]);
+    // The uid limit as high as the global one, which is what this test is about.
+    let mut daemon = Daemon::start(&[
+        ("socket.max_connections", "2"),
+        ("socket.max_connections_per_uid", "2"),
+    ]);
     let a = daemon.client();
     let b = daemon.client();
     let err = cuzk::proto::Client::connect(&daemon.env.socket, "third")
@@ -245,6 +249,187 @@ fn connections_are_bounded() {
     });
     c.status(None).unwrap();
     drop(b);
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+/// A raw connection past Hello.
+fn raw_hello(socket: &Path) -> UnixStream {
+    let mut s = raw(socket);
+    s.write_all(&hello_frame(PROTOCOL_VERSION)).unwrap();
+    assert!(matches!(read(&mut s), Response::Welcome(_)));
+    s
+}
+
+/// A raw connection past Hello, or `None` when the daemon refuses it (Busy).
+fn try_raw_hello(socket: &Path) -> Option<UnixStream> {
+    let mut s = raw(socket);
+    s.write_all(&hello_frame(PROTOCOL_VERSION)).ok()?;
+    matches!(read_response(&mut s, 64 << 20), Ok(Response::Welcome(_))).then_some(s)
+}
+
+fn await_frame(job_id: u64) -> Vec<u8> {
+    encode_frame(&Request::Await(AwaitJob {
+        job_id,
+        timeout_ms: None,
+    }))
+    .unwrap()
+}
+
+/// The value of the sample `name` (no labels) in a Metrics text.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}
+
+#[test]
+fn connections_are_bounded_per_uid() {
+    let mut daemon = Daemon::start(&[
+        ("socket.max_connections", "4"),
+        ("socket.max_connections_per_uid", "2"),
+    ]);
+    let socket = daemon.env.socket.clone();
+    let mut a = daemon.client();
+    let b = daemon.client();
+    // Every test connection has the same uid: the third is refused with the global limit's
+    // typed error while two of the four slots are free.
+    let err = cuzk::proto::Client::connect(&socket, "third")
+        .err()
+        .expect("refused");
+    assert_eq!(code(&err), ErrorCode::Busy);
+    assert!(err.to_string().contains("uid"), "{err}");
+    // The refused connection counts as open until the daemon has written its refusal.
+    let metrics = eventually("two connections open", Duration::from_secs(5), || {
+        let m = a.metrics().unwrap();
+        (sample(&m, "cuzk_connections") == 2.0).then_some(m)
+    });
+    assert_eq!(sample(&metrics, "cuzk_connections_refused_total"), 1.0);
+    assert!(
+        daemon.env.stderr().contains("max_connections_per_uid"),
+        "the refusal is logged: {}",
+        daemon.env.stderr()
+    );
+    // A slot of the uid frees up once one of its connections closes.
+    drop(a);
+    let mut c = eventually("a free slot of the uid", Duration::from_secs(5), || {
+        cuzk::proto::Client::connect(&socket, "again").ok()
+    });
+    c.status(None).unwrap();
+    drop(b);
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+#[test]
+fn an_idle_client_is_closed_after_the_idle_timeout() {
+    let mut daemon = Daemon::start(&[
+        ("protocol.idle_timeout", "\"500ms\""),
+        ("debug.job_delay", "\"1500ms\""),
+    ]);
+    let socket = daemon.env.socket.clone();
+    // Silent after Welcome: closed, without a frame.
+    let mut idle = raw_hello(&socket);
+    let start = Instant::now();
+    assert_closed(&mut idle);
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(10),
+        "closed after {waited:?}"
+    );
+    assert!(
+        daemon
+            .env
+            .stderr()
+            .contains("idle past protocol.idle_timeout"),
+        "{}",
+        daemon.env.stderr()
+    );
+    // A client that keeps sending requests is not idle, however long it stays.
+    let mut busy = raw_hello(&socket);
+    for _ in 0..10 {
+        busy.write_all(&status_frame()).unwrap();
+        assert!(matches!(read(&mut busy), Response::Status(_)));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Nor is one whose request is being answered: this Prove waits three idle timeouts for
+    // its job (the job delay), and the idle time counts again from its answer.
+    let mut prove = daemon.client();
+    let err = prove.prove(bogus_porep("idle")).unwrap_err();
+    assert_eq!(code(&err), ErrorCode::InvalidInput, "{err}");
+    prove
+        .status(None)
+        .expect("still open right after the answer");
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+#[test]
+fn a_waiting_client_that_hangs_up_frees_its_slot() {
+    let mut daemon = Daemon::start(&[
+        ("socket.max_connections", "3"),
+        ("socket.max_connections_per_uid", "3"),
+        // Far longer than the test: a slot freed by the job's end would come too late.
+        ("debug.job_delay", "\"120s\""),
+    ]);
+    let socket = daemon.env.socket.clone();
+    let mut control = daemon.client();
+    // One client Awaits a job without a timeout, another Proves; both hold their slots.
+    let mut waiter = raw_hello(&socket);
+    waiter
+        .write_all(&encode_frame(&Request::Submit(bogus_porep("await"))).unwrap())
+        .unwrap();
+    let Response::Accepted(accepted) = read(&mut waiter) else {
+        panic!("not accepted")
+    };
+    waiter.write_all(&await_frame(accepted.job_id)).unwrap();
+    let mut prover = raw_hello(&socket);
+    prover
+        .write_all(&encode_frame(&Request::Prove(bogus_porep("prove"))).unwrap())
+        .unwrap();
+    eventually("both jobs", Duration::from_secs(10), || {
+        (control.status(None).unwrap().jobs.len() == 2).then_some(())
+    });
+    let err = cuzk::proto::Client::connect(&socket, "full")
+        .err()
+        .expect("every slot taken");
+    assert_eq!(code(&err), ErrorCode::Busy);
+
+    // Both hang up: their slots free within seconds, not when the jobs end.
+    drop((waiter, prover));
+    let mut pipelined = eventually("a free slot", Duration::from_secs(10), || {
+        try_raw_hello(&socket)
+    });
+    let mut half_closed = eventually("a second free slot", Duration::from_secs(10), || {
+        try_raw_hello(&socket)
+    });
+    // The jobs run on: they belong to the queue, not to the connections.
+    let jobs = control.status(None).unwrap().jobs;
+    assert!(
+        jobs.iter().all(|j| matches!(
+            j.state,
+            cuzk::proto::JobState::Queued | cuzk::proto::JobState::Running
+        )),
+        "{jobs:?}"
+    );
+
+    // The watch for a hang-up reads nothing: a request pipelined behind an Await is
+    // answered after it, in order; and a client that shuts down its sending side after its
+    // Await still gets the answer.
+    let mut bytes = await_frame(jobs[0].job_id);
+    bytes.extend_from_slice(&status_frame());
+    pipelined.write_all(&bytes).unwrap();
+    half_closed.write_all(&await_frame(jobs[1].job_id)).unwrap();
+    half_closed.shutdown(std::net::Shutdown::Write).unwrap();
+    // Long enough for the watch to look more than once.
+    std::thread::sleep(Duration::from_millis(2500));
+    for job in &jobs {
+        control.cancel(job.job_id).expect("cancel");
+    }
+    assert_eq!(error_code(read(&mut pipelined)), ErrorCode::Cancelled);
+    assert!(matches!(read(&mut pipelined), Response::Status(_)));
+    assert_eq!(error_code(read(&mut half_closed)), ErrorCode::Cancelled);
+    assert_closed(&mut half_closed);
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(20)).success());
 }

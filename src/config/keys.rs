@@ -114,6 +114,21 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::Integer(c.socket.max_connections as i64),
     },
     KeyDoc {
+        name: "socket.max_connections_per_uid",
+        kind: "integer",
+        default: "0",
+        description: "Connections one peer uid (SO_PEERCRED) may hold at once, root \
+                      included; one more is answered \"busy\" and closed, so that one user \
+                      cannot take every slot. 0: half of max_connections, rounded up. At \
+                      most max_connections; where every client runs as one user, set it to \
+                      max_connections.",
+        apply: |c, v| {
+            c.socket.max_connections_per_uid = integer(v, 0, 65_536)?;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.socket.max_connections_per_uid as i64),
+    },
+    KeyDoc {
         name: "protocol.max_frame_size",
         kind: "size",
         default: "\"64MiB\"",
@@ -140,6 +155,20 @@ pub static KEYS: &[KeyDoc] = &[
             Ok(())
         },
         show: |c| Value::String(format_duration(c.protocol.hello_timeout)),
+    },
+    KeyDoc {
+        name: "protocol.idle_timeout",
+        kind: "duration",
+        default: "\"10m\"",
+        description: "How long a connection past Hello may go without sending a request, \
+                      while none is being answered, before it is closed (without a message). \
+                      An Await or Prove waiting for its job is not idle. \"0s\": never.",
+        apply: |c, v| {
+            let d = duration(v)?;
+            c.protocol.idle_timeout = (!d.is_zero()).then_some(d);
+            Ok(())
+        },
+        show: |c| Value::String(format_duration(c.protocol.idle_timeout.unwrap_or_default())),
     },
     KeyDoc {
         name: "params.dir",
@@ -745,10 +774,12 @@ pub(super) fn zero_config() -> Config {
             allowed_uids: Vec::new(),
             allowed_gids: Vec::new(),
             max_connections: 0,
+            max_connections_per_uid: 0,
         },
         protocol: ProtocolConfig {
             max_frame_size: 0,
             hello_timeout: Duration::ZERO,
+            idle_timeout: None,
         },
         params: ParamsConfig {
             dir: PathBuf::new(),

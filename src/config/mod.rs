@@ -93,6 +93,21 @@ pub struct SocketConfig {
     pub allowed_gids: Vec<u32>,
     /// Connections served at once; more are answered "busy" and closed.
     pub max_connections: usize,
+    /// Connections one peer uid may hold at once, root included; 0 = half of
+    /// `max_connections` (see [`SocketConfig::per_uid_limit`]).
+    pub max_connections_per_uid: usize,
+}
+
+impl SocketConfig {
+    /// Connections one peer uid may hold at once: `max_connections_per_uid`, or (0) half of
+    /// `max_connections` rounded up, so that one user cannot take every slot and lock the
+    /// others (an operator's `cuzk status`, another miner) out.
+    pub fn per_uid_limit(&self) -> usize {
+        match self.max_connections_per_uid {
+            0 => self.max_connections.div_ceil(2),
+            n => n,
+        }
+    }
 }
 
 /// Wire-protocol limits.
@@ -102,6 +117,9 @@ pub struct ProtocolConfig {
     pub max_frame_size: u32,
     /// How long a new connection may take to say Hello.
     pub hello_timeout: Duration,
+    /// How long a connection past Hello may go without a request (none in progress) before
+    /// it is closed; `None`: never.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// The parameter cache.
@@ -410,6 +428,12 @@ impl Config {
                 "must be smaller than queue.max_queued",
             ));
         }
+        if self.socket.max_connections_per_uid > self.socket.max_connections {
+            return Err(invalid(
+                "socket.max_connections_per_uid",
+                "must not exceed socket.max_connections",
+            ));
+        }
         let socket = &self.socket.path;
         if socket.as_os_str().is_empty() {
             return Err(invalid("socket.path", "must not be empty"));
@@ -513,6 +537,50 @@ mod tests {
             zero.to_string().contains("not a configuration file"),
             "{zero}"
         );
+    }
+
+    #[test]
+    fn connections_have_a_per_uid_limit_and_an_idle_timeout() {
+        let d = Config::default();
+        assert_eq!(d.socket.per_uid_limit(), 32, "half of the 64 connections");
+        assert_eq!(d.protocol.idle_timeout, Some(Duration::from_secs(600)));
+        let c =
+            parse("[socket]\nmax_connections = 5\n[protocol]\nidle_timeout = \"0s\"\n").unwrap();
+        assert_eq!(c.socket.per_uid_limit(), 3, "rounded up");
+        assert_eq!(c.protocol.idle_timeout, None, "0s: never");
+        assert_eq!(parse(&c.to_toml()).unwrap(), c);
+        let one = parse("[socket]\nmax_connections = 1\n").unwrap();
+        assert_eq!(one.socket.per_uid_limit(), 1);
+        let c = parse(
+            "[socket]\nmax_connections = 8\nmax_connections_per_uid = 8\n\
+             [protocol]\nidle_timeout = \"90s\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.socket.per_uid_limit(), 8);
+        assert_eq!(c.protocol.idle_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(parse(&c.to_toml()).unwrap(), c);
+        for (text, key) in [
+            (
+                "[socket]\nmax_connections = 8\nmax_connections_per_uid = 9\n",
+                "socket.max_connections_per_uid",
+            ),
+            (
+                "[socket]\nmax_connections_per_uid = 40\nmax_connections = 32\n",
+                "socket.max_connections_per_uid",
+            ),
+            (
+                "[socket]\nmax_connections_per_uid = -1\n",
+                "socket.max_connections_per_uid",
+            ),
+            (
+                "[protocol]\nidle_timeout = \"400d\"\n",
+                "protocol.idle_timeout",
+            ),
+            ("[protocol]\nidle_timeout = 600\n", "protocol.idle_timeout"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(&format!("`{key}`")), "{text:?}: {err}");
+        }
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! One client connection: credentials, framing, and one request at a time.
 
+use std::collections::HashMap;
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use tokio::io::Interest;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tokio_util::codec::Framed;
@@ -18,6 +22,62 @@ use crate::proto::{
 /// How long a refusal (busy, permission denied) may take to write before the socket is
 /// simply closed.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How often a connection whose request waits on a job checks that its peer is still there,
+/// once its socket has turned readable (see [`hung_up`]).
+const HANGUP_POLL: Duration = Duration::from_secs(1);
+
+/// Connections open per peer uid, for `socket.max_connections_per_uid`.
+#[derive(Debug, Default)]
+pub struct UidSlots {
+    open: Mutex<HashMap<u32, usize>>,
+}
+
+/// One of a uid's connection slots; given back when dropped.
+#[derive(Debug)]
+pub struct UidSlot<'a> {
+    slots: &'a UidSlots,
+    uid: u32,
+}
+
+impl UidSlots {
+    /// Takes one of `uid`'s `limit` slots, or `None` when it holds all of them.
+    pub fn take(&self, uid: u32, limit: usize) -> Option<UidSlot<'_>> {
+        // One counter updated per step: usable after a panic elsewhere.
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = open.entry(uid).or_insert(0);
+        if *held >= limit {
+            return None;
+        }
+        *held += 1;
+        Some(UidSlot { slots: self, uid })
+    }
+
+    /// Connections `uid` holds now.
+    #[cfg(test)]
+    pub fn held(&self, uid: u32) -> usize {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.get(&uid).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for UidSlot<'_> {
+    fn drop(&mut self) {
+        let mut open = self
+            .slots
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(held) = open.get_mut(&self.uid) {
+            *held = held.saturating_sub(1);
+            // No entry per uid that ever connected: the map stays as small as the open
+            // connections.
+            if *held == 0 {
+                open.remove(&self.uid);
+            }
+        }
+    }
+}
 
 /// Whether the peer may connect under the allow-lists.
 fn allowed(ctx: &Context, uid: u32, gid: u32) -> bool {
@@ -70,6 +130,29 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
         .await;
         return;
     }
+    // Checked after the allow-lists, so that a peer not allowed hears PermissionDenied;
+    // root is counted like any uid (it is not exempt from the allow-lists either).
+    let limit = ctx.config.socket.per_uid_limit();
+    let Some(_uid_slot) = ctx.uid_slots.take(uid, limit) else {
+        if let Some(suppressed) = ratelimit::REFUSED.allow(Instant::now()) {
+            tracing::warn!(
+                uid,
+                pid,
+                max = limit,
+                suppressed,
+                "connection refused: the uid holds socket.max_connections_per_uid connections"
+            );
+        }
+        ctx.connections_refused.fetch_add(1, Ordering::Relaxed);
+        refuse(
+            stream,
+            ErrorCode::Busy,
+            "too many connections for this uid",
+            max,
+        )
+        .await;
+        return;
+    };
     tracing::info!(uid, gid, pid, "client connected");
     let mut session = Session {
         hello: false,
@@ -78,7 +161,12 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
     };
     let mut framed = Framed::new(stream, FrameCodec::new(max));
     let hello_deadline = tokio::time::Instant::now() + ctx.config.protocol.hello_timeout;
+    let idle_timeout = ctx.config.protocol.idle_timeout;
+    // Idle time counts from the last answer (Welcome, after Hello): a request in progress
+    // is never idle, since the loop only waits for a frame between requests.
+    let mut answered = tokio::time::Instant::now();
     loop {
+        let idle_deadline = idle_timeout.map(|t| answered + t);
         let frame = tokio::select! {
             f = framed.next() => f,
             _ = wait_closing(&mut closing) => break,
@@ -88,6 +176,14 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
                 }
                 let timeout = wire::error(ErrorCode::HelloRequired, "no Hello in time; closing", None);
                 let _ = send(&mut framed, &timeout).await;
+                break;
+            }
+            _ = sleep_until(idle_deadline), if session.hello => {
+                // Closed without a frame: the client's next request would read one as its
+                // answer. It finds the connection closed and connects again.
+                if let Some(suppressed) = ratelimit::MISBEHAVED.allow(Instant::now()) {
+                    tracing::info!(uid, pid, client = %session.client, suppressed, "closing: idle past protocol.idle_timeout");
+                }
                 break;
             }
         };
@@ -117,7 +213,14 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
                 break;
             }
             Some(Ok(payload)) => match decode_payload::<Request>(&payload) {
-                Ok(request) => handle(request, &mut session, &ctx).await,
+                // `None`: the client hung up while its Await or Prove waited for a job, for
+                // hours where the job queues behind others; its slot must not wait that long.
+                Ok(request) => {
+                    match handle(request, &mut session, &ctx, hung_up(framed.get_ref())).await {
+                        Some(response) => response,
+                        None => break,
+                    }
+                }
                 Err(e) => {
                     let e = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
                     if let Some(suppressed) = ratelimit::MALFORMED.allow(Instant::now()) {
@@ -131,8 +234,51 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
             tracing::debug!(uid, "cannot answer: {e}");
             break;
         }
+        answered = tokio::time::Instant::now();
     }
     tracing::debug!(uid, client = %session.client, "client disconnected");
+}
+
+/// Sleeps until `deadline`; forever where there is none.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once the peer has closed the connection (or it failed), without reading from it.
+///
+/// Reading is not an option: a request the client pipelined behind this one must stay in
+/// the socket, to be read in order after the answer. Nor is end-of-stream a hang-up: a
+/// client may shut down its sending side after its last request and still read the answer.
+/// What tells is poll(2)'s POLLHUP, which a Unix stream socket reports only when the peer
+/// shut down both directions, as closing the socket or exiting does. Readiness wakes the
+/// check; since tokio keeps the socket readable for as long as unread bytes (or an
+/// end-of-stream) wait, later checks come every [`HANGUP_POLL`] instead.
+async fn hung_up(stream: &UnixStream) {
+    // An error here (the runtime shutting down) falls through to the checks.
+    let _ = stream.ready(Interest::READABLE).await;
+    let mut every = tokio::time::interval(HANGUP_POLL);
+    loop {
+        every.tick().await;
+        if peer_closed(stream) {
+            return;
+        }
+    }
+}
+
+/// Whether poll(2) reports the peer gone (POLLHUP or POLLERR), without waiting.
+fn peer_closed(stream: &UnixStream) -> bool {
+    // POLLHUP and POLLERR are reported whatever the events asked for.
+    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::empty())];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(n) if n > 0 => fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)),
+        // Nothing to report, or EINTR: the next check sees it.
+        _ => false,
+    }
 }
 
 /// Resolves once the daemon has finished draining (or the sender is gone).
@@ -164,5 +310,32 @@ async fn send(
             framed.send(&payload[..]).await
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uid_holds_at_most_its_limit_and_a_closed_connection_gives_its_slot_back() {
+        let slots = UidSlots::default();
+        let a = slots.take(1000, 2).expect("first");
+        let b = slots.take(1000, 2).expect("second");
+        assert!(slots.take(1000, 2).is_none(), "a third over the limit");
+        // Another uid has slots of its own.
+        let other = slots.take(1001, 2).expect("another uid");
+        assert_eq!((slots.held(1000), slots.held(1001)), (2, 1));
+        drop(a);
+        let c = slots.take(1000, 2).expect("a slot freed");
+        drop((b, c, other));
+        assert_eq!((slots.held(1000), slots.held(1001)), (0, 0));
+        assert!(
+            slots.open.lock().unwrap().is_empty(),
+            "no entry left behind"
+        );
+        // Root is counted like any uid.
+        let _root = slots.take(0, 1).expect("root");
+        assert!(slots.take(0, 1).is_none());
     }
 }

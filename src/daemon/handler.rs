@@ -1,5 +1,6 @@
 //! Answers one request: maps it onto the engine or the parameter cache.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,28 +26,36 @@ pub struct Session {
     pub uid: u32,
 }
 
-/// Answers `request`.
-pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>) -> Response {
+/// Answers `request`, or `None` when `hung_up` resolves while the request waits for a job
+/// (Await, Prove): the client is gone, and no one is left to answer. The job runs on. Only
+/// the wait watches `hung_up`: a Prove's submission always completes (and is logged).
+pub async fn handle(
+    request: Request,
+    session: &mut Session,
+    ctx: &Arc<Context>,
+    hung_up: impl Future<Output = ()>,
+) -> Option<Response> {
     // Ping needs no session: it is answered before Hello too, so that a liveness probe can
     // check that the daemon's event loop answers without opening one (it does not extend
     // the Hello timeout, which the connection loop keeps on its own).
     if !session.hello && !matches!(request, Request::Hello(_) | Request::Ping(_)) {
-        return wire::error(ErrorCode::HelloRequired, "send Hello first", None);
+        return Some(wire::error(
+            ErrorCode::HelloRequired,
+            "send Hello first",
+            None,
+        ));
     }
-    match request {
+    let answer = match request {
         Request::Hello(h) => hello(h, session, ctx),
         Request::Submit(s) => submit(s, session, ctx).await.unwrap_or_else(|e| e),
-        Request::Await(a) => await_job(a, ctx).await,
+        Request::Await(a) => return await_job(a, ctx, hung_up).await,
         Request::Prove(s) => match submit(s, session, ctx).await {
             Ok(Response::Accepted(a)) => {
-                await_job(
-                    AwaitJob {
-                        job_id: a.job_id,
-                        timeout_ms: None,
-                    },
-                    ctx,
-                )
-                .await
+                let wait = AwaitJob {
+                    job_id: a.job_id,
+                    timeout_ms: None,
+                };
+                return await_job(wait, ctx, hung_up).await;
             }
             Ok(other) | Err(other) => other,
         },
@@ -64,7 +73,8 @@ pub async fn handle(request: Request, session: &mut Session, ctx: &Arc<Context>)
         Request::Ping(p) => Response::Pong(proto::Pong { nonce: p.nonce }),
         Request::Lookup(q) => lookup(&q.request_id, ctx),
         Request::Info => Response::Info(info(ctx)),
-    }
+    };
+    Some(answer)
 }
 
 fn hello(h: proto::Hello, session: &mut Session, ctx: &Context) -> Response {
@@ -187,7 +197,12 @@ fn named_proof(request: &mut ProofRequest) -> Result<(), proto::RegisteredProofE
     Ok(())
 }
 
-async fn await_job(a: AwaitJob, ctx: &Context) -> Response {
+/// The job's result, `Pending` after `a.timeout_ms`, or `None` once `hung_up` resolves.
+async fn await_job(
+    a: AwaitJob,
+    ctx: &Context,
+    hung_up: impl Future<Output = ()>,
+) -> Option<Response> {
     let unknown = || {
         wire::error(
             ErrorCode::UnknownJob,
@@ -196,25 +211,32 @@ async fn await_job(a: AwaitJob, ctx: &Context) -> Response {
         )
     };
     let Some(mut rx) = ctx.engine.watch(a.job_id) else {
-        return unknown();
+        return Some(unknown());
     };
     let finished = rx.wait_for(|p| matches!(p, JobPhase::Finished(_)));
-    let phase = match a.timeout_ms {
-        None => finished.await.map(|p| p.clone()),
-        Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), finished).await {
-            Ok(r) => r.map(|p| p.clone()),
-            Err(_) => {
-                return match ctx.engine.snapshot(a.job_id) {
-                    Some(snap) => Response::Pending(wire::job_info(&snap)),
-                    None => unknown(),
-                }
+    let limit = a.timeout_ms.map(Duration::from_millis);
+    let waited = tokio::select! {
+        r = async {
+            match limit {
+                None => Ok(finished.await.map(|p| p.clone())),
+                Some(t) => tokio::time::timeout(t, finished).await.map(|r| r.map(|p| p.clone())),
             }
-        },
+        } => r,
+        _ = hung_up => {
+            // The job is the queue's, not the connection's: it runs on, for an Await on
+            // another connection or a resubmission under its request id.
+            tracing::debug!(cuzk_job_id = a.job_id, "client hung up while waiting for the job");
+            return None;
+        }
     };
-    match phase {
-        Ok(JobPhase::Finished(result)) => wire::result(a.job_id, &result),
+    Some(match waited {
+        Ok(Ok(JobPhase::Finished(result))) => wire::result(a.job_id, &result),
+        Err(_elapsed) => match ctx.engine.snapshot(a.job_id) {
+            Some(snap) => Response::Pending(wire::job_info(&snap)),
+            None => unknown(),
+        },
         _ => unknown(),
-    }
+    })
 }
 
 fn cancel(job: u64, ctx: &Context) -> Response {

@@ -91,7 +91,7 @@ pub fn render(ctx: &Context) -> String {
         &mut out,
         "cuzk_connections_refused_total",
         "counter",
-        "Connections refused (too many, or peer not allowed).",
+        "Connections refused (too many in all or for the peer's uid, or peer not allowed).",
         ctx.connections_refused.load(Ordering::Relaxed),
     );
 

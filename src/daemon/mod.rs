@@ -166,8 +166,10 @@ pub struct Context {
     pub connections: AtomicUsize,
     /// Connections accepted since start.
     pub connections_total: AtomicU64,
-    /// Connections refused (too many, or not allowed).
+    /// Connections refused (too many in all or for the peer's uid, or not allowed).
     pub connections_refused: AtomicU64,
+    /// Connections open per peer uid (`socket.max_connections_per_uid`).
+    pub uid_slots: connection::UidSlots,
 }
 
 impl Context {
@@ -209,6 +211,7 @@ impl Context {
             connections: AtomicUsize::new(0),
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
+            uid_slots: connection::UidSlots::default(),
         }))
     }
 }

@@ -71,9 +71,11 @@ impl LogLimit {
 
 /// Malformed frames (logged at info).
 pub static MALFORMED: LogLimit = LogLimit::new();
-/// Connections refused: a peer not allowed, or no slot free (logged at warn).
+/// Connections refused: a peer not allowed, or no slot free, in all or for the peer's uid
+/// (logged at warn).
 pub static REFUSED: LogLimit = LogLimit::new();
-/// Frames over the size limit, and clients that never said Hello.
+/// Frames over the size limit, clients that never said Hello, and connections closed for
+/// being idle.
 pub static MISBEHAVED: LogLimit = LogLimit::new();
 /// `metrics.textfile` writes that failed: one line every 10 minutes at most, since the
 /// writer retries every `metrics.textfile_interval` for as long as the cause lasts.
