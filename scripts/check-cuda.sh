@@ -34,3 +34,5 @@ PY
 echo "check-cuda: all kernels compiled for sm_90"
 # Host emulation of the field arithmetic against Python big integers (g++, no GPU).
 bash scripts/check-field-emu.sh
+# Host emulation of the R1CS row kernel, warps as host threads, against Python big integers.
+bash scripts/check-r1cs-emu.sh

@@ -7,6 +7,7 @@ use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk::gpu::device::Gpu;
 use cuzk::gpu::msm as gpu_msm;
 use cuzk::gpu::ntt::scalar_bytes;
+use cuzk::gpu::r1cs::{self, Csr, DeviceShape, ShapeTerm, INPUT_BIT};
 use cuzk::gpu::{test_backend, GpuBackend, GpuError, GpuOptions};
 use cuzk::prover::{msm as cpu_msm, ntt as cpu_ntt};
 use ff::{Field, PrimeField};
@@ -629,6 +630,443 @@ fn aux_msms_match_cpu() {
                 "{n}: {:?}",
                 err.err()
             );
+        }
+    }
+}
+
+// ---- R1CS rows (cuda/r1cs.cu, gpu::r1cs) ---------------------------------------------------
+
+/// A matrix in CSR form, owned.
+struct HostCsr {
+    starts: Vec<u32>,
+    terms: Vec<ShapeTerm>,
+}
+
+impl HostCsr {
+    fn csr(&self) -> Csr<'_> {
+        Csr {
+            starts: &self.starts,
+            terms: &self.terms,
+        }
+    }
+
+    /// Row after row of terms.
+    fn from_rows(rows: &[Vec<ShapeTerm>]) -> Self {
+        let mut starts = vec![0u32];
+        for r in rows {
+            starts.push(starts.last().unwrap() + r.len() as u32);
+        }
+        HostCsr {
+            starts,
+            terms: rows.concat(),
+        }
+    }
+}
+
+/// An assignment's values as in a PoRep partition: about half 0, 45% 1, the rest random
+/// (a fifth of those −1, i.e. r − 1).
+fn r1cs_values(rng: &mut StdRng, n: usize) -> Vec<Scalar> {
+    let mut v = scalars(rng, n);
+    for s in v.iter_mut() {
+        match rng.gen_range(0..100) {
+            0..=49 => *s = Scalar::ZERO,
+            50..=94 => *s = Scalar::ONE,
+            95 => *s = -Scalar::ONE,
+            _ => {}
+        }
+    }
+    v
+}
+
+/// The coefficient table: ONE, −1, then random ones (`n` in all, at least 2).
+fn r1cs_coeffs(rng: &mut StdRng, n: usize) -> Vec<Scalar> {
+    let mut c = vec![Scalar::ONE, -Scalar::ONE];
+    c.extend(scalars(rng, n.max(2) - 2));
+    c
+}
+
+/// A random term: an input one time in twenty, coefficient ONE 60% of the time, −1 10%.
+fn r1cs_term(rng: &mut StdRng, inputs: usize, aux: usize, coeffs: usize) -> ShapeTerm {
+    let coeff = match rng.gen_range(0..10) {
+        0..=5 => 0,
+        6 => 1,
+        _ => rng.gen_range(0..coeffs as u32),
+    };
+    if aux == 0 || rng.gen_range(0..20) == 0 {
+        ShapeTerm::input(rng.gen_range(0..inputs as u32), coeff)
+    } else {
+        ShapeTerm::aux(rng.gen_range(0..aux as u32), coeff)
+    }
+}
+
+/// A random matrix of `rows` rows: lengths 0 to 12 (the kernel's thread path), rows of 300
+/// terms (its warp path) at `long`, and edge rows near the start: row 0 empty, row 1 the first
+/// input (ONE in a Groth16 assignment) alone, row 2 −1 · (value −1) = 1 twice, row 3 a value
+/// minus itself (0), row 4 32 terms (the longest on the thread path) and row 5 33 (the
+/// shortest on the warp path).
+fn r1cs_matrix(
+    rng: &mut StdRng,
+    rows: usize,
+    long: &[usize],
+    (inputs, aux, coeffs): (usize, usize, usize),
+    minus_one_aux: u32,
+) -> HostCsr {
+    let mut m: Vec<Vec<ShapeTerm>> = (0..rows)
+        .map(|r| {
+            let len = if long.contains(&r) {
+                300
+            } else {
+                rng.gen_range(0..=12)
+            };
+            (0..len)
+                .map(|_| r1cs_term(rng, inputs, aux, coeffs))
+                .collect()
+        })
+        .collect();
+    let edge: [Vec<ShapeTerm>; 6] = [
+        vec![],
+        vec![ShapeTerm::input(0, 0)],
+        vec![ShapeTerm::aux(minus_one_aux, 1); 2],
+        vec![
+            ShapeTerm::aux(minus_one_aux, 0),
+            ShapeTerm::aux(minus_one_aux, 1),
+        ],
+        (0..32)
+            .map(|_| r1cs_term(rng, inputs, aux, coeffs))
+            .collect(),
+        (0..33)
+            .map(|_| r1cs_term(rng, inputs, aux, coeffs))
+            .collect(),
+    ];
+    for (r, e) in edge.into_iter().enumerate().take(rows) {
+        m[r] = e;
+    }
+    HostCsr::from_rows(&m)
+}
+
+/// Σ coeffs[t.coeff] · value(t.var) per row, on the host with blstrs.
+fn cpu_rows(m: &HostCsr, coeffs: &[Scalar], input: &[Scalar], aux: &[Scalar]) -> Vec<Scalar> {
+    m.starts
+        .par_windows(2)
+        .map(|w| cpu_row(&m.terms[w[0] as usize..w[1] as usize], coeffs, input, aux))
+        .collect()
+}
+
+fn cpu_row(terms: &[ShapeTerm], coeffs: &[Scalar], input: &[Scalar], aux: &[Scalar]) -> Scalar {
+    terms
+        .iter()
+        .map(|t| {
+            let v = if t.var & INPUT_BIT != 0 {
+                input[(t.var & !INPUT_BIT) as usize]
+            } else {
+                aux[t.var as usize]
+            };
+            coeffs[t.coeff as usize] * v
+        })
+        .sum()
+}
+
+/// A, B and C evaluated on the device from a resident shape, against blstrs on the host:
+/// shapes of 0 rows to more than a thousand blocks, long rows alone, several in one warp, a
+/// whole warp of them and in the last, partial warp; the edge rows of [`r1cs_matrix`]; one
+/// shape evaluated on several assignments, through host and device vectors. Shapes and
+/// assignments that do not fit are typed errors.
+#[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
+fn r1cs_rows_match_cpu() {
+    let gpu = raw_gpu();
+    let mut rng = fresh_rng();
+    for (rows, inputs, aux, coeffs) in [
+        (0usize, 1usize, 0usize, 1usize),
+        (1, 1, 0, 2),
+        (6, 2, 10, 3),
+        (31, 2, 50, 40),
+        (1000, 5, 3000, 200),
+        (100_003, 20, 150_000, 1500),
+    ] {
+        // Long rows: isolated, at a warp's first and last lane, two and three in one warp, a
+        // whole warp of them (rows 64..96), and the last row (in a partial warp when rows is
+        // not a multiple of 32).
+        let mut long: Vec<usize> = [7, 31, 32, 40, 41, 50, 51, 52, 999, rows.saturating_sub(1)]
+            .into_iter()
+            .chain(64..96)
+            .chain((0..rows / 5000).map(|_| rng.gen_range(0..rows.max(1))))
+            .filter(|&r| r >= 6 && r < rows)
+            .collect();
+        long.sort_unstable();
+        let c = r1cs_coeffs(&mut rng, coeffs);
+        let mut input = r1cs_values(&mut rng, inputs);
+        input[0] = Scalar::ONE;
+        let mut a_vals = r1cs_values(&mut rng, aux);
+        let minus_one = if aux > 0 {
+            let k = rng.gen_range(0..aux);
+            a_vals[k] = -Scalar::ONE;
+            k as u32
+        } else {
+            0
+        };
+        let dims = (inputs, aux, coeffs.max(2));
+        // Without aux variables the edge rows that use one are left out (rows < 2).
+        let mats: Vec<HostCsr> = (0..3)
+            .map(|_| r1cs_matrix(&mut rng, rows, &long, dims, minus_one))
+            .collect();
+        let shape = DeviceShape::upload(&gpu, mats[0].csr(), mats[1].csr(), mats[2].csr(), &c)
+            .expect("upload the shape");
+        // A matrix without terms holds a buffer of one byte for them.
+        let held: usize = mats
+            .iter()
+            .map(|m| 4 * m.starts.len() + (8 * m.terms.len()).max(1))
+            .sum::<usize>()
+            + 32 * c.len();
+        assert_eq!(
+            shape.device_bytes(),
+            held as u64,
+            "bytes held for {rows} rows"
+        );
+        assert_eq!(shape.rows(), rows);
+        for round in 0..2 {
+            if round == 1 {
+                // Another assignment on the same shape.
+                a_vals = r1cs_values(&mut rng, aux);
+                input = r1cs_values(&mut rng, inputs);
+            }
+            let got = shape
+                .evaluate_host(&gpu, &input, &a_vals)
+                .expect("evaluate");
+            for (k, m) in mats.iter().enumerate() {
+                let want = cpu_rows(m, &c, &input, &a_vals);
+                assert_eq!(got[k].len(), rows);
+                if let Some(r) = (0..rows).find(|&r| got[k][r] != want[r]) {
+                    panic!(
+                        "{} row {r} of {rows} ({} terms), round {round}: got {:?}, want {:?}",
+                        ["A", "B", "C"][k],
+                        m.starts[r + 1] - m.starts[r],
+                        got[k][r],
+                        want[r]
+                    );
+                }
+            }
+        }
+        // From device vectors, into buffers longer than the rows (the tail left alone).
+        let (din, daux) = (
+            r1cs::upload_scalars(&gpu, &input).unwrap(),
+            r1cs::upload_scalars(&gpu, &a_vals).unwrap(),
+        );
+        let (a, b, cc) = shape.evaluate(&gpu, &din, &daux).expect("evaluate");
+        for (k, buf) in [a, b, cc].iter().enumerate() {
+            let got = r1cs::download_scalars(&gpu, buf, rows).unwrap();
+            assert!(
+                got == cpu_rows(&mats[k], &c, &input, &a_vals),
+                "device vectors, matrix {k} of {rows} rows"
+            );
+        }
+        let mut outs: Vec<_> = (0..3)
+            .map(|_| r1cs::upload_scalars(&gpu, &vec![Scalar::from(7u64); rows + 3]).unwrap())
+            .collect();
+        let [o0, o1, o2] = &mut outs[..] else {
+            unreachable!()
+        };
+        shape
+            .evaluate_into(&gpu, &din, &daux, [o0, o1, o2])
+            .expect("evaluate into");
+        let got = r1cs::download_scalars(&gpu, &outs[2], rows + 3).unwrap();
+        assert!(got[..rows] == cpu_rows(&mats[2], &c, &input, &a_vals)[..]);
+        assert!(got[rows..].iter().all(|s| *s == Scalar::from(7u64)), "tail");
+        // An assignment shorter than the shape's indices is refused, not read past.
+        if shape.min_aux() > 0 {
+            let err = shape.evaluate_host(&gpu, &input, &a_vals[..shape.min_aux() - 1]);
+            assert!(matches!(err, Err(GpuError::Input(_))), "{rows}: {err:?}");
+            let short = r1cs::upload_scalars(&gpu, &a_vals[..shape.min_aux() - 1]).unwrap();
+            let err = shape.evaluate(&gpu, &din, &short);
+            assert!(
+                matches!(err, Err(GpuError::Input(_))),
+                "{rows}: device vector"
+            );
+        }
+        if rows > 1 {
+            let [o0, o1, _] = &mut outs[..] else {
+                unreachable!()
+            };
+            let mut small = gpu.alloc(32 * (rows - 1)).unwrap();
+            let err = shape.evaluate_into(&gpu, &din, &daux, [o0, o1, &mut small]);
+            assert!(matches!(err, Err(GpuError::Input(_))), "short output");
+        }
+    }
+    // A term whose coefficient is past the table is refused before anything runs.
+    let m = HostCsr::from_rows(&[vec![ShapeTerm::aux(0, 2)]]);
+    let err = DeviceShape::upload(&gpu, m.csr(), m.csr(), m.csr(), &[Scalar::ONE, Scalar::ONE]);
+    assert!(matches!(err, Err(GpuError::Input(_))), "bad coefficient");
+    // So is a shape used with another device handle.
+    let other = raw_gpu();
+    let m = HostCsr::from_rows(&[vec![ShapeTerm::aux(0, 0)]]);
+    let shape = DeviceShape::upload(&gpu, m.csr(), m.csr(), m.csr(), &[Scalar::ONE]).unwrap();
+    let v = r1cs::upload_scalars(&other, &[Scalar::ONE]).unwrap();
+    assert!(
+        matches!(shape.evaluate(&other, &v, &v), Err(GpuError::Input(_))),
+        "another handle"
+    );
+}
+
+/// Rows of each matrix of a 32 GiB PoRep partition, and (about) its aux variables.
+const PARTITION_ROWS: usize = 130_278_869;
+const PARTITION_AUX: usize = 130_000_000;
+/// Rows generated from one seed, in parallel.
+const GEN_ROWS: usize = 1 << 16;
+
+/// A synthetic matrix with a partition's size and (assumed) statistics: row lengths 0 to 8,
+/// 1.83 terms on average (about 717 M terms over A, B and C, the partition has ~724 M), a row
+/// of 300 terms every 2^16; coefficient ONE 70% of the time, −1 10%, else one of 1,500; an
+/// input one term in a thousand. `local`: aux indices within ±512 of the row's proportional
+/// position (99%; 1% anywhere), as synthesis order tends to place a constraint's variables;
+/// otherwise uniform over the aux vector, the worst case for the gathers.
+fn partition_matrix(seed: u64, local: bool, inputs: u32, coeffs: u32) -> HostCsr {
+    const LENGTHS: [(u32, u16); 6] = [(17, 0), (52, 1), (77, 2), (87, 3), (96, 4), (100, 8)];
+    let rows = PARTITION_ROWS;
+    let chunk_rng = |k: usize| StdRng::seed_from_u64(seed.wrapping_mul(0x9e37_79b9) ^ k as u64);
+    let lengths: Vec<Vec<u16>> = (0..rows.div_ceil(GEN_ROWS))
+        .into_par_iter()
+        .map(|k| {
+            let mut rng = chunk_rng(k);
+            (k * GEN_ROWS..rows.min((k + 1) * GEN_ROWS))
+                .map(|r| {
+                    if r % GEN_ROWS == 12_345 {
+                        return 300;
+                    }
+                    let u = rng.gen_range(0..100);
+                    LENGTHS.iter().find(|(p, _)| u < *p).map_or(0, |l| l.1)
+                })
+                .collect()
+        })
+        .collect();
+    let mut starts = Vec::with_capacity(rows + 1);
+    starts.push(0u32);
+    for l in lengths.iter().flatten() {
+        starts.push(starts.last().unwrap() + *l as u32);
+    }
+    let mut terms = vec![ShapeTerm::default(); *starts.last().unwrap() as usize];
+    let mut parts = Vec::new();
+    let mut rest = &mut terms[..];
+    for k in 0..lengths.len() {
+        let (from, to) = (k * GEN_ROWS, rows.min((k + 1) * GEN_ROWS));
+        let (part, tail) = rest.split_at_mut((starts[to] - starts[from]) as usize);
+        parts.push(part);
+        rest = tail;
+    }
+    parts.into_par_iter().enumerate().for_each(|(k, part)| {
+        let mut rng = chunk_rng(k ^ (1 << 40));
+        let mut out = part.iter_mut();
+        for (i, &len) in lengths[k].iter().enumerate() {
+            let center = ((k * GEN_ROWS + i) as u64 * PARTITION_AUX as u64 / rows as u64) as i64;
+            for _ in 0..len {
+                let coeff = match rng.gen_range(0..10) {
+                    0..=6 => 0,
+                    7 => 1,
+                    _ => rng.gen_range(2..coeffs),
+                };
+                let t = if rng.gen_range(0..1000) == 0 {
+                    ShapeTerm::input(rng.gen_range(0..inputs), coeff)
+                } else if local && rng.gen_range(0..100) != 0 {
+                    let v = (center + rng.gen_range(-512..512)).clamp(0, PARTITION_AUX as i64 - 1);
+                    ShapeTerm::aux(v as u32, coeff)
+                } else {
+                    ShapeTerm::aux(rng.gen_range(0..PARTITION_AUX as u32), coeff)
+                };
+                *out.next().unwrap() = t;
+            }
+        }
+    });
+    HostCsr { starts, terms }
+}
+
+/// The kernel's time at a 32 GiB partition's size, to check the prediction in
+/// docs/gpu-notes.md ("R1CS rows on the device"): a synthetic shape (see [`partition_matrix`])
+/// with local and with uniform aux indices, an assignment of 51% zeros and 47% ones; three
+/// matrices evaluated, median of 5 after a warm-up, printed; 2,000 sampled rows of each
+/// matrix checked against blstrs. For a clean time run it alone:
+/// `gpu_kernels --include-ignored --exact r1cs_rows_at_partition_scale --nocapture`. Needs
+/// about 12 GB of host memory and 25 GB on the device.
+#[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
+fn r1cs_rows_at_partition_scale() {
+    let gpu = raw_gpu();
+    let mut rng = fresh_rng();
+    let (n_inputs, n_coeffs) = (32u32, 1500u32);
+    let coeffs = r1cs_coeffs(&mut rng, n_coeffs as usize);
+    let mut input = r1cs_values(&mut rng, n_inputs as usize);
+    input[0] = Scalar::ONE;
+    let seed: u64 = rng.gen();
+    let mut aux = vec![Scalar::ZERO; PARTITION_AUX];
+    aux.par_chunks_mut(GEN_ROWS).enumerate().for_each(|(k, c)| {
+        let mut r = StdRng::seed_from_u64(seed ^ k as u64);
+        for s in c.iter_mut() {
+            *s = match r.gen_range(0..100) {
+                0..=50 => Scalar::ZERO,
+                51..=97 => Scalar::ONE,
+                _ => Scalar::random(&mut r),
+            };
+        }
+    });
+    let din = r1cs::upload_scalars(&gpu, &input).unwrap();
+    let daux = r1cs::upload_scalars(&gpu, &aux).unwrap();
+    let rows = PARTITION_ROWS;
+    let mut outs: Vec<_> = (0..3).map(|_| gpu.alloc(rows * 32).unwrap()).collect();
+    for local in [true, false] {
+        let t = std::time::Instant::now();
+        let mats: Vec<HostCsr> = (0..3)
+            .map(|k| partition_matrix(seed ^ (k + 1), local, n_inputs, n_coeffs))
+            .collect();
+        let gen_s = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let shape = DeviceShape::upload(&gpu, mats[0].csr(), mats[1].csr(), mats[2].csr(), &coeffs)
+            .expect("upload the shape");
+        let upload_s = t.elapsed().as_secs_f64();
+        let mut ms = Vec::new();
+        for run in 0..6 {
+            let [o0, o1, o2] = &mut outs[..] else {
+                unreachable!()
+            };
+            let t = std::time::Instant::now();
+            shape
+                .evaluate_into(&gpu, &din, &daux, [o0, o1, o2])
+                .expect("evaluate");
+            gpu.sync().unwrap();
+            if run > 0 {
+                ms.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        ms.sort_by(f64::total_cmp);
+        let terms: usize = shape.terms().iter().sum();
+        // What must move at least (shape, outputs, the assignment read once) and what moves
+        // when no gather hits the cache (a 32-byte value per term instead).
+        let least = shape.device_bytes() as f64 + (3 * rows * 32 + PARTITION_AUX * 32) as f64;
+        let most = least - (PARTITION_AUX * 32) as f64 + (terms * 32) as f64;
+        println!(
+            "r1cs rows at partition scale, {} aux indices: {rows} rows, {terms} terms \
+             (A {} B {} C {}), shape {:.2} GB (generated in {gen_s:.1} s, uploaded in \
+             {upload_s:.2} s); evaluate A, B, C: median {:.2} ms (min {:.2}, max {:.2}); \
+             {:.1}–{:.1} GB to move, {:.2}–{:.2} TB/s",
+            if local { "local" } else { "uniform" },
+            shape.terms()[0],
+            shape.terms()[1],
+            shape.terms()[2],
+            shape.device_bytes() as f64 / 1e9,
+            ms[2],
+            ms[0],
+            ms[4],
+            least / 1e9,
+            most / 1e9,
+            least / ms[2] / 1e9,
+            most / ms[2] / 1e9,
+        );
+        for (k, m) in mats.iter().enumerate() {
+            for _ in 0..2000 {
+                let r = rng.gen_range(0..rows);
+                let mut got = [Scalar::ZERO];
+                gpu.download_at(&outs[k], r * 32, cuzk::gpu::ntt::scalar_bytes_mut(&mut got))
+                    .unwrap();
+                let t = &m.terms[m.starts[r] as usize..m.starts[r + 1] as usize];
+                assert_eq!(got[0], cpu_row(t, &coeffs, &input, &aux), "row {r} of {k}");
+            }
         }
     }
 }

@@ -25,6 +25,7 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("compact.cu", include_str!("../../cuda/compact.cu")),
     ("msm.cu", include_str!("../../cuda/msm.cu")),
     ("batch_add.cu", include_str!("../../cuda/batch_add.cu")),
+    ("r1cs.cu", include_str!("../../cuda/r1cs.cu")),
     // Test kernels only (tests/gpu_kernels.rs): not in the daemon's cubin.
     #[cfg(feature = "scaffolding")]
     ("selftest.cu", include_str!("../../cuda/selftest.cu")),

@@ -70,6 +70,7 @@ const KERNELS: &[&str] = &[
     "msm_to_jacobian_g2",
     "batch_add_g1",
     "batch_add_g2",
+    "r1cs_rows",
     #[cfg(feature = "scaffolding")]
     "selftest_fp",
     #[cfg(feature = "scaffolding")]

@@ -8,6 +8,7 @@
 //! * [`compile`]: NVRTC → cubin for the device's architecture, cached on disk.
 //! * [`device`]: device discovery, context, stream, buffers, kernel launches.
 //! * [`ntt`], [`msm`]: host drivers of the kernels.
+//! * [`r1cs`]: an R1CS shape kept on the device, its A, B, C rows evaluated there.
 //! * [`GpuBackend`]: implements [`crate::prover::Backend`].
 //! * `selftest`: single field and curve operations on the device, for tests; `test_backend`:
 //!   the device for tests. Both (and the self-test kernels) are scaffolding, built only with
@@ -22,6 +23,7 @@ pub mod msm;
 pub mod ntt;
 mod options;
 pub(crate) mod pinned;
+pub mod r1cs;
 #[cfg(feature = "scaffolding")]
 mod selftest;
 

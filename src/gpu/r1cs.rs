@@ -1,0 +1,491 @@
+//! Host side of the R1CS row kernel (`cuda/r1cs.cu`): a constraint system's shape — its A, B
+//! and C matrices in CSR form and their coefficient table — kept on the device, and the rows
+//! of the three matrices evaluated there on an assignment, so that A, B and C are on the
+//! device for the quotient's transforms without a trip through host memory.
+//!
+//! [`DeviceShape`] owns the device copy, as sppark's `msm_t` owns its points: created once by
+//! [`DeviceShape::upload`] (which checks the shape first, see below), used for any number of
+//! assignments by [`DeviceShape::evaluate`] / [`DeviceShape::evaluate_into`], freed when it is
+//! dropped. For a 32 GiB PoRep partition it holds about 7.4 GB (724 M terms of 8 bytes, three
+//! row-start arrays of 130 M entries, a table of ~1,500 coefficients).
+//!
+//! The kernel reads wherever the shape's indices point, so everything an index could get wrong
+//! is checked on the host before anything runs: row starts that begin at 0, never decrease and
+//! end at the number of terms; coefficient indices inside the table, whose entry 0 must be ONE
+//! (the kernel adds the value for coefficient 0 without reading the table); and, at each
+//! evaluation, input and aux vectors long enough for the largest indices the terms use.
+//! Evaluation takes the device handle the shape was uploaded with and refuses any other: its
+//! stream is the one that ordered the uploads, and another device could not read the memory.
+
+use std::sync::Arc;
+
+use blstrs::Scalar;
+use cudarc::driver::CudaContext;
+use ff::Field;
+use rayon::prelude::*;
+
+use super::device::{DevBuf, Gpu};
+use super::ntt::{scalar_bytes, scalar_bytes_mut, FR_BYTES};
+use super::GpuError;
+
+/// Bit 31 of [`ShapeTerm::var`]: set for an input (index in the low 31 bits into the input
+/// vector), clear for an aux variable (index into the aux vector). `R1CS_INPUT_BIT` in
+/// `cuda/r1cs.cu`.
+pub const INPUT_BIT: u32 = 1 << 31;
+
+/// Threads per block of `r1cs_rows`: its register cap (`R1CS_MIN_BLOCKS`) is set for blocks
+/// of 256.
+const BLOCK: u32 = 256;
+
+/// One term of a row: `coeffs[coeff] · value(var)`. The kernel reads it as one 8-byte vector
+/// (`uint2`: x = var, y = coeff), hence `repr(C)` and the order of the fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ShapeTerm {
+    /// The variable: [`INPUT_BIT`] | input index, or an aux index (below 2^31).
+    pub var: u32,
+    /// Index into the coefficient table (0 is ONE).
+    pub coeff: u32,
+}
+
+// The byte view in `term_bytes` and the kernel's 8-byte loads depend on this layout.
+const _: () = assert!(std::mem::size_of::<ShapeTerm>() == 8);
+const _: () = assert!(std::mem::align_of::<ShapeTerm>() == 4);
+
+impl ShapeTerm {
+    /// Input `index` (below 2^31) times coefficient `coeff`.
+    pub fn input(index: u32, coeff: u32) -> Self {
+        ShapeTerm {
+            var: INPUT_BIT | index,
+            coeff,
+        }
+    }
+
+    /// Aux variable `index` (below 2^31) times coefficient `coeff`.
+    pub fn aux(index: u32, coeff: u32) -> Self {
+        ShapeTerm { var: index, coeff }
+    }
+}
+
+/// One matrix in CSR form, borrowed: row r's terms are `terms[starts[r] .. starts[r + 1]]`, so
+/// `starts` has one entry more than the matrix has rows.
+#[derive(Clone, Copy, Debug)]
+pub struct Csr<'a> {
+    /// Where each row's terms begin, then the number of terms.
+    pub starts: &'a [u32],
+    /// Every row's terms, row after row.
+    pub terms: &'a [ShapeTerm],
+}
+
+/// What a checked shape needs from an assignment: its row count and the shortest input and
+/// aux vectors its terms can be evaluated on (one past the largest index used, 0 if none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Needs {
+    rows: usize,
+    inputs: usize,
+    aux: usize,
+}
+
+const NAMES: [&str; 3] = ["A", "B", "C"];
+
+/// Most terms in one matrix: the kernel indexes terms with u32 and its warp path steps 32 past
+/// a row's last term, which must not wrap. (A 32 GiB partition has ~240 M per matrix.)
+const MAX_TERMS: usize = (u32::MAX - 64) as usize;
+
+/// Checks the three matrices and the coefficient table (see the module's documentation) and
+/// returns what the shape needs from an assignment.
+fn check_shape(mats: [Csr<'_>; 3], coeffs: &[Scalar]) -> Result<Needs, GpuError> {
+    let bad = |what: String| Err(GpuError::Input(format!("R1CS shape: {what}")));
+    match coeffs.first() {
+        None => return bad("empty coefficient table".into()),
+        Some(c) if *c != Scalar::ONE => {
+            return bad("coefficient 0 is not ONE (the kernel adds the value for it)".into())
+        }
+        Some(_) => {}
+    }
+    let Some(rows) = mats[0].starts.len().checked_sub(1) else {
+        return bad("A has no row starts (n rows have n + 1)".into());
+    };
+    // The kernel takes the row count as a u32 and reads starts[row + 1].
+    if u32::try_from(rows).is_err() {
+        return bad(format!("{rows} rows do not fit a u32"));
+    }
+    let mut needs = Needs {
+        rows,
+        inputs: 0,
+        aux: 0,
+    };
+    for (m, name) in mats.iter().zip(NAMES) {
+        if m.starts.len() != rows + 1 {
+            return bad(format!(
+                "{name} has {} row starts, A has {}",
+                m.starts.len(),
+                rows + 1
+            ));
+        }
+        if m.terms.len() > MAX_TERMS {
+            return bad(format!(
+                "{name} has {} terms, more than {MAX_TERMS}",
+                m.terms.len()
+            ));
+        }
+        if m.starts[0] != 0 {
+            return bad(format!("{name}'s first row starts at {}", m.starts[0]));
+        }
+        if m.starts[rows] as usize != m.terms.len() {
+            return bad(format!(
+                "{name}'s row starts end at {}, it has {} terms",
+                m.starts[rows],
+                m.terms.len()
+            ));
+        }
+        if let Some(r) = m.starts.par_windows(2).position_first(|w| w[0] > w[1]) {
+            return bad(format!(
+                "{name}'s row {r} starts at {} and ends at {}",
+                m.starts[r],
+                m.starts[r + 1]
+            ));
+        }
+        // One pass for the three maxima; the offending term is looked for only on failure.
+        let (inputs, aux, coeff) = m
+            .terms
+            .par_iter()
+            .fold(
+                || (0usize, 0usize, 0usize),
+                |(i, a, c), t| {
+                    let c = c.max(t.coeff as usize);
+                    if t.var & INPUT_BIT != 0 {
+                        (i.max((t.var & !INPUT_BIT) as usize + 1), a, c)
+                    } else {
+                        (i, a.max(t.var as usize + 1), c)
+                    }
+                },
+            )
+            .reduce(
+                || (0, 0, 0),
+                |x, y| (x.0.max(y.0), x.1.max(y.1), x.2.max(y.2)),
+            );
+        if !m.terms.is_empty() && coeff >= coeffs.len() {
+            let k = m
+                .terms
+                .par_iter()
+                .position_first(|t| t.coeff as usize >= coeffs.len())
+                .unwrap_or(0);
+            return bad(format!(
+                "{name}'s term {k} uses coefficient {} of a table of {}",
+                m.terms[k].coeff,
+                coeffs.len()
+            ));
+        }
+        needs.inputs = needs.inputs.max(inputs);
+        needs.aux = needs.aux.max(aux);
+    }
+    Ok(needs)
+}
+
+/// Raw bytes of u32s.
+fn u32_bytes(v: &[u32]) -> &[u8] {
+    // SAFETY: u32 has no padding, so every byte of the slice is initialised; u8 needs no
+    // alignment; the view borrows `v` for its whole life.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// Raw bytes of terms, as the kernel reads them.
+fn term_bytes(v: &[ShapeTerm]) -> &[u8] {
+    // SAFETY: ShapeTerm is repr(C) of two u32, 8 bytes with no padding (asserted above), so
+    // every byte is initialised; u8 needs no alignment; the view borrows `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// One matrix on the device.
+struct DeviceMatrix {
+    starts: DevBuf,
+    terms: DevBuf,
+    len: usize,
+}
+
+/// An R1CS shape on the device (see the module's documentation). Dropping it frees its device
+/// memory (in the order of the device's stream, after the work already issued on it).
+pub struct DeviceShape {
+    needs: Needs,
+    matrices: [DeviceMatrix; 3],
+    coeffs: DevBuf,
+    /// The context the buffers live in; evaluation refuses any other.
+    ctx: Arc<CudaContext>,
+}
+
+impl DeviceShape {
+    /// Checks the shape (typed [`GpuError::Input`] on any inconsistency, before any device
+    /// memory is taken) and copies it to the device. `coeffs[0]` must be ONE. Returns when the
+    /// copies are done (the host slices may then be dropped).
+    pub fn upload(
+        gpu: &Gpu,
+        a: Csr<'_>,
+        b: Csr<'_>,
+        c: Csr<'_>,
+        coeffs: &[Scalar],
+    ) -> Result<Self, GpuError> {
+        let needs = check_shape([a, b, c], coeffs)?;
+        let matrix = |m: Csr<'_>| -> Result<DeviceMatrix, GpuError> {
+            Ok(DeviceMatrix {
+                starts: upload_bytes(gpu, u32_bytes(m.starts))?,
+                terms: upload_bytes(gpu, term_bytes(m.terms))?,
+                len: m.terms.len(),
+            })
+        };
+        let shape = DeviceShape {
+            needs,
+            matrices: [matrix(a)?, matrix(b)?, matrix(c)?],
+            coeffs: upload_bytes(gpu, scalar_bytes(coeffs))?,
+            ctx: gpu.context(),
+        };
+        // Uploads from pinned memory return before the copy is done; the caller may free the
+        // slices once this returns.
+        gpu.sync()?;
+        Ok(shape)
+    }
+
+    /// Rows of each matrix.
+    pub fn rows(&self) -> usize {
+        self.needs.rows
+    }
+
+    /// Terms of A, B and C.
+    pub fn terms(&self) -> [usize; 3] {
+        [
+            self.matrices[0].len,
+            self.matrices[1].len,
+            self.matrices[2].len,
+        ]
+    }
+
+    /// The fewest inputs an assignment must have: one past the largest input index in the
+    /// terms.
+    pub fn min_inputs(&self) -> usize {
+        self.needs.inputs
+    }
+
+    /// The fewest aux values an assignment must have: one past the largest aux index in the
+    /// terms.
+    pub fn min_aux(&self) -> usize {
+        self.needs.aux
+    }
+
+    /// Device memory the shape holds, in bytes (a matrix without terms holds a buffer of one
+    /// byte for them).
+    pub fn device_bytes(&self) -> u64 {
+        let m: usize = self
+            .matrices
+            .iter()
+            .map(|m| m.starts.len() + m.terms.len())
+            .sum();
+        (m + self.coeffs.len()) as u64
+    }
+
+    fn check_device(&self, gpu: &Gpu) -> Result<(), GpuError> {
+        if Arc::ptr_eq(&self.ctx, &gpu.context()) {
+            Ok(())
+        } else {
+            Err(GpuError::Input(
+                "R1CS shape evaluated on another device handle than it was uploaded with".into(),
+            ))
+        }
+    }
+
+    fn check_assignment(&self, inputs: usize, aux: usize) -> Result<(), GpuError> {
+        if inputs < self.needs.inputs || aux < self.needs.aux {
+            return Err(GpuError::Input(format!(
+                "R1CS assignment of {inputs} inputs and {aux} aux values; the shape uses {} and {}",
+                self.needs.inputs, self.needs.aux
+            )));
+        }
+        Ok(())
+    }
+
+    /// A, B and C evaluated on the assignment `input`, `aux` (device vectors of Fr in
+    /// Montgomery form, from their start; a buffer's length in whole elements must cover
+    /// [`DeviceShape::min_inputs`] / [`DeviceShape::min_aux`]), written to the first
+    /// [`DeviceShape::rows`] elements of `out`'s buffers (each at least that long; the rest is
+    /// left as it was, so a caller that pads to an NTT domain zeroes the tail itself with
+    /// [`Gpu::zero_range`]). The kernels are issued on the device's stream and not waited for:
+    /// work issued after them sees the results.
+    pub fn evaluate_into(
+        &self,
+        gpu: &Gpu,
+        input: &DevBuf,
+        aux: &DevBuf,
+        out: [&mut DevBuf; 3],
+    ) -> Result<(), GpuError> {
+        self.check_device(gpu)?;
+        self.check_assignment(input.len() / FR_BYTES, aux.len() / FR_BYTES)?;
+        let rows = self.needs.rows;
+        if let Some(short) = out.iter().find(|o| o.len() < rows * FR_BYTES) {
+            return Err(GpuError::Input(format!(
+                "R1CS output buffer of {} bytes for {rows} rows",
+                short.len()
+            )));
+        }
+        for (m, o) in self.matrices.iter().zip(out) {
+            gpu.launch(
+                "r1cs_rows",
+                (rows as u64).div_ceil(BLOCK as u64),
+                BLOCK,
+                &[
+                    m.starts.ptr(),
+                    m.terms.ptr(),
+                    self.coeffs.ptr(),
+                    input.ptr(),
+                    aux.ptr(),
+                    o.ptr(),
+                    rows as u64,
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// [`DeviceShape::evaluate_into`] new buffers of [`DeviceShape::rows`] elements each:
+    /// (A, B, C) on the device.
+    pub fn evaluate(
+        &self,
+        gpu: &Gpu,
+        input: &DevBuf,
+        aux: &DevBuf,
+    ) -> Result<(DevBuf, DevBuf, DevBuf), GpuError> {
+        self.check_device(gpu)?;
+        self.check_assignment(input.len() / FR_BYTES, aux.len() / FR_BYTES)?;
+        let bytes = self.needs.rows * FR_BYTES;
+        let (mut a, mut b, mut c) = (gpu.alloc(bytes)?, gpu.alloc(bytes)?, gpu.alloc(bytes)?);
+        self.evaluate_into(gpu, input, aux, [&mut a, &mut b, &mut c])?;
+        Ok((a, b, c))
+    }
+
+    /// A, B and C on the host for a host assignment (uploaded for this call): for tests and
+    /// checks. Waits for the device.
+    pub fn evaluate_host(
+        &self,
+        gpu: &Gpu,
+        input: &[Scalar],
+        aux: &[Scalar],
+    ) -> Result<[Vec<Scalar>; 3], GpuError> {
+        self.check_assignment(input.len(), aux.len())?;
+        let (input, aux) = (upload_scalars(gpu, input)?, upload_scalars(gpu, aux)?);
+        let (a, b, c) = self.evaluate(gpu, &input, &aux)?;
+        let rows = self.needs.rows;
+        Ok([
+            download_scalars(gpu, &a, rows)?,
+            download_scalars(gpu, &b, rows)?,
+            download_scalars(gpu, &c, rows)?,
+        ])
+    }
+}
+
+/// A new device buffer holding `bytes`; for none, a buffer of one byte (a valid address that
+/// nothing reads) without a copy.
+fn upload_bytes(gpu: &Gpu, bytes: &[u8]) -> Result<DevBuf, GpuError> {
+    if bytes.is_empty() {
+        return gpu.alloc(0);
+    }
+    gpu.upload_new(bytes)
+}
+
+/// A new device vector holding `s` (a buffer of one byte when `s` is empty).
+pub fn upload_scalars(gpu: &Gpu, s: &[Scalar]) -> Result<DevBuf, GpuError> {
+    upload_bytes(gpu, scalar_bytes(s))
+}
+
+/// The first `n` elements of the device vector `buf`, on the host (waits for the device).
+pub fn download_scalars(gpu: &Gpu, buf: &DevBuf, n: usize) -> Result<Vec<Scalar>, GpuError> {
+    let mut v = vec![Scalar::ZERO; n];
+    if n > 0 {
+        gpu.download(buf, scalar_bytes_mut(&mut v))?;
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two rows: [aux 3 · ONE, input 1 · c2], [] ; coefficients ONE, −1, 5.
+    fn shape() -> (Vec<u32>, Vec<ShapeTerm>, Vec<Scalar>) {
+        (
+            vec![0, 2, 2],
+            vec![ShapeTerm::aux(3, 0), ShapeTerm::input(1, 2)],
+            vec![Scalar::ONE, -Scalar::ONE, Scalar::from(5u64)],
+        )
+    }
+
+    fn check(
+        a: (&[u32], &[ShapeTerm]),
+        b: (&[u32], &[ShapeTerm]),
+        coeffs: &[Scalar],
+    ) -> Result<Needs, GpuError> {
+        fn csr<'a>(m: (&'a [u32], &'a [ShapeTerm])) -> Csr<'a> {
+            Csr {
+                starts: m.0,
+                terms: m.1,
+            }
+        }
+        let (empty_starts, empty_terms) = (vec![0u32; a.0.len()], Vec::new());
+        check_shape([csr(a), csr(b), csr((&empty_starts, &empty_terms))], coeffs)
+    }
+
+    fn is_input_error(r: Result<Needs, GpuError>, what: &str) {
+        assert!(matches!(r, Err(GpuError::Input(_))), "{what}: {r:?}");
+    }
+
+    /// A consistent shape passes and says how long the assignment must be; a shape of no rows
+    /// needs nothing.
+    #[test]
+    fn a_consistent_shape_reports_what_it_needs() {
+        let (s, t, c) = shape();
+        let b = [ShapeTerm::aux(0, 0), ShapeTerm::aux(1, 1)];
+        let needs = check((&s, &t), (&s, &b), &c).unwrap();
+        assert_eq!(
+            needs,
+            Needs {
+                rows: 2,
+                inputs: 2,
+                aux: 4
+            }
+        );
+        let only_aux = [ShapeTerm::aux(9, 1), ShapeTerm::aux(0, 0)];
+        let needs = check((&s, &only_aux), (&s, &only_aux), &c).unwrap();
+        assert_eq!((needs.inputs, needs.aux), (0, 10));
+        let none = check((&[0], &[]), (&[0], &[]), &c).unwrap();
+        assert_eq!(
+            none,
+            Needs {
+                rows: 0,
+                inputs: 0,
+                aux: 0
+            }
+        );
+    }
+
+    /// Everything the kernel would read out of bounds on is refused with a typed error.
+    #[test]
+    fn inconsistent_shapes_are_refused() {
+        let (s, t, c) = shape();
+        is_input_error(check((&s, &t), (&s, &t), &[]), "empty table");
+        is_input_error(check((&s, &t), (&s, &t), &c[1..]), "entry 0 not ONE");
+        is_input_error(check((&[], &[]), (&[], &[]), &c), "no row starts");
+        is_input_error(check((&s, &t), (&s[..2], &t[..2]), &c), "row counts differ");
+        is_input_error(check((&[1, 2, 2], &t), (&s, &t), &c), "first start not 0");
+        is_input_error(
+            check((&[0, 2, 1], &t), (&s, &t), &c),
+            "ends before the terms",
+        );
+        is_input_error(check((&[0, 3, 2], &t), (&s, &t), &c), "a decreasing start");
+        is_input_error(
+            check((&s, &t[..1]), (&s, &t), &c),
+            "fewer terms than the starts say",
+        );
+        let bad_coeff = [ShapeTerm::aux(0, 0), ShapeTerm::aux(1, 3)];
+        is_input_error(
+            check((&s, &t), (&s, &bad_coeff), &c),
+            "coefficient out of range",
+        );
+    }
+}
