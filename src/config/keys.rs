@@ -119,9 +119,10 @@ pub static KEYS: &[KeyDoc] = &[
         default: "0",
         description: "Connections one peer uid (SO_PEERCRED) may hold at once, root \
                       included; one more is answered \"busy\" and closed, so that one user \
-                      cannot take every slot. 0: half of max_connections, rounded up. At \
-                      most max_connections; where every client runs as one user, set it to \
-                      max_connections.",
+                      cannot take every slot. 0: max_connections less an eighth (56 of \
+                      64), so that a miner running every client as one user keeps most slots \
+                      and the others still get in. At most max_connections, which turns the \
+                      limit off.",
         apply: |c, v| {
             c.socket.max_connections_per_uid = integer(v, 0, 65_536)?;
             Ok(())

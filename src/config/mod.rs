@@ -93,18 +93,19 @@ pub struct SocketConfig {
     pub allowed_gids: Vec<u32>,
     /// Connections served at once; more are answered "busy" and closed.
     pub max_connections: usize,
-    /// Connections one peer uid may hold at once, root included; 0 = half of
+    /// Connections one peer uid may hold at once, root included; 0 = all but an eighth of
     /// `max_connections` (see [`SocketConfig::per_uid_limit`]).
     pub max_connections_per_uid: usize,
 }
 
 impl SocketConfig {
-    /// Connections one peer uid may hold at once: `max_connections_per_uid`, or (0) half of
-    /// `max_connections` rounded up, so that one user cannot take every slot and lock the
-    /// others (an operator's `cuzk status`, another miner) out.
+    /// Connections one peer uid may hold at once: `max_connections_per_uid`, or (0)
+    /// `max_connections` less an eighth (rounded down, at least one): a miner that runs all
+    /// its clients as one user keeps most slots, and an eighth stays for the others (an
+    /// operator's `cuzk status`, another miner).
     pub fn per_uid_limit(&self) -> usize {
         match self.max_connections_per_uid {
-            0 => self.max_connections.div_ceil(2),
+            0 => (self.max_connections - self.max_connections / 8).max(1),
             n => n,
         }
     }
@@ -542,11 +543,15 @@ mod tests {
     #[test]
     fn connections_have_a_per_uid_limit_and_an_idle_timeout() {
         let d = Config::default();
-        assert_eq!(d.socket.per_uid_limit(), 32, "half of the 64 connections");
+        assert_eq!(
+            d.socket.per_uid_limit(),
+            56,
+            "all but an eighth of 64 connections"
+        );
         assert_eq!(d.protocol.idle_timeout, Some(Duration::from_secs(600)));
         let c =
             parse("[socket]\nmax_connections = 5\n[protocol]\nidle_timeout = \"0s\"\n").unwrap();
-        assert_eq!(c.socket.per_uid_limit(), 3, "rounded up");
+        assert_eq!(c.socket.per_uid_limit(), 5, "an eighth of 5 is none");
         assert_eq!(c.protocol.idle_timeout, None, "0s: never");
         assert_eq!(parse(&c.to_toml()).unwrap(), c);
         let one = parse("[socket]\nmax_connections = 1\n").unwrap();
