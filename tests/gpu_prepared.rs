@@ -15,9 +15,12 @@ use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk::gpu::device::Gpu;
 use cuzk::gpu::{test_backend, GpuBackend, GpuOptions};
 use cuzk::proofs::{registry, ProofKind, ProvingService};
-use cuzk::prover::{prove_with_randomness, Backend, Partition, PinnedPool};
+use cuzk::prover::{
+    prove_with_randomness, prove_witness_with_randomness, Backend, Partition, PinnedPool,
+    WitnessPartition,
+};
 use cuzk::srs::load_srs;
-use cuzk::synth::synthesize;
+use cuzk::synth::{record_shape, synthesize};
 use ff::Field;
 use group::{Curve, Group};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -125,6 +128,14 @@ fn prepared_proofs_equal_bellpersons() {
             .unwrap()
             .0;
             assert_eq!(ours, theirs, "{steps} steps, round {round}");
+            // From a recorded shape and a witness alone: A, B and C evaluated on the device.
+            let (shape, witness) = record_shape(circuit.clone()).unwrap();
+            let w = WitnessPartition::new(witness, Arc::new(shape)).unwrap();
+            assert!(prepared.evaluates_shapes());
+            let ours = prove_witness_with_randomness(prepared.as_ref(), w, r, s)
+                .unwrap()
+                .0;
+            assert_eq!(ours, theirs, "{steps} steps, round {round}, from the shape");
         }
         // From page-locked copies (the daemon's proving.pinned_memory): uploaded by DMA, the
         // same proof. The blocks are portable: another context sees them as pinned too.

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
@@ -19,12 +19,14 @@ use group::Group;
 use super::device::{DevBuf, DeviceInfo, Gpu};
 use super::msm::{self, Curve};
 use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
+use super::r1cs::{self, DeviceShape};
 use super::{GpuError, GpuOptions};
 use crate::prover::{
     count_set, dense, Backend, HostAllocator, PreparedSrs, ProverError, Scalars, Witness,
     WitnessSums,
 };
 use crate::srs::Srs;
+use crate::synth::R1cs;
 
 /// A query of a parameter set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -118,6 +120,9 @@ pub(super) struct State {
     resident: HashMap<u64, Arc<AtomicU64>>,
     /// NTT tables per log2 domain size.
     domains: HashMap<u32, Domain>,
+    /// Recorded shapes on the device, each with the host shape it copies; dropped when that
+    /// is gone (its parameter set evicted) or to make room.
+    shapes: Vec<(Weak<R1cs>, DeviceShape)>,
     /// The id of the next set.
     next_set: u64,
 }
@@ -226,9 +231,82 @@ impl State {
     /// domain's twiddle table is 2 GiB; the tables are rebuilt in milliseconds when next
     /// needed). Returns whether anything was freed.
     fn evict_except(&mut self, keep: Option<&SlotKey>) -> bool {
-        let tables = self.domains.len();
+        let tables = self.domains.len() + self.shapes.len();
         self.domains.clear();
+        self.shapes.clear();
         self.drop_bases(|k| Some(k) != keep) + tables > 0
+    }
+
+    /// Copies `shape` to the device unless it is there (dropping the copies of shapes whose
+    /// host shape is gone); where that runs out of memory, the other resident points, the
+    /// NTT tables and the other shapes go first and it is tried once more.
+    fn ensure_shape(&mut self, shape: &Arc<R1cs>, keep: &SlotKey) -> Result<(), GpuError> {
+        self.shapes.retain(|(host, _)| host.strong_count() > 0);
+        if self.shape(shape).is_some() {
+            return Ok(());
+        }
+        fn csr(m: &crate::synth::Matrix) -> r1cs::Csr<'_> {
+            r1cs::Csr {
+                starts: &m.starts,
+                terms: &m.terms,
+            }
+        }
+        let upload = |gpu: &Gpu| {
+            DeviceShape::upload(
+                gpu,
+                csr(&shape.a),
+                csr(&shape.b),
+                csr(&shape.c),
+                shape.coeffs(),
+            )
+        };
+        let copy = match upload(&self.gpu) {
+            Err(e) if e.is_out_of_memory() && self.evict_except(Some(keep)) => upload(&self.gpu)?,
+            r => r?,
+        };
+        self.shapes.push((Arc::downgrade(shape), copy));
+        Ok(())
+    }
+
+    /// The device's copy of `shape`, if it has one.
+    fn shape(&self, shape: &Arc<R1cs>) -> Option<&DeviceShape> {
+        self.shapes
+            .iter()
+            .find(|(host, _)| std::ptr::eq(host.as_ptr(), Arc::as_ptr(shape)))
+            .map(|(_, copy)| copy)
+    }
+
+    /// The quotient's m coefficients in a device buffer, A, B and C evaluated on the device
+    /// from `shape` (made resident by [`State::ensure_shape`]) and the assignment.
+    fn quotient_from_shape(
+        &mut self,
+        shape: &Arc<R1cs>,
+        input: &[Scalar],
+        aux: &[Scalar],
+    ) -> Result<DevBuf, GpuError> {
+        let n = shape.num_constraints();
+        let m = domain_size(n);
+        self.domain(m.trailing_zeros())?;
+        let (Some(copy), Some(d)) = (self.shape(shape), self.domains.get(&m.trailing_zeros()))
+        else {
+            return Err(GpuError::Input("shape or domain not resident".into()));
+        };
+        let gpu = &self.gpu;
+        let input = gpu.upload_new(scalar_bytes(input))?;
+        let aux = gpu.upload_new(scalar_bytes(aux))?;
+        let mut bufs = [
+            gpu.alloc(m * FR_BYTES)?,
+            gpu.alloc(m * FR_BYTES)?,
+            gpu.alloc(m * FR_BYTES)?,
+            gpu.alloc(m * FR_BYTES)?,
+        ];
+        {
+            let [a, b, c, _] = &mut bufs;
+            copy.evaluate_into(gpu, &input, &aux, [a, b, c])?;
+        }
+        // Freed in the stream's order, after the evaluation: room for the transforms.
+        drop((input, aux));
+        d.quotient_from_device(gpu, bufs, n)
     }
 
     fn domain(&mut self, lg: u32) -> Result<&Domain, GpuError> {
@@ -292,6 +370,8 @@ impl Drop for SetGuard {
         // points must go either way.
         let mut s = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         let id = self.id;
+        // The points are freed in the device's context whichever thread drops the set.
+        let _ = s.gpu.bind();
         s.drop_bases(|k| k.set == id);
         s.resident.remove(&id);
         // Freed memory returns to the driver at the next synchronization (CUDA's stream-ordered
@@ -329,10 +409,16 @@ impl Shared {
             t.busy = true;
         }
         match self.state.lock() {
-            Ok(state) => Ok(DeviceGuard {
-                state,
-                shared: self,
-            }),
+            Ok(state) => {
+                let guard = DeviceGuard {
+                    state,
+                    shared: self,
+                };
+                // Whatever this thread drops on the device from here on is freed in the
+                // device's context (see `Gpu::bind`).
+                guard.gpu.bind()?;
+                Ok(guard)
+            }
             Err(_) => {
                 self.end_turn();
                 Err(GpuError::Cuda {
@@ -374,6 +460,37 @@ impl Shared {
         let parts = match run(&mut s) {
             // The inputs are still on the host: after freeing the other resident points and
             // the NTT tables, once more (as in the separate quotient and MSM).
+            Err(e) if e.is_out_of_memory() && s.evict_except(Some(&h.key)) => run(&mut s),
+            r => r,
+        }?;
+        Ok(msm::finish_g1(&parts))
+    }
+
+    /// [`Shared::h_sum`] with A, B and C evaluated on the device from `shape` and the
+    /// assignment: nothing of them crosses the bus but the assignment.
+    fn h_sum_shaped(
+        &self,
+        shape: &Arc<R1cs>,
+        input: &[Scalar],
+        aux: &[Scalar],
+        h: &Points<'_>,
+    ) -> Result<G1Projective, GpuError> {
+        let m = domain_size(shape.num_constraints());
+        if h.n != m - 1 {
+            return Err(GpuError::Input(format!(
+                "{} H bases for a domain of {m}",
+                h.n
+            )));
+        }
+        let run = |s: &mut State| -> Result<msm::MsmParts, GpuError> {
+            s.ensure_shape(shape, &h.key)?;
+            let hs = s.quotient_from_shape(shape, input, aux)?;
+            msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)
+        };
+        let mut s = self.lock()?;
+        s.ensure(h)?;
+        let parts = match run(&mut s) {
+            // Everything else goes (the shape is copied again), then once more.
             Err(e) if e.is_out_of_memory() && s.evict_except(Some(&h.key)) => run(&mut s),
             r => r,
         }?;
@@ -575,6 +692,7 @@ impl GpuBackend {
                     bases: HashMap::new(),
                     resident: HashMap::new(),
                     domains: HashMap::new(),
+                    shapes: Vec::new(),
                     next_set: 0,
                 }),
                 turn: Mutex::new(Turn::default()),
@@ -919,6 +1037,27 @@ impl PreparedSrs for GpuPrepared {
 
     fn witness_sums(&self, w: Witness) -> Result<WitnessSums, ProverError> {
         Ok(self.witness(w)?)
+    }
+
+    fn evaluates_shapes(&self) -> bool {
+        true
+    }
+
+    fn h_sum_shaped(
+        &self,
+        shape: &Arc<R1cs>,
+        input: &[Scalar],
+        aux: &[Scalar],
+    ) -> Result<G1Projective, ProverError> {
+        let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
+        let t = Instant::now();
+        let sum = self.set.shared.h_sum_shaped(shape, input, aux, &h)?;
+        tracing::trace!(
+            msm = "h",
+            ms = t.elapsed().as_millis() as u64,
+            "msm done (shaped)"
+        );
+        Ok(sum)
     }
 
     fn device_bytes(&self) -> u64 {

@@ -321,6 +321,14 @@ impl Gpu {
         self.ctx.clone()
     }
 
+    /// Makes this context the calling thread's current one. cudarc binds it for the calls it
+    /// makes, but not for the frees of dropped buffers: a thread whose first device work is
+    /// dropping one would free it outside any context (`CUDA_ERROR_INVALID_CONTEXT`, reported
+    /// by the next call).
+    pub fn bind(&self) -> Result<(), GpuError> {
+        self.ctx.bind_to_thread().ctx("cuCtxSetCurrent")
+    }
+
     /// Free and total device memory in bytes.
     pub fn mem_info(&self) -> Result<(usize, usize), GpuError> {
         self.ctx.mem_get_info().ctx("cuMemGetInfo")

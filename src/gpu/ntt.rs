@@ -350,6 +350,32 @@ impl Domain {
         Ok(h)
     }
 
+    /// [`Domain::quotient_from_host`] for A, B and C already on the device: the first `n`
+    /// values of `bufs[0..3]` (each a whole domain long; their tails are zeroed here),
+    /// `bufs[3]` a domain-long scratch buffer. H's coefficients come back in `bufs[0]`.
+    pub fn quotient_from_device(
+        &self,
+        gpu: &Gpu,
+        mut bufs: [DevBuf; 4],
+        n: usize,
+    ) -> Result<DevBuf, GpuError> {
+        let m = self.size();
+        if n > m || bufs.iter().any(|b| b.len() < m * FR_BYTES) {
+            return Err(GpuError::Input(format!(
+                "A, B, C of {n} values in buffers of {:?} bytes for a domain of {m}",
+                bufs.iter().map(DevBuf::len).collect::<Vec<_>>()
+            )));
+        }
+        for v in 0..3 {
+            let (vs, scratch) = bufs.split_at_mut(3);
+            gpu.zero_range(&mut vs[v], n * FR_BYTES, (m - n) * FR_BYTES)?;
+            self.to_coset(gpu, &mut vs[v], &mut scratch[0])?;
+        }
+        self.quotient_on_coset(gpu, &mut bufs)?;
+        let [h, ..] = bufs;
+        Ok(h)
+    }
+
     /// Evaluations on H → coefficients times g^i/n (the polynomial of the coset) → evaluations
     /// on gH, in place (through `scratch`).
     fn to_coset(&self, gpu: &Gpu, v: &mut DevBuf, scratch: &mut DevBuf) -> Result<(), GpuError> {

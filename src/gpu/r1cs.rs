@@ -37,35 +37,15 @@ pub const INPUT_BIT: u32 = 1 << 31;
 /// of 256.
 const BLOCK: u32 = 256;
 
-/// One term of a row: `coeffs[coeff] · value(var)`. The kernel reads it as one 8-byte vector
-/// (`uint2`: x = var, y = coeff), hence `repr(C)` and the order of the fields.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ShapeTerm {
-    /// The variable: [`INPUT_BIT`] | input index, or an aux index (below 2^31).
-    pub var: u32,
-    /// Index into the coefficient table (0 is ONE).
-    pub coeff: u32,
-}
+/// One term of a row: `coeffs[coeff] · value(var)`: the recorded shape's own term type. The
+/// kernel reads it as one 8-byte vector (`uint2`: x = var, y = coeff), hence `repr(C)` and
+/// the order of its fields.
+pub use crate::synth::Term as ShapeTerm;
 
 // The byte view in `term_bytes` and the kernel's 8-byte loads depend on this layout.
 const _: () = assert!(std::mem::size_of::<ShapeTerm>() == 8);
 const _: () = assert!(std::mem::align_of::<ShapeTerm>() == 4);
-
-impl ShapeTerm {
-    /// Input `index` (below 2^31) times coefficient `coeff`.
-    pub fn input(index: u32, coeff: u32) -> Self {
-        ShapeTerm {
-            var: INPUT_BIT | index,
-            coeff,
-        }
-    }
-
-    /// Aux variable `index` (below 2^31) times coefficient `coeff`.
-    pub fn aux(index: u32, coeff: u32) -> Self {
-        ShapeTerm { var: index, coeff }
-    }
-}
+const _: () = assert!(INPUT_BIT == crate::synth::INPUT);
 
 /// One matrix in CSR form, borrowed: row r's terms are `terms[starts[r] .. starts[r + 1]]`, so
 /// `starts` has one entry more than the matrix has rows.

@@ -89,6 +89,28 @@ pub trait PreparedSrs: Send + Sync {
         })
     }
 
+    /// Whether this backend evaluates a recorded shape's A, B and C itself
+    /// ([`PreparedSrs::h_sum_shaped`]); otherwise the caller evaluates them on the host.
+    fn evaluates_shapes(&self) -> bool {
+        false
+    }
+
+    /// [`PreparedSrs::h_sum`] of a partition given by its circuit's recorded shape and its
+    /// assignment (`input`, ONE first, and `aux`, of the shape's lengths): A, B and C are
+    /// evaluated where the sum is computed (on a device: no host copy of them, and no upload).
+    /// Called only where [`PreparedSrs::evaluates_shapes`].
+    fn h_sum_shaped(
+        &self,
+        shape: &Arc<crate::synth::R1cs>,
+        input: &[Scalar],
+        aux: &[Scalar],
+    ) -> Result<G1Projective, ProverError> {
+        let _ = (shape, input, aux);
+        Err(ProverError::Device(
+            "this backend does not evaluate recorded shapes".into(),
+        ))
+    }
+
     /// Bytes of this set's points held on a device now (0 on the CPU), for Status. A device
     /// that ran short of memory may have dropped some of them; they go up again when used.
     fn device_bytes(&self) -> u64 {

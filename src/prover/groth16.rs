@@ -8,7 +8,10 @@ use ff::Field;
 use group::{prime::PrimeCurveAffine, Curve};
 use rand_core::OsRng;
 
-use super::{count_set, PinnedPool, PreparedSrs, ProverError, Scalars, Witness, WitnessSums};
+use super::{
+    count_set, PinnedPool, PreparedSrs, ProverError, Scalars, Witness, WitnessPartition,
+    WitnessSums,
+};
 use crate::srs::Srs;
 use crate::synth::Synthesized;
 
@@ -104,14 +107,31 @@ pub fn prove(
 /// another circuit's parameters give a clear error instead of a wrong proof. Returns the
 /// number of inputs the B queries use.
 fn check_shape(srs: &Srs, c: &Partition, domain: usize) -> Result<usize, ProverError> {
-    let n_in = c.input.len();
-    let a_len = n_in + count_set(&c.a_aux_density);
-    let b_in = count_set(&c.b_input_density);
-    let b_len = b_in + count_set(&c.b_aux_density);
+    check_lengths(
+        srs,
+        c.input.len(),
+        c.aux.len(),
+        [&c.a_aux_density, &c.b_input_density, &c.b_aux_density],
+        domain,
+    )
+}
+
+/// [`check_shape`] from the lengths: inputs, aux variables, the densities (A aux, B input,
+/// B aux) and the domain.
+fn check_lengths(
+    srs: &Srs,
+    n_in: usize,
+    n_aux: usize,
+    [a_aux, b_input, b_aux]: [&[bool]; 3],
+    domain: usize,
+) -> Result<usize, ProverError> {
+    let a_len = n_in + count_set(a_aux);
+    let b_in = count_set(b_input);
+    let b_len = b_in + count_set(b_aux);
     let checks = [
         ("ic", srs.vk.ic.len(), n_in),
         ("h", srs.h.len(), domain - 1),
-        ("l", srs.l.len(), c.aux.len()),
+        ("l", srs.l.len(), n_aux),
         ("a", srs.a.len(), a_len),
         ("b_g1", srs.b_g1.len(), b_len),
         ("b_g2", srs.b_g2.len(), b_len),
@@ -128,9 +148,9 @@ fn check_shape(srs: &Srs, c: &Partition, domain: usize) -> Result<usize, ProverE
     }
     // The densities must cover their variables too: the backends select by them.
     let densities = [
-        ("A aux density", c.a_aux_density.len(), c.aux.len()),
-        ("B aux density", c.b_aux_density.len(), c.aux.len()),
-        ("B input density", c.b_input_density.len(), n_in),
+        ("A aux density", a_aux.len(), n_aux),
+        ("B aux density", b_aux.len(), n_aux),
+        ("B input density", b_input.len(), n_in),
     ];
     for (what, left, right) in densities {
         if left != right {
@@ -143,6 +163,57 @@ fn check_shape(srs: &Srs, c: &Partition, domain: usize) -> Result<usize, ProverE
         });
     }
     Ok(b_in)
+}
+
+/// Proves a witness partition on a backend that evaluates recorded shapes itself
+/// ([`PreparedSrs::evaluates_shapes`]), with fresh `r` and `s`.
+pub fn prove_witness(
+    prepared: &dyn PreparedSrs,
+    partition: WitnessPartition,
+) -> Result<(Proof<Bls12>, ProofTimings), ProverError> {
+    let r = Scalar::random(OsRng);
+    let s = Scalar::random(OsRng);
+    prove_witness_with_randomness(prepared, partition, r, s)
+}
+
+/// [`prove_witness`] with the given randomness: the same proof as
+/// [`prove_with_randomness`] of the evaluated partition.
+pub fn prove_witness_with_randomness(
+    prepared: &dyn PreparedSrs,
+    partition: WitnessPartition,
+    r: Scalar,
+    s: Scalar,
+) -> Result<(Proof<Bls12>, ProofTimings), ProverError> {
+    let WitnessPartition { witness, shape } = partition;
+    let srs = prepared.srs();
+    let domain = shape.num_constraints().next_power_of_two().max(2);
+    let densities = [
+        &shape.a_aux_density[..],
+        &shape.b_input_density,
+        &shape.b_aux_density,
+    ];
+    let b_in = check_lengths(
+        srs,
+        witness.input.len(),
+        witness.aux.len(),
+        densities,
+        domain,
+    )?;
+    let start = Instant::now();
+    let h = prepared.h_sum_shaped(&shape, &witness.input, &witness.aux)?;
+    let quotient = start.elapsed();
+    let w = Witness {
+        input: witness.input,
+        aux: witness.aux.into(),
+        a_aux_density: shape.a_aux_density.clone(),
+        b_input_density: shape.b_input_density.clone(),
+        b_aux_density: shape.b_aux_density.clone(),
+        b_in,
+    };
+    let sums = prepared.witness_sums(w)?;
+    let msm = start.elapsed().saturating_sub(quotient);
+    let proof = assemble(srs, h, &sums, r, s);
+    Ok((proof, ProofTimings { quotient, msm }))
 }
 
 /// Proves `circuit` with the given randomness. Deterministic: bellperson's

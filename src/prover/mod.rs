@@ -20,7 +20,10 @@ pub mod urgency;
 use std::path::PathBuf;
 
 pub use backend::{count_set, dense, Backend, PreparedSrs, Sums, Witness, WitnessSums};
-pub use groth16::{prove, prove_with_randomness, Partition, ProofTimings};
+pub use groth16::{
+    prove, prove_with_randomness, prove_witness, prove_witness_with_randomness, Partition,
+    ProofTimings,
+};
 pub use pinned::{
     heap_allocator, HeapBlock, HostAllocator, Lease, PinnedPool, PinnedStats, RawBlock, Scalars,
 };

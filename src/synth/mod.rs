@@ -17,7 +17,7 @@ mod witness;
 pub use cs::{synthesize, synthesize_all, with_yield_point, Mark, RecordingCs, Synthesized};
 pub use shape::{
     record_shape, record_shape_part, record_shape_split, stitch_shape, Matrix, R1cs, ShapeError,
-    ShapePart, Term,
+    ShapePart, Term, INPUT,
 };
 pub use split::{
     run_parts_on, stitch, synthesize_part, synthesize_split, synthesize_split_on, Part, SplitError,

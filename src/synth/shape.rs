@@ -22,16 +22,31 @@ use super::witness::Witness;
 use super::Synthesized;
 
 /// Set in [`Term::var`] for an input; clear for an aux variable.
-const INPUT: u32 = 1 << 31;
+pub const INPUT: u32 = 1 << 31;
 
 /// One non-zero term of a linear combination: a variable and its coefficient.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(C)]
 pub struct Term {
     /// The variable: an input's index with [`INPUT`] set, or an aux variable's index.
     pub var: u32,
     /// The coefficient's index in [`R1cs::coeffs`].
     pub coeff: u32,
+}
+
+impl Term {
+    /// Input `index` (below 2^31) times coefficient `coeff`.
+    pub fn input(index: u32, coeff: u32) -> Self {
+        Term {
+            var: INPUT | index,
+            coeff,
+        }
+    }
+
+    /// Aux variable `index` (below 2^31) times coefficient `coeff`.
+    pub fn aux(index: u32, coeff: u32) -> Self {
+        Term { var: index, coeff }
+    }
 }
 
 /// One of A, B, C: row `r`'s terms are `terms[starts[r]..starts[r + 1]]`.

@@ -340,6 +340,12 @@ impl DeviceWork for Prepared {
         })?;
         let partition = match synthesized {
             Staged::Evaluated(p) => p,
+            // The device evaluates A, B and C itself, from its copy of the shape.
+            Staged::Witness(w) if prepared.evaluates_shapes() => {
+                return prover::prove_witness(prepared.as_ref(), w)
+                    .map(|(proof, _)| proof)
+                    .map_err(ProveError::from);
+            }
             Staged::Witness(w) => {
                 let pinned = self.pinned.as_deref();
                 let evaluate = || w.evaluate(pinned);

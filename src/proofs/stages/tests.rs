@@ -81,7 +81,6 @@ fn stages(threads: usize, budget: u64) -> Stages {
             device_workers: 1,
             yield_to_critical: true,
             recorded_shapes: false,
-            recorded_shapes: false,
             partition_threads: 1,
         },
         &[],
