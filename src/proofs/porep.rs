@@ -415,32 +415,18 @@ pub fn synthesize_partition(
     k: usize,
     parts: usize,
 ) -> Result<crate::synth::Synthesized, ProveError> {
-    let parsed = parse_c1(c1)?;
-    let size = u64::from(parsed.output.registered_proof.sector_size());
-    with_shape!(size, synthesize_partition_shape, parsed.output, k, parts)
+    evaluations(record_partition(c1, k, parts, Recording::Evaluations)?)
 }
 
-fn synthesize_partition_shape<Tree: 'static + MerkleTreeTrait>(
-    c1: SealCommitPhase1Output,
-    k: usize,
-    parts: usize,
-) -> Result<crate::synth::Synthesized, ProveError> {
-    let job = PoRepJob::<Tree>::new(c1)?;
-    if k >= job.partitions() {
-        return Err(ProveError::InvalidInput(format!("no partition {k}")));
+/// The evaluations of what [`Recording::Evaluations`] recorded.
+pub(super) fn evaluations(r: Recorded) -> Result<crate::synth::Synthesized, ProveError> {
+    match r {
+        Recorded::Evaluations(s) => Ok(s),
+        _ => Err(ProveError::Synthesis("not the evaluations".into())),
     }
-    job.synthesize(k, parts)
 }
 
 impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
-    /// Synthesizes partition `k` in up to `parts` parts on the current rayon pool.
-    fn synthesize(&self, k: usize, parts: usize) -> Result<crate::synth::Synthesized, ProveError> {
-        match self.record(k, parts, Recording::Evaluations)? {
-            Recorded::Evaluations(s) => Ok(s),
-            _ => Err(ProveError::Synthesis("not the evaluations".into())),
-        }
-    }
-
     /// Synthesizes partition `k` in up to `parts` parts on the current rayon pool, keeping
     /// `what`.
     pub(super) fn record(

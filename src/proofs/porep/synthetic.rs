@@ -69,20 +69,7 @@ pub fn synthesize(
     parts: usize,
     seed: u64,
 ) -> Result<Synthesized, ProveError> {
-    with_shape!(sector_size, synthesize_shape, sector_size, k, parts, seed)
-}
-
-fn synthesize_shape<Tree: 'static + MerkleTreeTrait>(
-    sector_size: u64,
-    k: usize,
-    parts: usize,
-    seed: u64,
-) -> Result<Synthesized, ProveError> {
-    let job = job::<Tree>(sector_size, seed)?;
-    if k >= job.partitions() {
-        return Err(ProveError::InvalidInput(format!("no partition {k}")));
-    }
-    job.synthesize(k, parts)
+    super::evaluations(record(sector_size, k, parts, seed, Recording::Evaluations)?)
 }
 
 /// [`synthesize`] keeping `what`: the evaluations, the shape or the witness alone.
