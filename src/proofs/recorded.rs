@@ -94,7 +94,8 @@ impl ShapeCache {
     }
 
     /// Host bytes of the recorded shapes, and of `workers` partitions' evaluations of each
-    /// (made by the device workers, which take one partition each at a time).
+    /// (made on the host by the workers of devices that do not evaluate shapes themselves,
+    /// one partition each at a time).
     pub(crate) fn bytes(&self, workers: usize) -> u64 {
         self.lock()
             .values()

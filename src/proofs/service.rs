@@ -220,7 +220,8 @@ pub struct ProvingService {
     pub(crate) shapes: ShapeCache,
     /// Whether non-critical partitions use recorded shapes (`proving.recorded_shapes`).
     recorded_shapes: bool,
-    /// Device workers that evaluate a witness partition at once (each holds its A, B, C).
+    /// Device workers that evaluate a witness partition on the host at once (each holds its
+    /// A, B, C there): those of the devices that are not accelerators.
     evaluating_workers: usize,
     /// The threads device workers evaluate A, B and C on, made when first needed.
     evaluate_pool: std::sync::OnceLock<Option<Arc<rayon::ThreadPool>>>,
@@ -281,7 +282,10 @@ impl ProvingService {
             pinned: None,
             shapes: ShapeCache::default(),
             recorded_shapes: options.recorded_shapes,
-            evaluating_workers: options.device_workers.max(1) * devices.len(),
+            // A GPU evaluates A, B, C in its own memory: only the other devices' workers make
+            // host copies of them.
+            evaluating_workers: options.device_workers.max(1)
+                * devices.iter().filter(|d| !d.backend.is_accelerator()).count(),
             evaluate_pool: std::sync::OnceLock::new(),
             devices,
             params_bytes: Mutex::new(()),
