@@ -285,7 +285,10 @@ impl ProvingService {
             // A GPU evaluates A, B, C in its own memory: only the other devices' workers make
             // host copies of them.
             evaluating_workers: options.device_workers.max(1)
-                * devices.iter().filter(|d| !d.backend.is_accelerator()).count(),
+                * devices
+                    .iter()
+                    .filter(|d| !d.backend.is_accelerator())
+                    .count(),
             evaluate_pool: std::sync::OnceLock::new(),
             devices,
             params_bytes: Mutex::new(()),
