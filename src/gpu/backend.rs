@@ -444,26 +444,10 @@ impl Shared {
         c: &[Scalar],
         h: &Points<'_>,
     ) -> Result<G1Projective, GpuError> {
-        let m = domain_size(a.len());
-        if h.n != m - 1 {
-            return Err(GpuError::Input(format!(
-                "{} H bases for a domain of {m}",
-                h.n
-            )));
-        }
-        let run = |s: &mut State| -> Result<msm::MsmParts, GpuError> {
-            let (hs, _) = s.quotient_on_device(a, b, c)?;
-            msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)
-        };
-        let mut s = self.lock()?;
-        s.ensure(h)?;
-        let parts = match run(&mut s) {
-            // The inputs are still on the host: after freeing the other resident points and
-            // the NTT tables, once more (as in the separate quotient and MSM).
-            Err(e) if e.is_out_of_memory() && s.evict_except(Some(&h.key)) => run(&mut s),
-            r => r,
-        }?;
-        Ok(msm::finish_g1(&parts))
+        // The inputs are still on the host: a retry after freeing the rest needs nothing else.
+        self.h_sum_of(domain_size(a.len()), h, |s| {
+            s.quotient_on_device(a, b, c).map(|(hs, _)| hs)
+        })
     }
 
     /// [`Shared::h_sum`] with A, B and C evaluated on the device from `shape` and the
@@ -475,7 +459,22 @@ impl Shared {
         aux: &[Scalar],
         h: &Points<'_>,
     ) -> Result<G1Projective, GpuError> {
-        let m = domain_size(shape.num_constraints());
+        // A retry copies the shape again (freeing the rest drops it).
+        self.h_sum_of(domain_size(shape.num_constraints()), h, |s| {
+            s.ensure_shape(shape, &h.key)?;
+            s.quotient_from_shape(shape, input, aux)
+        })
+    }
+
+    /// Σ h_i·H_i over a domain of `m` for the quotient `quotient` leaves on the device; where
+    /// that runs out of memory, once more after freeing every resident point but H's and the
+    /// NTT tables.
+    fn h_sum_of(
+        &self,
+        m: usize,
+        h: &Points<'_>,
+        quotient: impl Fn(&mut State) -> Result<DevBuf, GpuError>,
+    ) -> Result<G1Projective, GpuError> {
         if h.n != m - 1 {
             return Err(GpuError::Input(format!(
                 "{} H bases for a domain of {m}",
@@ -483,14 +482,12 @@ impl Shared {
             )));
         }
         let run = |s: &mut State| -> Result<msm::MsmParts, GpuError> {
-            s.ensure_shape(shape, &h.key)?;
-            let hs = s.quotient_from_shape(shape, input, aux)?;
+            let hs = quotient(s)?;
             msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)
         };
         let mut s = self.lock()?;
         s.ensure(h)?;
         let parts = match run(&mut s) {
-            // Everything else goes (the shape is copied again), then once more.
             Err(e) if e.is_out_of_memory() && s.evict_except(Some(&h.key)) => run(&mut s),
             r => r,
         }?;

@@ -298,10 +298,7 @@ impl Synthesis<'_> {
         C: Circuit<Scalar> + Send,
         F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
     {
-        match self.record(make_circuit, Recording::Evaluations)? {
-            Recorded::Evaluations(s) => Ok(s),
-            _ => Err(ProveError::Synthesis("not the evaluations".into())),
-        }
+        super::porep::evaluations(self.record(make_circuit, Recording::Evaluations)?)
     }
 
     /// The witness alone, on the shape recorded for set `id` (recording it first where

@@ -418,8 +418,8 @@ pub fn synthesize_partition(
     evaluations(record_partition(c1, k, parts, Recording::Evaluations)?)
 }
 
-/// The evaluations of what [`Recording::Evaluations`] recorded.
-pub(super) fn evaluations(r: Recorded) -> Result<crate::synth::Synthesized, ProveError> {
+/// The evaluations of what [`Recording::Evaluations`] recorded (for any proof kind).
+pub(crate) fn evaluations(r: Recorded) -> Result<crate::synth::Synthesized, ProveError> {
     match r {
         Recorded::Evaluations(s) => Ok(s),
         _ => Err(ProveError::Synthesis("not the evaluations".into())),
