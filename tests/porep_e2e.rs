@@ -318,3 +318,53 @@ fn a_recorded_shape_and_a_witness_give_what_recording_gives() {
         shape.host_bytes() as f64 / 1e6
     );
 }
+
+/// Our PoRep circuit is storage-proofs-porep's, gadget for gadget: on a real partition it
+/// records the same evaluations, the same shape and the same witness, whole or in parts —
+/// its witness computed with SHA-256 on machine words instead of bellperson's gadgets.
+#[test]
+fn our_porep_circuit_synthesizes_exactly_what_storage_proofs_does() {
+    use cuzk::proofs::porep::{record_partition_by, CircuitCode};
+    use cuzk::synth::{Recorded, Recording};
+    use std::time::Instant;
+    let (_dir, sealed) = seal(RegisteredSealProof::StackedDrg2KiBV1_1, 17);
+    let run = |parts, what, code| {
+        let t = Instant::now();
+        let r = record_partition_by(&sealed.c1_json, 0, parts, what, code).unwrap();
+        (r, t.elapsed())
+    };
+    for parts in [1, 2] {
+        let (Recorded::Witness(ours), t_ours) = run(parts, Recording::Witness, CircuitCode::Ours)
+        else {
+            panic!("not a witness")
+        };
+        let (Recorded::Witness(theirs), t_theirs) =
+            run(parts, Recording::Witness, CircuitCode::Bellperson)
+        else {
+            panic!("not a witness")
+        };
+        assert_eq!(ours.constraints, theirs.constraints);
+        assert_eq!(ours.input, theirs.input);
+        assert_eq!(ours.aux.len(), theirs.aux.len());
+        assert!(ours == theirs, "{parts} parts: the witnesses differ");
+        println!(
+            "2 KiB witness in {parts} part(s): ours {:.3} s, bellperson's gadgets {:.3} s ({:.2}x)",
+            t_ours.as_secs_f64(),
+            t_theirs.as_secs_f64(),
+            t_ours.as_secs_f64() / t_theirs.as_secs_f64()
+        );
+    }
+    let (Recorded::Shape(ours, w), _) = run(2, Recording::Shape, CircuitCode::Ours) else {
+        panic!("not a shape")
+    };
+    let (Recorded::Shape(theirs, _), _) = run(1, Recording::Shape, CircuitCode::Bellperson) else {
+        panic!("not a shape")
+    };
+    assert!(ours == theirs, "the shapes differ");
+    let (Recorded::Evaluations(theirs), _) =
+        run(1, Recording::Evaluations, CircuitCode::Bellperson)
+    else {
+        panic!("not evaluations")
+    };
+    assert!(ours.synthesized(w).unwrap() == theirs);
+}

@@ -7,7 +7,6 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use bellperson::groth16::{verify_proofs_batch, Proof};
-use bellperson::Circuit;
 use blstrs::{Bls12, Scalar};
 use rand_core::OsRng;
 
@@ -19,6 +18,7 @@ use super::stages::{
 use super::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::prover::{Partition, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
+use crate::synth::Synthesize;
 use crate::synth::{
     record, record_on, with_yield_point, RecordError, Recorded, Recording, ShapeError,
 };
@@ -57,7 +57,7 @@ pub(crate) fn prove_partitions<C, F>(
     control: &JobControl,
 ) -> Result<Proved, ProveError>
 where
-    C: Circuit<Scalar> + Send,
+    C: Synthesize + Send,
     F: Fn(usize) -> Result<C, ProveError> + Sync,
 {
     let whole = |k, _| make_circuit(k).map(PartitionCircuit::Whole);
@@ -74,7 +74,7 @@ pub(crate) fn prove_split_partitions<C, F>(
     control: &JobControl,
 ) -> Result<Proved, ProveError>
 where
-    C: Circuit<Scalar> + Send,
+    C: Synthesize + Send,
     F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
 {
     control.check()?;
@@ -259,7 +259,7 @@ impl Synthesis<'_> {
     /// pools: never paused, since the current pool may be rayon's global one).
     fn record<C, F>(&self, make_circuit: &F, what: Recording) -> Result<Recorded, ProveError>
     where
-        C: Circuit<Scalar> + Send,
+        C: Synthesize + Send,
         F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
     {
         let k = self.k;
@@ -295,7 +295,7 @@ impl Synthesis<'_> {
     /// The A, B, C evaluations, the assignment and the densities.
     fn evaluations<C, F>(&self, make_circuit: &F) -> Result<crate::synth::Synthesized, ProveError>
     where
-        C: Circuit<Scalar> + Send,
+        C: Synthesize + Send,
         F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
     {
         super::porep::evaluations(self.record(make_circuit, Recording::Evaluations)?)
@@ -311,7 +311,7 @@ impl Synthesis<'_> {
         make_circuit: &F,
     ) -> Result<Option<Staged>, ProveError>
     where
-        C: Circuit<Scalar> + Send,
+        C: Synthesize + Send,
         F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
     {
         let claim = svc

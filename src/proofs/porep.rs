@@ -113,7 +113,10 @@ pub fn prover_id(miner_id: u64) -> [u8; 32] {
 }
 
 #[cfg(feature = "scaffolding")] // benchmarks only; cuzkd is built without it
+mod circuit;
 pub mod synthetic;
+
+use circuit::PoRepCircuit;
 
 type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
 
@@ -328,24 +331,49 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
         .map_err(|e| ProveError::Synthesis(format!("partition {k} circuit: {e}")))
     }
 
-    /// Partition `k`'s circuit in at most `most` parts. The circuit is a prefix (the
-    /// replica id's bits, the commitments, comm_r = H(comm_c ‖ comm_r_last)) followed by
-    /// one independent sub-circuit per challenge, in namespaces `challenge_{i}`: a circuit
-    /// over a contiguous run of the challenges is the same prefix followed by theirs. (The
-    /// layout of storage-proofs-porep 19's `StackedCircuit`; a layout that records anything
-    /// else at the top level after the first challenge makes the split an error.)
+    /// Partition `k`'s circuit in at most `most` parts: storage-proofs-porep's own
+    /// (`bellperson`) or ours, whose witness-only synthesis computes SHA-256 natively
+    /// (`porep/circuit.rs`). The circuit is a prefix (the replica id's bits, the commitments,
+    /// comm_r = H(comm_c ‖ comm_r_last)) followed by one independent sub-circuit per
+    /// challenge, in namespaces `challenge_{i}`: a circuit over a contiguous run of the
+    /// challenges is the same prefix followed by theirs. (The layout of storage-proofs-porep
+    /// 19's `StackedCircuit`; a layout that records anything else at the top level after the
+    /// first challenge makes the split an error.)
     fn circuit_parts(
         &self,
         k: usize,
         most: usize,
+    ) -> Result<PartitionCircuit<PoRepCircuit<Tree>>, ProveError> {
+        self.parts_of(k, most, |run| {
+            PoRepCircuit::new(&self.public_inputs, &self.vanilla[k][run])
+                .map_err(|e| ProveError::Synthesis(format!("partition {k} circuit: {e}")))
+        })
+    }
+
+    /// [`Self::circuit_parts`] with storage-proofs-porep's circuit (the reference).
+    fn bellperson_parts(
+        &self,
+        k: usize,
+        most: usize,
     ) -> Result<PartitionCircuit<StackedCircuit<Tree, DefaultPieceHasher>>, ProveError> {
-        let challenges = &self.vanilla[k];
-        let n = most.min(challenges.len());
+        self.parts_of(k, most, |run| {
+            self.circuit_of(k, &self.vanilla[k][run].to_vec())
+        })
+    }
+
+    fn parts_of<C>(
+        &self,
+        k: usize,
+        most: usize,
+        circuit: impl Fn(std::ops::Range<usize>) -> Result<C, ProveError>,
+    ) -> Result<PartitionCircuit<C>, ProveError> {
+        let challenges = self.vanilla[k].len();
+        let n = most.min(challenges);
         if n <= 1 {
-            return self.circuit(k).map(PartitionCircuit::Whole);
+            return circuit(0..challenges).map(PartitionCircuit::Whole);
         }
-        let parts = even_runs(challenges.len(), n)
-            .map(|run| self.circuit_of(k, &challenges[run].to_vec()))
+        let parts = even_runs(challenges, n)
+            .map(circuit)
             .collect::<Result<_, _>>()?;
         Ok(PartitionCircuit::Split {
             parts,
@@ -426,6 +454,15 @@ pub(crate) fn evaluations(r: Recorded) -> Result<crate::synth::Synthesized, Prov
     }
 }
 
+/// Whose circuit a synthesis runs: the same variables and constraints either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CircuitCode {
+    /// Ours (`porep/circuit.rs`): a witness-only synthesis computes SHA-256 natively.
+    Ours,
+    /// storage-proofs-porep's `StackedCircuit` on bellperson's gadgets (the reference).
+    Bellperson,
+}
+
 impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
     /// Synthesizes partition `k` in up to `parts` parts on the current rayon pool, keeping
     /// `what`.
@@ -434,13 +471,24 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
         k: usize,
         parts: usize,
         what: Recording,
+        code: CircuitCode,
     ) -> Result<Recorded, ProveError> {
-        let (parts, marker) = match self.circuit_parts(k, parts)? {
-            PartitionCircuit::Whole(c) => (vec![c], ""),
-            PartitionCircuit::Split { parts, marker } => (parts, marker),
-        };
-        crate::synth::record(parts, marker, what)
-            .map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
+        fn run<C: crate::synth::Synthesize + Send>(
+            k: usize,
+            circuit: PartitionCircuit<C>,
+            what: Recording,
+        ) -> Result<Recorded, ProveError> {
+            let (parts, marker) = match circuit {
+                PartitionCircuit::Whole(c) => (vec![c], ""),
+                PartitionCircuit::Split { parts, marker } => (parts, marker),
+            };
+            crate::synth::record(parts, marker, what)
+                .map_err(|e| ProveError::Synthesis(format!("partition {k}: {e}")))
+        }
+        match code {
+            CircuitCode::Ours => run(k, self.circuit_parts(k, parts)?, what),
+            CircuitCode::Bellperson => run(k, self.bellperson_parts(k, parts)?, what),
+        }
     }
 }
 
@@ -451,9 +499,28 @@ pub fn record_partition(
     parts: usize,
     what: Recording,
 ) -> Result<Recorded, ProveError> {
+    record_partition_by(c1, k, parts, what, CircuitCode::Ours)
+}
+
+/// [`record_partition`] running `code`'s circuit.
+pub fn record_partition_by(
+    c1: &[u8],
+    k: usize,
+    parts: usize,
+    what: Recording,
+    code: CircuitCode,
+) -> Result<Recorded, ProveError> {
     let parsed = parse_c1(c1)?;
     let size = u64::from(parsed.output.registered_proof.sector_size());
-    with_shape!(size, record_partition_shape, parsed.output, k, parts, what)
+    with_shape!(
+        size,
+        record_partition_shape,
+        parsed.output,
+        k,
+        parts,
+        what,
+        code
+    )
 }
 
 fn record_partition_shape<Tree: 'static + MerkleTreeTrait>(
@@ -461,12 +528,13 @@ fn record_partition_shape<Tree: 'static + MerkleTreeTrait>(
     k: usize,
     parts: usize,
     what: Recording,
+    code: CircuitCode,
 ) -> Result<Recorded, ProveError> {
     let job = PoRepJob::<Tree>::new(c1)?;
     if k >= job.partitions() {
         return Err(ProveError::InvalidInput(format!("no partition {k}")));
     }
-    job.record(k, parts, what)
+    job.record(k, parts, what, code)
 }
 
 /// Receives one partition circuit of a C1 output (see [`visit_partition`]).

@@ -1,9 +1,11 @@
 //! The recording constraint system.
 
-use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use bellperson::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
+
+use super::gadgets::{Gadgets, Synthesize};
 
 /// A synthesized circuit: the A/B/C evaluations, the assignment and the query densities.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -120,7 +122,12 @@ impl Marking {
 
 /// Counts a constraint, calling the thread's yield point every [`YIELD_EVERY`].
 pub(super) fn count_constraint(since_yield: &mut u32) {
-    *since_yield += 1;
+    count_constraints(since_yield, 1);
+}
+
+/// Counts `n` constraints (a gadget computed at once), as [`count_constraint`].
+pub(super) fn count_constraints(since_yield: &mut u32, n: usize) {
+    *since_yield = since_yield.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
     if *since_yield >= YIELD_EVERY {
         *since_yield = 0;
         if let Some(point) = YIELD_POINT.with(std::cell::Cell::get) {
@@ -228,6 +235,8 @@ fn scaled(value: Scalar, coeff: &Scalar) -> Scalar {
         value * coeff
     }
 }
+
+impl Gadgets for RecordingCs {}
 
 impl ConstraintSystem<Scalar> for RecordingCs {
     type Root = Self;
@@ -337,18 +346,18 @@ impl ConstraintSystem<Scalar> for RecordingCs {
 
 /// Synthesizes one circuit: the ONE input, the circuit, then one `x · 0 = 0` constraint per
 /// input (which makes the inputs' A query linearly independent).
-pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Synthesized, SynthesisError> {
+pub fn synthesize<C: Synthesize>(circuit: C) -> Result<Synthesized, SynthesisError> {
     let cs = record(circuit, RecordingCs::new())?;
     Ok(finish(cs.out))
 }
 
 /// The ONE input and the circuit, into `cs`: everything but the input constraints.
-pub(super) fn record<C: Circuit<Scalar>>(
+pub(super) fn record<C: Synthesize>(
     circuit: C,
     mut cs: RecordingCs,
 ) -> Result<RecordingCs, SynthesisError> {
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-    circuit.synthesize(&mut cs)?;
+    circuit.synthesize_into(&mut cs)?;
     Ok(cs)
 }
 
@@ -370,7 +379,7 @@ pub(super) fn finish(out: Synthesized) -> Synthesized {
 }
 
 /// Synthesizes every circuit in parallel, keeping their order.
-pub fn synthesize_all<C: Circuit<Scalar> + Send>(
+pub fn synthesize_all<C: Synthesize + Send>(
     circuits: Vec<C>,
 ) -> Result<Vec<Synthesized>, SynthesisError> {
     circuits.into_par_iter().map(synthesize).collect()

@@ -10,11 +10,14 @@
 //! parts on several threads and stitched bit-identically (`split.rs`).
 
 mod cs;
+mod gadgets;
+mod sha256;
 mod shape;
 mod split;
 mod witness;
 
 pub use cs::{synthesize, synthesize_all, with_yield_point, Mark, RecordingCs, Synthesized};
+pub use gadgets::{sha256_packed_gadget, Gadgets, Synthesize};
 pub use shape::{
     record_shape, record_shape_part, record_shape_split, stitch_shape, Matrix, R1cs, ShapeError,
     ShapePart, Term, INPUT,
@@ -67,7 +70,7 @@ impl From<bellperson::SynthesisError> for RecordError {
 
 /// Synthesizes a circuit, whole (one part) or cut into `parts` (see [`synthesize_split`]),
 /// on the current rayon pool, keeping `what`.
-pub fn record<C: bellperson::Circuit<blstrs::Scalar> + Send>(
+pub fn record<C: Synthesize + Send>(
     mut parts: Vec<C>,
     marker: &'static str,
     what: Recording,
@@ -96,7 +99,7 @@ pub fn record<C: bellperson::Circuit<blstrs::Scalar> + Send>(
 
 /// [`record`] with the parts queued on `pool` and stitched on `stitch_pool`, as
 /// [`synthesize_split_on`] does.
-pub fn record_on<C: bellperson::Circuit<blstrs::Scalar> + Send>(
+pub fn record_on<C: Synthesize + Send>(
     pool: &rayon::ThreadPool,
     stitch_pool: &rayon::ThreadPool,
     parts: Vec<C>,

@@ -11,12 +11,13 @@
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 
-use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use bellperson::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
 use super::cs::{count_constraint, Mark, Marking};
+use super::gadgets::{Gadgets, Synthesize};
 use super::split::SplitError;
 use super::witness::Witness;
 use super::Synthesized;
@@ -158,6 +159,13 @@ struct Coeffs {
     index: HashMap<[u64; 4], u32>,
 }
 
+/// Equal when their values are, in order (the index is made from them).
+impl PartialEq for Coeffs {
+    fn eq(&self, other: &Self) -> bool {
+        self.values == other.values
+    }
+}
+
 impl Default for Coeffs {
     fn default() -> Self {
         let mut c = Self {
@@ -200,7 +208,7 @@ const ONE: u32 = 0;
 
 /// A circuit's constraints: A, B and C as sparse matrices over its variables (the inputs'
 /// `x · 0 = 0` constraints last), and the query densities they imply.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct R1cs {
     /// A's rows.
     pub a: Matrix,
@@ -436,6 +444,8 @@ impl ShapeCs {
     }
 }
 
+impl Gadgets for ShapeCs {}
+
 impl ConstraintSystem<Scalar> for ShapeCs {
     type Root = Self;
 
@@ -509,10 +519,10 @@ impl ConstraintSystem<Scalar> for ShapeCs {
 
 /// Records the shape of `circuit` (the ONE input, the circuit, the input constraints) and
 /// the assignment it was synthesized with.
-pub fn record_shape<C: Circuit<Scalar>>(circuit: C) -> Result<(R1cs, Witness), ShapeError> {
+pub fn record_shape<C: Synthesize>(circuit: C) -> Result<(R1cs, Witness), ShapeError> {
     let mut cs = ShapeCs::default();
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-    circuit.synthesize(&mut cs)?;
+    circuit.synthesize_into(&mut cs)?;
     cs.finish()
 }
 
@@ -523,7 +533,7 @@ pub struct ShapePart {
 }
 
 /// Records one part's shape (as [`super::synthesize_part`] records one part).
-pub fn record_shape_part<C: Circuit<Scalar>>(
+pub fn record_shape_part<C: Synthesize>(
     circuit: C,
     marker: &'static str,
     part: usize,
@@ -533,7 +543,7 @@ pub fn record_shape_part<C: Circuit<Scalar>>(
         ..ShapeCs::default()
     };
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-    circuit.synthesize(&mut cs)?;
+    circuit.synthesize_into(&mut cs)?;
     if let Some(e) = cs.error.take() {
         return Err(e);
     }
@@ -543,7 +553,7 @@ pub fn record_shape_part<C: Circuit<Scalar>>(
 
 /// [`record_shape`] of a circuit cut into parts (as for [`super::synthesize_split`]), the
 /// parts recorded in parallel on the current rayon pool: the same shape and assignment.
-pub fn record_shape_split<C: Circuit<Scalar> + Send>(
+pub fn record_shape_split<C: Synthesize + Send>(
     parts: Vec<C>,
     marker: &'static str,
 ) -> Result<(R1cs, Witness), ShapeError> {

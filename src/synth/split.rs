@@ -10,11 +10,11 @@
 //! variables do not depend on where its variables sit, so the result is bit-identical to
 //! synthesizing the whole circuit on one thread (same a/b/c, assignment, inputs, densities).
 
-use bellperson::{Circuit, SynthesisError};
-use blstrs::Scalar;
+use bellperson::SynthesisError;
 use rayon::prelude::*;
 
 use super::cs::{finish, record, with_yield_point, Mark, RecordingCs, Synthesized};
+use super::gadgets::Synthesize;
 
 /// Why a split synthesis failed.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +65,7 @@ pub struct Part {
 
 /// Synthesizes one part (the ONE input, the prefix and the part's sub-circuits; no input
 /// constraints), marking where the first top-level namespace named `marker…` opened.
-pub fn synthesize_part<C: Circuit<Scalar>>(
+pub fn synthesize_part<C: Synthesize>(
     circuit: C,
     marker: &'static str,
     part: usize,
@@ -78,7 +78,7 @@ pub fn synthesize_part<C: Circuit<Scalar>>(
 /// Synthesizes `parts` on the current rayon pool (each with `yield_point` as its thread's
 /// yield point, if any), stitches them and appends the input constraints: the same
 /// [`Synthesized`] as [`super::synthesize`] of the whole circuit.
-pub fn synthesize_split<C: Circuit<Scalar> + Send>(
+pub fn synthesize_split<C: Synthesize + Send>(
     parts: Vec<C>,
     marker: &'static str,
     yield_point: Option<fn()>,
@@ -100,7 +100,7 @@ pub fn synthesize_split<C: Circuit<Scalar> + Send>(
 /// partition's part to finish (a waiting rayon thread steals work, and one part of a 32 GiB
 /// partition is seconds), and a partition's parts run in order of arrival. A part that has
 /// not started when `stopped()` turns true is skipped, and the result is [`SplitError::Stopped`].
-pub fn synthesize_split_on<C: Circuit<Scalar> + Send>(
+pub fn synthesize_split_on<C: Synthesize + Send>(
     pool: &rayon::ThreadPool,
     stitch_pool: &rayon::ThreadPool,
     parts: Vec<C>,
@@ -265,7 +265,8 @@ pub(super) fn append_tails<T: Copy + Send + Sync>(
 pub(super) mod tests {
     use super::*;
     use bellperson::gadgets::num::AllocatedNum;
-    use bellperson::ConstraintSystem;
+    use bellperson::{Circuit, ConstraintSystem};
+    use blstrs::Scalar;
     use ff::Field;
 
     /// A prefix (a public x, x², a second input z and an aux w), then sub-circuits each

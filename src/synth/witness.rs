@@ -2,12 +2,17 @@
 //! shape is recorded ([`super::R1cs`]). Linear combinations are never built: `enforce` only
 //! counts, so a circuit costs its gadgets' value computations and nothing more.
 
-use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use bellperson::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
-use super::cs::{count_constraint, Mark, Marking};
+use bellperson::gadgets::boolean::Boolean;
+use bellperson::gadgets::num::AllocatedNum;
+
+use super::cs::{count_constraint, count_constraints, Mark, Marking};
+use super::gadgets::{Gadgets, Synthesize};
+use super::sha256::{sha256_packed, Sink};
 use super::split::{append_tails, SplitError};
 
 /// A circuit's assignment: what a proof needs of it besides its recorded shape.
@@ -46,6 +51,23 @@ impl WitnessCs {
             aux: self.aux.len(),
             inputs: self.input.len(),
         }
+    }
+}
+
+impl Gadgets for WitnessCs {
+    /// On machine words (`sha256.rs`): the gadget's variables and constraint count, and the
+    /// packed digest allocated as the gadget's packing allocates it.
+    fn sha256_packed(&mut self, input: &[Boolean]) -> Result<AllocatedNum<Scalar>, SynthesisError> {
+        self.marking.recording();
+        let mut sink = Sink::new(&mut self.aux);
+        let packed = sha256_packed(&mut sink, input)?;
+        let n = sink.constraints();
+        self.constraints += n;
+        count_constraints(&mut self.since_yield, n);
+        let num = AllocatedNum::alloc(&mut *self, || Ok(packed))?;
+        // The packing constraint.
+        self.enforce(|| "pack", |lc| lc, |lc| lc, |lc| lc);
+        Ok(num)
     }
 }
 
@@ -110,9 +132,9 @@ impl ConstraintSystem<Scalar> for WitnessCs {
 }
 
 /// The ONE input and the circuit.
-fn record<C: Circuit<Scalar>>(circuit: C, mut cs: WitnessCs) -> Result<WitnessCs, SynthesisError> {
+fn record<C: Synthesize>(circuit: C, mut cs: WitnessCs) -> Result<WitnessCs, SynthesisError> {
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-    circuit.synthesize(&mut cs)?;
+    circuit.synthesize_into(&mut cs)?;
     Ok(cs)
 }
 
@@ -129,7 +151,7 @@ fn finish(mut cs: WitnessCs) -> Witness {
 
 /// The assignment of `circuit` (ONE first), and its constraint count with the input
 /// constraints.
-pub fn synthesize_witness<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, SynthesisError> {
+pub fn synthesize_witness<C: Synthesize>(circuit: C) -> Result<Witness, SynthesisError> {
     Ok(finish(record(circuit, WitnessCs::default())?))
 }
 
@@ -140,7 +162,7 @@ pub struct WitnessPart {
 }
 
 /// Synthesizes one part's witness (as [`super::synthesize_part`] records one part).
-pub fn synthesize_witness_part<C: Circuit<Scalar>>(
+pub fn synthesize_witness_part<C: Synthesize>(
     circuit: C,
     marker: &'static str,
     part: usize,
@@ -189,7 +211,7 @@ pub fn stitch_witness(parts: Vec<WitnessPart>) -> Result<Witness, SplitError> {
 }
 
 /// [`synthesize_witness`] of a circuit cut into parts, on the current rayon pool.
-pub fn synthesize_witness_split<C: Circuit<Scalar> + Send>(
+pub fn synthesize_witness_split<C: Synthesize + Send>(
     parts: Vec<C>,
     marker: &'static str,
 ) -> Result<Witness, SplitError> {

@@ -17,7 +17,7 @@ use storage_proofs_porep::stacked::{
 };
 use typenum::Unsigned;
 
-use super::{compound_params, prove_split_partitions, PoRepJob};
+use super::{compound_params, prove_split_partitions, CircuitCode, PoRepJob};
 use crate::proofs::registry::seal_proof;
 use crate::proofs::shapes::with_shape;
 use crate::proofs::{JobControl, ProofKind, ProveError, ProvingService, StageTimings};
@@ -80,7 +80,28 @@ pub fn record(
     seed: u64,
     what: Recording,
 ) -> Result<Recorded, ProveError> {
-    with_shape!(sector_size, record_shape, sector_size, k, parts, seed, what)
+    record_by(sector_size, k, parts, seed, what, CircuitCode::Ours)
+}
+
+/// [`record`] running `code`'s circuit.
+pub fn record_by(
+    sector_size: u64,
+    k: usize,
+    parts: usize,
+    seed: u64,
+    what: Recording,
+    code: CircuitCode,
+) -> Result<Recorded, ProveError> {
+    with_shape!(
+        sector_size,
+        record_shape,
+        sector_size,
+        k,
+        parts,
+        seed,
+        what,
+        code
+    )
 }
 
 fn record_shape<Tree: 'static + MerkleTreeTrait>(
@@ -89,12 +110,13 @@ fn record_shape<Tree: 'static + MerkleTreeTrait>(
     parts: usize,
     seed: u64,
     what: Recording,
+    code: CircuitCode,
 ) -> Result<Recorded, ProveError> {
     let job = job::<Tree>(sector_size, seed)?;
     if k >= job.partitions() {
         return Err(ProveError::InvalidInput(format!("no partition {k}")));
     }
-    job.record(k, parts, what)
+    job.record(k, parts, what, code)
 }
 
 /// The parameter set id a synthetic sector is proved with: a name no real set has.
