@@ -183,6 +183,8 @@ pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Resul
 struct ShapeTimes {
     record: Duration,
     witness: Duration,
+    /// The witness of storage-proofs-porep's circuit on bellperson's gadgets, same threads.
+    witness_gadgets: Duration,
     evaluate: Duration,
     constraints: usize,
     terms: usize,
@@ -214,7 +216,17 @@ impl ShapeTimes {
             gib(self.shape_bytes),
             self.terms as f64 / n
         );
-        println!("| witness | {:.2} s | | | |", self.witness.as_secs_f64());
+        println!(
+            "| witness | {:.2} s | {:.2} s on bellperson's gadgets | {:.3} | |",
+            self.witness.as_secs_f64(),
+            self.witness_gadgets.as_secs_f64(),
+            self.witness.as_secs_f64() / self.witness_gadgets.as_secs_f64()
+        );
+        println!(
+            "| synthesis wall on a GPU (witness; A, B, C made on the device) | {:.2} s | | | {} |",
+            self.witness.as_secs_f64(),
+            goal(format!("≤ {GOAL_SYNTHESIS_32GIB_S} s"))
+        );
         println!(
             "| A, B, C from the shape | {:.2} s | | | |",
             self.evaluate.as_secs_f64()
@@ -240,23 +252,31 @@ fn shape_path(
     expected: &[u8; 32],
 ) -> anyhow::Result<(ShapeTimes, Synthesized, WitnessPartition)> {
     use crate::synth::{Recorded, Recording};
-    let record = |what| -> anyhow::Result<(Recorded, Duration)> {
+    let record_by = |what, code| -> anyhow::Result<(Recorded, Duration)> {
         let start = Instant::now();
         let r = pool.install(|| match &args.c1 {
             Some(path) => {
                 let c1 = std::fs::read(path)?;
-                Ok::<_, anyhow::Error>(porep::record_partition(&c1, args.partition, threads, what)?)
+                Ok::<_, anyhow::Error>(porep::record_partition_by(
+                    &c1,
+                    args.partition,
+                    threads,
+                    what,
+                    code,
+                )?)
             }
-            None => Ok(synthetic::record(
+            None => Ok(synthetic::record_by(
                 args.sector_size,
                 args.partition,
                 threads,
                 args.seed,
                 what,
+                code,
             )?),
         })?;
         Ok((r, start.elapsed()))
     };
+    let record = |what| record_by(what, porep::CircuitCode::Ours);
     let (Recorded::Shape(shape, first), t_record) = record(Recording::Shape)? else {
         anyhow::bail!("shape recording returned something else");
     };
@@ -277,6 +297,21 @@ fn shape_path(
         t_witness.as_secs_f64(),
         witness_bytes as f64 / shape.num_constraints() as f64
     );
+    let (Recorded::Witness(reference), t_gadgets) =
+        record_by(Recording::Witness, porep::CircuitCode::Bellperson)?
+    else {
+        anyhow::bail!("witness synthesis returned something else");
+    };
+    let same = reference == w;
+    drop(reference);
+    println!(
+        "witness on bellperson's gadgets (storage-proofs-porep's circuit): {:.2} s: {}",
+        t_gadgets.as_secs_f64(),
+        if same { "bit-identical" } else { "DIFFERENT" }
+    );
+    if !same {
+        anyhow::bail!("our witness differs from storage-proofs-porep's");
+    }
     let start = Instant::now();
     let shape = Arc::new(shape);
     let recorded = WitnessPartition::new(w.clone(), shape.clone())?;
@@ -294,6 +329,7 @@ fn shape_path(
     let times = ShapeTimes {
         record: t_record,
         witness: t_witness,
+        witness_gadgets: t_gadgets,
         evaluate: t_evaluate,
         constraints: shape.num_constraints(),
         terms: shape.terms(),

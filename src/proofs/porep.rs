@@ -112,8 +112,8 @@ pub fn prover_id(miner_id: u64) -> [u8; 32] {
     out
 }
 
-#[cfg(feature = "scaffolding")] // benchmarks only; cuzkd is built without it
 mod circuit;
+#[cfg(feature = "scaffolding")] // benchmarks only; cuzkd is built without it
 pub mod synthetic;
 
 use circuit::PoRepCircuit;

@@ -434,7 +434,7 @@ const IV: [u32; 8] = [
 #[cfg(test)]
 mod tests {
     use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
-    use bellperson::{ConstraintSystem, SynthesisError};
+    use bellperson::SynthesisError;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     use sha2::{Digest, Sha256};
