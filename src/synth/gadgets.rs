@@ -21,6 +21,33 @@ pub trait Gadgets: ConstraintSystem<Scalar, Root = Self> {
     fn sha256_packed(&mut self, input: &[Boolean]) -> Result<AllocatedNum<Scalar>, SynthesisError> {
         sha256_packed_gadget(self, input)
     }
+
+    /// Poseidon hash of `preimage` (2, 4, 8 or 11 elements) with filecoin's constants for
+    /// that arity, as its trees and columns hash.
+    fn poseidon(
+        &mut self,
+        preimage: &[AllocatedNum<Scalar>],
+    ) -> Result<AllocatedNum<Scalar>, SynthesisError> {
+        poseidon_gadget(self, preimage)
+    }
+}
+
+/// [`Gadgets::poseidon`] with neptune's circuit.
+pub fn poseidon_gadget<CS: ConstraintSystem<Scalar>>(
+    cs: &mut CS,
+    preimage: &[AllocatedNum<Scalar>],
+) -> Result<AllocatedNum<Scalar>, SynthesisError> {
+    use filecoin_hashers::poseidon::PoseidonFunction;
+    use filecoin_hashers::HashFunction;
+    use typenum::{U11, U2, U4, U8};
+    let cs = cs.namespace(|| "poseidon");
+    match preimage.len() {
+        2 => PoseidonFunction::hash_multi_leaf_circuit::<U2, _>(cs, preimage, 0),
+        4 => PoseidonFunction::hash_multi_leaf_circuit::<U4, _>(cs, preimage, 0),
+        8 => PoseidonFunction::hash_multi_leaf_circuit::<U8, _>(cs, preimage, 0),
+        11 => PoseidonFunction::hash_multi_leaf_circuit::<U11, _>(cs, preimage, 0),
+        _ => Err(SynthesisError::Unsatisfiable),
+    }
 }
 
 /// [`Gadgets::sha256_packed`] with bellperson's gadgets.

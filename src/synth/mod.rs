@@ -11,13 +11,14 @@
 
 mod cs;
 mod gadgets;
+mod poseidon;
 mod sha256;
 mod shape;
 mod split;
 mod witness;
 
 pub use cs::{synthesize, synthesize_all, with_yield_point, Mark, RecordingCs, Synthesized};
-pub use gadgets::{sha256_packed_gadget, Gadgets, Synthesize};
+pub use gadgets::{poseidon_gadget, sha256_packed_gadget, Gadgets, Synthesize};
 pub use shape::{
     record_shape, record_shape_part, record_shape_split, stitch_shape, Matrix, R1cs, ShapeError,
     ShapePart, Term, INPUT,

@@ -12,6 +12,7 @@ use bellperson::gadgets::num::AllocatedNum;
 
 use super::cs::{count_constraint, count_constraints, Mark, Marking};
 use super::gadgets::{Gadgets, Synthesize};
+use super::poseidon::poseidon_witness;
 use super::sha256::{sha256_packed, Sink};
 use super::split::{append_tails, SplitError};
 
@@ -67,6 +68,34 @@ impl Gadgets for WitnessCs {
         let num = AllocatedNum::alloc(&mut *self, || Ok(packed))?;
         // The packing constraint.
         self.enforce(|| "pack", |lc| lc, |lc| lc, |lc| lc);
+        Ok(num)
+    }
+
+    /// On field values (`poseidon.rs`): the circuit's variables, then the result allocated
+    /// as the circuit allocates it.
+    fn poseidon(
+        &mut self,
+        preimage: &[AllocatedNum<Scalar>],
+    ) -> Result<AllocatedNum<Scalar>, SynthesisError> {
+        use typenum::{U11, U2, U4, U8};
+        self.marking.recording();
+        let values = preimage
+            .iter()
+            .map(|n| n.get_value().ok_or(SynthesisError::AssignmentMissing))
+            .collect::<Result<Vec<_>, _>>()?;
+        let aux = &mut self.aux;
+        let (hash, n) = match values.len() {
+            2 => poseidon_witness::<U2>(aux, &values),
+            4 => poseidon_witness::<U4>(aux, &values),
+            8 => poseidon_witness::<U8>(aux, &values),
+            11 => poseidon_witness::<U11>(aux, &values),
+            _ => return Err(SynthesisError::Unsatisfiable),
+        };
+        // All but the result's constraint; the result's comes with its allocation.
+        self.constraints += n - 1;
+        count_constraints(&mut self.since_yield, n - 1);
+        let num = AllocatedNum::alloc(&mut *self, || Ok(hash))?;
+        self.enforce(|| "result", |lc| lc, |lc| lc, |lc| lc);
         Ok(num)
     }
 }

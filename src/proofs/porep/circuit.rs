@@ -13,28 +13,16 @@ use bellperson::gadgets::num::AllocatedNum;
 use bellperson::gadgets::uint32::UInt32;
 use bellperson::{ConstraintSystem, SynthesisError};
 use blstrs::Scalar as Fr;
-use filecoin_hashers::poseidon::PoseidonFunction;
 use filecoin_hashers::{HashFunction, Hasher};
 use filecoin_proofs::DefaultPieceHasher;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
-use storage_proofs_core::gadgets::{
-    constraint, encode::encode, insertion::insert, uint64::UInt64, variables::Root,
-};
+use storage_proofs_core::gadgets::{constraint, encode::encode, insertion::insert, uint64::UInt64};
 use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked;
-use typenum::{U11, U2};
 
 use crate::synth::{Gadgets, Synthesize};
-
-type TreeAuthPath<T> = AuthPath<
-    <T as MerkleTreeTrait>::Hasher,
-    <T as MerkleTreeTrait>::Arity,
-    <T as MerkleTreeTrait>::SubTreeArity,
-    <T as MerkleTreeTrait>::TopTreeArity,
->;
 
 type TreeProof<T> = MerkleProof<
     <T as MerkleTreeTrait>::Hasher,
@@ -45,6 +33,10 @@ type TreeProof<T> = MerkleProof<
 
 type TreeDomain<T> = <<T as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 
+/// A Merkle path, leaf to root: at each level the siblings and the node's position among
+/// them (a level's arity is its siblings plus one).
+type Path = Vec<(Vec<Fr>, usize)>;
+
 /// One partition (or a contiguous run of its challenges) with every value assigned.
 pub(crate) struct PoRepCircuit<Tree: MerkleTreeTrait> {
     replica_id: Fr,
@@ -52,24 +44,44 @@ pub(crate) struct PoRepCircuit<Tree: MerkleTreeTrait> {
     comm_r: Fr,
     comm_r_last: Fr,
     comm_c: Fr,
-    challenges: Vec<Challenge<Tree>>,
+    challenges: Vec<Challenge>,
+    _tree: std::marker::PhantomData<Tree>,
 }
 
 /// A replica column (one label per layer) and its path in tree C.
-struct Column<Tree: MerkleTreeTrait> {
+struct Column {
     rows: Vec<Fr>,
-    path: TreeAuthPath<Tree>,
+    path: Path,
 }
 
-struct Challenge<Tree: MerkleTreeTrait> {
+struct Challenge {
     node: u64,
     data_leaf: Fr,
-    /// Tree D's path: each level's sibling, and whether the node is the right child.
-    comm_d_path: Vec<(Fr, bool)>,
-    comm_r_last_path: TreeAuthPath<Tree>,
-    comm_c_path: TreeAuthPath<Tree>,
-    drg_parents: Vec<Column<Tree>>,
-    exp_parents: Vec<Column<Tree>>,
+    /// Tree D's path (binary, SHA-256).
+    comm_d_path: Path,
+    comm_r_last_path: Path,
+    comm_c_path: Path,
+    drg_parents: Vec<Column>,
+    exp_parents: Vec<Column>,
+}
+
+/// A vanilla proof's path with every value present.
+fn path_of(options: Vec<(Vec<Option<Fr>>, Option<usize>)>) -> Result<Path, String> {
+    options
+        .into_iter()
+        .map(|(siblings, index)| {
+            let siblings = siblings
+                .into_iter()
+                .collect::<Option<Vec<Fr>>>()
+                .ok_or("a path without its values")?;
+            match index {
+                Some(i) if i <= siblings.len() && (siblings.len() + 1).is_power_of_two() => {
+                    Ok((siblings, i))
+                }
+                _ => Err("a path level of no arity".to_string()),
+            }
+        })
+        .collect()
 }
 
 /// The fields of a vanilla column proof that storage-proofs-porep keeps to itself, read
@@ -99,15 +111,17 @@ fn fields<T: DeserializeOwned>(value: &impl serde::Serialize, what: &str) -> Res
         .map_err(|e| format!("{what}: {e}"))
 }
 
-impl<Tree: 'static + MerkleTreeTrait> Column<Tree> {
-    fn new(proof: &stacked::ColumnProof<TreeProof<Tree>>) -> Result<Self, String> {
+impl Column {
+    fn new<Tree: 'static + MerkleTreeTrait>(
+        proof: &stacked::ColumnProof<TreeProof<Tree>>,
+    ) -> Result<Self, String> {
         let f: ColumnProofFields<TreeProof<Tree>, TreeDomain<Tree>> = fields(proof, "column")?;
         if f.column.rows.len() != 2 && f.column.rows.len() != 11 {
             return Err(format!("a column of {} layers", f.column.rows.len()));
         }
         Ok(Column {
             rows: f.column.rows.into_iter().map(Into::into).collect(),
-            path: f.inclusion_proof.as_options().into(),
+            path: path_of(f.inclusion_proof.as_options())?,
         })
     }
 }
@@ -141,33 +155,31 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
                 .iter()
                 .map(Challenge::new)
                 .collect::<Result<_, _>>()?,
+            _tree: std::marker::PhantomData,
         })
     }
 }
 
-impl<Tree: 'static + MerkleTreeTrait> Challenge<Tree> {
-    fn new(p: &stacked::Proof<Tree, DefaultPieceHasher>) -> Result<Self, String> {
+impl Challenge {
+    fn new<Tree: 'static + MerkleTreeTrait>(
+        p: &stacked::Proof<Tree, DefaultPieceHasher>,
+    ) -> Result<Self, String> {
         let labeling = p.labeling_proofs.first().ok_or("no labeling proof")?;
         let node = fields::<LabelingFields>(labeling, "labeling proof")?.node;
-        let comm_d_path = p
-            .comm_d_proofs
-            .as_options()
-            .into_iter()
-            .map(|(siblings, index)| match (siblings.as_slice(), index) {
-                ([Some(s)], Some(i @ (0 | 1))) => Ok((*s, i == 1)),
-                _ => Err("tree D's path is not a binary path".to_string()),
-            })
-            .collect::<Result<_, _>>()?;
+        let comm_d_path = path_of(p.comm_d_proofs.as_options())?;
+        if comm_d_path.iter().any(|(siblings, _)| siblings.len() != 1) {
+            return Err("tree D's path is not a binary path".into());
+        }
         let columns = |proofs: &[stacked::ColumnProof<TreeProof<Tree>>]| {
             proofs
                 .iter()
-                .map(Column::new)
+                .map(Column::new::<Tree>)
                 .collect::<Result<Vec<_>, _>>()
         };
         let rcp = &p.replica_column_proofs;
         let drg_parents = columns(&rcp.drg_parents)?;
         let exp_parents = columns(&rcp.exp_parents)?;
-        let c_x = Column::<Tree>::new(&rcp.c_x)?;
+        let c_x = Column::new::<Tree>(&rcp.c_x)?;
         let layers = c_x.rows.len();
         if drg_parents.is_empty()
             || exp_parents.is_empty()
@@ -182,7 +194,7 @@ impl<Tree: 'static + MerkleTreeTrait> Challenge<Tree> {
             node,
             data_leaf: p.comm_d_proofs.leaf().into(),
             comm_d_path,
-            comm_r_last_path: p.comm_r_last_proof.as_options().into(),
+            comm_r_last_path: path_of(p.comm_r_last_proof.as_options())?,
             comm_c_path: c_x.path,
             drg_parents,
             exp_parents,
@@ -235,21 +247,22 @@ struct Commitments<'a> {
     replica_id_bits: &'a [Boolean],
 }
 
-impl<Tree: 'static + MerkleTreeTrait> Challenge<Tree> {
+impl Challenge {
     fn synthesize<CS>(self, cs: &mut CS, at: &Commitments<'_>) -> Result<(), SynthesisError>
     where
         CS: ConstraintSystem<Fr>,
         CS::Root: Gadgets,
     {
         let data_leaf = alloc(cs.namespace(|| "data_leaf"), self.data_leaf)?;
-        tree_d_inclusion(
+        inclusion(
             &mut cs.namespace(|| "comm_d_inclusion"),
+            Hash::Sha256,
             &self.comm_d_path,
             at.comm_d,
             &data_leaf,
         )?;
-        let drg = open_columns::<Tree, _>(cs, "drg", self.drg_parents, at.comm_c)?;
-        let exp = open_columns::<Tree, _>(cs, "exp", self.exp_parents, at.comm_c)?;
+        let drg = open_columns(cs, "drg", &self.drg_parents, at.comm_c)?;
+        let exp = open_columns(cs, "exp", &self.exp_parents, at.comm_c)?;
         let node = UInt64::alloc(cs.namespace(|| "challenge"), Some(self.node))?;
         node.pack_into_input(cs.namespace(|| "challenge input"))?;
         let layers = drg.first().map_or(0, Vec::len);
@@ -273,16 +286,18 @@ impl<Tree: 'static + MerkleTreeTrait> Challenge<Tree> {
         }
         let key = labels.last().ok_or(SynthesisError::Unsatisfiable)?;
         let encoded = encode(cs.namespace(|| "encode_node"), key, &data_leaf)?;
-        inclusion::<Tree, _>(
-            cs.namespace(|| "comm_r_last_data_inclusion"),
-            self.comm_r_last_path,
+        inclusion(
+            &mut cs.namespace(|| "comm_r_last_data_inclusion"),
+            Hash::Poseidon,
+            &self.comm_r_last_path,
             at.comm_r_last,
             &encoded,
         )?;
-        let column_hash = hash_column(cs.namespace(|| "c_x_column_hash"), &labels)?;
-        inclusion::<Tree, _>(
-            cs.namespace(|| "c_x_inclusion"),
-            self.comm_c_path,
+        let column_hash = cs.get_root().poseidon(&labels)?;
+        inclusion(
+            &mut cs.namespace(|| "c_x_inclusion"),
+            Hash::Poseidon,
+            &self.comm_c_path,
             at.comm_c,
             &column_hash,
         )
@@ -290,62 +305,48 @@ impl<Tree: 'static + MerkleTreeTrait> Challenge<Tree> {
 }
 
 /// Allocates each parent's column, hashes it and checks the hash's inclusion in tree C.
-fn open_columns<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Fr>>(
+fn open_columns<CS>(
     cs: &mut CS,
     kind: &str,
-    columns: Vec<Column<Tree>>,
+    columns: &[Column],
     comm_c: &AllocatedNum<Fr>,
-) -> Result<Vec<Vec<AllocatedNum<Fr>>>, SynthesisError> {
+) -> Result<Vec<Vec<AllocatedNum<Fr>>>, SynthesisError>
+where
+    CS: ConstraintSystem<Fr>,
+    CS::Root: Gadgets,
+{
     let mut out = Vec::with_capacity(columns.len());
-    for (i, col) in columns.into_iter().enumerate() {
-        let rows = {
-            let mut cs = cs.namespace(|| format!("{kind}_parent_{i}_num"));
-            col.rows
-                .iter()
-                .map(|&r| alloc(cs.namespace(|| "row"), r))
-                .collect::<Result<Vec<_>, _>>()?
-        };
-        let hash = hash_column(cs.namespace(|| format!("{kind}_parent_{i}_hash")), &rows)?;
-        inclusion::<Tree, _>(
-            cs.namespace(|| format!("{kind}_parent_{i}_inclusion")),
-            col.path,
-            comm_c,
-            &hash,
-        )?;
+    for (i, col) in columns.iter().enumerate() {
+        let mut cs = cs.namespace(|| format!("{kind}_parent_{i}"));
+        let rows = col
+            .rows
+            .iter()
+            .map(|&r| alloc(cs.namespace(|| "row"), r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let hash = cs.get_root().poseidon(&rows)?;
+        inclusion(&mut cs, Hash::Poseidon, &col.path, comm_c, &hash)?;
         out.push(rows);
     }
     Ok(out)
 }
 
-/// A column's Poseidon hash (its width is its number of layers: 2 or 11).
-fn hash_column<CS: ConstraintSystem<Fr>>(
-    cs: CS,
-    rows: &[AllocatedNum<Fr>],
-) -> Result<AllocatedNum<Fr>, SynthesisError> {
-    match rows.len() {
-        2 => PoseidonFunction::hash_multi_leaf_circuit::<U2, _>(cs, rows, 0),
-        11 => PoseidonFunction::hash_multi_leaf_circuit::<U11, _>(cs, rows, 0),
-        _ => Err(SynthesisError::Unsatisfiable),
-    }
+/// A tree's node hash.
+#[derive(Clone, Copy)]
+enum Hash {
+    /// Tree D: SHA-256 of the two children's bytes, packed.
+    Sha256,
+    /// Trees C and R: Poseidon of the children.
+    Poseidon,
 }
 
-/// `leaf`'s inclusion under `root` in a tree of `Tree`'s shape, its path private.
-fn inclusion<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Fr>>(
-    cs: CS,
-    path: TreeAuthPath<Tree>,
-    root: &AllocatedNum<Fr>,
-    leaf: &AllocatedNum<Fr>,
-) -> Result<(), SynthesisError> {
-    let leaf = Root::from_allocated::<CS>(leaf.clone());
-    let root = Root::from_allocated::<CS>(root.clone());
-    PoRCircuit::<Tree>::synthesize(cs, leaf, path, root, true)
-}
-
-/// `leaf`'s inclusion under `root` in tree D (binary, SHA-256), as storage-proofs' `PoRCircuit`
-/// checks it, each level's hash through [`Gadgets::sha256_packed`].
-fn tree_d_inclusion<CS>(
+/// `leaf`'s inclusion under `root`, its path private, as storage-proofs' `PoRCircuit` checks
+/// it: at each level the position's bits and the siblings are allocated, the node is put in
+/// its place among them (`insert`) and they are hashed; then the path's bits are packed
+/// into public inputs and the root compared.
+fn inclusion<CS>(
     cs: &mut CS,
-    path: &[(Fr, bool)],
+    hash: Hash,
+    path: &Path,
     root: &AllocatedNum<Fr>,
     leaf: &AllocatedNum<Fr>,
 ) -> Result<(), SynthesisError>
@@ -354,25 +355,34 @@ where
     CS::Root: Gadgets,
 {
     let mut cur = leaf.clone();
-    let mut index_bits = Vec::with_capacity(path.len());
-    {
-        let mut cs = cs.namespace(|| "base");
-        for (i, &(sibling, right)) in path.iter().enumerate() {
-            let mut cs = cs.namespace(|| format!("merkle tree hash {i}"));
-            let bit = Boolean::from(AllocatedBit::alloc(cs.namespace(|| "index"), Some(right))?);
-            index_bits.push(bit.clone());
-            let sibling = alloc(cs.namespace(|| "path element"), sibling)?;
-            let pair = insert(&mut cs, &cur, &[bit], &[sibling])?;
-            let mut bits = Vec::with_capacity(512);
-            for (j, node) in pair.iter().enumerate() {
-                bits.extend(reverse_bit_numbering(
-                    node.to_bits_le(cs.namespace(|| format!("{j}_bits")))?,
-                ));
-            }
-            cur = cs.get_root().sha256_packed(&bits)?;
+    let mut path_bits = Vec::new();
+    for (level, (siblings, index)) in path.iter().enumerate() {
+        let mut cs = cs.namespace(|| format!("level {level}"));
+        let arity = siblings.len() + 1;
+        let mut bits = Vec::with_capacity(arity.trailing_zeros() as usize);
+        for b in 0..arity.trailing_zeros() {
+            let bit = AllocatedBit::alloc(cs.namespace(|| "index"), Some((index >> b) & 1 == 1))?;
+            bits.push(Boolean::from(bit));
         }
+        path_bits.extend_from_slice(&bits);
+        let siblings = siblings
+            .iter()
+            .map(|&v| alloc(cs.namespace(|| "sibling"), v))
+            .collect::<Result<Vec<_>, _>>()?;
+        let children = insert(&mut cs, &cur, &bits, &siblings)?;
+        cur = match hash {
+            Hash::Poseidon => cs.get_root().poseidon(&children)?,
+            Hash::Sha256 => {
+                let mut bytes = Vec::with_capacity(256 * children.len());
+                for (j, node) in children.iter().enumerate() {
+                    let le = node.to_bits_le(cs.namespace(|| format!("{j}_bits")))?;
+                    bytes.extend(reverse_bit_numbering(le));
+                }
+                cs.get_root().sha256_packed(&bytes)?
+            }
+        };
     }
-    multipack::pack_into_inputs(cs.namespace(|| "path"), &index_bits)?;
+    multipack::pack_into_inputs(cs.namespace(|| "path"), &path_bits)?;
     constraint::equal(cs, || "root", &cur, root);
     Ok(())
 }
