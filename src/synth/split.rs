@@ -98,7 +98,8 @@ pub fn synthesize_split<C: Synthesize + Send>(
 /// already queued there (other partitions'), while this thread — not one of the pool's —
 /// waits for them, then stitched on `stitch_pool`. No thread of `pool` ever waits for another
 /// partition's part to finish (a waiting rayon thread steals work, and one part of a 32 GiB
-/// partition is seconds), and a partition's parts run in order of arrival. A part that has
+/// partition is seconds), and a partition's parts run in order of arrival, queued together
+/// (never interleaved with another partition's arriving at the same time). A part that has
 /// not started when `stopped()` turns true is skipped, and the result is [`SplitError::Stopped`].
 pub fn synthesize_split_on<C: Synthesize + Send>(
     pool: &rayon::ThreadPool,
@@ -114,6 +115,9 @@ pub fn synthesize_split_on<C: Synthesize + Send>(
     stitch_pool.install(|| Ok(finish(stitch(parts)?)))
 }
 
+/// Held while one partition's parts are queued.
+static QUEUEING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `part(circuit, index)` for every part, queued on `pool` as [`synthesize_split_on`]
 /// says, and returns the results in order.
 pub fn run_parts_on<C: Send, P: Send, E: From<SplitError> + Send>(
@@ -127,6 +131,10 @@ pub fn run_parts_on<C: Send, P: Send, E: From<SplitError> + Send>(
     done.resize_with(parts.len(), || None);
     let part = &part;
     pool.in_place_scope_fifo(|scope| {
+        // One partition's parts are queued together: partitions that arrive at once (a
+        // sector's, admitted together) then finish one after another, the first as soon as
+        // the pool could make it, instead of all of them together at the end.
+        let _queueing = QUEUEING.lock().unwrap_or_else(|p| p.into_inner());
         for ((i, c), slot) in parts.into_iter().enumerate().zip(done.iter_mut()) {
             scope.spawn_fifo(move |_| {
                 if stopped() {
