@@ -4,8 +4,9 @@
 # Makes sure the 2 KiB test parameters of all four proof kinds exist outside the checkout
 # ($CUZK_TEST_PARAMS, default /var/tmp/filecoin-proof-parameters) — generating only the
 # missing ones, which takes ~15 minutes on 2 cores the first time — then runs every test in
-# release mode (debug-mode proving of real circuits would take hours), and the prover's unit
-# tests once more with CUZK_CPU_SIMD=off.
+# release mode (debug-mode proving of real circuits would take hours), as root also those
+# that need root (#[ignore]d elsewhere), and the prover's unit tests once more with
+# CUZK_CPU_SIMD=off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CUZK_TEST_PARAMS="${CUZK_TEST_PARAMS:-/var/tmp/filecoin-proof-parameters}"
@@ -18,6 +19,11 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 cargo build --release --locked --bin cuzk
 "$target_dir/release/cuzk" params generate --sector-size 2KiB --kind all --dir "$CUZK_TEST_PARAMS"
 cargo test --release --locked "$@"
+# Tests that connect as other uids need root; elsewhere they are reported as ignored. As
+# root (CI), run them too.
+if [ "$#" -eq 0 ] && [ "$(id -u)" = 0 ]; then
+  cargo test --release --locked --test daemon_trust -- --ignored
+fi
 # Where the CPU has AVX-512 IFMA the run above takes the eight-lane field arithmetic; the
 # prover's unit tests run again on the portable path that every other CPU uses.
 if [ "$#" -eq 0 ]; then

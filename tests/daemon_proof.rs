@@ -190,6 +190,78 @@ fn two_clients_get_verified_2k_porep_proofs_at_once() {
     assert!(daemon.wait_exit(Duration::from_secs(30)).success());
 }
 
+/// Evict of the parameter set a running proof uses is refused (`InUse`, naming the job) while
+/// the job is queued and while it runs on the resident set, which stays; the proof still
+/// comes back and verifies, and once the job has finished the same Evict goes through.
+#[test]
+fn evict_of_the_set_a_running_proof_uses_is_refused_and_the_proof_verifies() {
+    let dir = params();
+    let daemon = Daemon::start(&[
+        ("proving.backend", "\"cpu\""),
+        ("debug.check_input", "true"),
+    ]);
+    let sector = sealed(daemon.env.dir.path(), 3);
+    let porep_2k = cuzk::proto::ParamSpec {
+        kind: ProofKind::PoRep,
+        sector_size: 2048,
+    };
+    let mut c = daemon.client();
+    let job = c.submit(porep(&sector)).unwrap().job_id;
+    let (mut refused, mut refused_resident) = (0, 0);
+    loop {
+        let state = job_state(&mut c, job);
+        if !matches!(state, JobState::Queued | JobState::Running) {
+            break;
+        }
+        let resident = c
+            .residency()
+            .unwrap()
+            .params
+            .iter()
+            .any(|p| p.spec == porep_2k);
+        match c.evict(porep_2k.clone()) {
+            Err(e) => {
+                assert_eq!(code(&e), cuzk::proto::ErrorCode::InUse, "{e}");
+                let cuzk::proto::ClientError::Server(refusal) = &e else {
+                    panic!("{e}");
+                };
+                assert_eq!(refusal.job_id, Some(job));
+                refused += 1;
+                refused_resident += usize::from(resident);
+            }
+            // Only once the job is done.
+            Ok(report) => {
+                let now = job_state(&mut c, job);
+                assert_eq!(
+                    now,
+                    JobState::Succeeded,
+                    "evicted under the job: {report:?}"
+                );
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    println!("{refused} evictions refused, {refused_resident} of them with the set resident");
+    assert!(
+        refused_resident > 0,
+        "refused while the job ran on the resident set"
+    );
+    let proof = match c.await_job(job, None).unwrap() {
+        Ok(p) => p,
+        Err(info) => panic!("pending: {info:?}"),
+    };
+    assert!(
+        sector.verify_porep(&proof.proof, &dir).unwrap(),
+        "filecoin-proofs accepts the proof"
+    );
+    assert!(c.evict(porep_2k.clone()).unwrap().loaded.is_empty());
+    assert!(c.residency().unwrap().params.is_empty());
+    let mut daemon = daemon;
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(30)).success());
+}
+
 /// `cuzk submit`, SIGTERM while the proof runs, `cuzk await` still gets it, cuzkd exits 0.
 #[test]
 fn the_cli_gets_a_real_proof_through_a_sigterm_drain() {

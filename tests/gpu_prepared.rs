@@ -246,7 +246,7 @@ fn evict_frees_device_memory() {
         loaded.saturating_sub(before)
     );
 
-    assert!(svc.evict(&id), "the set was resident");
+    assert_eq!(svc.evict(&id), Ok(true), "the set was resident");
     assert!(svc.resident().is_empty());
     let after = used();
     println!("device memory used after Evict: {after}");

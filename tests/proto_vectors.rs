@@ -309,6 +309,22 @@ fn vectors() -> Vec<(&'static str, Message)> {
                 job_id: None,
             })),
         ),
+        (
+            "error-in-use",
+            A(Response::Error(ErrorResponse {
+                code: ErrorCode::InUse,
+                message: "in use".into(),
+                job_id: Some(7),
+            })),
+        ),
+        (
+            "error-admin-required",
+            A(Response::Error(ErrorResponse {
+                code: ErrorCode::AdminRequired,
+                message: "admins only".into(),
+                job_id: None,
+            })),
+        ),
         ("ping", Q(Request::Ping(Ping { nonce: 300 }))),
         ("pong", A(Response::Pong(Pong { nonce: 300 }))),
         ("info", Q(Request::Info)),
@@ -463,6 +479,10 @@ fn enum_indices_are_stable() {
         ErrorCode::Internal,
         ErrorCode::JobFinished,
         ErrorCode::ResourceExhausted,
+        ErrorCode::PriorityConflict,
+        ErrorCode::ResponseTooLarge,
+        ErrorCode::InUse,
+        ErrorCode::AdminRequired,
     ];
     for (i, c) in codes.iter().enumerate() {
         assert_eq!(encode_payload(c).unwrap(), vec![i as u8], "{c:?}");

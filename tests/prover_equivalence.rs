@@ -248,7 +248,8 @@ fn truncated_and_corrupt_parameter_files_name_the_section() {
 
 /// The proving service's cache keeps the backend's prepared set next to the host copy: a
 /// second request gets the same handle, and Evict drops the cache's handle with the host copy
-/// (on a GPU that frees the device memory), while a running proof keeps its own until it ends.
+/// (on a GPU that frees the device memory); while a running proof holds the set, Evict is
+/// refused.
 #[test]
 fn evict_drops_the_prepared_set_with_the_host_copy() {
     use cuzk::proofs::{registry, ProofKind, ProvingService};
@@ -286,14 +287,20 @@ fn evict_drops_the_prepared_set_with_the_host_copy() {
     assert!(resident[0].params.resident_bytes > 0);
     assert_eq!(resident[0].device_bytes(), 0);
 
+    // A running proof holds its set: Evict is refused, and the set stays resident (dropping
+    // the cache's handle would let the next load make a second copy beside the proof's).
     let handle = Arc::downgrade(&prepared);
-    assert!(svc.evict(&id));
-    assert!(svc.resident().is_empty());
-    assert!(handle.upgrade().is_some(), "a running proof keeps its set");
+    assert!(matches!(
+        svc.evict(&id),
+        Err(cuzk::srs::EvictError::InUse { users: 1, .. })
+    ));
+    assert_eq!(svc.resident().len(), 1, "still resident");
     drop(prepared);
+    assert_eq!(svc.evict(&id), Ok(true));
+    assert!(svc.resident().is_empty());
     assert!(
         handle.upgrade().is_none(),
         "Evict dropped the cache's prepared set"
     );
-    assert!(!svc.evict(&id), "evicted already");
+    assert_eq!(svc.evict(&id), Ok(false), "evicted already");
 }

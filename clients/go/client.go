@@ -339,12 +339,16 @@ func (c *Client) Metrics(ctx context.Context) (string, error) {
 }
 
 // Preload loads (and prepares for the backend) a parameter set; an invalid sector size is
-// ErrInvalidInput, a set that cannot be loaded ErrParamsUnavailable.
+// ErrInvalidInput, a set that cannot be loaded ErrParamsUnavailable. For admins only (root,
+// the daemon's own uid and socket.admin_uids): anyone else gets ErrAdminRequired.
 func (c *Client) Preload(ctx context.Context, spec ParamSpec) (*ParamsReport, error) {
 	return c.params(ctx, PreloadRequest{spec})
 }
 
-// Evict drops a parameter set from host and device memory.
+// Evict drops a parameter set from host and device memory. For admins only
+// (ErrAdminRequired). While queued or running jobs need the set, a proof holds it or it is
+// being loaded, nothing is dropped: ErrInUse (its JobID names the first such job); evict it
+// again once they have finished.
 func (c *Client) Evict(ctx context.Context, spec ParamSpec) (*ParamsReport, error) {
 	return c.params(ctx, EvictRequest{spec})
 }
@@ -440,9 +444,10 @@ func (c *Client) Ping(ctx context.Context, nonce uint64) (*Pong, error) {
 }
 
 // Lookup finds the newest job the daemon knows under requestID (queued, running, or finished
-// within its result retention), for a client that lost the job id, such as a miner that
-// restarted: Await its JobID rather than submit the input again. An id no known job has is
-// ErrUnknownJob; a daemon that predates Lookup answers ErrMalformedFrame.
+// within its result retention) among this client's uid's jobs (an admin without one gets
+// any uid's), for a client that lost the job id, such as a miner that restarted: Await its
+// JobID rather than submit the input again. An id no such job has is ErrUnknownJob; a
+// daemon that predates Lookup answers ErrMalformedFrame.
 func (c *Client) Lookup(ctx context.Context, requestID string) (*JobInfo, error) {
 	resp, err := c.Call(ctx, LookupRequest{LookupQuery{RequestID: requestID}})
 	if err != nil {

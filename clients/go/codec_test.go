@@ -229,8 +229,8 @@ func TestHugeCountsAreRefused(t *testing.T) {
 
 func TestRetryable(t *testing.T) {
 	for code, want := range map[ErrorCode]bool{
-		CodeQueueFull: true, CodeResourceExhausted: true, CodeBusy: true, CodeShuttingDown: true,
-		CodeInvalidInput: false, CodeProvingFailed: false, CodeCancelled: false, CodeUnknownJob: false,
+		CodeQueueFull: true, CodeResourceExhausted: true, CodeBusy: true, CodeShuttingDown: true, CodeInUse: true,
+		CodeInvalidInput: false, CodeProvingFailed: false, CodeCancelled: false, CodeUnknownJob: false, CodeAdminRequired: false,
 	} {
 		e := error(&Error{Code: code})
 		wrapped := fmt.Errorf("wrapped: %w", e)

@@ -30,13 +30,16 @@ const (
 	CodeResourceExhausted
 	CodePriorityConflict
 	CodeResponseTooLarge
+	CodeInUse
+	CodeAdminRequired
 )
 
 var codeNames = [...]string{
 	"MalformedFrame", "FrameTooLarge", "UnsupportedVersion", "HelloRequired", "UnknownJob",
 	"QueueFull", "InvalidInput", "ProvingFailed", "Cancelled", "ShuttingDown",
 	"RequestIdConflict", "PermissionDenied", "Busy", "ParamsUnavailable", "Internal",
-	"JobFinished", "ResourceExhausted", "PriorityConflict", "ResponseTooLarge",
+	"JobFinished", "ResourceExhausted", "PriorityConflict", "ResponseTooLarge", "InUse",
+	"AdminRequired",
 }
 
 // String is the code's name as protocol.md spells it.
@@ -73,6 +76,13 @@ var (
 	// The answer would exceed the daemon's frame limit: ask for less (Status of one job)
 	// or raise protocol.max_frame_size.
 	ErrResponseTooLarge = &codeSentinel{CodeResponseTooLarge}
+	// Evict of a parameter set that queued or running jobs need (JobID names the first),
+	// that a running proof holds or that is being loaded: nothing was dropped. Evict it
+	// again once they have finished.
+	ErrInUse = &codeSentinel{CodeInUse}
+	// Preload and Evict are for admins only (root, the daemon's own uid and
+	// socket.admin_uids).
+	ErrAdminRequired = &codeSentinel{CodeAdminRequired}
 )
 
 // sentinels is indexed by code; TestSentinelsCoverEveryCode keeps it complete.
@@ -81,7 +91,7 @@ var sentinels = []*codeSentinel{
 	ErrUnknownJob, ErrQueueFull, ErrInvalidInput, ErrProvingFailed, ErrCancelled,
 	ErrShuttingDown, ErrRequestIDConflict, ErrPermissionDenied, ErrBusy,
 	ErrParamsUnavailable, ErrInternal, ErrJobFinished, ErrResourceExhausted,
-	ErrPriorityConflict, ErrResponseTooLarge,
+	ErrPriorityConflict, ErrResponseTooLarge, ErrInUse, ErrAdminRequired,
 }
 
 // Sentinel returns the errors.Is sentinel of a code (nil for a code this package does not
@@ -146,6 +156,8 @@ func (e *Error) ClosesConnection() bool {
 //     on a new one (Dial again).
 //   - ShuttingDown: this daemon is stopping and did not prove the job; a restarted daemon
 //     (systemd's cuzkd.socket starts one on the next connection) will. Dial again.
+//   - InUse: an Evict of a parameter set that jobs need; evict it again once they have
+//     finished.
 //
 // Every other code (InvalidInput, ProvingFailed, Cancelled, ...) gives the same answer
 // again, and transport errors are not daemon errors: Retryable reports false for them.
@@ -155,7 +167,7 @@ func Retryable(err error) bool {
 		return false
 	}
 	switch e.Code {
-	case CodeQueueFull, CodeResourceExhausted, CodeBusy, CodeShuttingDown:
+	case CodeQueueFull, CodeResourceExhausted, CodeBusy, CodeShuttingDown, CodeInUse:
 		return true
 	}
 	return false

@@ -73,6 +73,8 @@ func vectorTable() map[string]vector {
 		"jobs-page":                {resp: JobsResponse{JobsPage{Jobs: []JobInfo{{JobID: 42, Kind: SnapDeals, Priority: Normal, State: Running, PartitionsDone: 3, PartitionsTotal: 16, AgeMs: 1500}}, More: 3}}},
 		"error-priority-conflict":  {resp: ErrorResponseMsg{ErrorResponse{Code: CodePriorityConflict, Message: "priority", JobID: u64p(42)}}},
 		"error-response-too-large": {resp: ErrorResponseMsg{ErrorResponse{Code: CodeResponseTooLarge, Message: "too large"}}},
+		"error-in-use":             {resp: ErrorResponseMsg{ErrorResponse{Code: CodeInUse, Message: "in use", JobID: u64p(7)}}},
+		"error-admin-required":     {resp: ErrorResponseMsg{ErrorResponse{Code: CodeAdminRequired, Message: "admins only"}}},
 		"ping":                     {req: PingRequest{Ping{Nonce: 300}}},
 		"pong":                     {resp: PongResponse{Pong{Nonce: 300}}},
 		"lookup":                   {req: LookupRequest{LookupQuery{RequestID: "s-7"}}},

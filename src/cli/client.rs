@@ -126,7 +126,8 @@ pub struct JobArgs {
 /// `cuzk status [JOB]`
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
-    /// One job; without it, the daemon and every job it knows.
+    /// One job; without it, the daemon and every job of yours it knows (an admin's: every
+    /// job).
     pub job: Option<u64>,
     /// Daemon connection.
     #[command(flatten)]
@@ -168,13 +169,14 @@ pub enum ClientCommand {
     Await(AwaitArgs),
     /// Cancel a queued or running job.
     Cancel(JobArgs),
-    /// Show the daemon's status, or one job's.
+    /// Show the daemon's status and your jobs (an admin: every job), or one job's.
     Status(StatusArgs),
     /// Print the daemon's metrics in the Prometheus text format.
     Metrics(MetricsArgs),
-    /// Load a parameter set into the daemon's memory.
+    /// Load a parameter set into the daemon's memory (admins only).
     Preload(ParamArgs),
-    /// Drop a parameter set from the daemon's memory.
+    /// Drop a parameter set from the daemon's memory (admins only; refused while queued or
+    /// running jobs need it).
     Evict(ParamArgs),
     /// Generate 2 KiB test parameters if missing, start an in-process daemon, seal a 2 KiB
     /// sector, prove it over the socket, verify it and print the timings.

@@ -103,6 +103,23 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| ids(&c.socket.allowed_gids),
     },
     KeyDoc {
+        name: "socket.admin_uids",
+        kind: "array of integers",
+        default: "[]",
+        description: "Peer uids (SO_PEERCRED) that are admins besides root and the daemon's \
+                      own uid, which always are. An admin sees and may act on every job \
+                      (Status, Jobs, Await, Cancel, Lookup) and may load and drop parameter \
+                      sets (Preload, Evict); every other client sees and acts on only the \
+                      jobs it submitted itself, and is refused Preload and Evict. Being \
+                      listed here does not let a uid connect: allowed_uids, allowed_gids and \
+                      the socket's permissions decide that.",
+        apply: |c, v| {
+            c.socket.admin_uids = id_list(v)?;
+            Ok(())
+        },
+        show: |c| ids(&c.socket.admin_uids),
+    },
+    KeyDoc {
         name: "socket.max_connections",
         kind: "integer",
         default: "64",
@@ -774,6 +791,7 @@ pub(super) fn zero_config() -> Config {
             group: None,
             allowed_uids: Vec::new(),
             allowed_gids: Vec::new(),
+            admin_uids: Vec::new(),
             max_connections: 0,
             max_connections_per_uid: 0,
         },

@@ -91,6 +91,10 @@ pub struct SocketConfig {
     pub allowed_uids: Vec<u32>,
     /// Peer primary gids allowed to connect.
     pub allowed_gids: Vec<u32>,
+    /// Peer uids that are admins, besides root and the daemon's own uid (which always are):
+    /// they see and act on every job and may load and drop parameter sets; other clients
+    /// see and act on their own jobs only.
+    pub admin_uids: Vec<u32>,
     /// Connections served at once; more are answered "busy" and closed.
     pub max_connections: usize,
     /// Connections one peer uid may hold at once, root included; 0 = all but an eighth of
@@ -507,7 +511,7 @@ mod tests {
     #[test]
     fn values_parse() {
         let c = parse(
-            "[socket]\nmode = \"0600\"\ngroup = \"cuzk\"\nallowed_uids = [1000, 1001]\n\
+            "[socket]\nmode = \"0600\"\ngroup = \"cuzk\"\nallowed_uids = [1000, 1001]\nadmin_uids = [1001]\n\
              [queue]\nresult_retention = \"1h\"\n[protocol]\nmax_frame_size = \"16MiB\"\n\
              [daemon]\ndrain_grace = \"30s\"\n[proving]\npinned_memory = \"64GiB\"\n",
         )
@@ -515,6 +519,7 @@ mod tests {
         assert_eq!(c.socket.mode, 0o600);
         assert_eq!(c.socket.group.as_deref(), Some("cuzk"));
         assert_eq!(c.socket.allowed_uids, vec![1000, 1001]);
+        assert_eq!(c.socket.admin_uids, vec![1001]);
         assert_eq!(c.queue.result_retention, Duration::from_secs(3600));
         assert_eq!(c.protocol.max_frame_size, 16 << 20);
         assert_eq!(c.daemon.drain_grace, Duration::from_secs(30));

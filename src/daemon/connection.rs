@@ -13,6 +13,7 @@ use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tokio_util::codec::Framed;
 
+use super::access::Access;
 use super::handler::{handle, Session};
 use super::{ratelimit, wire, Context};
 use crate::proto::{
@@ -153,11 +154,12 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
         .await;
         return;
     };
-    tracing::info!(uid, gid, pid, "client connected");
+    let access = Access::of(uid, ctx.own_uid, &ctx.config.socket.admin_uids);
+    tracing::info!(uid, gid, pid, admin = access.admin, "client connected");
     let mut session = Session {
         hello: false,
         client: String::new(),
-        uid,
+        access,
     };
     let mut framed = Framed::new(stream, FrameCodec::new(max));
     let hello_deadline = tokio::time::Instant::now() + ctx.config.protocol.hello_timeout;

@@ -4,8 +4,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::access::Access;
 use super::{wire, Context};
-use crate::engine::JobPhase;
+use crate::engine::{JobPhase, JobSnapshot};
 use crate::proofs::{registry, ProofRequest};
 use crate::proto::{
     self, AwaitJob, ErrorCode, ParamResidency, ParamSpec, ParamsReport, Request, ResidencyReport,
@@ -22,8 +23,8 @@ pub struct Session {
     pub hello: bool,
     /// The client's name from Hello.
     pub client: String,
-    /// The peer's uid (SO_PEERCRED), for logs.
-    pub uid: u32,
+    /// The peer's uid (SO_PEERCRED) and what it may see and do.
+    pub access: Access,
 }
 
 /// Answers `request`, or `None` when `hung_up` resolves while the request waits for a job
@@ -45,22 +46,39 @@ pub async fn handle(
             None,
         ));
     }
+    let access = session.access;
+    if access.refuses(&request) {
+        if let Some(suppressed) = super::ratelimit::FORBIDDEN.allow(Instant::now()) {
+            tracing::info!(
+                uid = access.uid,
+                client = %session.client,
+                suppressed,
+                "request refused: parameter sets are managed by admins only"
+            );
+        }
+        return Some(wire::error(
+            ErrorCode::AdminRequired,
+            "loading and dropping parameter sets is for admins only (root, the daemon's own \
+             user and socket.admin_uids)",
+            None,
+        ));
+    }
     let answer = match request {
         Request::Hello(h) => hello(h, session, ctx),
         Request::Submit(s) => submit(s, session, ctx).await.unwrap_or_else(|e| e),
-        Request::Await(a) => return await_job(a, ctx, hung_up).await,
+        Request::Await(a) => return await_job(a, access, ctx, hung_up).await,
         Request::Prove(s) => match submit(s, session, ctx).await {
             Ok(Response::Accepted(a)) => {
                 let wait = AwaitJob {
                     job_id: a.job_id,
                     timeout_ms: None,
                 };
-                return await_job(wait, ctx, hung_up).await;
+                return await_job(wait, access, ctx, hung_up).await;
             }
             Ok(other) | Err(other) => other,
         },
-        Request::Cancel(j) => cancel(j.job_id, ctx),
-        Request::Status(q) => status(q.job_id, ctx),
+        Request::Cancel(j) => cancel(j.job_id, access, ctx),
+        Request::Status(q) => status(q.job_id, access, ctx),
         Request::Metrics => Response::Metrics(super::metrics::render(ctx)),
         Request::Preload(spec) => params(params_of_spec(&spec), true, ctx).await,
         Request::Evict(spec) => params(params_of_spec(&spec), false, ctx).await,
@@ -69,9 +87,9 @@ pub async fn handle(
         Request::Residency => Response::Residency(residency(ctx)),
         Request::Pipeline => Response::Pipeline(pipeline(ctx)),
         Request::Devices => Response::Devices(devices(ctx)),
-        Request::Jobs(q) => Response::Jobs(jobs_page(q, ctx)),
+        Request::Jobs(q) => Response::Jobs(jobs_page(q, access, ctx)),
         Request::Ping(p) => Response::Pong(proto::Pong { nonce: p.nonce }),
-        Request::Lookup(q) => lookup(&q.request_id, ctx),
+        Request::Lookup(q) => lookup(&q.request_id, access, ctx),
         Request::Info => Response::Info(info(ctx)),
     };
     Some(answer)
@@ -90,7 +108,12 @@ fn hello(h: proto::Hello, session: &mut Session, ctx: &Context) -> Response {
     }
     session.hello = true;
     session.client = crate::engine::bounded(&h.client_name, 128);
-    tracing::debug!(client = %session.client, uid = session.uid, "hello");
+    tracing::debug!(
+        client = %session.client,
+        uid = session.access.uid,
+        admin = session.access.admin,
+        "hello"
+    );
     Response::Welcome(Welcome {
         protocol_version: PROTOCOL_VERSION,
         server_version: format!("cuzkd {}", env!("CARGO_PKG_VERSION")),
@@ -126,13 +149,14 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
     let kind = request.kind();
     let priority = s.priority.map(wire::priority_from_wire);
     let request_id = s.request_id.clone();
+    let owner = session.access.uid;
     let engine = ctx.engine.clone();
     // Checking and hashing a large C1 output takes a while: keep it off the runtime. So does
     // parsing a JSON input whose proof type is an integer id, to put its name in its place.
     let submitted = tokio::task::spawn_blocking(
         move || -> Result<_, proto::RegisteredProofError> {
             named_proof(&mut request)?;
-            Ok(engine.submit(request, priority, request_id))
+            Ok(engine.submit(owner, request, priority, request_id))
         },
     )
     .await
@@ -170,7 +194,7 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
             job_priority = submitted.priority.as_str(),
             request_id = s.request_id.as_deref(),
             client = %session.client,
-            uid = session.uid,
+            uid = owner,
             "job accepted"
         );
     }
@@ -197,19 +221,29 @@ fn named_proof(request: &mut ProofRequest) -> Result<(), proto::RegisteredProofE
     Ok(())
 }
 
+/// The snapshot of job `id`, if `access` sees it: to a peer that does not, another user's
+/// job is as unknown as one that never existed.
+fn visible_job(id: u64, access: Access, ctx: &Context) -> Option<JobSnapshot> {
+    ctx.engine.snapshot(id).filter(|s| access.sees(s.owner))
+}
+
+/// The answer about a job that does not exist, or that the peer may not see.
+fn unknown_job(id: u64) -> Response {
+    wire::error(ErrorCode::UnknownJob, format!("unknown job {id}"), Some(id))
+}
+
 /// The job's result, `Pending` after `a.timeout_ms`, or `None` once `hung_up` resolves.
 async fn await_job(
     a: AwaitJob,
+    access: Access,
     ctx: &Context,
     hung_up: impl Future<Output = ()>,
 ) -> Option<Response> {
-    let unknown = || {
-        wire::error(
-            ErrorCode::UnknownJob,
-            format!("unknown job {}", a.job_id),
-            Some(a.job_id),
-        )
-    };
+    let unknown = || unknown_job(a.job_id);
+    // A job's owner never changes: seen now, seen until it expires.
+    if visible_job(a.job_id, access, ctx).is_none() {
+        return Some(unknown());
+    }
     let Some(mut rx) = ctx.engine.watch(a.job_id) else {
         return Some(unknown());
     };
@@ -239,7 +273,10 @@ async fn await_job(
     })
 }
 
-fn cancel(job: u64, ctx: &Context) -> Response {
+fn cancel(job: u64, access: Access, ctx: &Context) -> Response {
+    if visible_job(job, access, ctx).is_none() {
+        return unknown_job(job);
+    }
     match ctx.engine.cancel(job) {
         Ok(was_running) => {
             tracing::info!(cuzk_job_id = job, was_running, "job cancelled");
@@ -248,23 +285,25 @@ fn cancel(job: u64, ctx: &Context) -> Response {
                 was_running,
             })
         }
-        Err(crate::engine::CancelError::UnknownJob(_)) => wire::error(
-            ErrorCode::UnknownJob,
-            format!("unknown job {job}"),
-            Some(job),
-        ),
+        Err(crate::engine::CancelError::UnknownJob(_)) => unknown_job(job),
         Err(e @ crate::engine::CancelError::AlreadyFinished(..)) => {
             wire::error(ErrorCode::JobFinished, e.to_string(), Some(job))
         }
     }
 }
 
-/// The newest known job submitted under `request_id`, as Status reports one job.
-fn lookup(request_id: &str, ctx: &Context) -> Response {
+/// The newest known job the peer submitted under `request_id`, as Status reports one job;
+/// for an admin without one, the newest of any user's.
+fn lookup(request_id: &str, access: Access, ctx: &Context) -> Response {
     if let Some(refusal) = request_id_refusal(request_id) {
         return refusal;
     }
-    match ctx.engine.lookup(request_id) {
+    let own = ctx.engine.lookup(request_id, Some(access.uid));
+    let found = match own {
+        None if access.admin => ctx.engine.lookup(request_id, None),
+        own => own,
+    };
+    match found {
         Some(snap) => Response::Job(wire::job_info(&snap)),
         None => wire::error(
             ErrorCode::UnknownJob,
@@ -276,15 +315,21 @@ fn lookup(request_id: &str, ctx: &Context) -> Response {
     }
 }
 
-fn status(job: Option<u64>, ctx: &Context) -> Response {
+/// The daemon's status with the jobs the peer sees (an admin: all; others: their own). The
+/// counters are the daemon's, as in the metrics.
+fn status(job: Option<u64>, access: Access, ctx: &Context) -> Response {
     let jobs = match job {
-        Some(id) => match ctx.engine.snapshot(id) {
+        Some(id) => match visible_job(id, access, ctx) {
             Some(s) => vec![wire::job_info(&s)],
-            None => {
-                return wire::error(ErrorCode::UnknownJob, format!("unknown job {id}"), Some(id))
-            }
+            None => return unknown_job(id),
         },
-        None => ctx.engine.snapshots().iter().map(wire::job_info).collect(),
+        None => ctx
+            .engine
+            .snapshots()
+            .iter()
+            .filter(|s| access.sees(s.owner))
+            .map(wire::job_info)
+            .collect(),
     };
     let stats = ctx.engine.stats();
     use crate::engine::JobState as S;
@@ -306,14 +351,14 @@ fn status(job: Option<u64>, ctx: &Context) -> Response {
     ))
 }
 
-/// The jobs after `q.after`, as many as asked for and fit in a frame, and the count of the
-/// rest.
-fn jobs_page(q: proto::JobsQuery, ctx: &Context) -> proto::JobsPage {
+/// The jobs the peer sees after `q.after`, as many as asked for and fit in a frame, and the
+/// count of the rest.
+fn jobs_page(q: proto::JobsQuery, access: Access, ctx: &Context) -> proto::JobsPage {
     let all: Vec<proto::JobInfo> = ctx
         .engine
         .snapshots()
         .iter()
-        .filter(|s| q.after.is_none_or(|after| s.id > after))
+        .filter(|s| access.sees(s.owner) && q.after.is_none_or(|after| s.id > after))
         .map(wire::job_info)
         .collect();
     let wanted = match usize::try_from(q.max) {
@@ -491,6 +536,40 @@ fn params_of_proof(proof: proto::RegisteredProof) -> Result<ParamsId, String> {
         .map_err(|e| format!("{}: {e}", registered.name()))
 }
 
+/// The refusal of an Evict of `id` while queued or running jobs need it (they would load it
+/// again, or fail on a GPU short of memory for a second copy): `InUse`, naming the first.
+fn needed(id: &ParamsId, spec: &ParamSpec, ctx: &Context) -> Option<Response> {
+    let jobs = ctx.engine.needing(id);
+    let first = *jobs.first()?;
+    const LISTED: usize = 8;
+    let mut listed = jobs
+        .iter()
+        .take(LISTED)
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if jobs.len() > LISTED {
+        listed.push_str(", …");
+    }
+    tracing::info!(
+        proof_kind = %spec.kind,
+        sector_size = spec.sector_size,
+        jobs = jobs.len(),
+        "evict refused: queued or running jobs need the set"
+    );
+    Some(wire::error(
+        ErrorCode::InUse,
+        format!(
+            "parameter set {} {} is needed by {} queued or running job(s) ({listed}); evict it \
+             once they have finished, or cancel them",
+            spec.kind,
+            spec.sector_size,
+            jobs.len()
+        ),
+        Some(first),
+    ))
+}
+
 /// Loads or drops the parameter set `id` (`Err`: an invalid request, why).
 async fn params(id: Result<ParamsId, String>, load: bool, ctx: &Arc<Context>) -> Response {
     let start = Instant::now();
@@ -502,14 +581,25 @@ async fn params(id: Result<ParamsId, String>, load: bool, ctx: &Arc<Context>) ->
         kind: id.kind.into(),
         sector_size: id.sector_size,
     };
+    if !load {
+        if let Some(refusal) = needed(&id, &spec, ctx) {
+            return refusal;
+        }
+    }
     let service = ctx.service.clone();
     let outcome = tokio::task::spawn_blocking(move || {
         if load {
-            service.preload(&id).map(|_| ()).map_err(|e| e.to_string())
+            service
+                .preload(&id)
+                .map(|_| ())
+                .map_err(|e| (ErrorCode::ParamsUnavailable, e.to_string()))
         } else {
-            // The host copy and the backend's prepared copy (its device memory) together.
-            service.evict(&id);
-            Ok(())
+            // The host copy and the backend's prepared copy (its device memory) together;
+            // refused while a proof holds the set or it is being loaded.
+            service
+                .evict(&id)
+                .map(|_| ())
+                .map_err(|e| (ErrorCode::InUse, e.to_string()))
         }
     })
     .await;
@@ -521,7 +611,15 @@ async fn params(id: Result<ParamsId, String>, load: bool, ctx: &Arc<Context>) ->
                 elapsed_ms: start.elapsed().as_millis().min(u64::MAX as u128) as u64,
             })
         }
-        Ok(Err(e)) => wire::error(ErrorCode::ParamsUnavailable, e, None),
+        Ok(Err((code, e))) => {
+            tracing::info!(
+                proof_kind = %spec.kind,
+                sector_size = spec.sector_size,
+                preload = load,
+                "parameters not updated: {e}"
+            );
+            wire::error(code, e, None)
+        }
         Err(e) => wire::error(
             ErrorCode::Internal,
             format!("parameter task failed: {e}"),

@@ -8,6 +8,7 @@
 //! The daemon reads no environment itself: `src/bin/cuzkd.rs` gathers what it needs into an
 //! [`Environment`] once, at start, and passes it to [`main`].
 
+mod access;
 pub mod cli;
 mod connection;
 mod handler;
@@ -170,6 +171,8 @@ pub struct Context {
     pub connections_refused: AtomicU64,
     /// Connections open per peer uid (`socket.max_connections_per_uid`).
     pub uid_slots: connection::UidSlots,
+    /// The daemon's own (effective) uid: an admin, like root and `socket.admin_uids`.
+    pub own_uid: u32,
 }
 
 impl Context {
@@ -212,6 +215,7 @@ impl Context {
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
             uid_slots: connection::UidSlots::default(),
+            own_uid: nix::unistd::geteuid().as_raw(),
         }))
     }
 }

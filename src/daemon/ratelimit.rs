@@ -77,6 +77,8 @@ pub static REFUSED: LogLimit = LogLimit::new();
 /// Frames over the size limit, clients that never said Hello, and connections closed for
 /// being idle.
 pub static MISBEHAVED: LogLimit = LogLimit::new();
+/// Requests refused to clients that are not admins (Preload, Evict).
+pub static FORBIDDEN: LogLimit = LogLimit::new();
 /// `metrics.textfile` writes that failed: one line every 10 minutes at most, since the
 /// writer retries every `metrics.textfile_interval` for as long as the cause lasts.
 pub static TEXTFILE: LogLimit = LogLimit::with(1, Duration::from_secs(600));

@@ -156,4 +156,10 @@ impl Runner for ServiceRunner {
             Ok(())
         }
     }
+
+    /// The set the job will prove with, so that an Evict of it is refused while the job is
+    /// queued or running.
+    fn params(&self, request: &ProofRequest) -> Option<crate::srs::ParamsId> {
+        request.params_id().ok()
+    }
 }

@@ -6,8 +6,9 @@
 //! (which work without a runtime) and an [`Observer`] callback. The daemon is a thin shell
 //! that maps the wire protocol onto it.
 //!
-//! Rules: critical > high > normal > low, first come first served within a class; a request
-//! id with the same input returns the same job, with a different input an error; Cancel
+//! Rules: critical > high > normal > low, first come first served within a class; a job
+//! belongs to the uid that submitted it ([`Owner`]); a request id of the same owner with the
+//! same input returns the same job, with a different input an error; Cancel
 //! removes a queued job or stops a running one at its next partition boundary; finished jobs
 //! are kept for the retention time, then dropped.
 
@@ -25,6 +26,7 @@ pub use state::EngineStats;
 pub use types::*;
 
 use crate::proofs::{JobControl, ProofOutput, ProofRequest, ProveError, ProvingService};
+use crate::srs::ParamsId;
 use state::{Lane, NewJob, Outcome, State};
 
 /// Runs one proof. Called on a worker thread; may block for minutes.
@@ -38,6 +40,14 @@ pub trait Runner: Send + Sync + 'static {
         let _ = request;
         Ok(())
     }
+
+    /// The parameter set `request` will prove with, where it can be told before it runs
+    /// (on the submitting thread, after [`Runner::check`]); the engine keeps it with the
+    /// job ([`Engine::needing`]). The default knows none.
+    fn params(&self, request: &ProofRequest) -> Option<ParamsId> {
+        let _ = request;
+        None
+    }
 }
 
 impl Runner for ProvingService {
@@ -47,6 +57,10 @@ impl Runner for ProvingService {
 
     fn check(&self, request: &ProofRequest) -> Result<(), ProveError> {
         request.check()
+    }
+
+    fn params(&self, request: &ProofRequest) -> Option<ParamsId> {
+        request.params_id().ok()
     }
 }
 
@@ -153,12 +167,14 @@ impl Engine {
         })
     }
 
-    /// Checks `request` ([`Runner::check`]), then queues it with `priority` (default: the
-    /// kind's class), or returns the job that already holds `request_id` if its input is the
-    /// same (see [`state::State::submit`] for when a request id is released, and what a
-    /// different priority does). Blocks for as long as the check and hashing the input take.
+    /// Checks `request` ([`Runner::check`]), then queues it for `owner` with `priority`
+    /// (default: the kind's class), or returns the job of `owner` that already holds
+    /// `request_id` if its input is the same (see [`state::State::submit`] for when a
+    /// request id is released, and what a different priority does). Blocks for as long as
+    /// the check and hashing the input take.
     pub fn submit(
         &self,
+        owner: Owner,
         request: ProofRequest,
         priority: Option<Priority>,
         request_id: Option<String>,
@@ -168,6 +184,7 @@ impl Engine {
             .runner
             .check(&request)
             .map_err(|e| SubmitError::InvalidInput(bounded(&e.to_string(), MAX_MESSAGE)))?;
+        let params = self.shared.runner.params(&request);
         let default = Priority::for_kind(request.kind());
         // Hash outside the lock: a 32 GiB C1 output is tens of megabytes.
         let digest = state::digest(&request);
@@ -175,6 +192,8 @@ impl Engine {
         let (id, outcome) = st.submit(
             NewJob {
                 request,
+                owner,
+                params,
                 digest,
                 priority,
                 request_id,
@@ -234,10 +253,16 @@ impl Engine {
         self.shared.lock().snapshot(id, Instant::now())
     }
 
-    /// The snapshot of the newest known job submitted under `request_id` (see
-    /// [`state::State::lookup`]).
-    pub fn lookup(&self, request_id: &str) -> Option<JobSnapshot> {
-        self.shared.lock().lookup(request_id, Instant::now())
+    /// The snapshot of the newest known job `owner` submitted under `request_id` (`None`:
+    /// of any owner; see [`state::State::lookup`]).
+    pub fn lookup(&self, request_id: &str, owner: Option<Owner>) -> Option<JobSnapshot> {
+        self.shared.lock().lookup(request_id, owner, Instant::now())
+    }
+
+    /// The queued and running jobs that prove with the parameter set `params` (as far as
+    /// [`Runner::params`] could tell at their submission), by id.
+    pub fn needing(&self, params: &ParamsId) -> Vec<JobId> {
+        self.shared.lock().needing(params)
     }
 
     /// Every known job's snapshot, by id.

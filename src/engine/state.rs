@@ -12,10 +12,16 @@ use tokio::sync::watch;
 use super::types::*;
 use super::EngineConfig;
 use crate::proofs::{JobControl, ProofKind, ProofRequest};
+use crate::srs::ParamsId;
 
 /// One job.
 pub(super) struct Job {
     pub kind: ProofKind,
+    /// Who submitted it.
+    pub owner: Owner,
+    /// The parameter set it proves with, where its input names one
+    /// ([`ProofRequest::params_id`]).
+    pub params: Option<ParamsId>,
     /// Miner and sector, when the request names them (PoRep), for logs.
     pub miner: Option<u64>,
     pub sector: Option<u64>,
@@ -80,6 +86,10 @@ impl EngineStats {
 /// What a submission asks for.
 pub(super) struct NewJob {
     pub request: ProofRequest,
+    /// Who submits it: request ids are looked up among this owner's jobs only.
+    pub owner: Owner,
+    /// The parameter set it proves with, if known.
+    pub params: Option<ParamsId>,
     /// [`digest`] of the request, computed before taking the lock.
     pub digest: [u8; 32],
     /// The priority asked for; `None`: the kind's default (or, for a resubmission, whatever
@@ -106,7 +116,8 @@ pub(super) struct State {
     pub jobs: HashMap<JobId, Job>,
     /// Max-heap on (priority, earliest sequence); cancelled entries are skipped lazily.
     queue: BinaryHeap<(Priority, Reverse<u64>, JobId)>,
-    by_request_id: HashMap<String, JobId>,
+    /// The job holding each owner's request ids: every owner has request ids of its own.
+    by_request_id: HashMap<(Owner, String), JobId>,
     /// Finished jobs, oldest first, for retention.
     finished: VecDeque<JobId>,
     pub stats: EngineStats,
@@ -134,7 +145,9 @@ impl State {
 
     /// Queues a job, or finds the one already holding its request id.
     ///
-    /// A request id names at most one live job. It is released when its job's result
+    /// Request ids are the owner's: a request id names at most one live job of its owner,
+    /// and another owner's jobs under the same id are none of its business (neither found
+    /// nor in conflict). It is released when its job's result
     /// expires, and at once when the job failed, was cancelled or is being cancelled: the
     /// next submission under it is a new job (the old one stays known by its job id). A
     /// job that succeeded, or is queued or running, keeps it: the same input returns that
@@ -148,7 +161,7 @@ impl State {
         }
         let digest = new.digest;
         if let Some(rid) = &new.request_id {
-            if let Some(&id) = self.by_request_id.get(rid) {
+            if let Some(&id) = self.by_request_id.get(&(new.owner, rid.clone())) {
                 match self.jobs.get(&id) {
                     Some(j) if releases_request_id(j) => {} // a new job takes the id over
                     Some(j) if j.digest != digest => {
@@ -194,7 +207,7 @@ impl State {
         self.next_seq += 1;
         self.queue.push((priority, Reverse(self.next_seq), id));
         if let Some(rid) = &new.request_id {
-            self.by_request_id.insert(rid.clone(), id);
+            self.by_request_id.insert((new.owner, rid.clone()), id);
         }
         let (miner, sector) = match &new.request {
             ProofRequest::PoRep(r) => (Some(r.miner_id), r.sector_number),
@@ -204,6 +217,8 @@ impl State {
             id,
             Job {
                 kind: new.request.kind(),
+                owner: new.owner,
+                params: new.params,
                 miner,
                 sector,
                 priority,
@@ -396,8 +411,9 @@ impl State {
             if let Some(job) = self.jobs.remove(&id) {
                 // Only if it is still this job's: a failed job's id may name a newer job.
                 if let Some(rid) = job.request_id {
-                    if self.by_request_id.get(&rid) == Some(&id) {
-                        self.by_request_id.remove(&rid);
+                    let key = (job.owner, rid);
+                    if self.by_request_id.get(&key) == Some(&id) {
+                        self.by_request_id.remove(&key);
                     }
                 }
             }
@@ -409,6 +425,7 @@ impl State {
         let job = self.jobs.get(&id)?;
         Some(JobSnapshot {
             id,
+            owner: job.owner,
             request_id: job.request_id.clone(),
             kind: job.kind,
             miner: job.miner,
@@ -421,27 +438,49 @@ impl State {
         })
     }
 
-    /// The newest known job submitted under `request_id`: the one holding it, or, once a
-    /// failed or cancelled job released it and nothing took it over, that job (so that a
-    /// client learns it failed and may resubmit). Older jobs under the same id (failed or
-    /// cancelled before a newer one took the id over) are not reported: the newest is the
-    /// one a client acts on.
-    pub fn lookup(&self, request_id: &str, now: Instant) -> Option<JobSnapshot> {
-        // The holder is always the newest job under its id: a job that takes an id over is
-        // newer than the one it takes it from.
-        if let Some(&id) = self.by_request_id.get(request_id) {
-            return self.snapshot(id, now);
+    /// The newest known job `owner` submitted under `request_id` (`None`: of any owner):
+    /// the one holding it, or, once a failed or cancelled job released it and nothing took
+    /// it over, that job (so that a client learns it failed and may resubmit). Older jobs
+    /// under the same id (failed or cancelled before a newer one took the id over) are not
+    /// reported: the newest is the one a client acts on.
+    pub fn lookup(
+        &self,
+        request_id: &str,
+        owner: Option<Owner>,
+        now: Instant,
+    ) -> Option<JobSnapshot> {
+        // The holder is always the newest of its owner's jobs under its id: a job that
+        // takes an id over is newer than the one it takes it from.
+        if let Some(owner) = owner {
+            if let Some(&id) = self.by_request_id.get(&(owner, request_id.to_string())) {
+                return self.snapshot(id, now);
+            }
         }
-        // The holder expired but an older job under the id may not have (one cancelled
-        // while running can finish after its successor): look through the known jobs,
-        // which retention bounds (`max_queued` plus running plus `max_finished`).
+        // Any owner's, or the holder expired but an older job under the id may not have
+        // (one cancelled while running can finish after its successor): look through the
+        // known jobs, which retention bounds (`max_queued` plus running plus
+        // `max_finished`).
         let id = self
             .jobs
             .iter()
-            .filter(|(_, j)| j.request_id.as_deref() == Some(request_id))
+            .filter(|(_, j)| {
+                j.request_id.as_deref() == Some(request_id) && owner.is_none_or(|o| j.owner == o)
+            })
             .map(|(&id, _)| id)
             .max()?;
         self.snapshot(id, now)
+    }
+
+    /// The queued and running jobs that prove with the parameter set `params`, by id.
+    pub fn needing(&self, params: &ParamsId) -> Vec<JobId> {
+        let mut ids: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| !j.state.is_finished() && j.params.as_ref() == Some(params))
+            .map(|(&id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// Every known job's snapshot, by id.

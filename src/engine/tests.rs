@@ -64,6 +64,9 @@ impl Runner for FakeRunner {
     }
 }
 
+/// The owner of the tests' jobs.
+const UID: Owner = 1000;
+
 fn config(workers: usize, max_queued: usize, reserve: usize) -> EngineConfig {
     EngineConfig {
         workers,
@@ -110,7 +113,7 @@ fn wait_state(engine: &Engine, id: JobId, state: JobState) {
 #[test]
 fn proves_and_times() {
     let e = engine(FakeRunner::new(10, 2), config(1, 8, 1));
-    let s = e.submit(window("a"), None, None).unwrap();
+    let s = e.submit(UID, window("a"), None, None).unwrap();
     assert_eq!(s.priority, Priority::High);
     let out = wait(&e, s.id).unwrap();
     assert_eq!(out.output.proof, b"a");
@@ -124,20 +127,23 @@ fn critical_starts_before_earlier_normal_jobs() {
     let runner = FakeRunner::new(20, 3);
     let e = engine(runner.clone(), config(1, 16, 2));
     let first = e
-        .submit(window("first"), Some(Priority::Normal), None)
+        .submit(UID, window("first"), Some(Priority::Normal), None)
         .unwrap();
     wait_state(&e, first.id, JobState::Running);
     let normals: Vec<_> = ["n1", "n2", "n3"]
         .iter()
         .map(|l| {
-            e.submit(window(l), Some(Priority::Normal), None)
+            e.submit(UID, window(l), Some(Priority::Normal), None)
                 .unwrap()
                 .id
         })
         .collect();
-    let low = e.submit(window("low"), Some(Priority::Low), None).unwrap();
+    let low = e
+        .submit(UID, window("low"), Some(Priority::Low), None)
+        .unwrap();
     let crit = e
         .submit(
+            UID,
             ProofRequest::WinningPoSt {
                 input: b"crit".to_vec(),
             },
@@ -161,11 +167,15 @@ fn critical_starts_before_earlier_normal_jobs() {
 #[test]
 fn request_ids_are_idempotent() {
     let e = engine(FakeRunner::new(10, 1), config(1, 8, 1));
-    let a = e.submit(window("x"), None, Some("req-1".into())).unwrap();
-    let b = e.submit(window("x"), None, Some("req-1".into())).unwrap();
+    let a = e
+        .submit(UID, window("x"), None, Some("req-1".into()))
+        .unwrap();
+    let b = e
+        .submit(UID, window("x"), None, Some("req-1".into()))
+        .unwrap();
     assert_eq!(a.id, b.id);
     assert!(!a.existing && b.existing);
-    let c = e.submit(window("y"), None, Some("req-1".into()));
+    let c = e.submit(UID, window("y"), None, Some("req-1".into()));
     assert_eq!(
         c,
         Err(SubmitError::RequestIdConflict {
@@ -176,12 +186,14 @@ fn request_ids_are_idempotent() {
     wait(&e, a.id).unwrap();
     // Still the same job once finished, while its result is retained.
     assert_eq!(
-        e.submit(window("x"), None, Some("req-1".into()))
+        e.submit(UID, window("x"), None, Some("req-1".into()))
             .unwrap()
             .id,
         a.id
     );
-    let d = e.submit(window("x"), None, Some("req-2".into())).unwrap();
+    let d = e
+        .submit(UID, window("x"), None, Some("req-2".into()))
+        .unwrap();
     assert_ne!(d.id, a.id);
 }
 
@@ -196,40 +208,105 @@ fn lookup_finds_the_newest_job_under_a_request_id() {
         NewJob {
             digest: state::digest(&request),
             request,
+            owner: UID,
+            params: None,
             priority: None,
             request_id: Some("sector-7".into()),
         }
     };
-    assert!(st.lookup("sector-7", t0).is_none());
+    assert!(st.lookup("sector-7", Some(UID), t0).is_none());
     let (a, _) = st.submit(job("a"), t0).unwrap();
-    let found = st.lookup("sector-7", t0).unwrap();
+    let found = st.lookup("sector-7", Some(UID), t0).unwrap();
     assert_eq!((found.id, found.state), (a, JobState::Queued));
-    assert!(st.lookup("sector-8", t0).is_none());
+    assert!(st.lookup("sector-8", Some(UID), t0).is_none());
     // Running, cancelled: it released the id, but it is still the newest job under it.
     assert_eq!(st.next_assignment(t0, Lane::Any).map(|x| x.id), Some(a));
     st.cancel(a, t0).unwrap();
-    assert_eq!(st.lookup("sector-7", t0).map(|s| s.id), Some(a));
+    assert_eq!(st.lookup("sector-7", Some(UID), t0).map(|s| s.id), Some(a));
     // A new job takes the id over and is found instead; it succeeds and expires before the
     // old one, which finishes later: the old one is found again until it expires too.
     let (b, _) = st.submit(job("b"), t0).unwrap();
-    assert_eq!(st.lookup("sector-7", t0).map(|s| s.id), Some(b));
+    assert_eq!(st.lookup("sector-7", Some(UID), t0).map(|s| s.id), Some(b));
     let t1 = t0 + Duration::from_secs(1);
     st.finish(b, Err(Failure::new(FailureKind::ProvingFailed, "x")), t1);
     let t2 = t0 + Duration::from_secs(5);
     st.finish(a, Err(Failure::new(FailureKind::Cancelled, "x")), t2);
     st.reap(t1 + Duration::from_secs(10));
     assert!(st.snapshot(b, t2).is_none());
-    let found = st.lookup("sector-7", t2).unwrap();
+    let found = st.lookup("sector-7", Some(UID), t2).unwrap();
     assert_eq!((found.id, found.state), (a, JobState::Cancelled));
     st.reap(t2 + Duration::from_secs(10));
-    assert!(st.lookup("sector-7", t2).is_none());
+    assert!(st.lookup("sector-7", Some(UID), t2).is_none());
+}
+
+/// Every owner has request ids of its own: the same id under another owner is another job
+/// (whatever its input), found by that owner's lookup; a lookup of any owner's finds the
+/// newest. The engine keeps each job's parameter set and lists the unfinished jobs of a set.
+#[test]
+fn request_ids_are_each_owners_and_needing_lists_the_unfinished_jobs_of_a_set() {
+    let mut st = State::new(config(1, 8, 1));
+    let t0 = Instant::now();
+    let set = crate::srs::ParamsId {
+        kind: ProofKind::WindowPoSt,
+        sector_size: 2048,
+        cache_id: "window-2k".into(),
+    };
+    let job = |owner: Owner, label: &str| {
+        let request = window(label);
+        NewJob {
+            digest: state::digest(&request),
+            request,
+            owner,
+            params: Some(set.clone()),
+            priority: None,
+            request_id: Some("s-1".into()),
+        }
+    };
+    let (a, _) = st.submit(job(1000, "x"), t0).unwrap();
+    let (b, outcome) = st.submit(job(1001, "x"), t0).unwrap();
+    assert_ne!(
+        a, b,
+        "the same id and input of another owner is a job of its own"
+    );
+    assert_eq!(outcome, state::Outcome::Queued);
+    let (c, _) = st
+        .submit(job(1002, "y"), t0)
+        .expect("another input under another owner's id is no conflict");
+    assert_eq!(
+        st.submit(job(1000, "x"), t0).unwrap(),
+        (a, state::Outcome::Existing),
+        "the owner's own id is its own job"
+    );
+    assert!(matches!(
+        st.submit(job(1001, "z"), t0),
+        Err(SubmitError::RequestIdConflict { job, .. }) if job == b
+    ));
+    let found = st.lookup("s-1", Some(1000), t0).unwrap();
+    assert_eq!((found.id, found.owner), (a, 1000));
+    assert_eq!(st.lookup("s-1", Some(1001), t0).map(|s| s.id), Some(b));
+    assert!(st.lookup("s-1", Some(1003), t0).is_none());
+    assert_eq!(st.lookup("s-1", None, t0).map(|s| s.id), Some(c));
+    assert_eq!(st.snapshot(c, t0).map(|s| s.owner), Some(1002));
+
+    assert_eq!(st.needing(&set), vec![a, b, c]);
+    let running = st.next_assignment(t0, Lane::Any).unwrap();
+    assert_eq!(running.id, a);
+    assert_eq!(st.needing(&set), vec![a, b, c], "running jobs need it too");
+    st.finish(a, Err(Failure::new(FailureKind::ProvingFailed, "x")), t0);
+    st.cancel(b, t0).unwrap();
+    assert_eq!(st.needing(&set), vec![c], "finished jobs do not");
+    let other = crate::srs::ParamsId {
+        cache_id: "other".into(),
+        ..set.clone()
+    };
+    assert!(st.needing(&other).is_empty());
 }
 
 #[test]
 fn cancel_queued_and_running() {
     let e = engine(FakeRunner::new(10, 500), config(1, 8, 1));
-    let running = e.submit(window("r"), None, None).unwrap();
-    let queued = e.submit(window("q"), None, None).unwrap();
+    let running = e.submit(UID, window("r"), None, None).unwrap();
+    let queued = e.submit(UID, window("q"), None, None).unwrap();
     wait_state(&e, running.id, JobState::Running);
     assert_eq!(e.cancel(queued.id), Ok(false));
     assert_eq!(
@@ -258,11 +335,13 @@ fn cancel_queued_and_running() {
 #[test]
 fn bounded_queue_keeps_room_for_critical() {
     let e = engine(FakeRunner::new(10, 500), config(1, 3, 1));
-    let r = e.submit(window("running"), None, None).unwrap();
+    let r = e.submit(UID, window("running"), None, None).unwrap();
     wait_state(&e, r.id, JobState::Running);
-    e.submit(window("a"), Some(Priority::Normal), None).unwrap();
-    e.submit(window("b"), Some(Priority::Normal), None).unwrap();
-    let full = e.submit(window("c"), Some(Priority::Normal), None);
+    e.submit(UID, window("a"), Some(Priority::Normal), None)
+        .unwrap();
+    e.submit(UID, window("b"), Some(Priority::Normal), None)
+        .unwrap();
+    let full = e.submit(UID, window("c"), Some(Priority::Normal), None);
     assert!(
         matches!(
             full,
@@ -276,13 +355,13 @@ fn bounded_queue_keeps_room_for_critical() {
     // The critical lane takes the first critical job at once, so the reserved slot is
     // free again for the next one; a third finds the queue full.
     let crit = e
-        .submit(window("crit"), Some(Priority::Critical), None)
+        .submit(UID, window("crit"), Some(Priority::Critical), None)
         .unwrap();
     wait_state(&e, crit.id, JobState::Running);
-    e.submit(window("crit2"), Some(Priority::Critical), None)
+    e.submit(UID, window("crit2"), Some(Priority::Critical), None)
         .unwrap();
     assert!(matches!(
-        e.submit(window("crit3"), Some(Priority::Critical), None),
+        e.submit(UID, window("crit3"), Some(Priority::Critical), None),
         Err(SubmitError::QueueFull { .. })
     ));
     e.shut_down();
@@ -294,7 +373,7 @@ fn results_expire() {
     let mut c = config(1, 8, 1);
     c.result_retention = Duration::from_millis(50);
     let e = engine(FakeRunner::new(1, 1), c);
-    let a = e.submit(window("a"), None, Some("id".into())).unwrap();
+    let a = e.submit(UID, window("a"), None, Some("id".into())).unwrap();
     wait(&e, a.id).unwrap();
     std::thread::sleep(Duration::from_millis(80));
     e.reap();
@@ -302,7 +381,9 @@ fn results_expire() {
     assert!(e.watch(a.id).is_none());
     // The request id is free again.
     assert_ne!(
-        e.submit(window("b"), None, Some("id".into())).unwrap().id,
+        e.submit(UID, window("b"), None, Some("id".into()))
+            .unwrap()
+            .id,
         a.id
     );
 }
@@ -310,16 +391,16 @@ fn results_expire() {
 #[test]
 fn shutdown_fails_queued_and_lets_running_finish() {
     let e = engine(FakeRunner::new(10, 10), config(1, 8, 1));
-    let running = e.submit(window("r"), None, None).unwrap();
+    let running = e.submit(UID, window("r"), None, None).unwrap();
     wait_state(&e, running.id, JobState::Running);
-    let queued = e.submit(window("q"), None, None).unwrap();
+    let queued = e.submit(UID, window("q"), None, None).unwrap();
     e.shut_down();
     assert_eq!(
         wait(&e, queued.id).unwrap_err().kind,
         FailureKind::ShuttingDown
     );
     assert_eq!(
-        e.submit(window("late"), None, None),
+        e.submit(UID, window("late"), None, None),
         Err(SubmitError::ShuttingDown)
     );
     assert!(wait(&e, running.id).is_ok());
@@ -333,7 +414,7 @@ fn shutdown_fails_queued_and_lets_running_finish() {
 #[test]
 fn drain_timeout_reports_shutting_down() {
     let e = engine(FakeRunner::new(10, 500), config(1, 8, 1));
-    let running = e.submit(window("r"), None, None).unwrap();
+    let running = e.submit(UID, window("r"), None, None).unwrap();
     wait_state(&e, running.id, JobState::Running);
     e.shut_down();
     e.cancel_running();
@@ -346,9 +427,9 @@ fn drain_timeout_reports_shutting_down() {
 #[test]
 fn a_panicking_job_fails_and_the_worker_survives() {
     let e = engine(FakeRunner::new(1, 1), config(1, 8, 1));
-    let p = e.submit(window("panic"), None, None).unwrap();
+    let p = e.submit(UID, window("panic"), None, None).unwrap();
     assert_eq!(wait(&e, p.id).unwrap_err().kind, FailureKind::Internal);
-    let ok = e.submit(window("ok"), None, None).unwrap();
+    let ok = e.submit(UID, window("ok"), None, None).unwrap();
     assert!(wait(&e, ok.id).is_ok());
     assert!(e.liveness(Duration::from_millis(100)).is_ok());
 }
@@ -359,7 +440,7 @@ fn invalid_input_is_classified() {
     let req = ProofRequest::SnapDeals {
         input: b"{}".to_vec(),
     };
-    let j = e.submit(req, None, None).unwrap();
+    let j = e.submit(UID, req, None, None).unwrap();
     assert_eq!(j.priority, Priority::for_kind(ProofKind::SnapDeals));
     assert_eq!(wait(&e, j.id).unwrap_err().kind, FailureKind::InvalidInput);
 }
@@ -369,7 +450,7 @@ fn invalid_input_is_classified() {
 #[test]
 fn out_of_memory_is_classified_as_retryable() {
     let e = engine(FakeRunner::new(1, 1), config(1, 8, 1));
-    let j = e.submit(window("oom"), None, None).unwrap();
+    let j = e.submit(UID, window("oom"), None, None).unwrap();
     let failure = wait(&e, j.id).unwrap_err();
     assert_eq!(failure.kind, FailureKind::ResourceExhausted);
     assert!(failure.message.contains("fake device memory"), "{failure}");
@@ -387,10 +468,10 @@ fn critical_job_starts_while_every_worker_is_busy() {
     // and it finishes long before the job it overtook.
     let e = engine(FakeRunner::new(20, 50), config(1, 8, 1));
     let long = e
-        .submit(window("long"), Some(Priority::Normal), None)
+        .submit(UID, window("long"), Some(Priority::Normal), None)
         .unwrap();
     wait_state(&e, long.id, JobState::Running);
-    let crit = e.submit(winning("quick-crit"), None, None).unwrap();
+    let crit = e.submit(UID, winning("quick-crit"), None, None).unwrap();
     wait(&e, crit.id).unwrap();
     assert_eq!(
         e.snapshot(long.id).map(|s| s.state),
@@ -406,11 +487,11 @@ fn critical_lane_takes_no_other_work() {
     // worker is idle but does not take it.
     let e = engine(FakeRunner::new(20, 10), config(1, 8, 1));
     let first = e
-        .submit(window("first"), Some(Priority::Normal), None)
+        .submit(UID, window("first"), Some(Priority::Normal), None)
         .unwrap();
     wait_state(&e, first.id, JobState::Running);
     let second = e
-        .submit(window("second"), Some(Priority::High), None)
+        .submit(UID, window("second"), Some(Priority::High), None)
         .unwrap();
     std::thread::sleep(Duration::from_millis(60));
     assert_eq!(
@@ -429,6 +510,8 @@ fn pure_lanes_choose_by_priority() {
     let job = |request: ProofRequest, priority| NewJob {
         digest: state::digest(&request),
         request,
+        owner: UID,
+        params: None,
         priority: Some(priority),
         request_id: None,
     };
@@ -463,6 +546,8 @@ fn pure_request_id_release_and_priority() {
         NewJob {
             digest: state::digest(&request),
             request,
+            owner: UID,
+            params: None,
             priority,
             request_id: Some("rid".into()),
         }

@@ -8,6 +8,10 @@ use crate::proofs::{ProofKind, ProofOutput, ProveError};
 /// A job's identifier, unique for the life of the engine (never reused).
 pub type JobId = u64;
 
+/// Who submitted a job: the submitter's uid (the daemon reads its peers' with SO_PEERCRED).
+/// A job belongs to its owner; request ids are looked up among the owner's jobs.
+pub type Owner = u32;
+
 /// Scheduling class. A higher class always starts before a lower one; within a class, jobs
 /// start in submission order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -294,6 +298,8 @@ mod tests {
 pub struct JobSnapshot {
     /// The job.
     pub id: JobId,
+    /// Who submitted it.
+    pub owner: Owner,
     /// The client's request id.
     pub request_id: Option<String>,
     /// The proof kind.

@@ -423,17 +423,22 @@ impl ProvingService {
     }
 
     /// Loads and prepares the parameter set `id` ahead of the first proof that needs it.
+    /// Single flight: while the set is being loaded (for another preload or a proof), this
+    /// waits for that load and shares it rather than load a second copy.
     pub fn preload(&self, id: &ParamsId) -> Result<Duration, ProveError> {
         self.prepared(id).map(|(_, time)| time)
     }
 
-    /// Drops the parameter set `id` from host memory and from the device (running proofs
-    /// keep theirs until they finish). Returns whether it was resident.
-    pub fn evict(&self, id: &ParamsId) -> bool {
-        let was = self.srs.evict(id);
+    /// Drops the parameter set `id` from host memory and from every device, with its
+    /// recorded shape. Returns whether it was resident. Refused, leaving the set (and its
+    /// shape) as they are, while the set is being loaded or a running proof holds it
+    /// ([`crate::srs::EvictError`]): an eviction never leaves a copy alive that the next
+    /// load would duplicate.
+    pub fn evict(&self, id: &ParamsId) -> Result<bool, crate::srs::EvictError> {
+        let was = self.srs.evict(id)?;
         self.shapes.evict(id);
         self.update_params_bytes();
-        was
+        Ok(was)
     }
 
     /// The resident parameter sets.

@@ -19,15 +19,20 @@ pub enum Request {
     Await(AwaitJob),
     /// 3: Submit then Await on one round trip; answered [`Response::Proof`] or an error.
     Prove(Submit),
-    /// 4: cancel a job; answered [`Response::Cancelled`].
+    /// 4: cancel a job; answered [`Response::Cancelled`]. Another uid's job is
+    /// [`ErrorCode::UnknownJob`] to a client that is not an admin (as for Await and Status).
     Cancel(JobRef),
-    /// 5: the daemon's state, or one job's; answered [`Response::Status`].
+    /// 5: the daemon's state with the jobs the client sees (its own; an admin's: all), or one
+    /// job's; answered [`Response::Status`].
     Status(StatusQuery),
     /// 6: Prometheus text metrics; answered [`Response::Metrics`].
     Metrics,
-    /// 7: load a parameter set into memory; answered [`Response::Params`].
+    /// 7: load a parameter set into memory; answered [`Response::Params`]. For admins only
+    /// ([`ErrorCode::AdminRequired`]).
     Preload(ParamSpec),
-    /// 8: drop a parameter set from memory; answered [`Response::Params`].
+    /// 8: drop a parameter set from memory; answered [`Response::Params`]. For admins only
+    /// ([`ErrorCode::AdminRequired`]); refused with [`ErrorCode::InUse`] while queued or
+    /// running jobs need the set, a proof holds it or it is being loaded.
     Evict(ParamSpec),
     /// 9: where the resident parameter sets are held (host and device bytes); answered
     /// [`Response::Residency`]. A daemon older than this variant answers
@@ -580,6 +585,15 @@ pub enum ErrorCode {
     /// gives both sizes. Ask for less (Status of one job) or raise the limit. Appended to
     /// version 1.
     ResponseTooLarge,
+    /// 19: Evict (EvictProof) of a parameter set that queued or running jobs need
+    /// (`job_id` names the first of them), that a running proof holds, or that is being
+    /// loaded: the set stays resident. Evict it again once they have finished (or cancel
+    /// them). Appended to version 1.
+    InUse,
+    /// 20: the request is for admins only (root, the daemon's own uid and
+    /// `socket.admin_uids`): Preload, Evict, PreloadProof, EvictProof. The connection stays
+    /// open. Appended to version 1.
+    AdminRequired,
 }
 
 /// A typed error.

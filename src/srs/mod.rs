@@ -12,7 +12,7 @@ mod error;
 mod ids;
 mod parse;
 
-pub use cache::{LoadedParams, SrsCache};
+pub use cache::{EvictError, Handle, LoadedParams, SrsCache};
 pub use error::SrsError;
 pub use ids::{list_param_dir, ListedParams, ParamsId, ProofKind, DEFAULT_PARAM_DIR};
 pub use parse::{load_srs, Section, Srs};
