@@ -45,25 +45,14 @@ pub(crate) fn poseidon_witness<A: PoseidonArity>(
         aux.extend_from_slice(&[x2, x4, s[i]]);
     }
     mds.apply(&mut s, c);
-    for _ in 1..c.half_full_rounds {
-        for i in 0..width {
-            s[i] = s_box(aux, s[i], Some(keys[off + i]));
-        }
-        off += width;
-        mds.apply(&mut s, c);
-    }
+    full_rounds(aux, &mut s, &keys[off..], &mut mds, c);
+    off += (c.half_full_rounds - 1) * width;
     for _ in 0..c.partial_rounds {
         s[0] = s_box(aux, s[0], Some(keys[off]));
         off += 1;
         mds.apply(&mut s, c);
     }
-    for _ in 1..c.half_full_rounds {
-        for i in 0..width {
-            s[i] = s_box(aux, s[i], Some(keys[off + i]));
-        }
-        off += width;
-        mds.apply(&mut s, c);
-    }
+    full_rounds(aux, &mut s, &keys[off..], &mut mds, c);
     // The terminal round has no key after its S-boxes.
     for x in s.iter_mut() {
         *x = s_box(aux, *x, None);
@@ -71,6 +60,23 @@ pub(crate) fn poseidon_witness<A: PoseidonArity>(
     mds.apply(&mut s, c);
     // Every allocation has its one constraint; the result is allocated by the caller.
     (s[1], aux.len() - start + 1)
+}
+
+/// The full rounds between the first (or the partial rounds) and the terminal one, each with
+/// its key after every S-box, the keys from the start of `keys`.
+fn full_rounds<A: PoseidonArity>(
+    aux: &mut Vec<Scalar>,
+    s: &mut [Scalar],
+    keys: &[Scalar],
+    mds: &mut Mds,
+    c: &neptune::poseidon::PoseidonConstants<Scalar, A>,
+) {
+    for round in keys.chunks(s.len()).take(c.half_full_rounds - 1) {
+        for (x, key) in s.iter_mut().zip(round) {
+            *x = s_box(aux, *x, Some(*key));
+        }
+        mds.apply(s, c);
+    }
 }
 
 /// An S-box on a state element that is a linear combination: it is allocated, then its

@@ -24,14 +24,16 @@ use storage_proofs_porep::stacked;
 
 use crate::synth::{Gadgets, Synthesize};
 
-type TreeProof<T> = MerkleProof<
+/// A vanilla proof's path in a tree of `T`'s shape.
+pub(super) type TreeProof<T> = MerkleProof<
     <T as MerkleTreeTrait>::Hasher,
     <T as MerkleTreeTrait>::Arity,
     <T as MerkleTreeTrait>::SubTreeArity,
     <T as MerkleTreeTrait>::TopTreeArity,
 >;
 
-type TreeDomain<T> = <<T as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+/// A node of a tree of `T`'s shape.
+pub(super) type TreeDomain<T> = <<T as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 
 /// A Merkle path, leaf to root: at each level the siblings and the node's position among
 /// them (a level's arity is its siblings plus one).

@@ -17,6 +17,7 @@ use storage_proofs_porep::stacked::{
 };
 use typenum::Unsigned;
 
+use super::circuit::{TreeDomain, TreeProof};
 use super::{compound_params, prove_split_partitions, CircuitCode, PoRepJob};
 use crate::proofs::registry::seal_proof;
 use crate::proofs::shapes::with_shape;
@@ -205,15 +206,6 @@ fn job<Tree: 'static + MerkleTreeTrait>(
         ticket: [1; 32],
     })
 }
-
-type TreeProof<Tree> = MerkleProof<
-    <Tree as MerkleTreeTrait>::Hasher,
-    <Tree as MerkleTreeTrait>::Arity,
-    <Tree as MerkleTreeTrait>::SubTreeArity,
-    <Tree as MerkleTreeTrait>::TopTreeArity,
->;
-
-type TreeDomain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 
 /// One challenge's vanilla proof: random values, the real shape.
 fn challenge_proof<Tree: 'static + MerkleTreeTrait>(
