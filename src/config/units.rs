@@ -42,12 +42,22 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
                 format!("invalid size {text:?}: unknown unit {unit:?} (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")
             })?
     };
+    let too_large = || format!("invalid size {text:?}: too large");
+    // A whole number is read exactly: through an f64, a byte count above 2^53 would change
+    // (and a size that format_size wrote would not read back as itself).
+    if !number.contains('.') {
+        return number
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(multiplier))
+            .ok_or_else(too_large);
+    }
     let value: f64 = number
         .parse()
         .map_err(|_| format!("invalid size {text:?}: {number:?} is not a number"))?;
     let bytes = value * multiplier as f64;
     if !bytes.is_finite() || bytes >= u64::MAX as f64 {
-        return Err(format!("invalid size {text:?}: too large"));
+        return Err(too_large());
     }
     Ok(bytes.round() as u64)
 }
@@ -141,6 +151,12 @@ mod tests {
         assert!(parse_size("").is_err());
         assert_eq!(format_size(64 << 30), "64GiB");
         assert_eq!(format_size(1000), "1000B");
+        // Whole numbers are exact, past an f64's 53 bits too (found by tests/fuzz.rs).
+        let big = 1_385_541_142_136_459_322u64;
+        assert_eq!(parse_size(&format_size(big)), Ok(big));
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+        assert!(parse_size("18446744073709551616").is_err());
+        assert!(parse_size("16777216TiB").is_err());
     }
 
     #[test]
