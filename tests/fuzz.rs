@@ -10,8 +10,9 @@
 //! temporary directory), and so does a panic that the library caught and turned into an
 //! error. Where an `Ok` can be re-encoded, the re-encoding must decode to the same value.
 //!
-//! `CUZK_FUZZ_SEED=N` replays a run (the seed is printed; by default it is drawn from the
-//! clock, so that each run explores new inputs); `CUZK_FUZZ_ITERS=N` sets the iterations of
+//! `CUZK_FUZZ_SEED=N` replays a run (the seed is printed; by default it is fixed, so that
+//! CI's runs are reproducible, and `CUZK_FUZZ_SEED=clock` draws one from the clock to explore
+//! new inputs); `CUZK_FUZZ_ITERS=N` sets the iterations of
 //! every target and lifts the default 10-second cap per target. A long run is a benchmark,
 //! not a test (docs/benchmarks.md):
 //! `CUZK_FUZZ_ITERS=10000000 cargo test --release --test fuzz -- --nocapture`.
@@ -46,18 +47,23 @@ struct Budget {
 }
 
 impl Budget {
-    /// `default_iters`, or `CUZK_FUZZ_ITERS`; the seed from `CUZK_FUZZ_SEED` or the clock.
+    /// `default_iters`, or `CUZK_FUZZ_ITERS`; the seed from `CUZK_FUZZ_SEED` (a number, or
+    /// `clock`), else a fixed one.
     fn new(name: &'static str, default_iters: u64) -> Self {
         let env = |k: &str| {
             std::env::var(k)
                 .ok()
                 .and_then(|v| v.trim().parse::<u64>().ok())
         };
-        let seed = env("CUZK_FUZZ_SEED").unwrap_or_else(|| {
+        let clock = || {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64)
-        });
+        };
+        let seed = match std::env::var("CUZK_FUZZ_SEED").as_deref().map(str::trim) {
+            Ok("clock") => clock(),
+            _ => env("CUZK_FUZZ_SEED").unwrap_or(0x5eed_c02c),
+        };
         let (iters, cap) = match env("CUZK_FUZZ_ITERS") {
             Some(n) => (n, None),
             None => (default_iters, Some(Duration::from_secs(10))),
