@@ -1,11 +1,13 @@
 //! PoRep's partition circuit, written against [`Gadgets`] so that a witness-only synthesis
-//! computes its SHA-256 natively.
+//! computes its hashes natively.
 //!
 //! It is storage-proofs-porep 19's `StackedCircuit`, gadget for gadget and in the same order:
-//! the same variables, inputs and constraints (tests compare the two on real partitions). Only
-//! the SHA-256 hashes — the labels and tree D's path, nearly all of a partition's
-//! constraints — go through [`Gadgets::sha256_packed`]; every other gadget is the Filecoin
-//! crates' own.
+//! the same variables, inputs and constraints (tests compare the two on real partitions). The
+//! SHA-256 hashes (the labels and tree D's path, nearly all of a partition's constraints) go
+//! through [`Gadgets::sha256_packed`], the Poseidon hashes (trees C and R, the columns)
+//! through [`Gadgets::poseidon`]; every other gadget is the Filecoin crates' own. The vanilla
+//! proofs' fields that storage-proofs-porep keeps private are read through their serde form,
+//! the C1 output's.
 
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
 use bellperson::gadgets::multipack;
