@@ -337,13 +337,12 @@ impl<'a> Sink<'a> {
         }
     }
 
-    /// bellperson's `sha256` over `input` (a whole number of bytes): the digest's words.
-    fn sha256(&mut self, input: &[Word], bits: u64) -> [Word; 8] {
+    /// bellperson's `sha256` over `input`, the padded message's words: the digest's words.
+    fn sha256(&mut self, input: &[Word]) -> [Word; 8] {
         let mut cur = IV.map(Word::constant);
         for block in input.chunks(16) {
             cur = self.compress(block, &cur);
         }
-        debug_assert_eq!(input.len() as u64 * 32, padded_len(bits));
         cur
     }
 }
@@ -406,7 +405,7 @@ pub(crate) fn sha256_packed(
         return Err(SynthesisError::Unsatisfiable);
     }
     let words = words(input)?;
-    let digest = sink.sha256(&words, input.len() as u64);
+    let digest = sink.sha256(&words);
     let mut bytes = [0u8; 32];
     for (chunk, w) in bytes.chunks_exact_mut(4).zip(digest) {
         chunk.copy_from_slice(&w.v.to_be_bytes());
