@@ -1,7 +1,7 @@
 //! `cuzk bench partition`: one PoRep partition of any sector size — synthetic (random values
 //! in the real shape) or from a C1 file — synthesized in parts on every core and, as the
-//! reference in the same run, on one thread (the per-constraint evaluation bellperson's
-//! prover does), with their digests compared; its host bytes per constraint; and its device
+//! reference in the same run, storage-proofs-porep's own circuit whole on one thread (the
+//! per-constraint evaluation bellperson's prover does), with their digests compared; its host bytes per constraint; and its device
 //! stage on parameters of the real section sizes made of random points (a synthetic proof is
 //! never verified).
 
@@ -85,26 +85,35 @@ pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Resul
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()?;
-    let synthesize = |parts: usize| -> anyhow::Result<(Synthesized, Duration)> {
+    let synthesize = |parts: usize, code| -> anyhow::Result<(Synthesized, Duration)> {
         let start = Instant::now();
-        let s = pool.install(|| match &args.c1 {
+        let what = crate::synth::Recording::Evaluations;
+        let r = pool.install(|| match &args.c1 {
             Some(path) => {
                 let c1 = std::fs::read(path)?;
-                Ok::<_, anyhow::Error>(porep::synthesize_partition(&c1, args.partition, parts)?)
+                Ok::<_, anyhow::Error>(porep::record_partition_by(
+                    &c1,
+                    args.partition,
+                    parts,
+                    what,
+                    code,
+                )?)
             }
-            None => Ok(synthetic::synthesize(
+            None => Ok(synthetic::record_by(
                 args.sector_size,
                 args.partition,
                 parts,
                 args.seed,
+                what,
+                code,
             )?),
         })?;
-        Ok((s, start.elapsed()))
+        Ok((porep::evaluations(r)?, start.elapsed()))
     };
 
     let base_rss = rss();
     reset_peak_rss();
-    let (mut ours, t_ours) = synthesize(threads)?;
+    let (mut ours, t_ours) = synthesize(threads, porep::CircuitCode::Ours)?;
     let peak = peak_rss().saturating_sub(base_rss);
     let n = ours.num_constraints();
     let bytes = host_bytes(&ours);
@@ -122,11 +131,12 @@ pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Resul
     let t_ref = if args.no_reference {
         None
     } else {
-        let (theirs, t_ref) = synthesize(1)?;
+        // The reference: storage-proofs-porep's own circuit, whole, on one thread.
+        let (theirs, t_ref) = synthesize(1, porep::CircuitCode::Bellperson)?;
         let theirs = self::digest(&theirs);
         let same = digest == theirs;
         println!(
-            "one-thread synthesis: {:.2} s, digest {}: {}",
+            "one-thread synthesis (storage-proofs-porep's circuit): {:.2} s, digest {}: {}",
             t_ref.as_secs_f64(),
             hex::encode(&theirs[..8]),
             if same { "bit-identical" } else { "DIFFERENT" }

@@ -22,6 +22,10 @@ pub struct SampleArgs {
     /// The seal proof type (filecoin-proofs-api's name).
     #[arg(long, default_value = "StackedDrg2KiBV1_1")]
     pub proof: String,
+    /// Write the PoRep C1 files only: no SnapDeals update and no PoSt inputs (minutes less
+    /// at 512 MiB).
+    #[arg(long)]
+    pub porep_only: bool,
 }
 
 /// Runs `cuzk sample`.
@@ -46,6 +50,9 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     };
     write("c1.json", &sealed.c1_json)?;
     write("c1-lotus.json", &sealed.lotus_c1_wrapper())?;
+    if args.porep_only {
+        return Ok(());
+    }
     write(
         "winning-post.json",
         &serde_json::to_vec_pretty(&sealed.winning_post_input(randomness)?)?,
