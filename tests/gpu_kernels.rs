@@ -4,9 +4,9 @@
 //! `--ignored` (`scripts/gpu-device-run.sh tests`), and a missing device fails them.
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use cuzk::gpu::bytes::bytes;
 use cuzk::gpu::device::Gpu;
 use cuzk::gpu::msm as gpu_msm;
-use cuzk::gpu::ntt::scalar_bytes;
 use cuzk::gpu::r1cs::{self, Csr, DeviceShape, ShapeTerm, INPUT_BIT};
 use cuzk::gpu::{test_backend, GpuBackend, GpuError, GpuOptions};
 use cuzk::prover::{msm as cpu_msm, ntt as cpu_ntt};
@@ -216,9 +216,8 @@ fn msm_upload_pieces() {
             cases.push(vec![-Scalar::ONE; n]);
         }
         for s in cases {
-            let parts =
-                gpu_msm::msm_chunked(&gpu, gpu_msm::Curve::G1, &dev, n, scalar_bytes(&s), chunk)
-                    .expect("gpu msm");
+            let parts = gpu_msm::msm_chunked(&gpu, gpu_msm::Curve::G1, &dev, n, bytes(&s), chunk)
+                .expect("gpu msm");
             assert_eq!(
                 gpu_msm::finish_g1(&parts),
                 cpu_msm::msm_g1(&bases, &s),
@@ -233,7 +232,7 @@ fn msm_upload_pieces() {
     pinned
         .as_mut_slice()
         .expect("pinned")
-        .copy_from_slice(scalar_bytes(&s));
+        .copy_from_slice(bytes(&s));
     let bases = g1_bases(&mut rng, n, 256);
     let dev = gpu.upload_new(point_bytes(&bases)).expect("bases");
     let sc = pinned.as_slice().expect("pinned");
@@ -554,10 +553,10 @@ fn compaction_keeps_flagged_scalars_in_order() {
         let v = edgy_scalars(&mut rng, n);
         let flags = density(&mut rng, n, p);
         let want = cuzk::prover::dense(&v, &flags);
-        let src = gpu.upload_new(scalar_bytes(&v)).unwrap();
+        let src = gpu.upload_new(bytes(&v)).unwrap();
         let dst = gpu_msm::compact(&gpu, &src, &flags, want.len()).unwrap();
         let mut got = vec![Scalar::ZERO; want.len()];
-        gpu.download(&dst, cuzk::gpu::ntt::scalar_bytes_mut(&mut got))
+        gpu.download(&dst, cuzk::gpu::bytes::bytes_mut(&mut got))
             .unwrap();
         assert_eq!(got, want, "compaction of {n} at {p}");
         // A count that disagrees with the flags is refused, not written past the buffer.
@@ -1062,7 +1061,7 @@ fn r1cs_rows_at_partition_scale() {
             for _ in 0..2000 {
                 let r = rng.gen_range(0..rows);
                 let mut got = [Scalar::ZERO];
-                gpu.download_at(&outs[k], r * 32, cuzk::gpu::ntt::scalar_bytes_mut(&mut got))
+                gpu.download_at(&outs[k], r * 32, cuzk::gpu::bytes::bytes_mut(&mut got))
                     .unwrap();
                 let t = &m.terms[m.starts[r] as usize..m.starts[r + 1] as usize];
                 assert_eq!(got[0], cpu_row(t, &coeffs, &input, &aux), "row {r} of {k}");

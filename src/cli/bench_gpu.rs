@@ -13,9 +13,10 @@ use group::{prime::PrimeCurveAffine, Curve as _, Group};
 use rand::{rngs::StdRng, SeedableRng};
 use rayon::prelude::*;
 
+use crate::gpu::bytes::{bytes, bytes_mut};
 use crate::gpu::device::{DevBuf, Gpu};
 use crate::gpu::msm::{self, Curve};
-use crate::gpu::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
+use crate::gpu::ntt::{Domain, FR_BYTES};
 use crate::gpu::GpuOptions;
 use crate::prover::{PinnedPool, Scalars};
 
@@ -219,11 +220,6 @@ pub(super) fn random_g2(n: usize, seed: u64) -> Vec<G2Affine> {
     a
 }
 
-pub(super) fn as_bytes<T>(v: &[T]) -> &[u8] {
-    // SAFETY: blstrs points are plain u64 limbs without padding; a byte view is valid.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
-}
-
 /// `n` bases on the device: `tile` repeated.
 fn tiled(gpu: &Gpu, tile: &[u8], n: usize, point: usize) -> anyhow::Result<DevBuf> {
     let mut buf = gpu.alloc(n * point)?;
@@ -249,11 +245,11 @@ fn bench_msm(
     let (op, tile_bytes, g1, g2) = match curve {
         Curve::G1 => {
             let t = random_g1(TILE, 1);
-            (("G1 MSM"), as_bytes(&t).to_vec(), t, Vec::new())
+            (("G1 MSM"), bytes(&t).to_vec(), t, Vec::new())
         }
         Curve::G2 => {
             let t = random_g2(TILE, 2);
-            (("G2 MSM"), as_bytes(&t).to_vec(), Vec::new(), t)
+            (("G2 MSM"), bytes(&t).to_vec(), Vec::new(), t)
         }
     };
     for (i, &lg) in sizes.iter().enumerate() {
@@ -262,7 +258,7 @@ fn bench_msm(
         // Scalars in pinned memory, as sppark's figures were taken.
         let host = random_scalars(n, 7 + lg as u64);
         let mut pinned = gpu.pinned(n * FR_BYTES)?;
-        pinned.as_mut_slice()?.copy_from_slice(scalar_bytes(&host));
+        pinned.as_mut_slice()?.copy_from_slice(bytes(&host));
         let sc = pinned.as_slice()?;
         let mut note = String::new();
         let mut ms = Vec::new();
@@ -314,7 +310,7 @@ fn bench_ntt(
     for &lg in sizes {
         let n = 1usize << lg;
         let dom = Domain::new(gpu, lg)?;
-        let data = gpu.upload_new(scalar_bytes(&random_scalars(n, 11)))?;
+        let data = gpu.upload_new(bytes(&random_scalars(n, 11)))?;
         let mut out = gpu.alloc(n * FR_BYTES)?;
         for (op, coset) in [("NTT", false), ("coset NTT", true)] {
             let mut ms = Vec::new();
@@ -352,7 +348,7 @@ fn bench_h(
     rows: &mut Vec<Row>,
 ) -> anyhow::Result<()> {
     let tile = random_g1(TILE, 3);
-    let tile_bytes = as_bytes(&tile).to_vec();
+    let tile_bytes = bytes(&tile).to_vec();
     for &lg in sizes {
         let m = 1usize << lg;
         let dom = Domain::new(gpu, lg)?;
@@ -371,9 +367,9 @@ fn bench_h(
                     msm::msm_device(gpu, Curve::G1, &bases, m - 1, h)?
                 } else {
                     let mut host = vec![Scalar::ZERO; m - 1];
-                    gpu.download(&h, scalar_bytes_mut(&mut host))?;
+                    gpu.download(&h, bytes_mut(&mut host))?;
                     drop(h);
-                    msm::msm(gpu, Curve::G1, &bases, m - 1, scalar_bytes(&host))?
+                    msm::msm(gpu, Curve::G1, &bases, m - 1, bytes(&host))?
                 };
                 let sum = msm::finish_g1(&parts);
                 if run > 0 {
@@ -543,7 +539,7 @@ fn bench_upload(
         );
         let mut dst = gpu.alloc(std::mem::size_of_val(heap.as_slice()))?;
         for (op, src) in [("upload", &heap[..]), ("upload pin", &pinned[..])] {
-            let bytes = as_bytes(src);
+            let bytes = bytes(src);
             let mut ms = Vec::new();
             for run in 0..=args.runs {
                 let t = Instant::now();

@@ -16,7 +16,8 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::bench::{peak_rss, reset_peak_rss, status_bytes};
-use super::bench_gpu::{as_bytes, random_g1, random_g2, repeat, TILE};
+use super::bench_gpu::{random_g1, random_g2, repeat, TILE};
+use crate::gpu::bytes::bytes;
 use crate::proofs::porep::{self, synthetic};
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};
 use crate::prover::{
@@ -618,7 +619,7 @@ fn digest(s: &Synthesized) -> [u8; 32] {
     const CHUNK: usize = 1 << 20;
     let scalars = |v: &[Scalar]| -> Vec<[u8; 32]> {
         v.par_chunks(CHUNK)
-            .map(|c| Sha256::digest(as_bytes(c)).into())
+            .map(|c| Sha256::digest(bytes(c)).into())
             .collect()
     };
     let flags = |v: &[bool]| -> [u8; 32] {

@@ -16,13 +16,14 @@ use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
 use group::Group;
 
+use super::bytes::{bytes, bytes_mut};
 use super::device::{DevBuf, DeviceInfo, Gpu};
 use super::msm::{self, Curve};
-use super::ntt::{scalar_bytes, scalar_bytes_mut, Domain, FR_BYTES};
+use super::ntt::{Domain, FR_BYTES};
 use super::r1cs::{self, DeviceShape};
 use super::{GpuError, GpuOptions};
 use crate::prover::{
-    count_set, dense, Backend, HostAllocator, PreparedSrs, ProverError, Scalars, Witness,
+    count_set, dense, Backend, HostAllocator, PreparedSrs, ProverError, Scalars, Sums, Witness,
     WitnessSums,
 };
 use crate::srs::Srs;
@@ -78,7 +79,7 @@ impl<'a> Points<'a> {
         Self::new(set, query, all, range, Curve::G2)
     }
 
-    fn new<T>(
+    fn new<T: super::bytes::Plain>(
         set: u64,
         query: Query,
         all: &'a [T],
@@ -98,17 +99,11 @@ impl<'a> Points<'a> {
                 start: range.start,
                 end: range.end,
             },
-            bytes: bytes_of(points),
+            bytes: bytes(points),
             n: points.len(),
             curve,
         })
     }
-}
-
-fn bytes_of<T>(v: &[T]) -> &[u8] {
-    // SAFETY: only used for blstrs affine points (repr(transparent) over blst's affine structs:
-    // plain u64 limbs, no padding); any byte view of initialised memory is valid.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 pub(super) struct State {
@@ -185,6 +180,28 @@ const AUX_WORK_FIXED: usize = 2 << 30;
 /// The quotient's domain for `n` constraints: the next power of two, at least 2.
 fn domain_size(n: usize) -> usize {
     n.next_power_of_two().max(2)
+}
+
+/// The quotient's four buffers of a domain of `m`, the first three holding A, B and C
+/// evaluated from `copy` and the assignment (`input`, `aux` on the device).
+fn evaluate(
+    gpu: &Gpu,
+    copy: &DeviceShape,
+    m: usize,
+    input: &DevBuf,
+    aux: &DevBuf,
+) -> Result<[DevBuf; 4], GpuError> {
+    let mut bufs = [
+        gpu.alloc(m * FR_BYTES)?,
+        gpu.alloc(m * FR_BYTES)?,
+        gpu.alloc(m * FR_BYTES)?,
+        gpu.alloc(m * FR_BYTES)?,
+    ];
+    {
+        let [a, b, c, _] = &mut bufs;
+        copy.evaluate_into(gpu, input, aux, [a, b, c])?;
+    }
+    Ok(bufs)
 }
 
 impl State {
@@ -292,21 +309,30 @@ impl State {
             return Err(GpuError::Input("shape or domain not resident".into()));
         };
         let gpu = &self.gpu;
-        let input = gpu.upload_new(scalar_bytes(input))?;
-        let aux = gpu.upload_new(scalar_bytes(aux))?;
-        let mut bufs = [
-            gpu.alloc(m * FR_BYTES)?,
-            gpu.alloc(m * FR_BYTES)?,
-            gpu.alloc(m * FR_BYTES)?,
-            gpu.alloc(m * FR_BYTES)?,
-        ];
-        {
-            let [a, b, c, _] = &mut bufs;
-            copy.evaluate_into(gpu, &input, &aux, [a, b, c])?;
-        }
+        let input = gpu.upload_new(bytes(input))?;
+        let aux = gpu.upload_new(bytes(aux))?;
+        let bufs = evaluate(gpu, copy, m, &input, &aux)?;
         // Freed in the stream's order, after the evaluation: room for the transforms.
         drop((input, aux));
         d.quotient_from_device(gpu, bufs, n)
+    }
+
+    /// [`State::quotient_from_shape`] from an assignment already on the device (left there).
+    fn quotient_of_shape(
+        &mut self,
+        shape: &Arc<R1cs>,
+        input: &DevBuf,
+        aux: &DevBuf,
+    ) -> Result<DevBuf, GpuError> {
+        let n = shape.num_constraints();
+        let m = domain_size(n);
+        self.domain(m.trailing_zeros())?;
+        let (Some(copy), Some(d)) = (self.shape(shape), self.domains.get(&m.trailing_zeros()))
+        else {
+            return Err(GpuError::Input("shape or domain not resident".into()));
+        };
+        let bufs = evaluate(&self.gpu, copy, m, input, aux)?;
+        d.quotient_from_device(&self.gpu, bufs, n)
     }
 
     fn domain(&mut self, lg: u32) -> Result<&Domain, GpuError> {
@@ -506,13 +532,7 @@ impl Shared {
         let mut s = self.lock()?;
         s.ensure(p)?;
         let run = |s: &State| -> Result<msm::MsmParts, GpuError> {
-            msm::msm(
-                &s.gpu,
-                p.curve,
-                s.resident(&p.key)?,
-                p.n,
-                scalar_bytes(scalars),
-            )
+            msm::msm(&s.gpu, p.curve, s.resident(&p.key)?, p.n, bytes(scalars))
         };
         match run(&s) {
             Err(e) if e.is_out_of_memory() && s.evict_except(Some(&p.key)) => {
@@ -552,46 +572,122 @@ impl Shared {
     /// uploads per query as needed); an out-of-memory error later on is returned the same way.
     /// The sums over the inputs are not included (`a`, `b_g1`, `b_g2` are over aux only).
     fn aux_joint(&self, q: &AuxPoints<'_, '_>) -> Result<WitnessSums, GpuError> {
-        let n = q.aux.len();
-        if q.l.n != n || q.a_density.len() != n || q.b_density.len() != n {
-            return Err(GpuError::Input(format!(
-                "{n} aux values for {} L points and densities of {} and {}",
-                q.l.n,
-                q.a_density.len(),
-                q.b_density.len()
-            )));
-        }
-        if q.b_g1.n != q.b_g2.n {
-            return Err(GpuError::Input(format!(
-                "B query of {} points in G1 and {} in G2",
-                q.b_g1.n, q.b_g2.n
-            )));
-        }
-        let nb = q.b_g1.n;
-        let (a_set, b_set) = (count_set(q.a_density), count_set(q.b_density));
-        if a_set != q.a.n || b_set != nb {
-            return Err(GpuError::Input(format!(
-                "A query of {} points for {a_set} flags, B of {nb} for {b_set}",
-                q.a.n
-            )));
-        }
-        if n == 0 {
-            return Ok(WitnessSums {
-                l: G1Projective::identity(),
-                a: G1Projective::identity(),
-                b_g1: G1Projective::identity(),
-                b_g2: G2Projective::identity(),
-            });
-        }
-        let queries = [q.l, q.a, q.b_g1, q.b_g2];
+        let Some(nb) = check_aux(q)? else {
+            return Ok(WitnessSums::identity());
+        };
         let mut s = self.lock()?;
+        s.fit_aux(q, false)?;
+        let aux = s.gpu.upload_new(bytes(q.aux))?;
+        aux_sums(&s, q, nb, aux)
+    }
+
+    /// Both sums of a shaped proof with the assignment sent over once: A, B and C evaluated
+    /// on the device, the quotient, the H query's MSM, and then the four aux MSMs of
+    /// [`Shared::aux_joint`] on the copy of `aux` the evaluation read. Between the two, an
+    /// urgent caller waiting gets its turn (the copy stays on the device meanwhile). Returns
+    /// Σ h_i·H_i, how long it took, and the aux sums, or `None` where they do not fit on the
+    /// device together (the caller runs them as [`GpuPrepared::witness`] does). Out of memory
+    /// before the H sum is done is returned as the error, nothing kept: the caller then makes
+    /// the two calls apart, each with its own retry.
+    fn sums_shaped(
+        &self,
+        shape: &Arc<R1cs>,
+        input: &[Scalar],
+        h: &Points<'_>,
+        q: &AuxPoints<'_, '_>,
+    ) -> Result<(G1Projective, Duration, Option<WitnessSums>), GpuError> {
+        let m = domain_size(shape.num_constraints());
+        if h.n != m - 1 {
+            return Err(GpuError::Input(format!(
+                "{} H bases for a domain of {m}",
+                h.n
+            )));
+        }
+        let nb = check_aux(q)?;
+        let start = Instant::now();
+        let mut s = self.lock()?;
+        s.ensure(h)?;
+        s.ensure_shape(shape, &h.key)?;
+        let input = s.gpu.upload_new(bytes(input))?;
+        let aux = s.gpu.upload_new(bytes(q.aux))?;
+        let hs = s.quotient_of_shape(shape, &input, &aux)?;
+        drop(input);
+        let parts = msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)?;
+        let h_sum = msm::finish_g1(&parts);
+        let h_done = start.elapsed();
+        let Some(nb) = nb else {
+            return Ok((h_sum, h_done, Some(WitnessSums::identity())));
+        };
+        let mut s = self.yield_to_urgent(s)?;
+        let sums = match s.fit_aux(q, true) {
+            Err(e) if e.is_out_of_memory() => {
+                tracing::debug!(error = %e, "aux MSMs apart, after the H sum");
+                return Ok((h_sum, h_done, None));
+            }
+            r => r.and_then(|()| aux_sums(&s, q, nb, aux))?,
+        };
+        Ok((h_sum, h_done, Some(sums)))
+    }
+
+    /// `s` again, after the urgent callers waiting for the device (if any) had their turns.
+    fn yield_to_urgent<'s>(&'s self, s: DeviceGuard<'s>) -> Result<DeviceGuard<'s>, GpuError> {
+        let waiting = self
+            .turn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .urgent_waiting;
+        if waiting == 0 && !crate::prover::urgency::any_urgent() {
+            return Ok(s);
+        }
+        drop(s);
+        self.lock()
+    }
+}
+
+/// Checks the aux MSMs' lengths: the B queries' length, or `None` when there are no aux
+/// values (every sum the identity).
+fn check_aux(q: &AuxPoints<'_, '_>) -> Result<Option<usize>, GpuError> {
+    let n = q.aux.len();
+    if q.l.n != n || q.a_density.len() != n || q.b_density.len() != n {
+        return Err(GpuError::Input(format!(
+            "{n} aux values for {} L points and densities of {} and {}",
+            q.l.n,
+            q.a_density.len(),
+            q.b_density.len()
+        )));
+    }
+    if q.b_g1.n != q.b_g2.n {
+        return Err(GpuError::Input(format!(
+            "B query of {} points in G1 and {} in G2",
+            q.b_g1.n, q.b_g2.n
+        )));
+    }
+    let nb = q.b_g1.n;
+    let (a_set, b_set) = (count_set(q.a_density), count_set(q.b_density));
+    if a_set != q.a.n || b_set != nb {
+        return Err(GpuError::Input(format!(
+            "A query of {} points for {a_set} flags, B of {nb} for {b_set}",
+            q.a.n
+        )));
+    }
+    Ok((n > 0).then_some(nb))
+}
+
+impl State {
+    /// Makes the four aux queries' points resident where they and the aux MSMs' working
+    /// buffers fit in the free memory (the assignment's copy too, unless `aux_resident`);
+    /// otherwise the out-of-memory error, touching nothing.
+    fn fit_aux(&mut self, q: &AuxPoints<'_, '_>, aux_resident: bool) -> Result<(), GpuError> {
+        let (n, nb) = (q.aux.len(), q.b_g1.n);
+        let queries = [q.l, q.a, q.b_g1, q.b_g2];
         let missing: usize = queries
             .iter()
-            .filter(|p| !s.bases.contains_key(&p.key))
+            .filter(|p| !self.bases.contains_key(&p.key))
             .map(|p| p.bytes.len())
             .sum();
-        let work = (n + 2 * nb) * FR_BYTES + n * AUX_WORK_PER_SCALAR + AUX_WORK_FIXED;
-        let (free, _) = s.gpu.mem_info()?;
+        let aux = if aux_resident { 0 } else { n * FR_BYTES };
+        let work = aux + 2 * nb * FR_BYTES + n * AUX_WORK_PER_SCALAR + AUX_WORK_FIXED;
+        let (free, _) = self.gpu.mem_info()?;
         if missing + work > free {
             return Err(GpuError::OutOfMemory(format!(
                 "the aux MSMs together need about {} MiB more, {} MiB free",
@@ -600,47 +696,60 @@ impl Shared {
             )));
         }
         for p in queries.iter().filter(|p| p.n > 0) {
-            s.ensure(p)?;
+            self.ensure(p)?;
         }
         // Making room for one range may have evicted another: then they do not fit together.
         if queries
             .iter()
-            .any(|p| p.n > 0 && !s.bases.contains_key(&p.key))
+            .any(|p| p.n > 0 && !self.bases.contains_key(&p.key))
         {
             return Err(GpuError::OutOfMemory(
                 "the L, A and B bases do not fit on the device together".into(),
             ));
         }
-        let gpu = &s.gpu;
-        // Query i's MSM over `scalars` (consumed: rewritten, then freed), None when empty.
-        let sum = |i: usize, scalars: DevBuf| -> Result<Option<msm::MsmParts>, GpuError> {
-            let p = &queries[i];
-            if p.n == 0 {
-                return Ok(None);
-            }
-            msm::msm_device(gpu, p.curve, s.resident(&p.key)?, p.n, scalars).map(Some)
-        };
-        let g1 =
-            |p: Option<msm::MsmParts>| p.map_or(G1Projective::identity(), |p| msm::finish_g1(&p));
-        // A first, so that its selection (as large as the assignment) is freed before the
-        // others are made; the L query last of those reading `aux`.
-        let aux = gpu.upload_new(scalar_bytes(q.aux))?;
-        let a = sum(1, msm::compact(gpu, &aux, q.a_density, q.a.n)?)?;
-        let b1 = msm::compact(gpu, &aux, q.b_density, nb)?;
-        let mut b2 = gpu.alloc(nb.max(1) * FR_BYTES)?;
-        if nb > 0 {
-            gpu.copy(&b1, &mut b2, nb * FR_BYTES)?;
-        }
-        let l = sum(0, aux)?;
-        let b1 = sum(2, b1)?;
-        let b2 = sum(3, b2)?;
-        Ok(WitnessSums {
-            l: g1(l),
-            a: g1(a),
-            b_g1: g1(b1),
-            b_g2: b2.map_or(G2Projective::identity(), |p| msm::finish_g2(&p)),
-        })
+        Ok(())
     }
+}
+
+/// The four aux MSMs over `aux`, the assignment's copy on the device (consumed), the points
+/// resident ([`State::fit_aux`]); `nb` is the B queries' length. The A and B queries' scalars
+/// are selected on the device ([`msm::compact`]) before the L query's MSM runs on `aux` (an
+/// MSM's front end rewrites its scalars in place, so the B selection is copied once, one for
+/// each group).
+fn aux_sums(
+    s: &State,
+    q: &AuxPoints<'_, '_>,
+    nb: usize,
+    aux: DevBuf,
+) -> Result<WitnessSums, GpuError> {
+    let queries = [q.l, q.a, q.b_g1, q.b_g2];
+    let gpu = &s.gpu;
+    // Query i's MSM over `scalars` (consumed: rewritten, then freed), None when empty.
+    let sum = |i: usize, scalars: DevBuf| -> Result<Option<msm::MsmParts>, GpuError> {
+        let p = &queries[i];
+        if p.n == 0 {
+            return Ok(None);
+        }
+        msm::msm_device(gpu, p.curve, s.resident(&p.key)?, p.n, scalars).map(Some)
+    };
+    let g1 = |p: Option<msm::MsmParts>| p.map_or(G1Projective::identity(), |p| msm::finish_g1(&p));
+    // A first, so that its selection (as large as the assignment) is freed before the others
+    // are made; the L query last of those reading `aux`.
+    let a = sum(1, msm::compact(gpu, &aux, q.a_density, q.a.n)?)?;
+    let b1 = msm::compact(gpu, &aux, q.b_density, nb)?;
+    let mut b2 = gpu.alloc(nb.max(1) * FR_BYTES)?;
+    if nb > 0 {
+        gpu.copy(&b1, &mut b2, nb * FR_BYTES)?;
+    }
+    let l = sum(0, aux)?;
+    let b1 = sum(2, b1)?;
+    let b2 = sum(3, b2)?;
+    Ok(WitnessSums {
+        l: g1(l),
+        a: g1(a),
+        b_g1: g1(b1),
+        b_g2: b2.map_or(G2Projective::identity(), |p| msm::finish_g2(&p)),
+    })
 }
 
 /// The aux MSMs of one proof for [`Shared::aux_joint`]: `l` has one point per aux value, `a`
@@ -653,6 +762,19 @@ struct AuxPoints<'a, 'p> {
     a: Points<'p>,
     b_g1: Points<'p>,
     b_g2: Points<'p>,
+}
+
+/// The aux MSMs of witness `w` over the aux parts of `p`.
+fn aux_points<'a, 'p>(w: &'a Witness, p: &WitnessPoints<'p>) -> AuxPoints<'a, 'p> {
+    AuxPoints {
+        aux: &w.aux,
+        a_density: &w.a_aux_density,
+        b_density: &w.b_aux_density,
+        l: p.l,
+        a: p.a_aux,
+        b_g1: p.b1_aux,
+        b_g2: p.b2_aux,
+    }
 }
 
 /// The four aux MSMs from host slices ([`GpuBackend::aux_msms_gpu`], for tests and
@@ -766,10 +888,10 @@ impl GpuBackend {
             .domains
             .get(&lg)
             .ok_or_else(|| GpuError::Input("domain cache".into()))?;
-        let data = s.gpu.upload_new(scalar_bytes(values))?;
+        let data = s.gpu.upload_new(bytes(values))?;
         let mut out = s.gpu.alloc(n * FR_BYTES)?;
         d.transform(&s.gpu, &data, &mut out, inverse, coset)?;
-        s.gpu.download(&out, scalar_bytes_mut(values))
+        s.gpu.download(&out, bytes_mut(values))
     }
 
     /// The m − 1 lowest coefficients of H(X) = (A(X)·B(X) − C(X)) / Z(X) (m the domain size),
@@ -800,7 +922,7 @@ impl GpuBackend {
         let mut s = self.lock()?;
         let (h, m) = s.quotient_on_device(a, b, c)?;
         let mut out = vec![Scalar::ZERO; m - 1];
-        s.gpu.download(&h, scalar_bytes_mut(&mut out))?;
+        s.gpu.download(&h, bytes_mut(&mut out))?;
         Ok(out)
     }
 
@@ -966,15 +1088,7 @@ impl GpuPrepared {
         let p = self.witness_points(w.input.len(), w.b_in)?;
         let b_input = dense(&w.input, &w.b_input_density);
         let t = Instant::now();
-        let joint = self.set.shared.aux_joint(&AuxPoints {
-            aux: &w.aux,
-            a_density: &w.a_aux_density,
-            b_density: &w.b_aux_density,
-            l: p.l,
-            a: p.a_aux,
-            b_g1: p.b1_aux,
-            b_g2: p.b2_aux,
-        });
+        let joint = self.set.shared.aux_joint(&aux_points(&w, &p));
         let sums = match joint {
             Err(e) if e.is_out_of_memory() => {
                 // Nothing was lost: the queries go one at a time instead, each with room for
@@ -985,13 +1099,24 @@ impl GpuPrepared {
             r => r?,
         };
         tracing::trace!(msm = "aux", ms = t.elapsed().as_millis() as u64, "msm done");
+        self.with_inputs(sums, w, &p, &b_input)
+    }
+
+    /// The witness sums from the aux MSMs' `sums`: the inputs' parts added.
+    fn with_inputs(
+        &self,
+        sums: WitnessSums,
+        w: Witness,
+        p: &WitnessPoints<'_>,
+        b_input: &[Scalar],
+    ) -> Result<WitnessSums, GpuError> {
         drop(w.aux);
         let shared = &self.set.shared;
         Ok(WitnessSums {
             l: sums.l,
             a: sums.a + shared.sum_g1(&p.a_in, &w.input)?,
-            b_g1: sums.b_g1 + shared.sum_g1(&p.b1_in, &b_input)?,
-            b_g2: sums.b_g2 + shared.sum_g2(&p.b2_in, &b_input)?,
+            b_g1: sums.b_g1 + shared.sum_g1(&p.b1_in, b_input)?,
+            b_g2: sums.b_g2 + shared.sum_g2(&p.b2_in, b_input)?,
         })
     }
 
@@ -1055,6 +1180,39 @@ impl PreparedSrs for GpuPrepared {
             "msm done (shaped)"
         );
         Ok(sum)
+    }
+
+    fn sums_shaped(&self, shape: &Arc<R1cs>, w: Witness) -> Result<Sums, ProverError> {
+        let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
+        let p = self.witness_points(w.input.len(), w.b_in)?;
+        let joint = self
+            .set
+            .shared
+            .sums_shaped(shape, &w.input, &h, &aux_points(&w, &p));
+        let (h, h_done, aux) = match joint {
+            Err(e) if e.is_out_of_memory() => {
+                tracing::debug!(error = %e, "the H sum and the witness sums apart");
+                let start = Instant::now();
+                let h = self.h_sum_shaped(shape, &w.input, &w.aux)?;
+                let h_done = start.elapsed();
+                let witness = self.witness(w)?;
+                return Ok(Sums { h, witness, h_done });
+            }
+            r => r?,
+        };
+        tracing::trace!(
+            msm = "h",
+            ms = h_done.as_millis() as u64,
+            "msm done (shaped)"
+        );
+        let witness = match aux {
+            Some(sums) => {
+                let b_input = dense(&w.input, &w.b_input_density);
+                self.with_inputs(sums, w, &p, &b_input)?
+            }
+            None => self.witness(w)?,
+        };
+        Ok(Sums { h, witness, h_done })
     }
 
     fn device_bytes(&self) -> u64 {

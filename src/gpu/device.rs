@@ -17,6 +17,7 @@ use rayon::prelude::*;
 
 use super::compile;
 use super::error::{Ctx, GpuError};
+use super::kernels::{self, Arg, Kernel};
 use super::GpuOptions;
 
 /// What the backend reports about its device.
@@ -43,45 +44,6 @@ pub struct DeviceInfo {
     /// PCI address as sysfs names it (`0000:1b:00.0`), for the device's NUMA node.
     pub pci_bus_id: String,
 }
-
-/// Kernels looked up once from the module.
-const KERNELS: &[&str] = &[
-    "pow_tables",
-    "ntt_twiddle_table",
-    "ntt_dit_pass",
-    "quotient_pointwise",
-    "scan_blocks",
-    "scan_add",
-    "compact_count",
-    "compact_scatter",
-    "msm_front",
-    "msm_digits",
-    "msm_scatter",
-    "msm_max_bucket",
-    "msm_chunks_g1",
-    "msm_chunks_g2",
-    "msm_combine_g1",
-    "msm_combine_g2",
-    "msm_reduce_segments_g1",
-    "msm_reduce_segments_g2",
-    "msm_reduce_groups_g1",
-    "msm_reduce_groups_g2",
-    "msm_to_jacobian_g1",
-    "msm_to_jacobian_g2",
-    "batch_add_g1",
-    "batch_add_g2",
-    "r1cs_rows",
-    #[cfg(feature = "scaffolding")]
-    "selftest_fp",
-    #[cfg(feature = "scaffolding")]
-    "selftest_fr_from_mont",
-    #[cfg(feature = "scaffolding")]
-    "selftest_g1",
-];
-
-/// Kernels that may be launched with more than 48 KiB of dynamic shared memory (up to
-/// [`DeviceInfo::smem_optin`]).
-const SMEM_OPTIN: &[&str] = &["ntt_dit_pass"];
 
 /// A device buffer of raw bytes; kernels get its address.
 pub struct DevBuf {
@@ -276,16 +238,16 @@ impl Gpu {
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .ctx("shared memory limit")? as u32;
         let mut funcs = HashMap::new();
-        for &k in KERNELS {
-            let f = module.load_function(k).ctx("cuModuleGetFunction")?;
-            if SMEM_OPTIN.contains(&k) {
+        for k in kernels::ALL {
+            let f = module.load_function(k.name).ctx("cuModuleGetFunction")?;
+            if k.smem_optin {
                 f.set_attribute(
                     CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     smem_optin as i32,
                 )
                 .ctx("cuFuncSetAttribute")?;
             }
-            funcs.insert(k, f);
+            funcs.insert(k.name, f);
         }
         let info = DeviceInfo {
             ordinal,
@@ -685,33 +647,27 @@ impl Gpu {
         self.stream.synchronize().ctx("cuStreamSynchronize")
     }
 
-    /// Launches kernel `name` on a 1-D grid. Every argument is passed as a 64-bit value: device
-    /// addresses and u64 parameters as is; for a u32 parameter the driver reads the low four
-    /// bytes, which on a little-endian host are the value itself.
-    pub fn launch(
-        &self,
-        name: &'static str,
-        grid: u64,
-        block: u32,
-        args: &[u64],
-    ) -> Result<(), GpuError> {
-        self.launch_smem(name, grid, block, 0, args)
+    /// Launches kernel `k` on a 1-D grid with `args`, which must be of its parameters' types.
+    pub fn launch(&self, k: &Kernel, grid: u64, block: u32, args: &[Arg]) -> Result<(), GpuError> {
+        self.launch_smem(k, grid, block, 0, args)
     }
 
     /// As [`Gpu::launch`], with `smem` bytes of dynamic shared memory per block (at most 48 KiB,
-    /// the limit without an opt-in attribute, or [`DeviceInfo::smem_optin`] for the kernels in
-    /// SMEM_OPTIN).
+    /// the limit without an opt-in attribute, or [`DeviceInfo::smem_optin`] for the kernels
+    /// marked so in [`kernels`]).
     pub fn launch_smem(
         &self,
-        name: &'static str,
+        k: &Kernel,
         grid: u64,
         block: u32,
         smem: u32,
-        args: &[u64],
+        args: &[Arg],
     ) -> Result<(), GpuError> {
+        k.check(args)?;
         if grid == 0 {
             return Ok(());
         }
+        let name = k.name;
         let grid =
             u32::try_from(grid).map_err(|_| GpuError::Input(format!("{name}: grid too large")))?;
         let f = self
@@ -720,17 +676,20 @@ impl Gpu {
             .ok_or_else(|| GpuError::Compile(format!("kernel {name} missing from the module")))?;
         let mut b = self.stream.launch_builder(f);
         for a in args {
-            b.arg(a);
+            match a {
+                Arg::Ptr(v) | Arg::U64(v) => b.arg(v),
+                Arg::U32(v) => b.arg(v),
+            };
         }
         let cfg = LaunchConfig {
             grid_dim: (grid, 1, 1),
             block_dim: (block, 1, 1),
             shared_mem_bytes: smem,
         };
-        // SAFETY: each kernel's parameters are device pointers, u64 or u32 values, matched by
-        // the callers in ntt.rs/msm.rs to the kernel signatures; buffers outlive the launch
-        // because callers synchronize before dropping them (DevBuf drop frees asynchronously
-        // in stream order anyway).
+        // SAFETY: the arguments have the kernel's parameter types (checked above against
+        // kernels.rs, whose table a test checks against the declarations in cuda/), each
+        // passed by a reference to a value of that size; the buffers they address outlive the
+        // launch because a DevBuf's drop frees in stream order, after the kernel.
         unsafe { b.launch(cfg) }.ctx(name)?;
         Ok(())
     }

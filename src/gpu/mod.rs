@@ -7,6 +7,9 @@
 //!   and passed in (the library reads no environment).
 //! * [`compile`]: NVRTC → cubin for the device's architecture, cached on disk.
 //! * [`device`]: device discovery, context, stream, buffers, kernel launches.
+//! * [`bytes`]: byte views of host slices for copies (the one `unsafe` place for them).
+//! * [`kernels`]: the kernels' signatures (checked against `cuda/` by a test), typed launch
+//!   arguments.
 //! * [`ntt`], [`msm`]: host drivers of the kernels.
 //! * [`r1cs`]: an R1CS shape kept on the device, its A, B, C rows evaluated there.
 //! * [`GpuBackend`]: implements [`crate::prover::Backend`].
@@ -16,9 +19,11 @@
 //!   `crate::cli::bench_gpu`.
 
 pub mod backend;
+pub mod bytes;
 pub mod compile;
 pub mod device;
 mod error;
+pub mod kernels;
 pub mod msm;
 pub mod ntt;
 mod options;

@@ -24,6 +24,7 @@ use blstrs::{G1Projective, G2Projective};
 use group::Group;
 
 use super::device::{DevBuf, Gpu};
+use super::kernels::{self as k, Arg};
 use super::GpuError;
 
 /// Which group.
@@ -53,20 +54,20 @@ impl Curve {
     fn jacobian_u64s(self) -> usize {
         3 * self.field_bytes() / 8
     }
-    fn kernel(self, which: Kernel) -> &'static str {
+    fn kernel(self, which: Kernel) -> &'static k::Kernel {
         match (self, which) {
-            (Curve::G1, Kernel::Segments) => "msm_reduce_segments_g1",
-            (Curve::G2, Kernel::Segments) => "msm_reduce_segments_g2",
-            (Curve::G1, Kernel::Groups) => "msm_reduce_groups_g1",
-            (Curve::G2, Kernel::Groups) => "msm_reduce_groups_g2",
-            (Curve::G1, Kernel::Jacobian) => "msm_to_jacobian_g1",
-            (Curve::G2, Kernel::Jacobian) => "msm_to_jacobian_g2",
-            (Curve::G1, Kernel::Chunks) => "msm_chunks_g1",
-            (Curve::G2, Kernel::Chunks) => "msm_chunks_g2",
-            (Curve::G1, Kernel::Combine) => "msm_combine_g1",
-            (Curve::G2, Kernel::Combine) => "msm_combine_g2",
-            (Curve::G1, Kernel::BatchAdd) => "batch_add_g1",
-            (Curve::G2, Kernel::BatchAdd) => "batch_add_g2",
+            (Curve::G1, Kernel::Segments) => &k::MSM_REDUCE_SEGMENTS_G1,
+            (Curve::G2, Kernel::Segments) => &k::MSM_REDUCE_SEGMENTS_G2,
+            (Curve::G1, Kernel::Groups) => &k::MSM_REDUCE_GROUPS_G1,
+            (Curve::G2, Kernel::Groups) => &k::MSM_REDUCE_GROUPS_G2,
+            (Curve::G1, Kernel::Jacobian) => &k::MSM_TO_JACOBIAN_G1,
+            (Curve::G2, Kernel::Jacobian) => &k::MSM_TO_JACOBIAN_G2,
+            (Curve::G1, Kernel::Chunks) => &k::MSM_CHUNKS_G1,
+            (Curve::G2, Kernel::Chunks) => &k::MSM_CHUNKS_G2,
+            (Curve::G1, Kernel::Combine) => &k::MSM_COMBINE_G1,
+            (Curve::G2, Kernel::Combine) => &k::MSM_COMBINE_G2,
+            (Curve::G1, Kernel::BatchAdd) => &k::BATCH_ADD_G1,
+            (Curve::G2, Kernel::BatchAdd) => &k::BATCH_ADD_G2,
         }
     }
 }
@@ -193,7 +194,13 @@ fn reduce_tree(
             curve.kernel(Kernel::Groups),
             (groups * m_out).div_ceil(128),
             128,
-            &[buf.ptr(), out.ptr(), groups, m, fan],
+            &[
+                (&buf).into(),
+                (&out).into(),
+                Arg::u32(groups)?,
+                Arg::u32(m)?,
+                Arg::u32(fan)?,
+            ],
         )?;
         buf = out;
         m = m_out;
@@ -213,7 +220,7 @@ fn to_jacobian(
         curve.kernel(Kernel::Jacobian),
         (count as u64).div_ceil(64),
         64,
-        &[buf.ptr(), out.ptr(), count as u64],
+        &[buf.into(), (&out).into(), Arg::u32(count)?],
     )?;
     let mut host = vec![0u64; count * words];
     // SAFETY: viewing initialised u64s as bytes.
@@ -248,22 +255,22 @@ pub fn compact(gpu: &Gpu, src: &DevBuf, flags: &[bool], count: usize) -> Result<
     let blocks = (n as u64).div_ceil(1024);
     let offsets = gpu.alloc(blocks as usize * 4)?;
     gpu.launch(
-        "compact_count",
+        &k::COMPACT_COUNT,
         blocks,
         1024,
-        &[flags_dev.ptr(), n as u64, offsets.ptr()],
+        &[(&flags_dev).into(), Arg::u32(n)?, (&offsets).into()],
     )?;
     exclusive_scan(gpu, offsets.ptr(), blocks)?;
     gpu.launch(
-        "compact_scatter",
+        &k::COMPACT_SCATTER,
         blocks,
         1024,
         &[
-            src.ptr(),
-            flags_dev.ptr(),
-            n as u64,
-            offsets.ptr(),
-            dst.ptr(),
+            src.into(),
+            (&flags_dev).into(),
+            Arg::u32(n)?,
+            (&offsets).into(),
+            (&dst).into(),
         ],
     )?;
     gpu.sync()?;
@@ -274,10 +281,11 @@ pub fn compact(gpu: &Gpu, src: &DevBuf, flags: &[bool], count: usize) -> Result<
 fn exclusive_scan(gpu: &Gpu, ptr: u64, n: u64) -> Result<(), GpuError> {
     let blocks = n.div_ceil(1024);
     let sums = gpu.alloc(blocks as usize * 4)?;
-    gpu.launch("scan_blocks", blocks, 1024, &[ptr, n, sums.ptr()])?;
+    let args = [Arg::Ptr(ptr), Arg::u32(n)?, (&sums).into()];
+    gpu.launch(&k::SCAN_BLOCKS, blocks, 1024, &args)?;
     if blocks > 1 {
         exclusive_scan(gpu, sums.ptr(), blocks)?;
-        gpu.launch("scan_add", blocks, 1024, &[ptr, n, sums.ptr()])?;
+        gpu.launch(&k::SCAN_ADD, blocks, 1024, &args)?;
     }
     gpu.sync()
 }
@@ -298,10 +306,10 @@ fn accumulate(
 ) -> Result<DevBuf, GpuError> {
     let max = gpu.alloc_zeroed(4)?;
     gpu.launch(
-        "msm_max_bucket",
+        &k::MSM_MAX_BUCKET,
         nb.div_ceil(256),
         256,
-        &[offsets.ptr(), nb, max.ptr()],
+        &[offsets.into(), Arg::u32(nb)?, (&max).into()],
     )?;
     let mut m = [0u8; 4];
     gpu.download(&max, &mut m)?;
@@ -317,22 +325,29 @@ fn accumulate(
         chunks.div_ceil(128),
         128,
         &[
-            bases.ptr(),
-            list.ptr(),
-            offsets.ptr(),
-            nb,
-            total,
-            k,
-            buckets.ptr(),
-            head.ptr(),
-            tail.ptr(),
+            bases.into(),
+            list.into(),
+            offsets.into(),
+            Arg::u32(nb)?,
+            Arg::u32(total)?,
+            Arg::u32(k)?,
+            (&buckets).into(),
+            (&head).into(),
+            (&tail).into(),
         ],
     )?;
     gpu.launch(
         curve.kernel(Kernel::Combine),
         nb.div_ceil(128),
         128,
-        &[offsets.ptr(), nb, k, head.ptr(), tail.ptr(), buckets.ptr()],
+        &[
+            offsets.into(),
+            Arg::u32(nb)?,
+            Arg::u32(k)?,
+            (&head).into(),
+            (&tail).into(),
+            (&buckets).into(),
+        ],
     )?;
     Ok(buckets)
 }
@@ -442,21 +457,21 @@ fn msm_from(
     // msm_front on scalars [first, first + count).
     let front = |first: u64, count: u64| {
         gpu.launch(
-            "msm_front",
+            &k::MSM_FRONT,
             count.div_ceil(256),
             256,
             &[
-                sc_ptr,
-                first,
-                count,
-                nn,
-                c_front as u64,
-                nw_front,
-                ones_idx.ptr(),
-                rest_idx.ptr(),
-                counts.ptr(),
-                digits_front.ptr(),
-                offsets_front.ptr(),
+                Arg::Ptr(sc_ptr),
+                Arg::u32(first)?,
+                Arg::u32(count)?,
+                Arg::u32(nn)?,
+                Arg::u32(c_front)?,
+                Arg::u32(nw_front)?,
+                (&ones_idx).into(),
+                (&rest_idx).into(),
+                (&counts).into(),
+                (&digits_front).into(),
+                (&offsets_front).into(),
             ],
         )
     };
@@ -483,11 +498,11 @@ fn msm_from(
             threads.div_ceil(128),
             128,
             &[
-                bases.ptr(),
-                ones_idx.ptr(),
-                n_ones,
-                ONES_PER_THREAD,
-                partial.ptr(),
+                bases.into(),
+                (&ones_idx).into(),
+                Arg::u32(n_ones)?,
+                Arg::u32(ONES_PER_THREAD)?,
+                (&partial).into(),
             ],
         )?;
         let sum = reduce_tree(gpu, curve, partial, 1, threads)?;
@@ -515,17 +530,17 @@ fn msm_from(
         let offsets = gpu.alloc_zeroed((nb + 1) as usize * 4)?;
         let digits = gpu.alloc((nw * m) as usize * 4)?;
         gpu.launch(
-            "msm_digits",
+            &k::MSM_DIGITS,
             m.div_ceil(256),
             256,
             &[
-                sc.ptr(),
-                rest_idx.ptr(),
-                m,
-                c_m as u64,
-                nw,
-                digits.ptr(),
-                offsets.ptr(),
+                (&sc).into(),
+                (&rest_idx).into(),
+                Arg::u32(m)?,
+                Arg::u32(c_m)?,
+                Arg::u32(nw)?,
+                (&digits).into(),
+                (&offsets).into(),
             ],
         )?;
         tr.mark(gpu, "redigits")?;
@@ -551,17 +566,17 @@ fn msm_from(
     let list = gpu.alloc((nw * m) as usize * 4)?;
     // One thread per (window, point), window-major.
     gpu.launch(
-        "msm_scatter",
+        &k::MSM_SCATTER,
         nw * m.div_ceil(256),
         256,
         &[
-            digits.ptr(),
-            rest_idx.ptr(),
-            m,
-            nw,
-            stride,
-            cursor.ptr(),
-            list.ptr(),
+            (&digits).into(),
+            (&rest_idx).into(),
+            Arg::u32(m)?,
+            Arg::u32(nw)?,
+            Arg::u32(stride)?,
+            (&cursor).into(),
+            (&list).into(),
         ],
     )?;
     drop((digits, cursor, rest_idx));
@@ -580,7 +595,13 @@ fn msm_from(
         curve.kernel(Kernel::Segments),
         (nw * segs).div_ceil(64),
         64,
-        &[buckets.ptr(), nw, buckets_per_window, seg, seg_out.ptr()],
+        &[
+            (&buckets).into(),
+            Arg::u32(nw)?,
+            Arg::u32(buckets_per_window)?,
+            Arg::u32(seg)?,
+            (&seg_out).into(),
+        ],
     )?;
     tr.mark(gpu, "segments")?;
     let sums = reduce_tree(gpu, curve, seg_out, nw, segs)?;

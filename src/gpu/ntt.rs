@@ -4,7 +4,9 @@
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
 
+use super::bytes::{bytes, bytes_mut};
 use super::device::{DevBuf, Gpu};
+use super::kernels::{self as k, Arg};
 use super::GpuError;
 use crate::prover::ntt::root_of_unity;
 
@@ -26,19 +28,6 @@ const GATHER: u64 = 2;
 const PRE_POWERS: u64 = 4;
 const POST_POWERS: u64 = 8;
 
-/// Raw bytes of scalars (Montgomery form, as the kernels take them).
-pub fn scalar_bytes(s: &[Scalar]) -> &[u8] {
-    // SAFETY: blstrs::Scalar is repr(transparent) over blst_fr, four u64 limbs with no padding;
-    // any byte view of initialised memory is valid.
-    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
-}
-
-/// Mutable raw bytes of scalars. Callers only write valid Montgomery-form elements (< r).
-pub fn scalar_bytes_mut(s: &mut [Scalar]) -> &mut [u8] {
-    // SAFETY: as in `scalar_bytes`; the kernels write reduced field elements only.
-    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
-}
-
 /// Power tables of `scale·base^i` (lo[j] = scale·base^j, hi[j] = base^(j 2^14)): any such
 /// factor with i < 2^28 is one product in the kernels.
 pub struct PowTables {
@@ -49,14 +38,19 @@ pub struct PowTables {
 impl PowTables {
     /// Builds the tables of `scale·base^i` on the device.
     pub fn new(gpu: &Gpu, base: Scalar, scale: Scalar) -> Result<Self, GpuError> {
-        let b = gpu.upload_new(scalar_bytes(&[base, scale]))?;
+        let b = gpu.upload_new(bytes(&[base, scale]))?;
         let lo = gpu.alloc(POW_TABLE * FR_BYTES)?;
         let hi = gpu.alloc(POW_TABLE * FR_BYTES)?;
         gpu.launch(
-            "pow_tables",
+            &k::POW_TABLES,
             (POW_TABLE / 256) as u64,
             256,
-            &[lo.ptr(), hi.ptr(), b.ptr(), b.ptr() + FR_BYTES as u64],
+            &[
+                (&lo).into(),
+                (&hi).into(),
+                (&b).into(),
+                Arg::Ptr(b.ptr() + FR_BYTES as u64),
+            ],
         )?;
         gpu.sync()?;
         Ok(PowTables { lo, hi })
@@ -175,10 +169,15 @@ impl Domain {
         let half = (1u64 << lg) / 2;
         let twiddles = gpu.alloc(half.max(1) as usize * FR_BYTES)?;
         gpu.launch(
-            "ntt_twiddle_table",
+            &k::NTT_TWIDDLE_TABLE,
             half.div_ceil(256),
             256,
-            &[twiddles.ptr(), omega.lo.ptr(), omega.hi.ptr(), half],
+            &[
+                (&twiddles).into(),
+                (&omega.lo).into(),
+                (&omega.hi).into(),
+                Arg::U64(half),
+            ],
         )?;
         Ok(Domain {
             lg,
@@ -187,7 +186,7 @@ impl Domain {
             coset_n_inv: PowTables::new(gpu, g, n_inv)?,
             coset_inv_n_inv: PowTables::new(gpu, g_inv, n_inv)?,
             n_inv: PowTables::new(gpu, Scalar::ONE, n_inv)?,
-            z_inv: gpu.upload_new(scalar_bytes(&[inv(z)?]))?,
+            z_inv: gpu.upload_new(bytes(&[inv(z)?]))?,
             shape: PassShape::from_options(gpu),
             serial_uploads: gpu.options().ntt.quotient_serial,
         })
@@ -241,21 +240,21 @@ impl Domain {
             let (lgc, threads, smem) = self.shape.geometry(self.lg, t, gpu.info.smem_optin);
             let t0 = std::time::Instant::now();
             gpu.launch_smem(
-                "ntt_dit_pass",
+                &k::NTT_DIT_PASS,
                 1u64 << (self.lg - t - lgc),
                 threads,
                 smem,
                 &[
-                    from,
-                    dst.ptr(),
-                    self.twiddles.ptr(),
-                    self.lg as u64,
-                    s0 as u64,
-                    t as u64,
-                    lgc as u64,
-                    flags,
-                    lo,
-                    hi,
+                    Arg::Ptr(from),
+                    (&*dst).into(),
+                    (&self.twiddles).into(),
+                    Arg::u32(self.lg)?,
+                    Arg::u32(s0)?,
+                    Arg::u32(t)?,
+                    Arg::u32(lgc)?,
+                    Arg::u32(flags)?,
+                    Arg::Ptr(lo),
+                    Arg::Ptr(hi),
                 ],
             )?;
             if self.shape.trace {
@@ -278,11 +277,11 @@ impl Domain {
     /// no pass to carry it.
     fn scale_one(&self, gpu: &Gpu, dst: &mut DevBuf, t: &PowTables) -> Result<(), GpuError> {
         let mut f = [Scalar::ZERO; 3];
-        gpu.download_at(&t.lo, 0, scalar_bytes_mut(&mut f[0..1]))?;
-        gpu.download_at(&t.hi, 0, scalar_bytes_mut(&mut f[1..2]))?;
-        gpu.download_at(dst, 0, scalar_bytes_mut(&mut f[2..3]))?;
+        gpu.download_at(&t.lo, 0, bytes_mut(&mut f[0..1]))?;
+        gpu.download_at(&t.hi, 0, bytes_mut(&mut f[1..2]))?;
+        gpu.download_at(dst, 0, bytes_mut(&mut f[2..3]))?;
         let v = f[2] * f[0] * f[1];
-        gpu.upload(dst, scalar_bytes(&[v]))
+        gpu.upload(dst, bytes(&[v]))
     }
 
     /// Natural-order transform of `data` into `out` (`data` is left as it was).
@@ -338,9 +337,9 @@ impl Domain {
         for (v, src) in [a, b, c].into_iter().enumerate() {
             let (vs, scratch) = bufs.split_at_mut(3);
             if self.serial_uploads {
-                gpu.upload(&mut vs[v], scalar_bytes(src))?;
+                gpu.upload(&mut vs[v], bytes(src))?;
             } else {
-                gpu.upload_after(&mark, &mut vs[v], scalar_bytes(src))?;
+                gpu.upload_after(&mark, &mut vs[v], bytes(src))?;
             }
             gpu.zero_range(&mut vs[v], n * FR_BYTES, (m - n) * FR_BYTES)?;
             self.to_coset(gpu, &mut vs[v], &mut scratch[0])?;
@@ -388,15 +387,15 @@ impl Domain {
     fn quotient_on_coset(&self, gpu: &Gpu, bufs: &mut [DevBuf; 4]) -> Result<(), GpuError> {
         let n = self.size() as u64;
         gpu.launch(
-            "quotient_pointwise",
+            &k::QUOTIENT_POINTWISE,
             n.div_ceil(256),
             256,
             &[
-                bufs[0].ptr(),
-                bufs[1].ptr(),
-                bufs[2].ptr(),
-                self.z_inv.ptr(),
-                n,
+                (&bufs[0]).into(),
+                (&bufs[1]).into(),
+                (&bufs[2]).into(),
+                (&self.z_inv).into(),
+                Arg::U64(n),
             ],
         )?;
         // evaluations on gH → coefficients (times g^-i/n)

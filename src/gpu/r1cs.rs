@@ -24,8 +24,10 @@ use cudarc::driver::CudaContext;
 use ff::Field;
 use rayon::prelude::*;
 
+use super::bytes::{bytes, bytes_mut};
 use super::device::{DevBuf, Gpu};
-use super::ntt::{scalar_bytes, scalar_bytes_mut, FR_BYTES};
+use super::kernels::{self as k, Arg};
+use super::ntt::FR_BYTES;
 use super::GpuError;
 
 /// Bit 31 of [`ShapeTerm::var`]: set for an input (index in the low 31 bits into the input
@@ -42,7 +44,7 @@ const BLOCK: u32 = 256;
 /// the order of its fields.
 pub use crate::synth::Term as ShapeTerm;
 
-// The byte view in `term_bytes` and the kernel's 8-byte loads depend on this layout.
+// The byte view (`bytes::Plain`) and the kernel's 8-byte loads depend on this layout.
 const _: () = assert!(std::mem::size_of::<ShapeTerm>() == 8);
 const _: () = assert!(std::mem::align_of::<ShapeTerm>() == 4);
 const _: () = assert!(INPUT_BIT == crate::synth::INPUT);
@@ -163,20 +165,6 @@ fn check_shape(mats: [Csr<'_>; 3], coeffs: &[Scalar]) -> Result<Needs, GpuError>
     Ok(needs)
 }
 
-/// Raw bytes of u32s.
-fn u32_bytes(v: &[u32]) -> &[u8] {
-    // SAFETY: u32 has no padding, so every byte of the slice is initialised; u8 needs no
-    // alignment; the view borrows `v` for its whole life.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
-}
-
-/// Raw bytes of terms, as the kernel reads them.
-fn term_bytes(v: &[ShapeTerm]) -> &[u8] {
-    // SAFETY: ShapeTerm is repr(C) of two u32, 8 bytes with no padding (asserted above), so
-    // every byte is initialised; u8 needs no alignment; the view borrows `v`.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
-}
-
 /// One matrix on the device.
 struct DeviceMatrix {
     starts: DevBuf,
@@ -208,15 +196,15 @@ impl DeviceShape {
         let needs = check_shape([a, b, c], coeffs)?;
         let matrix = |m: Csr<'_>| -> Result<DeviceMatrix, GpuError> {
             Ok(DeviceMatrix {
-                starts: upload_bytes(gpu, u32_bytes(m.starts))?,
-                terms: upload_bytes(gpu, term_bytes(m.terms))?,
+                starts: upload_bytes(gpu, bytes(m.starts))?,
+                terms: upload_bytes(gpu, bytes(m.terms))?,
                 len: m.terms.len(),
             })
         };
         let shape = DeviceShape {
             needs,
             matrices: [matrix(a)?, matrix(b)?, matrix(c)?],
-            coeffs: upload_bytes(gpu, scalar_bytes(coeffs))?,
+            coeffs: upload_bytes(gpu, bytes(coeffs))?,
             ctx: gpu.context(),
         };
         // Uploads from pinned memory return before the copy is done; the caller may free the
@@ -307,17 +295,17 @@ impl DeviceShape {
         }
         for (m, o) in self.matrices.iter().zip(out) {
             gpu.launch(
-                "r1cs_rows",
+                &k::R1CS_ROWS,
                 (rows as u64).div_ceil(BLOCK as u64),
                 BLOCK,
                 &[
-                    m.starts.ptr(),
-                    m.terms.ptr(),
-                    self.coeffs.ptr(),
-                    input.ptr(),
-                    aux.ptr(),
-                    o.ptr(),
-                    rows as u64,
+                    (&m.starts).into(),
+                    (&m.terms).into(),
+                    (&self.coeffs).into(),
+                    input.into(),
+                    aux.into(),
+                    (&*o).into(),
+                    Arg::u32(rows)?,
                 ],
             )?;
         }
@@ -371,14 +359,14 @@ fn upload_bytes(gpu: &Gpu, bytes: &[u8]) -> Result<DevBuf, GpuError> {
 
 /// A new device vector holding `s` (a buffer of one byte when `s` is empty).
 pub fn upload_scalars(gpu: &Gpu, s: &[Scalar]) -> Result<DevBuf, GpuError> {
-    upload_bytes(gpu, scalar_bytes(s))
+    upload_bytes(gpu, bytes(s))
 }
 
 /// The first `n` elements of the device vector `buf`, on the host (waits for the device).
 pub fn download_scalars(gpu: &Gpu, buf: &DevBuf, n: usize) -> Result<Vec<Scalar>, GpuError> {
     let mut v = vec![Scalar::ZERO; n];
     if n > 0 {
-        gpu.download(buf, scalar_bytes_mut(&mut v))?;
+        gpu.download(buf, bytes_mut(&mut v))?;
     }
     Ok(v)
 }

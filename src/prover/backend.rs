@@ -111,6 +111,25 @@ pub trait PreparedSrs: Send + Sync {
         ))
     }
 
+    /// Both sums of a proof given by its recorded shape and its witness (where
+    /// [`PreparedSrs::evaluates_shapes`]): by default [`PreparedSrs::h_sum_shaped`], then
+    /// [`PreparedSrs::witness_sums`]. A device overrides it to send the assignment over once
+    /// for both.
+    fn sums_shaped(
+        &self,
+        shape: &Arc<crate::synth::R1cs>,
+        w: Witness,
+    ) -> Result<Sums, ProverError> {
+        let start = Instant::now();
+        let h = self.h_sum_shaped(shape, &w.input, &w.aux)?;
+        let h_done = start.elapsed();
+        Ok(Sums {
+            h,
+            witness: self.witness_sums(w)?,
+            h_done,
+        })
+    }
+
     /// Bytes of this set's points held on a device now (0 on the CPU), for Status. A device
     /// that ran short of memory may have dropped some of them; they go up again when used.
     fn device_bytes(&self) -> u64 {
@@ -165,6 +184,19 @@ pub struct WitnessSums {
     pub b_g1: G1Projective,
     /// The same in G2.
     pub b_g2: G2Projective,
+}
+
+impl WitnessSums {
+    /// Every sum the identity (no aux values).
+    pub fn identity() -> Self {
+        use group::Group;
+        WitnessSums {
+            l: G1Projective::identity(),
+            a: G1Projective::identity(),
+            b_g1: G1Projective::identity(),
+            b_g2: G2Projective::identity(),
+        }
+    }
 }
 
 /// Selects `values[i]` where `density[i]` is set, in order: the scalars of a query that

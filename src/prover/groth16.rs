@@ -200,8 +200,6 @@ pub fn prove_witness_with_randomness(
         domain,
     )?;
     let start = Instant::now();
-    let h = prepared.h_sum_shaped(&shape, &witness.input, &witness.aux)?;
-    let quotient = start.elapsed();
     let w = Witness {
         input: witness.input,
         aux: witness.aux.into(),
@@ -210,9 +208,10 @@ pub fn prove_witness_with_randomness(
         b_aux_density: shape.b_aux_density.clone(),
         b_in,
     };
-    let sums = prepared.witness_sums(w)?;
+    let sums = prepared.sums_shaped(&shape, w)?;
+    let quotient = sums.h_done;
     let msm = start.elapsed().saturating_sub(quotient);
-    let proof = assemble(srs, h, &sums, r, s);
+    let proof = assemble(srs, sums.h, &sums.witness, r, s);
     Ok((proof, ProofTimings { quotient, msm }))
 }
 
