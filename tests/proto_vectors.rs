@@ -603,3 +603,18 @@ fn registered_proof_table_matches_the_code() {
     assert_eq!(rows, 20);
     assert!(RegisteredProof::Seal(20).resolve().is_err());
 }
+
+/// docs/integrating.md repeats protocol.md's table of proof-type ids for integrators: the
+/// same rows (protocol.md's are checked against the code above).
+#[test]
+fn integrating_md_repeats_the_proof_type_table() {
+    let table = |file: &str| {
+        let doc = std::fs::read_to_string(format!("{}/docs/{file}", env!("CARGO_MANIFEST_DIR")))
+            .unwrap_or_else(|e| panic!("docs/{file}: {e}"));
+        let (_, rest) = doc
+            .split_once("<!-- registered-proofs -->\n")
+            .unwrap_or_else(|| panic!("no registered-proofs table in docs/{file}"));
+        rest.split("\n\n").next().unwrap_or_default().to_string()
+    };
+    assert_eq!(table("integrating.md"), table("protocol.md"));
+}
