@@ -89,6 +89,9 @@ fn a_watcher_follows_a_real_proof_stage_by_stage_and_ends_with_awaits_answer() {
     let daemon = Daemon::start(&[
         ("proving.backend", "\"cpu\""),
         ("debug.check_input", "true"),
+        // The job waits this long before its first step: the watch below is registered
+        // by then and sees every step (one that begins later starts from the latest).
+        ("debug.job_delay", "\"2s\""),
     ]);
     let sector = cuzk::sealing::seal_sector(
         &daemon.env.dir.path().join("sector"),
@@ -266,6 +269,10 @@ fn watches_end_with_awaits_errors_and_hanging_up_frees_them() {
     assert_eq!(events, 0);
     // The connection takes requests again after a watch.
     assert_eq!(c.ping(5).unwrap().nonce, 5);
+    // Its log went to a file, not a terminal: no colour codes in it.
+    let log = daemon.env.stderr();
+    assert!(log.contains("job accepted"), "{log}");
+    assert!(!log.contains('\u{1b}'), "escape codes in the log:\n{log}");
     stop(daemon);
 }
 

@@ -9,7 +9,9 @@
 //! for a watcher, and a watcher never holds more than its buffer. The final answer is not
 //! an event: it comes from the job's phase, like an Await's, so it is never dropped. A
 //! watcher is unregistered when its connection's request ends (the answer sent, the client
-//! gone, or the connection failed), whichever way it ends.
+//! gone, or the connection failed), whichever way it ends. The hub also keeps each running
+//! job's latest step (one event per running job, dropped when it finishes), so that a watch
+//! that begins mid-job starts from where the job is.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -28,10 +30,13 @@ use crate::proto::{FrameCodec, ProgressEvent, ProgressStage, Response};
 /// Events a watcher's buffer holds at most (about 64 bytes each).
 pub(super) const BUFFER: usize = 64;
 
-/// The watchers of every watched job.
+/// The watchers of every watched job, and the latest step of every running job (so that
+/// a watch that begins mid-job starts from where the job is, not from "started").
 #[derive(Default)]
 pub struct Hub {
     jobs: Mutex<HashMap<JobId, Vec<Arc<Slot>>>>,
+    /// One entry per running job: removed when it finishes.
+    latest: Mutex<HashMap<JobId, ProgressEvent>>,
 }
 
 /// One watcher's buffer.
@@ -130,12 +135,26 @@ impl Hub {
         self.lock().values().map(Vec::len).sum()
     }
 
-    /// Hands an engine event to the watchers of its job (none: nothing is done). Never
-    /// blocks beyond two short locks.
+    /// The latest step of running job `job`, if it took one.
+    fn latest(&self, job: JobId) -> Option<ProgressEvent> {
+        let latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        latest.get(&job).cloned()
+    }
+
+    /// Hands an engine event to the watchers of its job (none: nothing but the job's latest
+    /// step is kept). Never blocks beyond short locks.
     pub fn publish(&self, event: &JobEvent) {
         let Some(progress) = progress_of(event) else {
+            if let JobEvent::Finished(s, _) = event {
+                let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+                latest.remove(&s.id);
+            }
             return;
         };
+        {
+            let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+            latest.insert(progress.job_id, progress.clone());
+        }
         let slots = match self.lock().get(&progress.job_id) {
             Some(slots) => slots.clone(),
             None => return,
@@ -219,26 +238,40 @@ pub(super) async fn serve(
         return Some(handler::unknown_job(job));
     };
     tracing::debug!(cuzk_job_id = job, uid = access.uid, "watch");
-    let mut started = snap.state != JobState::Queued;
+    let running = snap.state == JobState::Running;
+    // The first event: where the job is now (a running job's latest step, with its
+    // partitions and age as of now). A step published since the registration is in the
+    // buffer too: it is not sent twice.
+    let mut first = None;
     if !snap.state.is_finished() {
-        let first = ProgressEvent {
+        let latest = running.then(|| ctx.watchers.latest(job)).flatten();
+        let event = ProgressEvent {
             job_id: job,
-            stage: if started {
-                ProgressStage::Started
-            } else {
-                ProgressStage::Queued
-            },
-            partition: None,
             partitions_done: u32_of(snap.progress.0),
             partitions_total: u32_of(snap.progress.1),
             age_ms: ms(snap.age),
-            stage_ms: 0,
             dropped: 0,
+            ..latest.unwrap_or(ProgressEvent {
+                job_id: job,
+                stage: if running {
+                    ProgressStage::Started
+                } else {
+                    ProgressStage::Queued
+                },
+                partition: None,
+                partitions_done: 0,
+                partitions_total: 0,
+                age_ms: 0,
+                stage_ms: 0,
+                dropped: 0,
+            })
         };
-        connection::send(framed, &Response::Progress(first))
+        first = Some((event.stage, event.partition));
+        connection::send(framed, &Response::Progress(event))
             .await
             .ok()?;
     }
+    let mut started = running;
     let result = loop {
         if let JobPhase::Finished(result) = &*phase.borrow_and_update() {
             break result.clone();
@@ -251,8 +284,9 @@ pub(super) async fn serve(
         match wake {
             Wake::Events => {
                 for event in watcher.take() {
-                    if event.stage == ProgressStage::Started
-                        && std::mem::replace(&mut started, true)
+                    if first == Some((event.stage, event.partition))
+                        || (event.stage == ProgressStage::Started
+                            && std::mem::replace(&mut started, true))
                     {
                         continue;
                     }
@@ -271,7 +305,11 @@ pub(super) async fn serve(
         }
     };
     // What was buffered before the end, then the end itself.
-    for event in watcher.take() {
+    for event in watcher
+        .take()
+        .into_iter()
+        .filter(|e| first != Some((e.stage, e.partition)))
+    {
         connection::send(framed, &Response::Progress(event))
             .await
             .ok()?;
@@ -357,6 +395,35 @@ mod tests {
         assert!(hub.lock().is_empty(), "no entry left behind");
         hub.publish(&step(3, 0)); // nobody watches: nothing kept
         assert!(hub.lock().is_empty());
+    }
+
+    #[test]
+    fn the_latest_step_of_each_running_job_is_kept_until_it_finishes() {
+        let hub = Hub::default();
+        hub.publish(&step(1, 0)); // nobody watches: still the job's latest
+        hub.publish(&step(1, 1));
+        hub.publish(&step(2, 0));
+        assert_eq!(hub.latest(1).and_then(|e| e.partition), Some(1));
+        let snap = crate::engine::JobSnapshot {
+            id: 1,
+            owner: 0,
+            request_id: None,
+            kind: crate::proofs::ProofKind::PoRep,
+            miner: None,
+            sector: None,
+            priority: crate::engine::Priority::Normal,
+            state: JobState::Succeeded,
+            progress: (1, 1),
+            age: Duration::ZERO,
+            error: None,
+        };
+        let result = Err(crate::engine::Failure::new(
+            crate::engine::FailureKind::Cancelled,
+            "cancelled",
+        ));
+        hub.publish(&JobEvent::Finished(snap, result));
+        assert!(hub.latest(1).is_none(), "dropped with the job");
+        assert!(hub.latest(2).is_some());
     }
 
     #[tokio::test]
