@@ -1,48 +1,25 @@
 //! `Watch` through the real cuzkd over its real socket (docs/protocol.md, section 5,
-//! **Watch**): a job's progress pushed stage by stage, partition by partition, then exactly
-//! Await's answer; a client that never reads does not hold the job up; another uid's job is
-//! unknown (in tests/daemon_trust.rs, which runs clients as other uids); hanging up frees
-//! the watch.
-//!
-//! The real proof needs the 2 KiB PoRep test parameters in `$CUZK_TEST_PARAMS` (default
-//! /var/tmp/filecoin-proof-parameters; generated if missing) and takes about a minute on two
-//! CPU cores. The other tests use `debug.job_delay` and inputs that fail fast.
+//! **Watch**), with `debug.job_delay` and inputs that fail fast: watches end with Await's
+//! answer, hanging up frees them, unknown jobs are unknown. A real proof watched stage by
+//! stage (beside a watcher that never reads) is in tests/daemon_proof.rs; another uid's job
+//! refused is in tests/daemon_trust.rs, which runs clients as other uids.
 
 mod daemon_support;
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::Once;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cuzk::proto::{
-    encode_frame, Client, ErrorCode, JobRef, JobState, ProgressEvent, ProgressStage, ProofInput,
-    Request, Submit,
+    encode_frame, Client, ErrorCode, JobRef, JobState, ProgressEvent, ProgressStage, Request,
 };
 use daemon_support::*;
-use filecoin_proofs_api::RegisteredSealProof;
 use nix::sys::signal::Signal;
 
 fn stop(mut daemon: Daemon) {
     daemon.signal(Signal::SIGTERM);
     let status = daemon.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "stderr:\n{}", daemon.env.stderr());
-}
-
-/// The 2 KiB PoRep parameters, generated once per test binary; filecoin-proofs' verifier
-/// pointed at them.
-fn params() -> PathBuf {
-    static ONCE: Once = Once::new();
-    let dir = test_params_dir();
-    ONCE.call_once(|| {
-        cuzk::params_gen::ensure_params(&dir, cuzk::proofs::ProofKind::PoRep, 2048, &mut |m| {
-            eprintln!("{m}")
-        })
-        .expect("2 KiB PoRep test parameters");
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
-    });
-    dir
 }
 
 /// Watches `job` on a new connection in a thread: its events as they come (on the channel),
@@ -77,130 +54,6 @@ fn connections(c: &mut Client) -> u64 {
         .find_map(|l| l.strip_prefix("cuzk_connections "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no cuzk_connections in\n{text}"))
-}
-
-/// A real 2 KiB PoRep watched from submission: the events come in order — queued or
-/// started, the parameters, partition 1/1 through synthesis and the device, verifying —
-/// and end with the same proof Await gives. A second watcher that never reads a byte
-/// holds up neither the job nor the first watcher.
-#[test]
-fn a_watcher_follows_a_real_proof_stage_by_stage_and_ends_with_awaits_answer() {
-    let dir = params();
-    let daemon = Daemon::start(&[
-        ("proving.backend", "\"cpu\""),
-        ("debug.check_input", "true"),
-        // The job waits this long before its first step: the watch below is registered
-        // by then and sees every step (one that begins later starts from the latest).
-        ("debug.job_delay", "\"2s\""),
-    ]);
-    let sector = cuzk::sealing::seal_sector(
-        &daemon.env.dir.path().join("sector"),
-        RegisteredSealProof::StackedDrg2KiBV1_1,
-        1000,
-        1,
-    )
-    .expect("sealing a 2 KiB sector");
-    let mut c = daemon.client();
-    let job = c
-        .submit(Submit {
-            request_id: None,
-            priority: None,
-            input: ProofInput::PoRep {
-                c1: sector.c1_json.clone(),
-                miner_id: sector.miner_id,
-                sector_number: Some(sector.sector_number),
-            },
-        })
-        .unwrap()
-        .job_id;
-    // A watcher that sends Watch and never reads.
-    let mut deaf = daemon.client();
-    deaf.stream()
-        .write_all(&encode_frame(&Request::Watch(JobRef { job_id: job })).unwrap())
-        .unwrap();
-    let mut events = Vec::new();
-    let t = Instant::now();
-    let proof = c
-        .watch(job, |e| {
-            eprintln!("{:>8.3} s {e:?}", t.elapsed().as_secs_f64());
-            events.push(e.clone());
-        })
-        .expect("the watched job's proof");
-    assert_eq!(proof.job_id, job);
-    assert!(
-        sector
-            .verify_porep(&proof.proof, &dir)
-            .expect("verify_seal"),
-        "filecoin-proofs accepts the watched proof"
-    );
-    // The same answer as Await's.
-    let awaited = daemon.client().await_job(job, None).unwrap().unwrap();
-    assert_eq!(awaited, proof);
-
-    use ProgressStage::*;
-    let stages: Vec<ProgressStage> = events.iter().map(|e| e.stage).collect();
-    let first = stages.first().copied();
-    assert!(
-        matches!(first, Some(Queued) | Some(Started)),
-        "first event: {stages:?}"
-    );
-    // One Started, whichever way the watch began.
-    assert_eq!(
-        stages.iter().filter(|s| **s == Started).count(),
-        1,
-        "{stages:?}"
-    );
-    let rest: Vec<ProgressStage> = stages
-        .iter()
-        .copied()
-        .skip_while(|s| *s != Started)
-        .skip(1)
-        .filter(|s| *s != ParamsLoading)
-        .collect();
-    assert_eq!(
-        rest,
-        [
-            ParamsReady,
-            SynthesisStarted,
-            SynthesisDone,
-            DeviceStarted,
-            DeviceDone,
-            Verifying
-        ],
-        "{events:#?}"
-    );
-    for e in &events {
-        assert_eq!(e.job_id, job);
-        assert_eq!(e.dropped, 0, "a reading watcher misses nothing: {e:?}");
-        let partition_stage = matches!(
-            e.stage,
-            SynthesisStarted | SynthesisDone | DeviceStarted | DeviceDone
-        );
-        assert_eq!(e.partition, partition_stage.then_some(0), "{e:?}");
-        if !matches!(e.stage, Queued | Started | ParamsLoading) {
-            assert_eq!(e.partitions_total, 1, "partition k of 1: {e:?}");
-        }
-    }
-    let at = |stage| events.iter().find(|e| e.stage == stage).unwrap();
-    assert_eq!(at(DeviceStarted).partitions_done, 0);
-    assert_eq!(at(DeviceDone).partitions_done, 1, "partition 1/1 proved");
-    assert_eq!(at(Verifying).partitions_done, 1);
-    assert!(at(SynthesisDone).stage_ms > 0, "synthesis takes time");
-    assert!(at(DeviceDone).stage_ms > 0, "proving takes time");
-    // Ages grow.
-    assert!(events.windows(2).all(|w| w[0].age_ms <= w[1].age_ms));
-    assert!(at(Verifying).age_ms as u128 <= t.elapsed().as_millis() + 1000);
-
-    // The deaf watcher's answer waits in its socket: the daemon is done with it, and its
-    // connection closes (the gauge counts it) when the client goes.
-    let before = connections(&mut c);
-    drop(deaf);
-    eventually(
-        "the deaf watcher's connection to close",
-        Duration::from_secs(10),
-        || (connections(&mut c) < before).then_some(()),
-    );
-    stop(daemon);
 }
 
 /// A watch of a queued job starts with Queued, sees it start, and ends with Await's error
