@@ -472,21 +472,22 @@ func provePoRep(t *testing.T, d *daemon, c *Client) {
 	}
 	t.Logf("real 2 KiB PoRep proved and verified by cuzkd in %v", r.took.Round(time.Millisecond))
 
-	// The watcher got the same proof, after the job's steps in order: its state, then the
-	// partition through synthesis and the device, then verifying.
+	// The watcher got the same proof, after the job's steps in order: where the job was when
+	// the watch began (its state, or the latest step of a running job), then each later
+	// step of its one partition (so the stages only go up), ending with the partition
+	// proved and the proof verifying.
 	wr := <-watchDone
 	if wr.err != nil || wr.proof == nil || !bytes.Equal(wr.proof.Proof, r.proof) {
 		t.Fatalf("Watch: %+v, %v", wr.proof, wr.err)
 	}
 	var stages []string
-	for _, e := range wr.events {
-		if e.JobID != job.JobID || e.Dropped != 0 {
-			t.Errorf("event %+v", e)
+	for i, e := range wr.events {
+		if e.JobID != job.JobID || e.Dropped != 0 || (i > 0 && e.Stage <= wr.events[i-1].Stage) {
+			t.Errorf("event %d: %+v", i, e)
 		}
 		stages = append(stages, e.Stage.String())
 	}
-	want := "SynthesisStarted SynthesisDone DeviceStarted DeviceDone Verifying"
-	if got := strings.Join(stages, " "); len(stages) < 6 || !strings.HasSuffix(got, want) || (stages[0] != "Queued" && stages[0] != "Started") {
+	if got := strings.Join(stages, " "); !strings.HasSuffix(got, "DeviceDone Verifying") {
 		t.Errorf("watched stages %s", got)
 	}
 	if last := wr.events[len(wr.events)-1]; last.PartitionsDone != 1 || last.PartitionsTotal != 1 {
