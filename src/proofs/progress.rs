@@ -1,15 +1,13 @@
 //! What a running proof reports as it goes, for whoever watches its job: the parameters
 //! being loaded and ready, each partition entering and leaving synthesis and the device,
-//! and the verification. The stages and the pipeline call [`JobControl::report`]
-//! (crate-internal); the engine attaches a sink per job ([`JobControl::on_progress`]).
+//! and the verification. The stages and the pipeline report them through the job's
+//! [`JobControl`](super::JobControl); the engine attaches a sink per job
+//! ([`JobControl::on_progress`](super::JobControl::on_progress)).
 //!
 //! A sink is called on the thread where the step happened (a synthesis thread, a device
 //! worker, the job's worker): it must return at once and never block. Steps of one
 //! partition are reported in order; steps of different partitions interleave as they
 //! happen.
-//!
-//! [`JobControl::report`]: super::JobControl
-//! [`JobControl::on_progress`]: super::JobControl::on_progress
 
 use std::sync::Arc;
 use std::time::Duration;
