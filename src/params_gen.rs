@@ -50,10 +50,18 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> GenError + '_ {
 struct DirLock(#[allow(dead_code)] File);
 
 impl DirLock {
-    fn acquire(path: &Path) -> Result<Self, GenError> {
+    /// Takes the lock, calling `waiting` first when another process holds it.
+    fn acquire(path: &Path, waiting: impl FnOnce()) -> Result<Self, GenError> {
         let file = File::create(path).map_err(io_err(path))?;
-        // Blocks until the lock is granted.
-        file.lock().map_err(io_err(path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                waiting();
+                // Blocks until the lock is granted.
+                file.lock().map_err(io_err(path))?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_err(path)(e)),
+        }
         Ok(Self(file))
     }
 }
@@ -83,7 +91,13 @@ pub fn ensure_params(
     let id = registry::params_id(kind, sector_size)?;
     fs::create_dir_all(dir).map_err(io_err(dir))?;
     let (params, vk, meta) = (id.params_file(dir), id.vk_file(dir), id.meta_file(dir));
-    let _lock = DirLock::acquire(&dir.join(format!("{}.cuzk-lock", id.cache_id)))?;
+    let lock = dir.join(format!("{}.cuzk-lock", id.cache_id));
+    let _lock = DirLock::acquire(&lock, || {
+        progress(&format!(
+            "waiting for another process generating {} …",
+            params.display()
+        ))
+    })?;
     if params.exists() && vk.exists() {
         return Ok((id, GenOutcome::Existing));
     }
@@ -93,9 +107,22 @@ pub fn ensure_params(
     ));
     let start = Instant::now();
     let generated = registry::generate(kind, sector_size)?;
-    progress(&format!("writing {} …", params.display()));
+    progress(&format!(
+        "generated {kind} parameters in {:.1} s; writing {} …",
+        start.elapsed().as_secs_f64(),
+        params.display()
+    ));
+    let writing = Instant::now();
     write_atomically(&meta, |w| write!(w, "{{\"sector_size\":{sector_size}}}"))?;
     write_atomically(&vk, |w| generated.vk.write(w))?;
     write_atomically(&params, |w| generated.write(w))?;
+    let size = fs::metadata(&params).map_or(0, |m| m.len());
+    progress(&format!(
+        "wrote {} ({:.1} MB) and its .vk in {:.1} s; done in {:.1} s",
+        params.display(),
+        size as f64 / 1e6,
+        writing.elapsed().as_secs_f64(),
+        start.elapsed().as_secs_f64()
+    ));
     Ok((id, GenOutcome::Generated(start.elapsed())))
 }

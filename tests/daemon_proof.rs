@@ -1,5 +1,6 @@
 //! Real proofs through the real cuzkd: a freshly sealed 2 KiB sector's PoRep C2 proved over
-//! the socket, for two clients at once, and through the `cuzk` CLI across a SIGTERM drain;
+//! the socket, for two clients at once, watched stage by stage (`Watch`), and through the
+//! `cuzk` CLI across a SIGTERM drain;
 //! every proof is checked with filecoin-proofs' own verifier.
 //!
 //! Needs the 2 KiB PoRep test parameters in `$CUZK_TEST_PARAMS` (default
@@ -8,12 +9,15 @@
 
 mod daemon_support;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
-use cuzk::proto::{JobState, ProofInput, ProofKind, Submit};
+use cuzk::proto::{
+    encode_frame, JobRef, JobState, ProgressStage, ProofInput, ProofKind, Request, Submit,
+};
 use cuzk::sealing::{seal_sector, SealedSector};
 use daemon_support::*;
 use filecoin_proofs_api::RegisteredSealProof;
@@ -388,4 +392,122 @@ fn cuzk_demo_runs_the_whole_path() {
     );
     assert!(doc["timings_us"]["proving_us"].as_u64().unwrap() > 0);
     assert!(stderr.contains("daemon listening on"), "{stderr}");
+}
+
+/// The number of open connections, from the metrics.
+fn connections(c: &mut cuzk::proto::Client) -> u64 {
+    let text = c.metrics().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("cuzk_connections "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no cuzk_connections in\n{text}"))
+}
+
+/// A real 2 KiB PoRep watched from submission: the events come in order — queued or
+/// started, the parameters, partition 1/1 through synthesis and the device, verifying —
+/// and end with the same proof Await gives. A second watcher that never reads a byte
+/// holds up neither the job nor the first watcher.
+#[test]
+fn a_watcher_follows_a_real_proof_stage_by_stage_and_ends_with_awaits_answer() {
+    let dir = params();
+    let daemon = Daemon::start(&[
+        ("proving.backend", "\"cpu\""),
+        ("debug.check_input", "true"),
+        // The job waits this long before its first step: the watch below is registered
+        // by then and sees every step (one that begins later starts from the latest).
+        ("debug.job_delay", "\"2s\""),
+    ]);
+    let sector = sealed(daemon.env.dir.path(), 1);
+    let mut c = daemon.client();
+    let job = c.submit(porep(&sector)).unwrap().job_id;
+    // A watcher that sends Watch and never reads.
+    let mut deaf = daemon.client();
+    deaf.stream()
+        .write_all(&encode_frame(&Request::Watch(JobRef { job_id: job })).unwrap())
+        .unwrap();
+    let mut events = Vec::new();
+    let t = Instant::now();
+    let proof = c
+        .watch(job, |e| {
+            eprintln!("{:>8.3} s {e:?}", t.elapsed().as_secs_f64());
+            events.push(e.clone());
+        })
+        .expect("the watched job's proof");
+    assert_eq!(proof.job_id, job);
+    assert!(
+        sector
+            .verify_porep(&proof.proof, &dir)
+            .expect("verify_seal"),
+        "filecoin-proofs accepts the watched proof"
+    );
+    // The same answer as Await's.
+    let awaited = daemon.client().await_job(job, None).unwrap().unwrap();
+    assert_eq!(awaited, proof);
+
+    use ProgressStage::*;
+    let stages: Vec<ProgressStage> = events.iter().map(|e| e.stage).collect();
+    let first = stages.first().copied();
+    assert!(
+        matches!(first, Some(Queued) | Some(Started)),
+        "first event: {stages:?}"
+    );
+    // One Started, whichever way the watch began.
+    assert_eq!(
+        stages.iter().filter(|s| **s == Started).count(),
+        1,
+        "{stages:?}"
+    );
+    let rest: Vec<ProgressStage> = stages
+        .iter()
+        .copied()
+        .skip_while(|s| *s != Started)
+        .skip(1)
+        .filter(|s| *s != ParamsLoading)
+        .collect();
+    assert_eq!(
+        rest,
+        [
+            ParamsReady,
+            SynthesisStarted,
+            SynthesisDone,
+            DeviceStarted,
+            DeviceDone,
+            Verifying
+        ],
+        "{events:#?}"
+    );
+    for e in &events {
+        assert_eq!(e.job_id, job);
+        assert_eq!(e.dropped, 0, "a reading watcher misses nothing: {e:?}");
+        let partition_stage = matches!(
+            e.stage,
+            SynthesisStarted | SynthesisDone | DeviceStarted | DeviceDone
+        );
+        assert_eq!(e.partition, partition_stage.then_some(0), "{e:?}");
+        if !matches!(e.stage, Queued | Started | ParamsLoading) {
+            assert_eq!(e.partitions_total, 1, "partition k of 1: {e:?}");
+        }
+    }
+    let at = |stage| events.iter().find(|e| e.stage == stage).unwrap();
+    assert_eq!(at(DeviceStarted).partitions_done, 0);
+    assert_eq!(at(DeviceDone).partitions_done, 1, "partition 1/1 proved");
+    assert_eq!(at(Verifying).partitions_done, 1);
+    assert!(at(SynthesisDone).stage_ms > 0, "synthesis takes time");
+    assert!(at(DeviceDone).stage_ms > 0, "proving takes time");
+    // Ages grow.
+    assert!(events.windows(2).all(|w| w[0].age_ms <= w[1].age_ms));
+    assert!(at(Verifying).age_ms as u128 <= t.elapsed().as_millis() + 1000);
+
+    // The deaf watcher's answer waits in its socket: the daemon is done with it, and its
+    // connection closes (the gauge counts it) when the client goes.
+    let before = connections(&mut c);
+    drop(deaf);
+    eventually(
+        "the deaf watcher's connection to close",
+        Duration::from_secs(10),
+        || (connections(&mut c) < before).then_some(()),
+    );
+    let mut daemon = daemon;
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(30)).success());
 }

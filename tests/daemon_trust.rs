@@ -355,6 +355,8 @@ fn non_admin_client(args: &ChildArgs) {
             c.status(Some(job)).unwrap_err(),
             c.await_job(job, Some(Duration::ZERO)).unwrap_err(),
             c.cancel(job).unwrap_err(),
+            c.watch(job, |e| panic!("an event of another uid's job: {e:?}"))
+                .unwrap_err(),
         ] {
             assert_eq!(code(&e), ErrorCode::UnknownJob, "job {job}: {e}");
         }

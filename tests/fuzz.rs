@@ -361,10 +361,11 @@ fn request_index(r: &Request) -> u8 {
         Request::Info => 15,
         Request::PreloadProof(_) => 16,
         Request::EvictProof(_) => 17,
+        Request::Watch(_) => 18,
     }
 }
 
-const REQUEST_VARIANTS: u8 = 18;
+const REQUEST_VARIANTS: u8 = 19;
 
 /// One request of every variant, and every proof input.
 fn requests() -> Vec<Request> {
@@ -425,6 +426,7 @@ fn requests() -> Vec<Request> {
         Request::Info,
         Request::PreloadProof(RegisteredProof::Seal(0)),
         Request::EvictProof(RegisteredProof::Update(4)),
+        Request::Watch(JobRef { job_id: 7 }),
     ]
 }
 

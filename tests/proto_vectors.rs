@@ -346,6 +346,33 @@ fn vectors() -> Vec<(&'static str, Message)> {
                 result_retention_ms: 600_000,
             })),
         ),
+        ("watch", Q(Request::Watch(JobRef { job_id: 42 }))),
+        (
+            "progress-queued",
+            A(Response::Progress(ProgressEvent {
+                job_id: 42,
+                stage: ProgressStage::Queued,
+                partition: None,
+                partitions_done: 0,
+                partitions_total: 0,
+                age_ms: 5,
+                stage_ms: 0,
+                dropped: 0,
+            })),
+        ),
+        (
+            "progress-device-done",
+            A(Response::Progress(ProgressEvent {
+                job_id: 42,
+                stage: ProgressStage::DeviceDone,
+                partition: Some(3),
+                partitions_done: 4,
+                partitions_total: 10,
+                age_ms: 1500,
+                stage_ms: 300,
+                dropped: 2,
+            })),
+        ),
         (
             "lookup",
             Q(Request::Lookup(LookupQuery {
@@ -487,6 +514,20 @@ fn enum_indices_are_stable() {
     for (i, c) in codes.iter().enumerate() {
         assert_eq!(encode_payload(c).unwrap(), vec![i as u8], "{c:?}");
     }
+    let stages = [
+        ProgressStage::Queued,
+        ProgressStage::Started,
+        ProgressStage::ParamsLoading,
+        ProgressStage::ParamsReady,
+        ProgressStage::SynthesisStarted,
+        ProgressStage::SynthesisDone,
+        ProgressStage::DeviceStarted,
+        ProgressStage::DeviceDone,
+        ProgressStage::Verifying,
+    ];
+    for (i, s) in stages.iter().enumerate() {
+        assert_eq!(encode_payload(s).unwrap(), vec![i as u8], "{s:?}");
+    }
     let states = [
         JobState::Queued,
         JobState::Running,
@@ -503,6 +544,12 @@ fn enum_indices_are_stable() {
         assert!(
             doc.contains(&format!("| {i} | `{c:?}` |")),
             "error code {i} {c:?} is not in the table"
+        );
+    }
+    for (i, s) in stages.iter().enumerate() {
+        assert!(
+            doc.contains(&format!("| {i} | `{s:?}` |")),
+            "progress stage {i} {s:?} is not in the table"
         );
     }
 }
@@ -555,4 +602,19 @@ fn registered_proof_table_matches_the_code() {
     }
     assert_eq!(rows, 20);
     assert!(RegisteredProof::Seal(20).resolve().is_err());
+}
+
+/// docs/integrating.md repeats protocol.md's table of proof-type ids for integrators: the
+/// same rows (protocol.md's are checked against the code above).
+#[test]
+fn integrating_md_repeats_the_proof_type_table() {
+    let table = |file: &str| {
+        let doc = std::fs::read_to_string(format!("{}/docs/{file}", env!("CARGO_MANIFEST_DIR")))
+            .unwrap_or_else(|e| panic!("docs/{file}: {e}"));
+        let (_, rest) = doc
+            .split_once("<!-- registered-proofs -->\n")
+            .unwrap_or_else(|| panic!("no registered-proofs table in docs/{file}"));
+        rest.split("\n\n").next().unwrap_or_default().to_string()
+    };
+    assert_eq!(table("integrating.md"), table("protocol.md"));
 }

@@ -121,6 +121,11 @@ func (c *Client) closeLocked() error {
 // (nil Response). Prefer the typed methods; Call is for requests appended to the protocol
 // after them.
 func (c *Client) Call(ctx context.Context, req Request) (Response, error) {
+	return c.call(ctx, req, nil)
+}
+
+// call is Call; with onProgress set, Progress frames before the answer go to it (Watch).
+func (c *Client) call(ctx context.Context, req Request, onProgress func(ProgressEvent)) (Response, error) {
 	payload, err := EncodeRequest(req)
 	if err != nil {
 		return nil, err
@@ -161,7 +166,7 @@ func (c *Client) Call(ctx context.Context, req Request) (Response, error) {
 		case <-stop:
 		}
 	}()
-	resp, err := c.exchange(frame)
+	resp, err := c.exchange(frame, onProgress)
 	close(stop)
 	<-watcher
 
@@ -191,8 +196,10 @@ func (c *Client) Call(ctx context.Context, req Request) (Response, error) {
 	return resp, nil
 }
 
-// exchange writes a frame and reads one response.
-func (c *Client) exchange(frame []byte) (Response, error) {
+// exchange writes a frame and reads its response; with onProgress set, the Progress
+// frames before it go to onProgress (a Progress frame that does not decode, a stage newer
+// than this package, is skipped).
+func (c *Client) exchange(frame []byte, onProgress func(ProgressEvent)) (Response, error) {
 	if _, err := c.conn.Write(frame); err != nil {
 		// A daemon refusing the connection (Busy, PermissionDenied) answers and closes
 		// before reading: its error is still waiting to be read, and says more than EPIPE.
@@ -206,10 +213,38 @@ func (c *Client) exchange(frame []byte) (Response, error) {
 		}
 		return nil, fmt.Errorf("sending to cuzkd: %w", closedOr(err))
 	}
-	return c.readResponse()
+	for {
+		payload, err := c.readPayload()
+		if err != nil {
+			return nil, err
+		}
+		resp, err := DecodeResponse(payload)
+		if onProgress == nil {
+			return resp, err
+		}
+		if p, ok := resp.(ProgressResponse); ok && err == nil {
+			onProgress(p.Event)
+			continue
+		}
+		if err != nil && len(payload) > 0 && payload[0] == progressVariant {
+			continue
+		}
+		return resp, err
+	}
 }
 
+// progressVariant is the first byte of a Progress frame's payload (its variant index).
+const progressVariant = 16
+
 func (c *Client) readResponse() (Response, error) {
+	payload, err := c.readPayload()
+	if err != nil {
+		return nil, err
+	}
+	return DecodeResponse(payload)
+}
+
+func (c *Client) readPayload() ([]byte, error) {
 	payload, err := ReadFrame(c.conn, c.maxRead)
 	if err != nil {
 		var fs *FrameSizeError
@@ -218,7 +253,7 @@ func (c *Client) readResponse() (Response, error) {
 		}
 		return nil, fmt.Errorf("reading from cuzkd: %w", closedOr(err))
 	}
-	return DecodeResponse(payload)
+	return payload, nil
 }
 
 // closedOr turns the ways a peer hangs up into ErrClosed (keeping the cause in the text).
@@ -233,7 +268,7 @@ func closedOr(err error) error {
 func requestName(r Request) string {
 	names := [...]string{"Hello", "Submit", "Await", "Prove", "Cancel", "Status", "Metrics",
 		"Preload", "Evict", "Residency", "Pipeline", "Devices", "Jobs", "Ping", "Lookup", "Info",
-		"PreloadProof", "EvictProof"}
+		"PreloadProof", "EvictProof", "Watch"}
 	if i := r.Index(); int(i) < len(names) {
 		return names[i]
 	}
@@ -285,6 +320,30 @@ func (c *Client) await(ctx context.Context, a AwaitJob) (*ProofResult, *JobInfo,
 		return nil, &r.Job, nil
 	}
 	return nil, nil, &UnexpectedResponseError{"Await", resp}
+}
+
+// Watch follows a job until it ends, so that a caller need not poll: onEvent gets each
+// ProgressEvent the daemon pushes (the job's state first: Queued or Started; then each step
+// as it happens: the parameters, each partition's synthesis and device stages, Verifying),
+// and Watch returns what Await returns: the proof, or an *Error with the job's id. A job
+// that has already finished gets no event. onEvent runs on the calling goroutine and must
+// not call this Client (it holds the connection); it may hand events to a channel, but
+// should not block for long: the daemon drops events a slow reader has not read (each
+// event's Dropped counts those lost just before it) and never the answer. Another uid's job
+// is ErrUnknownJob, as for Await. A daemon that predates Watch answers ErrMalformedFrame:
+// fall back to Await (or AwaitFor in a loop for progress).
+func (c *Client) Watch(ctx context.Context, jobID uint64, onEvent func(ProgressEvent)) (*ProofResult, error) {
+	if onEvent == nil {
+		onEvent = func(ProgressEvent) {}
+	}
+	resp, err := c.call(ctx, WatchRequest{JobRef{jobID}}, onEvent)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := resp.(ProofResponse); ok {
+		return &p.Proof, nil
+	}
+	return nil, &UnexpectedResponseError{"Watch", resp}
 }
 
 // Prove submits and awaits in one round trip, holding the connection until the job ends.

@@ -2,10 +2,12 @@ package cuzk
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -246,5 +248,47 @@ func TestRetryable(t *testing.T) {
 func TestEncodeRefusesSubmitWithoutInput(t *testing.T) {
 	if _, err := EncodeRequest(SubmitRequest{}); err == nil {
 		t.Fatal("a Submit without input was encoded")
+	}
+}
+
+// Watch hands the Progress frames before the answer to its callback, skips one of a stage
+// this package does not know, and returns the proof that ends the stream.
+func TestWatchReadsEventsUntilTheAnswer(t *testing.T) {
+	server, conn := net.Pipe()
+	defer server.Close()
+	c := &Client{conn: conn, maxRead: DefaultMaxFrameSize, welcome: Welcome{MaxFrameSize: DefaultMaxFrameSize}}
+	defer c.Close()
+	go func() {
+		req, err := ReadFrame(server, DefaultMaxFrameSize)
+		if err != nil {
+			return
+		}
+		if r, err := DecodeRequest(req); err != nil || r != (WatchRequest{JobRef{7}}) {
+			server.Close()
+			return
+		}
+		k := uint32(0)
+		for _, payload := range [][]byte{
+			EncodeResponse(ProgressResponse{ProgressEvent{JobID: 7, Stage: StageQueued}}),
+			{16, 7, 99, 0, 0, 0, 0, 0, 0}, // stage 99: appended after this client
+			EncodeResponse(ProgressResponse{ProgressEvent{JobID: 7, Stage: StageDeviceDone, Partition: &k, PartitionsDone: 1, PartitionsTotal: 1}}),
+			EncodeResponse(ProofResponse{ProofResult{JobID: 7, Kind: PoRep, Proof: []byte{1}, Partitions: 1}}),
+		} {
+			frame, _ := AppendFrame(nil, payload, DefaultMaxFrameSize)
+			if _, err := server.Write(frame); err != nil {
+				return
+			}
+		}
+	}()
+	var stages []ProgressStage
+	p, err := c.Watch(context.Background(), 7, func(e ProgressEvent) { stages = append(stages, e.Stage) })
+	if err != nil || p.JobID != 7 {
+		t.Fatalf("Watch: %+v, %v", p, err)
+	}
+	if len(stages) != 2 || stages[0] != StageQueued || stages[1] != StageDeviceDone {
+		t.Errorf("stages %v", stages)
+	}
+	if _, err := DecodeResponse([]byte{16, 7, 99, 0, 0, 0, 0, 0, 0}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("an unknown stage decodes: %v", err)
 	}
 }

@@ -416,6 +416,21 @@ func provePoRep(t *testing.T, d *daemon, c *Client) {
 	if job.Priority != Normal || job.PartitionsTotal > 1 {
 		t.Errorf("the 2 KiB PoRep job: %+v", job)
 	}
+	// A third connection watches the job to its end.
+	type watched struct {
+		events []ProgressEvent
+		proof  *ProofResult
+		err    error
+	}
+	watchDone := make(chan watched, 1)
+	wc := dialT(t, d)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		var got watched
+		got.proof, got.err = wc.Watch(ctx, job.JobID, func(e ProgressEvent) { got.events = append(got.events, e) })
+		watchDone <- got
+	}()
 	// Meanwhile a job submitted under a request id waits behind it (one worker), and a
 	// client that lost its id finds it by the request id on another connection.
 	rid := "go-test-lookup"
@@ -456,6 +471,28 @@ func provePoRep(t *testing.T, d *daemon, c *Client) {
 		t.Fatalf("a 2 KiB PoRep proof is 192 bytes, got %d", len(r.proof))
 	}
 	t.Logf("real 2 KiB PoRep proved and verified by cuzkd in %v", r.took.Round(time.Millisecond))
+
+	// The watcher got the same proof, after the job's steps in order: where the job was when
+	// the watch began (its state, or the latest step of a running job), then each later
+	// step of its one partition (so the stages only go up), ending with the partition
+	// proved and the proof verifying.
+	wr := <-watchDone
+	if wr.err != nil || wr.proof == nil || !bytes.Equal(wr.proof.Proof, r.proof) {
+		t.Fatalf("Watch: %+v, %v", wr.proof, wr.err)
+	}
+	var stages []string
+	for i, e := range wr.events {
+		if e.JobID != job.JobID || e.Dropped != 0 || (i > 0 && e.Stage <= wr.events[i-1].Stage) {
+			t.Errorf("event %d: %+v", i, e)
+		}
+		stages = append(stages, e.Stage.String())
+	}
+	if got := strings.Join(stages, " "); !strings.HasSuffix(got, "DeviceDone Verifying") {
+		t.Errorf("watched stages %s", got)
+	}
+	if last := wr.events[len(wr.events)-1]; last.PartitionsDone != 1 || last.PartitionsTotal != 1 {
+		t.Errorf("the last event: %+v", last)
+	}
 
 	// A finished job can be awaited again, from another connection, with the same proof;
 	// cancelling it now is JobFinished.

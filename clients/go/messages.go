@@ -174,6 +174,47 @@ type Pong struct{ Nonce uint64 }
 // LookupQuery asks for the newest known job submitted under RequestID (1-256 bytes).
 type LookupQuery struct{ RequestID string }
 
+// ProgressStage is what happened to a watched job (ProgressEvent.Stage). Stages may be
+// appended; Watch skips an event of a stage this package does not know.
+type ProgressStage uint32
+
+// The progress stages, in wire order.
+const (
+	StageQueued           ProgressStage = iota // the job waits in the queue (first event only)
+	StageStarted                               // a worker took the job
+	StageParamsLoading                         // its parameter set is being loaded
+	StageParamsReady                           // its parameter set is resident (StageMs: getting it)
+	StageSynthesisStarted                      // Partition admitted and being synthesized (StageMs: its wait)
+	StageSynthesisDone                         // Partition synthesized, queued for a device (StageMs: synthesis)
+	StageDeviceStarted                         // a device took Partition (StageMs: its wait in the device queue)
+	StageDeviceDone                            // Partition proved (StageMs: its time on the device)
+	StageVerifying                             // every partition proved; the proof is being verified
+)
+
+var progressStageNames = [...]string{"Queued", "Started", "ParamsLoading", "ParamsReady",
+	"SynthesisStarted", "SynthesisDone", "DeviceStarted", "DeviceDone", "Verifying"}
+
+func (s ProgressStage) String() string {
+	return enumName(progressStageNames[:], uint32(s), "ProgressStage")
+}
+
+// ProgressEvent is one step of a watched job (protocol.md section 5, Watch). Partition is
+// the 0-based partition of the per-partition stages (nil for the job's own);
+// PartitionsDone and PartitionsTotal say where the job stands (Total is 0 until it started
+// proving); AgeMs counts from its submission; StageMs is the time spent in the stage this
+// event ends; Dropped counts the events the daemon dropped just before this one because the
+// client read too slowly.
+type ProgressEvent struct {
+	JobID           uint64
+	Stage           ProgressStage
+	Partition       *uint32
+	PartitionsDone  uint32
+	PartitionsTotal uint32
+	AgeMs           uint64
+	StageMs         uint64
+	Dropped         uint32
+}
+
 // BackendKind is what the daemon proves on. A kind this package does not know (one appended
 // later) is kept as its number: read it as some accelerator.
 type BackendKind uint32
@@ -376,6 +417,7 @@ type (
 	InfoRequest         struct{}                        // 15
 	PreloadProofRequest struct{ Proof RegisteredProof } // 16
 	EvictProofRequest   struct{ Proof RegisteredProof } // 17
+	WatchRequest        struct{ Job JobRef }            // 18
 )
 
 func (HelloRequest) Index() uint32        { return 0 }
@@ -396,6 +438,7 @@ func (LookupRequest) Index() uint32       { return 14 }
 func (InfoRequest) Index() uint32         { return 15 }
 func (PreloadProofRequest) Index() uint32 { return 16 }
 func (EvictProofRequest) Index() uint32   { return 17 }
+func (WatchRequest) Index() uint32        { return 18 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -424,6 +467,7 @@ func (r LookupRequest) encodeBody(e *encoder)       { e.str(r.Query.RequestID) }
 func (InfoRequest) encodeBody(*encoder)             {}
 func (r PreloadProofRequest) encodeBody(e *encoder) { encodeRegisteredProof(e, r.Proof) }
 func (r EvictProofRequest) encodeBody(e *encoder)   { encodeRegisteredProof(e, r.Proof) }
+func (r WatchRequest) encodeBody(e *encoder)        { e.u64(r.Job.JobID) }
 
 func encodeRegisteredProof(e *encoder, p RegisteredProof) {
 	e.variant(uint32(p.Family))
@@ -517,6 +561,8 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = PreloadProofRequest{decodeRegisteredProof(d)}
 	case i == 17:
 		r = EvictProofRequest{decodeRegisteredProof(d)}
+	case i == 18:
+		r = WatchRequest{JobRef{JobID: d.u64("job_id")}}
 	default:
 		d.unknown("Request", i)
 	}
@@ -641,6 +687,7 @@ type (
 	PongResponse      struct{ Pong Pong }                 // 13
 	JobResponse       struct{ Job JobInfo }               // 14: answers Lookup
 	InfoResponse      struct{ Info InfoReport }           // 15
+	ProgressResponse  struct{ Event ProgressEvent }       // 16: pushed after Watch only
 )
 
 func (WelcomeResponse) Index() uint32   { return 0 }
@@ -659,6 +706,7 @@ func (JobsResponse) Index() uint32      { return 12 }
 func (PongResponse) Index() uint32      { return 13 }
 func (JobResponse) Index() uint32       { return 14 }
 func (InfoResponse) Index() uint32      { return 15 }
+func (ProgressResponse) Index() uint32  { return 16 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -803,6 +851,23 @@ func (r InfoResponse) encodeBody(e *encoder) {
 	e.u64(i.ResultRetentionMs)
 }
 
+func (r ProgressResponse) encodeBody(e *encoder) {
+	p := &r.Event
+	e.u64(p.JobID)
+	e.variant(uint32(p.Stage))
+	if p.Partition == nil {
+		e.buf = append(e.buf, 0)
+	} else {
+		e.buf = append(e.buf, 1)
+		e.u32(*p.Partition)
+	}
+	e.u32(p.PartitionsDone)
+	e.u32(p.PartitionsTotal)
+	e.u64(p.AgeMs)
+	e.u64(p.StageMs)
+	e.u32(p.Dropped)
+}
+
 // EncodeResponse returns a response's payload (no length prefix); used by tests and fakes.
 func EncodeResponse(r Response) []byte {
 	e := &encoder{}
@@ -923,6 +988,23 @@ func DecodeResponse(payload []byte) (Response, error) {
 			CriticalReserve:   d.u32("critical_reserve"),
 			ResultRetentionMs: d.u64("result_retention_ms"),
 		}}
+	case i == 16:
+		p := ProgressEvent{JobID: d.u64("job_id")}
+		p.Stage = ProgressStage(d.variant("ProgressStage"))
+		if d.err == nil && p.Stage > StageVerifying {
+			// An appended stage: the client skips the frame (Watch does) and reads on.
+			d.unknown("ProgressStage", uint32(p.Stage))
+		}
+		if d.option("partition") {
+			k := d.u32("partition")
+			p.Partition = &k
+		}
+		p.PartitionsDone = d.u32("partitions_done")
+		p.PartitionsTotal = d.u32("partitions_total")
+		p.AgeMs = d.u64("age_ms")
+		p.StageMs = d.u64("stage_ms")
+		p.Dropped = d.u32("dropped")
+		r = ProgressResponse{p}
 	default:
 		d.unknown("Response", i)
 	}

@@ -18,6 +18,7 @@ type vector struct {
 }
 
 func u64p(v uint64) *uint64 { return &v }
+func u32p(v uint32) *uint32 { return &v }
 func strp(s string) *string { return &s }
 func prio(p Priority) *Priority {
 	return &p
@@ -85,6 +86,10 @@ func vectorTable() map[string]vector {
 			CriticalReserve: 4, ResultRetentionMs: 600000}}},
 		"job": {resp: JobResponse{JobInfo{JobID: 42, RequestID: strp("s-7"), Kind: PoRep, Priority: Normal,
 			State: Queued, AgeMs: 1500}}},
+		"watch":           {req: WatchRequest{JobRef{JobID: 42}}},
+		"progress-queued": {resp: ProgressResponse{ProgressEvent{JobID: 42, Stage: StageQueued, AgeMs: 5}}},
+		"progress-device-done": {resp: ProgressResponse{ProgressEvent{JobID: 42, Stage: StageDeviceDone,
+			Partition: u32p(3), PartitionsDone: 4, PartitionsTotal: 10, AgeMs: 1500, StageMs: 300, Dropped: 2}}},
 	}
 }
 

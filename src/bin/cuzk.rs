@@ -16,6 +16,7 @@
 //!   `CUZK_CPU_MSM_C` (debug.cpu_msm_window_bits).
 
 use std::env::var_os;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -130,6 +131,8 @@ fn main() -> std::process::ExitCode {
                 .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
                 .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_filter)),
         )
+        // Colours only for a person at a terminal: no escape codes in logs and pipes.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     // filecoin-proofs reads its parameter directory from the environment once per process:

@@ -45,6 +45,10 @@ pub struct DaemonOpts {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Show no progress while waiting for a job (without it: one updating line on a
+    /// terminal, a line per step otherwise, on stderr).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
 }
 
 /// Scheduling priority on the command line.
@@ -103,6 +107,7 @@ pub struct AwaitArgs {
     /// The job id `submit` printed.
     pub job: u64,
     /// Give up after this long (e.g. 30s, 5m) and report the job's state; exit status 3.
+    /// Without it, the job's progress is followed step by step until it ends.
     #[arg(long, value_parser = parse_duration_arg)]
     pub timeout: Option<Duration>,
     /// Write the proof bytes here instead of printing them in hex.
@@ -241,8 +246,7 @@ pub fn prove_via_daemon_with(
 ) -> anyhow::Result<Vec<u8>> {
     let mut client = connect_to(opts)?;
     let accepted = client.submit(submission(request, job))?;
-    let result = wait(&mut client, accepted.job_id, None)?
-        .ok_or_else(|| anyhow::anyhow!("job {} did not finish", accepted.job_id))?;
+    let result = follow(&mut client, accepted.job_id, opts.quiet)?;
     report_result(&result, opts.json);
     Ok(result.proof)
 }
@@ -264,13 +268,26 @@ fn submit(a: SubmitArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Waits for a job, with a progress line on a terminal; `None` when `timeout` passed.
+/// Waits for a job until it ends, following its progress (`Watch`; from a daemon that
+/// predates it, polling with Await), shown on stderr unless `quiet`.
+fn follow(client: &mut Client, job: u64, quiet: bool) -> anyhow::Result<ProofResult> {
+    let display = super::progress::Display::for_stderr(quiet);
+    match super::progress::watch(client, job, display)? {
+        Some(result) => Ok(result),
+        None => wait(client, job, None, quiet)?
+            .ok_or_else(|| anyhow::anyhow!("job {job} did not finish")),
+    }
+}
+
+/// Waits for a job by polling Await, with a progress line on a terminal unless `quiet`;
+/// `None` when `timeout` passed.
 fn wait(
     client: &mut Client,
     job: u64,
     timeout: Option<Duration>,
+    quiet: bool,
 ) -> anyhow::Result<Option<ProofResult>> {
-    let tty = std::io::stderr().is_terminal();
+    let tty = !quiet && std::io::stderr().is_terminal();
     let start = Instant::now();
     let tick = if tty {
         Duration::from_millis(500)
@@ -326,7 +343,12 @@ fn progress_line(info: &JobInfo, waited: Duration) -> String {
 
 fn await_cmd(a: AwaitArgs) -> anyhow::Result<()> {
     let mut client = connect_to(&a.daemon)?;
-    let Some(result) = wait(&mut client, a.job, a.timeout)? else {
+    // With a timeout: polled (Watch has none); without: followed step by step.
+    let waited = match a.timeout {
+        None => Some(follow(&mut client, a.job, a.daemon.quiet)?),
+        Some(_) => wait(&mut client, a.job, a.timeout, a.daemon.quiet)?,
+    };
+    let Some(result) = waited else {
         let info = client.status(Some(a.job))?.jobs.into_iter().next();
         match (&info, a.daemon.json) {
             (Some(i), true) => println!("{}", serde_json::to_string(i)?),

@@ -128,8 +128,7 @@ pub fn run_with(args: DemoArgs, env: &crate::cli::Environment) -> anyhow::Result
         "proving job {} over the socket …",
         accepted.job_id
     ));
-    let result = super::wait(&mut client, accepted.job_id, None)?
-        .ok_or_else(|| anyhow::anyhow!("job {} did not finish", accepted.job_id))?;
+    let result = super::follow(&mut client, accepted.job_id, false)?;
     drop(client);
     daemon.stop();
 

@@ -12,6 +12,7 @@ mod bench_pipeline;
 pub mod client;
 pub mod params;
 pub mod plan;
+mod progress;
 pub mod prove;
 pub mod sample;
 

@@ -215,6 +215,14 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
                 break;
             }
             Some(Ok(payload)) => match decode_payload::<Request>(&payload) {
+                // A Watch pushes events on the connection before its answer; `None` as below.
+                Ok(Request::Watch(w)) if session.hello => {
+                    match super::watchers::serve(w.job_id, session.access, &ctx, &mut framed).await
+                    {
+                        Some(response) => response,
+                        None => break,
+                    }
+                }
                 // `None`: the client hung up while its Await or Prove waited for a job, for
                 // hours where the job queues behind others; its slot must not wait that long.
                 Ok(request) => {
@@ -258,7 +266,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 /// shut down both directions, as closing the socket or exiting does. Readiness wakes the
 /// check; since tokio keeps the socket readable for as long as unread bytes (or an
 /// end-of-stream) wait, later checks come every [`HANGUP_POLL`] instead.
-async fn hung_up(stream: &UnixStream) {
+pub(super) async fn hung_up(stream: &UnixStream) {
     // An error here (the runtime shutting down) falls through to the checks.
     let _ = stream.ready(Interest::READABLE).await;
     let mut every = tokio::time::interval(HANGUP_POLL);
@@ -288,7 +296,7 @@ async fn wait_closing(closing: &mut watch::Receiver<bool>) {
     let _ = closing.wait_for(|c| *c).await;
 }
 
-async fn send(
+pub(super) async fn send(
     framed: &mut Framed<UnixStream, FrameCodec>,
     response: &Response,
 ) -> Result<(), FrameError> {

@@ -91,6 +91,15 @@ pub async fn handle(
         Request::Ping(p) => Response::Pong(proto::Pong { nonce: p.nonce }),
         Request::Lookup(q) => lookup(&q.request_id, access, ctx),
         Request::Info => Response::Info(info(ctx)),
+        // The connection serves a Watch itself (it pushes events on the socket:
+        // `watchers::serve`); without one to push on, a Watch is an Await without a timeout.
+        Request::Watch(j) => {
+            let wait = AwaitJob {
+                job_id: j.job_id,
+                timeout_ms: None,
+            };
+            return await_job(wait, access, ctx, hung_up).await;
+        }
     };
     Some(answer)
 }
@@ -223,12 +232,12 @@ fn named_proof(request: &mut ProofRequest) -> Result<(), proto::RegisteredProofE
 
 /// The snapshot of job `id`, if `access` sees it: to a peer that does not, another user's
 /// job is as unknown as one that never existed.
-fn visible_job(id: u64, access: Access, ctx: &Context) -> Option<JobSnapshot> {
+pub(super) fn visible_job(id: u64, access: Access, ctx: &Context) -> Option<JobSnapshot> {
     ctx.engine.snapshot(id).filter(|s| access.sees(s.owner))
 }
 
 /// The answer about a job that does not exist, or that the peer may not see.
-fn unknown_job(id: u64) -> Response {
+pub(super) fn unknown_job(id: u64) -> Response {
     wire::error(ErrorCode::UnknownJob, format!("unknown job {id}"), Some(id))
 }
 

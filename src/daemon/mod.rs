@@ -23,6 +23,7 @@ mod server;
 mod service;
 mod textfile;
 mod trace;
+mod watchers;
 mod wire;
 
 use std::ffi::OsString;
@@ -173,6 +174,8 @@ pub struct Context {
     pub uid_slots: connection::UidSlots,
     /// The daemon's own (effective) uid: an admin, like root and `socket.admin_uids`.
     pub own_uid: u32,
+    /// The connections watching jobs (`Watch`), fed by the engine's observer.
+    pub watchers: Arc<watchers::Hub>,
 }
 
 impl Context {
@@ -196,12 +199,17 @@ impl Context {
             delay: config.debug.job_delay,
             check_input: config.debug.check_input,
         });
+        // Every job event is logged and handed to the job's watchers (if any).
+        let watchers = Arc::new(watchers::Hub::default());
+        let hub = watchers.clone();
+        let observer = Arc::new(move |event: JobEvent| {
+            hub.publish(&event);
+            log_event(event);
+        });
         let engine =
-            Engine::start(engine_config, runner, Arc::new(log_event)).map_err(|source| {
-                DaemonError::Io {
-                    context: "starting the workers".into(),
-                    source,
-                }
+            Engine::start(engine_config, runner, observer).map_err(|source| DaemonError::Io {
+                context: "starting the workers".into(),
+                source,
             })?;
         Ok(Arc::new(Context {
             backend: service.backend_name(),
@@ -216,6 +224,7 @@ impl Context {
             connections_refused: AtomicU64::new(0),
             uid_slots: connection::UidSlots::default(),
             own_uid: nix::unistd::geteuid().as_raw(),
+            watchers,
         }))
     }
 }
@@ -297,6 +306,8 @@ fn log_event(event: JobEvent) {
             "job started"
         ),
         JobEvent::Finished(s, result) => log_finished(&s, &result),
+        // The stages log partitions at debug level themselves; watchers get the steps.
+        JobEvent::Progress(_) => {}
     }
 }
 

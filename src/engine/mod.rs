@@ -25,7 +25,9 @@ use tokio::sync::watch;
 pub use state::EngineStats;
 pub use types::*;
 
-use crate::proofs::{JobControl, ProofOutput, ProofRequest, ProveError, ProvingService};
+use crate::proofs::{
+    JobControl, ProgressSink, ProofOutput, ProofRequest, ProveError, ProvingService, StepEvent,
+};
 use crate::srs::ParamsId;
 use state::{Lane, NewJob, Outcome, State};
 
@@ -64,13 +66,28 @@ impl Runner for ProvingService {
     }
 }
 
-/// Something that happened to a job, for logging.
+/// Something that happened to a job, for logging and for its watchers.
 #[derive(Debug)]
 pub enum JobEvent {
     /// A worker took the job.
     Started(JobSnapshot),
     /// The job finished (any outcome, cancellation while queued included).
     Finished(JobSnapshot, JobResult),
+    /// A running job's proof took a step (parameters, a partition's stages, verification).
+    Progress(JobProgress),
+}
+
+/// A step of a running job's proof ([`crate::proofs::Step`]), with where the job stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobProgress {
+    /// The job.
+    pub id: JobId,
+    /// The step, the partition it concerns, and the time in the stage it ends.
+    pub event: StepEvent,
+    /// (partitions proved, partitions in total) after the step, as in [`JobSnapshot`].
+    pub progress: (usize, usize),
+    /// Time since the job was submitted.
+    pub age: Duration,
 }
 
 /// Receives [`JobEvent`]s, on whichever thread caused them; must not block.
@@ -378,9 +395,13 @@ fn worker_loop(shared: &Shared, lane: Lane) {
                 if let Some(a) = st.next_assignment(Instant::now(), lane) {
                     let snap = st.snapshot(a.id, Instant::now());
                     drop(st);
+                    let age = snap.as_ref().map_or(Duration::ZERO, |s| s.age);
                     if let Some(snap) = snap {
                         (shared.observer)(JobEvent::Started(snap));
                     }
+                    // The control of a running job is its last (a raised priority replaces
+                    // a queued job's): its steps go to the observer from here on.
+                    report_progress(shared, &a, age);
                     break a;
                 }
                 if st.shutting_down {
@@ -412,6 +433,27 @@ fn worker_loop(shared: &Shared, lane: Lane) {
         }
         shared.changed();
     }
+}
+
+/// Sends the steps of `assignment`'s proof to the observer as [`JobEvent::Progress`], with
+/// the job's id, its partitions and its age (`age` when it started).
+fn report_progress(shared: &Shared, assignment: &state::Assignment, age: Duration) {
+    let observer = shared.observer.clone();
+    let id = assignment.id;
+    let submitted = Instant::now().checked_sub(age);
+    // Weak: the control holds the sink, which must not keep the control alive.
+    let control = Arc::downgrade(&assignment.control);
+    let sink: ProgressSink = Arc::new(move |event: &StepEvent| {
+        let progress = control.upgrade().map_or((0, 0), |c| c.progress());
+        let age = submitted.map_or(Duration::ZERO, |t| t.elapsed());
+        observer(JobEvent::Progress(JobProgress {
+            id,
+            event: *event,
+            progress,
+            age,
+        }));
+    });
+    assignment.control.on_progress(sink);
 }
 
 /// A finished job's result.

@@ -7,6 +7,7 @@ mod bytes;
 mod pipeline;
 pub mod porep;
 pub mod post;
+mod progress;
 mod recorded;
 pub mod registry;
 mod request;
@@ -15,6 +16,7 @@ pub mod shapes;
 pub mod snap;
 mod stages;
 
+pub use progress::{ProgressSink, Step, StepEvent};
 pub use request::{PoRepRequest, ProofKind, ProofRequest};
 pub use service::{
     Device, JobControl, ProofOutput, ProveError, ProvingService, ResidentParams, StageTimings,

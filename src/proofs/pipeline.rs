@@ -10,6 +10,7 @@ use bellperson::groth16::{verify_proofs_batch, Proof};
 use blstrs::{Bls12, Scalar};
 use rand_core::OsRng;
 
+use super::progress::Step;
 use super::recorded::Claim;
 use super::stages::{
     lower_this_thread, yield_to_critical, CriticalClaim, DeviceWork, Handover, JobRun, PartPools,
@@ -79,7 +80,11 @@ where
 {
     control.check()?;
     control.set_total(partitions);
+    if !svc.is_resident(id) {
+        control.report(Step::ParamsLoading, None, Duration::ZERO);
+    }
     let (prepared, param_load) = svc.prepared(id)?;
+    control.report(Step::ParamsReady, None, param_load);
     let srs = match prepared.first() {
         Some(p) => p.srs().clone(),
         None => {
@@ -91,7 +96,7 @@ where
     let stages = &svc.stages;
     let bytes = stages.partition_bytes(id, &srs);
     let work: Arc<dyn DeviceWork> = Arc::new(svc.device_work(prepared.clone()));
-    let job = JobRun::new(control.class(), control.seq());
+    let job = JobRun::reporting(control.class(), control.seq(), control.progress_sink());
     control.set_on_cancel(Some(stages.stopper(&job)));
     // The hook is removed however this returns: a later cancel has nothing to drop.
     struct Unhook<'a>(&'a JobControl);
@@ -115,8 +120,9 @@ where
         let make_circuit = &make_circuit;
         let mut started = 0;
         for k in 0..partitions {
+            let admitting = Instant::now();
             match stages.admit(&job, k, bytes) {
-                Ok(true) => {}
+                Ok(true) => control.report(Step::SynthesisStarted, Some(k), admitting.elapsed()),
                 Ok(false) => break,
                 Err(e) => {
                     failure = Some(e);
@@ -174,6 +180,8 @@ where
                     });
                     match result {
                         Ok(synthesized) => {
+                            // Before the handover: a partition's steps are reported in order.
+                            control.report(Step::SynthesisDone, Some(k), start.elapsed());
                             let to = Handover {
                                 job: run,
                                 partition: k,
@@ -217,6 +225,7 @@ where
                         *slot = Some(proof);
                     }
                     control.partition_done();
+                    control.report(Step::DeviceDone, Some(done.partition), done.device);
                 }
                 // The first real failure is the job's; the rest of its partitions go.
                 Err(e) => {
@@ -236,6 +245,8 @@ where
         .into_iter()
         .collect::<Option<Vec<_>>>()
         .ok_or(ProveError::Cancelled)?;
+    // Every kind verifies its proofs next, before it returns.
+    control.report(Step::Verifying, None, Duration::ZERO);
     Ok(Proved {
         proofs,
         srs,

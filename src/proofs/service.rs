@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::progress::{ProgressSink, Step, StepEvent};
 use super::recorded::ShapeCache;
 use super::stages::{DeviceSpec, PipelineOptions, PipelineStats, PreparedSet, Stages};
 use super::{ProofKind, ProofRequest};
@@ -53,6 +54,8 @@ pub struct JobControl {
     partitions_done: AtomicUsize,
     /// Set while the job has partitions in the stages: drops them on cancel.
     on_cancel: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    /// Where the proof's steps are reported, once someone attached a sink.
+    progress: std::sync::OnceLock<ProgressSink>,
 }
 
 impl std::fmt::Debug for JobControl {
@@ -85,7 +88,27 @@ impl JobControl {
             partitions_total: AtomicUsize::new(0),
             partitions_done: AtomicUsize::new(0),
             on_cancel: Mutex::new(None),
+            progress: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Reports the proof's steps to `sink` from now on (see [`super::progress`]). Only the
+    /// first sink attached is kept; returns whether this one was.
+    pub fn on_progress(&self, sink: ProgressSink) -> bool {
+        self.progress.set(sink).is_ok()
+    }
+
+    /// The attached sink, for the stages that report a partition's steps on their own
+    /// threads.
+    pub(crate) fn progress_sink(&self) -> Option<ProgressSink> {
+        self.progress.get().cloned()
+    }
+
+    /// Reports a step to the attached sink, if any.
+    pub(crate) fn report(&self, step: Step, partition: Option<usize>, took: Duration) {
+        if let Some(sink) = self.progress.get() {
+            report_to(sink, step, partition, took);
+        }
     }
 
     /// Asks the proof to stop: its waiting and queued partitions are dropped at once, a
@@ -130,6 +153,17 @@ impl JobControl {
             Ok(())
         }
     }
+}
+
+/// Calls `sink` with one step; a sink that panics takes nothing down with it (it is a
+/// watcher's, not the proof's).
+pub(crate) fn report_to(sink: &ProgressSink, step: Step, partition: Option<usize>, took: Duration) {
+    let event = StepEvent {
+        step,
+        partition,
+        took,
+    };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink(&event)));
 }
 
 /// Why a proof could not be produced.
@@ -389,6 +423,11 @@ impl ProvingService {
         let shapes = self.shapes.bytes(self.evaluating_workers);
         self.stages
             .set_params_bytes(params.saturating_add(pinned).saturating_add(shapes));
+    }
+
+    /// Whether the parameter set `id` is resident (a proof that needs it does not load it).
+    pub fn is_resident(&self, id: &ParamsId) -> bool {
+        self.srs.loaded().iter().any(|p| &p.id == id)
     }
 
     /// The parameter set `id` prepared by every device's backend, loading and preparing it if

@@ -149,6 +149,15 @@ impl Client {
     /// Sends one request and reads its response; a [`Response::Error`] is returned as
     /// [`ClientError::Server`].
     pub fn call(&mut self, request: &Request) -> Result<Response, ClientError> {
+        self.send(request)?;
+        match self.read_response()? {
+            Response::Error(e) => Err(ClientError::Server(e)),
+            r => Ok(r),
+        }
+    }
+
+    /// Writes one request, with the read timeout of its answer set.
+    fn send(&mut self, request: &Request) -> Result<(), ClientError> {
         let frame = encode_frame(request)?;
         let len = frame.len() - LENGTH_PREFIX;
         let max = self.welcome.max_frame_size;
@@ -167,9 +176,41 @@ impl Client {
                 _ => Err(self.closed_or(io("sending to cuzkd")(e))),
             };
         }
-        match self.read_response()? {
-            Response::Error(e) => Err(ClientError::Server(e)),
-            r => Ok(r),
+        Ok(())
+    }
+
+    /// Follows a job: calls `on_event` with each [`ProgressEvent`] the daemon pushes (its
+    /// state first, then each step as it happens) and returns its proof once it has
+    /// finished, or its error, as [`Client::await_job`] without a timeout does. The first
+    /// frame comes within the answer timeout; after it, this waits as long as the job
+    /// takes. A `Progress` frame that does not decode (a stage appended after this client
+    /// was built) is skipped. A daemon that predates Watch answers
+    /// [`ErrorCode::MalformedFrame`]: fall back to Await.
+    pub fn watch(
+        &mut self,
+        job_id: u64,
+        mut on_event: impl FnMut(&ProgressEvent),
+    ) -> Result<ProofResult, ClientError> {
+        self.send(&Request::Watch(JobRef { job_id }))?;
+        let mut first = true;
+        loop {
+            let max = self.welcome.max_frame_size.max(DEFAULT_MAX_FRAME_SIZE);
+            let payload = read_payload(&mut self.stream, max).map_err(|e| self.read_error(e));
+            if first {
+                first = false;
+                self.stream
+                    .set_read_timeout(None)
+                    .map_err(io("setting the read timeout"))?;
+            }
+            let payload = payload?;
+            match decode_payload::<Response>(&payload) {
+                Ok(Response::Progress(event)) => on_event(&event),
+                Ok(Response::Proof(p)) => return Ok(p),
+                Ok(Response::Error(e)) => return Err(ClientError::Server(e)),
+                Ok(other) => return Err(unexpected(&other)),
+                Err(_) if payload.first() == Some(&PROGRESS_VARIANT) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 
@@ -188,12 +229,18 @@ impl Client {
 
     /// Reads one response frame (with the read timeout the last [`Client::call`] set).
     pub fn read_response(&mut self) -> Result<Response, ClientError> {
-        let waited = self.stream.read_timeout().ok().flatten();
         read_response(
             &mut self.stream,
             self.welcome.max_frame_size.max(DEFAULT_MAX_FRAME_SIZE),
         )
-        .map_err(|e| match (e, waited) {
+        .map_err(|e| self.read_error(e))
+    }
+
+    /// A read's error as the caller should see it: a timeout as [`ClientError::NoAnswer`],
+    /// a hang-up as [`ClientError::Closed`].
+    fn read_error(&self, e: ClientError) -> ClientError {
+        let waited = self.stream.read_timeout().ok().flatten();
+        match (e, waited) {
             (ClientError::Io { error, .. }, Some(waited)) if is_timeout(&error) => {
                 ClientError::NoAnswer {
                     socket: self.socket.clone(),
@@ -201,7 +248,7 @@ impl Client {
                 }
             }
             (e, _) => self.closed_or(e),
-        })
+        }
     }
 
     /// `e`, or [`ClientError::Closed`] when it means the daemon hung up.
@@ -379,8 +426,16 @@ impl Client {
     }
 }
 
+/// The first byte of a [`Response::Progress`] payload (its variant index, 16).
+const PROGRESS_VARIANT: u8 = 16;
+
 /// Reads one response frame from `stream`, refusing a length over `max` before allocating.
 pub fn read_response(stream: &mut impl Read, max: u32) -> Result<Response, ClientError> {
+    Ok(decode_payload(&read_payload(stream, max)?)?)
+}
+
+/// Reads one frame's payload from `stream`, refusing a length over `max` before allocating.
+fn read_payload(stream: &mut impl Read, max: u32) -> Result<Vec<u8>, ClientError> {
     let mut prefix = [0u8; LENGTH_PREFIX];
     stream
         .read_exact(&mut prefix)
@@ -393,7 +448,7 @@ pub fn read_response(stream: &mut impl Read, max: u32) -> Result<Response, Clien
     stream
         .read_exact(&mut payload)
         .map_err(io("reading from cuzkd"))?;
-    Ok(decode_payload(&payload)?)
+    Ok(payload)
 }
 
 /// A read that ran into its timeout: `EAGAIN` on Linux, `TimedOut` elsewhere.

@@ -72,6 +72,12 @@ pub enum Request {
     /// id; answered [`Response::Params`]. A daemon older than this variant answers
     /// [`ErrorCode::MalformedFrame`].
     EvictProof(RegisteredProof),
+    /// 18: follow a job: answered by [`Response::Progress`] frames as the job moves (queued,
+    /// started, each partition's stages, verification), then by exactly what an Await
+    /// without a timeout answers ([`Response::Proof`] or an error). Another uid's job is
+    /// [`ErrorCode::UnknownJob`] to a client that is not an admin. A daemon older than this
+    /// variant answers [`ErrorCode::MalformedFrame`].
+    Watch(JobRef),
 }
 
 /// A message from the daemon to a client.
@@ -109,6 +115,59 @@ pub enum Response {
     Job(JobInfo),
     /// 15: the answer to [`Request::Info`].
     Info(InfoReport),
+    /// 16: a step of a watched job, pushed after [`Request::Watch`] until its final answer.
+    Progress(ProgressEvent),
+}
+
+/// What happened to a watched job ([`ProgressEvent::stage`]). Stages may be appended: a
+/// client should skip a `Progress` frame it cannot decode (its first byte is the Progress
+/// variant, `0x10`) and read on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ProgressStage {
+    /// 0: the job waits in the queue (sent first, when it does).
+    Queued,
+    /// 1: a worker took the job.
+    Started,
+    /// 2: its parameter set is not resident and is being loaded (minutes at 32 GiB).
+    ParamsLoading,
+    /// 3: its parameter set is resident; `stage_ms`: getting it took this long.
+    ParamsReady,
+    /// 4: partition `partition` was admitted and is being synthesized; `stage_ms`: its wait
+    /// for a synthesis thread and host memory.
+    SynthesisStarted,
+    /// 5: partition `partition` is synthesized and queued for a device; `stage_ms`: its
+    /// synthesis time.
+    SynthesisDone,
+    /// 6: a device took partition `partition`; `stage_ms`: its wait in the device queue.
+    DeviceStarted,
+    /// 7: partition `partition` is proved; `stage_ms`: its time on the device.
+    DeviceDone,
+    /// 8: every partition is proved; the proof is being verified.
+    Verifying,
+}
+
+/// One pushed step of a watched job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressEvent {
+    /// The job.
+    pub job_id: u64,
+    /// What happened.
+    pub stage: ProgressStage,
+    /// The partition it happened to (0-based, in proof order); `None` for the job's own
+    /// stages (queued, started, parameters, verifying).
+    pub partition: Option<u32>,
+    /// Partitions proved so far (as in [`JobInfo`]).
+    pub partitions_done: u32,
+    /// Partitions in total (0 until the job started proving).
+    pub partitions_total: u32,
+    /// Milliseconds since the job was submitted.
+    pub age_ms: u64,
+    /// Milliseconds spent in the stage this one ends (see [`ProgressStage`]); 0 where it
+    /// ends none.
+    pub stage_ms: u64,
+    /// Events the daemon dropped just before this one because the client read too slowly
+    /// (each watcher has a small buffer; the final answer is never dropped).
+    pub dropped: u32,
 }
 
 /// A proof type by Filecoin's integer id, as Lotus and Curio hold it (go-state-types

@@ -39,6 +39,7 @@ pub use gate::CRITICAL;
 use gate::{Gate, GateConfig, Key};
 pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, BACKGROUND_NICE};
 
+use super::progress::{ProgressSink, Step};
 use super::ProveError;
 use crate::prover::{self, Partition, PinnedPool, PreparedSrs, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
@@ -230,15 +231,29 @@ pub(crate) struct JobRun {
     class: u8,
     seq: u64,
     stopped: AtomicBool,
+    /// Where the job's steps are reported (its `JobControl`'s sink), if anywhere.
+    progress: Option<ProgressSink>,
 }
 
 impl JobRun {
+    #[cfg(test)]
     pub(crate) fn new(class: u8, seq: u64) -> Arc<Self> {
+        Self::reporting(class, seq, None)
+    }
+    /// A run whose device steps are reported to `progress`.
+    pub(crate) fn reporting(class: u8, seq: u64, progress: Option<ProgressSink>) -> Arc<Self> {
         Arc::new(Self {
             class,
             seq,
             stopped: AtomicBool::new(false),
+            progress,
         })
+    }
+    /// Reports a step of partition `partition` where the job has a sink.
+    fn report(&self, step: Step, partition: usize, took: Duration) {
+        if let Some(sink) = &self.progress {
+            super::service::report_to(sink, step, Some(partition), took);
+        }
     }
     fn key(&self, partition: usize) -> Key {
         Key::new(self.class, self.seq, partition)
@@ -963,6 +978,7 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
             drop(synthesized);
             Err(ProveError::Cancelled)
         } else {
+            job.report(Step::DeviceStarted, key.partition(), device_wait);
             let what = format!("partition {}", key.partition());
             let prove = || super::pipeline::catch_panic(&what, || work.prove(device, synthesized));
             if key.class() >= CRITICAL {
