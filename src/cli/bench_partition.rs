@@ -21,7 +21,8 @@ use crate::gpu::bytes::bytes;
 use crate::proofs::porep::{self, synthetic};
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};
 use crate::prover::{
-    count_set, prove_with_randomness, prove_witness_with_randomness, Backend, WitnessPartition,
+    count_set, prove_with_randomness, prove_witness_with_randomness, Backend, PreparedSrs, Witness,
+    WitnessPartition,
 };
 use crate::srs::Srs;
 use crate::synth::Synthesized;
@@ -474,6 +475,9 @@ struct DeviceTimes {
     msm: Vec<f64>,
     /// The same from the recorded shape (A, B, C evaluated on the device).
     shaped: Option<(Vec<f64>, Vec<f64>)>,
+    /// Both sums from the recorded shape, the assignment sent once (as the prover does) and
+    /// sent twice (apart: the H sum, then the witness sums), alternating: total seconds.
+    once_twice: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 fn device_stage(
@@ -493,6 +497,7 @@ fn device_stage(
         quotient: Vec::new(),
         msm: Vec::new(),
         shaped: None,
+        once_twice: None,
     };
     let mut proofs = Vec::new();
     for run in 0..=runs {
@@ -538,7 +543,53 @@ fn device_stage(
         }
     }
     out.shaped = Some(shaped);
+    out.once_twice = Some(once_or_twice(prepared.as_ref(), &w, runs)?);
     Ok(out)
+}
+
+/// The sums of `w` from its shape with the assignment sent to the device once
+/// ([`PreparedSrs::sums_shaped`]) and twice (its default: [`PreparedSrs::h_sum_shaped`], then
+/// [`PreparedSrs::witness_sums`]), alternating after a warm-up of each; checks both give the
+/// same sums.
+fn once_or_twice(
+    prepared: &dyn PreparedSrs,
+    w: &WitnessPartition,
+    runs: usize,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let witness = || Witness {
+        input: w.witness.input.clone(),
+        aux: w.witness.aux.clone().into(),
+        a_aux_density: w.shape.a_aux_density.clone(),
+        b_input_density: w.shape.b_input_density.clone(),
+        b_aux_density: w.shape.b_aux_density.clone(),
+        b_in: count_set(&w.shape.b_input_density),
+    };
+    let (mut once, mut twice) = (Vec::new(), Vec::new());
+    for run in 0..=runs {
+        // The copies are made (and dropped) outside the timed spans: 4 GiB at 32 GiB.
+        let (w1, w2) = (witness(), witness());
+        let start = Instant::now();
+        let joint = prepared.sums_shaped(&w.shape, w1)?;
+        let t_once = start.elapsed().as_secs_f64();
+        let h = prepared.h_sum_shaped(&w.shape, &w2.input, &w2.aux)?;
+        let apart = prepared.witness_sums(w2)?;
+        let t_twice = start.elapsed().as_secs_f64() - t_once;
+        let same = joint.h == h && joint.witness == apart;
+        println!(
+            "sums from the shape, run {run}{}: assignment sent once {t_once:.3} s (H {:.3} s), twice {t_twice:.3} s: {}",
+            if run == 0 { " (warm-up)" } else { "" },
+            joint.h_done.as_secs_f64(),
+            if same { "same sums" } else { "DIFFERENT" }
+        );
+        if !same {
+            anyhow::bail!("the sums with the assignment sent once differ from those sent twice");
+        }
+        if run > 0 {
+            once.push(t_once);
+            twice.push(t_twice);
+        }
+    }
+    Ok((once, twice))
 }
 
 /// Parameters of the sections `s` needs, made of random points tiled from a few thousand
@@ -714,6 +765,13 @@ fn print_table(
                 "| device stage from the shape (assignment uploaded, A, B, C on the device) | {:.3} s | | | {} |",
                 q + m,
                 goal(GOAL_DEVICE_32GIB_S)
+            );
+        }
+        if let Some((once, twice)) = &d.once_twice {
+            let (once, twice) = (median(once), median(twice));
+            println!(
+                "| sums from the shape: assignment sent once / twice | {once:.3} s | {twice:.3} s | {:.3} | |",
+                once / twice
             );
         }
     }
