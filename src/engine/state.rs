@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use super::journal::{RecoveredJob, RecoveredState};
 use super::types::*;
 use super::EngineConfig;
 use crate::proofs::{JobControl, ProofKind, ProofRequest};
@@ -141,6 +142,85 @@ impl State {
             shutting_down: false,
             drain_cancelled: false,
         }
+    }
+
+    /// Takes up the jobs a journal recorded before a restart (in id order): unfinished ones
+    /// queued again in id order within their class, finished ones kept with their results
+    /// for what is left of the retention time; ids continue at `next_id` (or above the
+    /// highest recovered). Each comes with its parameter set, if known. Recovered jobs do not
+    /// count in the counters, which are this run's.
+    pub fn restore(
+        &mut self,
+        jobs: Vec<(RecoveredJob, Option<ParamsId>)>,
+        next_id: JobId,
+        now: Instant,
+    ) {
+        let before = |ago: Duration| now.checked_sub(ago).unwrap_or(now);
+        let mut finished = Vec::new();
+        let mut max_id = 0;
+        for (job, params) in jobs {
+            let id = job.id;
+            max_id = max_id.max(id);
+            let (request, phase, state, finished_at) = match job.state {
+                RecoveredState::Queued(request) => {
+                    self.next_seq += 1;
+                    self.queue.push((job.priority, Reverse(self.next_seq), id));
+                    self.stats.queued += 1;
+                    (
+                        Some(Arc::new(request)),
+                        JobPhase::Queued,
+                        JobState::Queued,
+                        None,
+                    )
+                }
+                RecoveredState::Finished {
+                    result,
+                    finished_ago,
+                } => {
+                    let state = match &result {
+                        Ok(_) => JobState::Succeeded,
+                        Err(f) if f.kind == FailureKind::Cancelled => JobState::Cancelled,
+                        Err(_) => JobState::Failed,
+                    };
+                    let at = before(finished_ago);
+                    finished.push((at, id));
+                    (None, JobPhase::Finished(result), state, Some(at))
+                }
+            };
+            if let Some(rid) = &job.request_id {
+                // In id order: the newest job under an id holds it, as at submission.
+                self.by_request_id.insert((job.owner, rid.clone()), id);
+            }
+            let error = match &phase {
+                JobPhase::Finished(Err(f)) => Some(f.message.clone()),
+                _ => None,
+            };
+            self.jobs.insert(
+                id,
+                Job {
+                    kind: job.kind,
+                    owner: job.owner,
+                    params,
+                    miner: job.miner,
+                    sector: job.sector,
+                    priority: job.priority,
+                    request_id: job.request_id,
+                    digest: job.digest,
+                    request,
+                    control: JobControl::with_class(job.priority.class()),
+                    phase: watch::Sender::new(phase),
+                    state,
+                    submitted: before(job.submitted_ago),
+                    started: None,
+                    finished: finished_at,
+                    error,
+                },
+            );
+        }
+        // Oldest first, for retention.
+        finished.sort_unstable();
+        self.finished.extend(finished.into_iter().map(|(_, id)| id));
+        self.next_id = self.next_id.max(next_id).max(max_id.saturating_add(1));
     }
 
     /// Queues a job, or finds the one already holding its request id.
@@ -544,26 +624,10 @@ fn releases_request_id(job: &Job) -> bool {
 }
 
 /// A digest of a request's kind and input, to tell "same request again" from "different
-/// request under a reused id".
+/// request under a reused id". It is also the name of the job's stored input in the journal,
+/// whose content is the stream hashed here ([`super::journal::format`]).
 pub(super) fn digest(request: &ProofRequest) -> [u8; 32] {
     let mut h = Sha256::new();
-    let mut field = |bytes: &[u8]| {
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
-    };
-    field(request.kind().as_str().as_bytes());
-    match request {
-        ProofRequest::PoRep(r) => {
-            field(&r.miner_id.to_le_bytes());
-            match r.sector_number {
-                Some(n) => field(&n.to_le_bytes()),
-                None => field(b"none"),
-            }
-            field(&r.c1);
-        }
-        ProofRequest::SnapDeals { input }
-        | ProofRequest::WindowPoSt { input }
-        | ProofRequest::WinningPoSt { input } => field(input),
-    }
+    super::journal::format::write_input(request, |bytes| h.update(bytes));
     h.finalize().into()
 }
