@@ -122,8 +122,8 @@ fn jobs_survive_kill_9_and_every_proof_verifies() {
     // Kill at different moments: right after the submissions (the first job just started),
     // while a proof runs, and once a job has finished (the others queued or proving). One
     // more job after each start.
-    let mut n = 3;
-    for moment in ["at once", "while proving", "after a result"] {
+    let moments = ["at once", "while proving", "after a result"];
+    for (n, moment) in (3..).zip(moments) {
         let mut c = daemon.client();
         match moment {
             "at once" => std::thread::sleep(Duration::from_millis(100)),
@@ -161,7 +161,6 @@ fn jobs_survive_kill_9_and_every_proof_verifies() {
         let again = c.submit(porep(&sectors[sector], rid)).unwrap();
         assert_eq!((again.job_id, again.existing), (id, true));
         submit(&daemon, &mut jobs, n);
-        n += 1;
     }
     let log = daemon.env.stderr();
     assert!(log.contains("job journal opened"), "{log}");

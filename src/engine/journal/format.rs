@@ -666,10 +666,12 @@ mod tests {
 
     #[test]
     fn outcomes_round_trip_to_job_results() {
-        let failure: JobResult = Err(Failure::new(FailureKind::ResourceExhausted, "oom"));
-        let back = Outcome::of(&failure).result(ProofKind::PoRep).unwrap();
-        assert_eq!(back.unwrap_err(), failure.unwrap_err());
-        let ok: JobResult = Ok(Arc::new(JobOutput {
+        let failure = Failure::new(FailureKind::ResourceExhausted, "oom");
+        let back = Outcome::of(&Err(failure.clone()))
+            .result(ProofKind::PoRep)
+            .unwrap();
+        assert_eq!(back.unwrap_err(), failure);
+        let orig = Arc::new(JobOutput {
             output: ProofOutput {
                 kind: ProofKind::WindowPoSt,
                 proof: vec![1, 2, 3],
@@ -690,10 +692,9 @@ mod tests {
                 verification: Duration::from_micros(4),
                 total: Duration::from_micros(20),
             },
-        }));
-        let outcome = Outcome::of(&ok);
+        });
+        let outcome = Outcome::of(&Ok(orig.clone()));
         let back = outcome.result(ProofKind::WindowPoSt).unwrap().unwrap();
-        let orig = ok.unwrap();
         assert_eq!(back.output.proof, orig.output.proof);
         assert_eq!(back.output.partitions, 2);
         assert_eq!(back.timings, orig.timings);
