@@ -273,7 +273,16 @@ impl Engine {
         // Hash outside the lock: a 32 GiB C1 output is tens of megabytes. So is storing it
         // in the journal (by its digest) before the job exists.
         let digest = state::digest(&request);
-        let recorder = self.shared.recorder.as_ref();
+        let recorder = self.shared.recorder.as_ref().filter(|_| {
+            // Only for a submission that will make a job: a resubmission of a known job, or
+            // one refused for a full queue, stores nothing. If the answer changes before the
+            // job is made (its predecessor under the request id failed meanwhile), the job
+            // is recorded without its input, and reported failed should the daemon crash.
+            let wanted = priority.unwrap_or(default);
+            self.shared
+                .lock()
+                .would_queue(owner, request_id.as_deref(), wanted, Instant::now())
+        });
         let stored = recorder.is_some_and(|r| r.store_input(&request, &digest));
         let mut st = self.shared.lock();
         let result = st.submit(

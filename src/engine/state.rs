@@ -268,13 +268,7 @@ impl State {
         let priority = new
             .priority
             .unwrap_or_else(|| Priority::for_kind(new.request.kind()));
-        let limit = if priority == Priority::Critical {
-            self.config.max_queued
-        } else {
-            self.config
-                .max_queued
-                .saturating_sub(self.config.critical_reserve)
-        };
+        let limit = self.queue_limit(priority);
         if self.stats.queued >= limit {
             self.stats.rejected_queue_full += 1;
             return Err(SubmitError::QueueFull {
@@ -316,6 +310,46 @@ impl State {
         );
         self.stats.queued += 1;
         Ok((id, Outcome::Queued))
+    }
+
+    /// Jobs of `priority` that may wait at once.
+    fn queue_limit(&self, priority: Priority) -> usize {
+        if priority == Priority::Critical {
+            self.config.max_queued
+        } else {
+            self.config
+                .max_queued
+                .saturating_sub(self.config.critical_reserve)
+        }
+    }
+
+    /// Whether a submission by `owner` under `request_id` of an input with `digest` at
+    /// `priority` would make a new job at `now`, as far as can be told before it is made:
+    /// not while shutting down, not when the request id names a job that keeps it (the same
+    /// input: that job; another: a conflict), not when the queue has no room for the
+    /// priority. The journal stores a job's input only when it would (a resubmission of a
+    /// finished 32 GiB PoRep writes nothing); the submission itself still decides.
+    pub fn would_queue(
+        &mut self,
+        owner: Owner,
+        request_id: Option<&str>,
+        priority: Priority,
+        now: Instant,
+    ) -> bool {
+        self.reap(now);
+        if self.shutting_down {
+            return false;
+        }
+        if let Some(rid) = request_id {
+            let holder = self
+                .by_request_id
+                .get(&(owner, rid.to_string()))
+                .and_then(|id| self.jobs.get(id));
+            if holder.is_some_and(|j| !releases_request_id(j)) {
+                return false;
+            }
+        }
+        self.stats.queued < self.queue_limit(priority)
     }
 
     /// Takes the highest-priority queued job that `lane` may run and marks it running.

@@ -595,11 +595,13 @@ struct MemoryRecorder {
     records: Mutex<Vec<journal::Record>>,
     synced: Mutex<usize>,
     inputs: Mutex<std::collections::HashMap<[u8; 32], ProofRequest>>,
+    stores: Mutex<usize>,
 }
 
 impl journal::Recorder for MemoryRecorder {
     fn store_input(&self, request: &ProofRequest, digest: &[u8; 32]) -> bool {
         self.inputs.lock().unwrap().insert(*digest, request.clone());
+        *self.stores.lock().unwrap() += 1;
         true
     }
     fn release_input(&self, _: &[u8; 32]) {}
@@ -671,6 +673,8 @@ fn a_journal_carries_jobs_into_a_new_engine() {
         .submit(UID, window("q"), Some(Priority::Normal), Some("q".into()))
         .unwrap();
     assert!(raised.raised);
+    // A resubmission makes no job: its input is not stored again.
+    assert_eq!(*recorder.stores.lock().unwrap(), 3);
     // The crash: whatever was synced is what the next daemon knows.
     let recovered = recorder.recovered();
     e.shut_down();
