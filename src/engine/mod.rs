@@ -531,14 +531,26 @@ fn worker_loop(shared: &Shared, lane: Lane) {
         // The request (possibly a large C1 output) is released here, with the job's.
         drop(assignment.request);
         let now = Instant::now();
+        let id = assignment.id;
+        let result = shared.lock().final_result(id, result, now);
+        if let Some(result) = &result {
+            // Durable before anyone sees it: a client that got the proof gets it again
+            // after a crash. Outside the lock; the job's other records are all before it.
+            shared.record(|| {
+                Some(Record::Finished(Finished {
+                    id,
+                    finished_ms: unix_ms(),
+                    outcome: jformat::Outcome::of(result),
+                }))
+            });
+            shared.sync();
+        }
         let mut st = shared.lock();
-        st.finish(assignment.id, result, now);
-        shared.record(|| finished_record(&st, assignment.id));
-        let event = st
-            .snapshot(assignment.id, now)
-            .zip(result_of(&st, assignment.id));
+        if let Some(result) = result {
+            st.complete_running(id, result, now);
+        }
+        let event = st.snapshot(id, now).zip(result_of(&st, id));
         drop(st);
-        shared.sync();
         if let Some((snap, result)) = event {
             (shared.observer)(JobEvent::Finished(snap, result));
         }

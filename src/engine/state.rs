@@ -392,9 +392,21 @@ impl State {
         result: Result<crate::proofs::ProofOutput, Failure>,
         now: Instant,
     ) {
-        let Some(job) = self.jobs.get_mut(&id) else {
-            return;
-        };
+        if let Some(result) = self.final_result(id, result, now) {
+            self.complete_running(id, result, now);
+        }
+    }
+
+    /// The result a running job's outcome makes at `now` (timings from its submission; a
+    /// cancellation by the drain reported as "shutting down"), without recording it: the
+    /// journal makes it durable before [`State::complete_running`] lets waiters see it.
+    pub fn final_result(
+        &self,
+        id: JobId,
+        result: Result<crate::proofs::ProofOutput, Failure>,
+        now: Instant,
+    ) -> Option<JobResult> {
+        let job = self.jobs.get(&id)?;
         let queue_wait = job
             .started
             .unwrap_or(now)
@@ -410,7 +422,7 @@ impl State {
                 f
             }
         });
-        let result: JobResult = result.map(|output| {
+        Some(result.map(|output| {
             let t = &output.timings;
             let timings = JobTimings {
                 queue_wait,
@@ -421,7 +433,17 @@ impl State {
                 total,
             };
             Arc::new(JobOutput { output, timings })
-        });
+        }))
+    }
+
+    /// Finishes a running job with a result [`State::final_result`] made.
+    pub fn complete_running(&mut self, id: JobId, result: JobResult, now: Instant) {
+        let Some(job) = self.jobs.get(&id) else {
+            return;
+        };
+        if job.state.is_finished() {
+            return;
+        }
         if job.state == JobState::Running {
             self.stats.running -= 1;
         } else if job.state == JobState::Queued {
