@@ -6,7 +6,8 @@
 #      connection starts cuzkd.service, users outside the group get EACCES;
 #   2. Type=notify: READY, STATUS= text, the watchdog armed and pinged;
 #   3. socket.allowed_uids admits the configured operator (alice) and refuses another group member;
-#   4. a real 2 KiB PoRep C2 proof through the socket, as that operator;
+#   4. a real 2 KiB PoRep C2 proof through the socket, as that operator; the job journal in
+#      StateDirectory= (/var/lib/cuzk/journal, 0700 cuzk);
 #   5. the journal's fields (journalctl -o json): CUZK_JOB_ID, PROOF_KIND, OUTCOME, the
 #      client's real UID, and never systemd's own JOB_ID;
 #   6. systemctl stop during a running job: it drains, the client gets its proof, exit 0;
@@ -198,6 +199,10 @@ check "cuzk prove porep as alice (exit $rc)" test "$rc" = 0
 [ "$rc" = 0 ] || echo "$out" >&2
 size=$(inside stat -c %s /tmp/proof-1 2>/dev/null || echo 0)
 check "proof written ($size bytes, a multiple of 192)" test "$size" -gt 0 -a $((size % 192)) = 0
+# The job journal: StateDirectory=cuzk, the daemon's own and no one else's.
+expect "state directory owner and mode" "cuzk:cuzk:700" "$(inside stat -c %U:%G:%a /var/lib/cuzk)"
+expect "job journal owner and mode" "cuzk:cuzk:700" "$(inside stat -c %U:%G:%a /var/lib/cuzk/journal)"
+expect "journal log owner and mode" "cuzk:cuzk:600" "$(inside stat -c %U:%G:%a /var/lib/cuzk/journal/journal.log)"
 
 step "journal fields"
 inside journalctl -u cuzkd -o json --no-pager >"$work/journal.json" 2>/dev/null || true

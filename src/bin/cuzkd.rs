@@ -23,6 +23,7 @@ fn environment() -> cuzk::daemon::Environment {
             set("XDG_CACHE_HOME").as_deref(),
             set("HOME").as_deref(),
         ),
+        state_directory: set("STATE_DIRECTORY"),
     }
 }
 

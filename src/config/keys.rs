@@ -250,6 +250,68 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::Integer(c.queue.max_finished as i64),
     },
     KeyDoc {
+        name: "queue.journal_dir",
+        kind: "path",
+        default: "\"\"",
+        description: "Directory of the job journal, where cuzkd records every accepted job \
+                      (its input, owner, request id, priority, state and result) so that \
+                      after a crash or kill -9 a restarted daemon queues the unfinished jobs \
+                      again under the same job ids and still answers with the finished ones' \
+                      results for the rest of result_retention; job ids are never reused. \
+                      An absolute path. \"\" (the default) means $STATE_DIRECTORY/journal \
+                      under systemd's StateDirectory= (/var/lib/cuzk/journal for the packaged \
+                      unit), else no journal; --check-config prints the directory that \
+                      applies. A directory named here that cannot be used (made, locked, \
+                      read) stops the start with status 78; the default one only costs a \
+                      warning, and the daemon runs without a journal.",
+        apply: |c, v| {
+            let dir = string(v)?;
+            if dir.is_empty() {
+                // The default: whatever the environment gave (see EnvDefaults).
+                return Ok(());
+            }
+            if !dir.starts_with('/') {
+                return Err(format!("{dir:?} is not an absolute path"));
+            }
+            if dir.contains('\0') {
+                return Err("must not contain a NUL byte".into());
+            }
+            c.queue.journal_dir = Some(PathBuf::from(dir));
+            Ok(())
+        },
+        show: |c| {
+            Value::String(
+                c.queue
+                    .journal_dir
+                    .as_ref()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default(),
+            )
+        },
+    },
+    KeyDoc {
+        name: "queue.journal_max_size",
+        kind: "size",
+        default: "\"4GiB\"",
+        description: "Most disk the journal takes: its log and the stored inputs of the \
+                      unfinished jobs together (a 32 GiB sector's C1 output is about 50 MiB; \
+                      a result a few KiB). A job whose input would pass it is still proved \
+                      but its input is not stored (a warning says so): if the daemon \
+                      restarts before it finishes, it is reported failed (ShuttingDown), \
+                      not queued again. Inputs are deleted as their jobs finish, and the log \
+                      is rewritten without expired results. \"0\" turns the journal off; \
+                      otherwise at least 1MiB.",
+        apply: |c, v| {
+            let n = size(v)?;
+            if n != 0 && n < 1 << 20 {
+                return Err("must be 0 (no journal) or at least 1MiB".into());
+            }
+            c.queue.journal_max_size = n;
+            Ok(())
+        },
+        show: |c| Value::String(format_size(c.queue.journal_max_size)),
+    },
+    KeyDoc {
         name: "proving.workers",
         kind: "integer",
         default: "0",
@@ -808,6 +870,8 @@ pub(super) fn zero_config() -> Config {
             critical_reserve: 0,
             result_retention: Duration::ZERO,
             max_finished: 0,
+            journal_dir: None,
+            journal_max_size: 0,
         },
         proving: ProvingConfig {
             workers: 0,

@@ -146,6 +146,11 @@ pub struct QueueConfig {
     pub result_retention: Duration,
     /// Finished jobs kept at most (the oldest are dropped first).
     pub max_finished: usize,
+    /// The job journal's directory; `None`: no journal. Its default is
+    /// `$STATE_DIRECTORY/journal` where `cuzkd` was started with it (see [`EnvDefaults`]).
+    pub journal_dir: Option<PathBuf>,
+    /// Most bytes the journal (log and stored inputs) takes; 0: no journal.
+    pub journal_max_size: u64,
 }
 
 /// The proving workers.
@@ -313,6 +318,9 @@ pub struct EnvDefaults {
     /// The default of `gpu.kernel_cache`: `$CACHE_DIRECTORY/kernels` under systemd's
     /// `CacheDirectory=`, else `$XDG_CACHE_HOME/cuzk` or `$HOME/.cache/cuzk`.
     pub kernel_cache: Option<PathBuf>,
+    /// The default of `queue.journal_dir`: `$STATE_DIRECTORY/journal` under systemd's
+    /// `StateDirectory=`.
+    pub journal_dir: Option<PathBuf>,
 }
 
 impl EnvDefaults {
@@ -324,6 +332,9 @@ impl EnvDefaults {
         }
         if let Some(dir) = &self.kernel_cache {
             config.gpu.kernel_cache = Some(dir.clone());
+        }
+        if let Some(dir) = &self.journal_dir {
+            config.queue.journal_dir = Some(dir.clone());
         }
         config
     }
@@ -354,6 +365,15 @@ pub fn default_kernel_cache(
         return Some(PathBuf::from(d).join("cuzk"));
     }
     non_empty(home).map(|h| PathBuf::from(h).join(".cache/cuzk"))
+}
+
+/// The default job journal directory from systemd's `STATE_DIRECTORY` (its value, read by the
+/// caller; the first directory where it lists several): `<it>/journal`; none without it.
+pub fn default_journal_dir(state_directory: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let dirs = state_directory.filter(|v| !v.is_empty())?;
+    let first = dirs.as_bytes().split(|&b| b == b':').next()?;
+    (!first.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(first)).join("journal"))
 }
 
 /// The dotted keys a configuration file set explicitly (whatever their value).
@@ -715,8 +735,13 @@ mod tests {
         let env = EnvDefaults {
             params_dir: Some(PathBuf::from("/data/zk/params")),
             kernel_cache: Some(PathBuf::from("/var/cache/cuzk/kernels")),
+            journal_dir: Some(PathBuf::from("/var/lib/cuzk/journal")),
         };
         let base = env.config();
+        assert_eq!(
+            base.queue.journal_dir.as_deref(),
+            Some(Path::new("/var/lib/cuzk/journal"))
+        );
         assert_eq!(base.params.dir, PathBuf::from("/data/zk/params"));
         assert_eq!(
             base.gpu.kernel_cache.as_deref(),
@@ -730,6 +755,51 @@ mod tests {
         let loaded = Config::parse_over("[params]\ndir = \"/other\"\n", path, base).unwrap();
         assert_eq!(loaded.config.params.dir, PathBuf::from("/other"));
         assert!(loaded.explicit.contains("params.dir"));
+    }
+
+    #[test]
+    fn the_journal_follows_the_state_directory() {
+        use std::ffi::OsStr;
+        assert_eq!(
+            default_journal_dir(Some(OsStr::new("/var/lib/cuzk:/var/lib/other"))),
+            Some(PathBuf::from("/var/lib/cuzk/journal"))
+        );
+        assert_eq!(default_journal_dir(Some(OsStr::new(""))), None);
+        assert_eq!(default_journal_dir(None), None);
+    }
+
+    #[test]
+    fn the_journal_keys_are_checked() {
+        let c = parse("").unwrap();
+        assert_eq!(
+            (c.queue.journal_dir, c.queue.journal_max_size),
+            (None, 4 << 30)
+        );
+        let c = parse("[queue]\njournal_dir = \"/srv/cuzk\"\njournal_max_size = \"0\"\n").unwrap();
+        assert_eq!(c.queue.journal_dir.as_deref(), Some(Path::new("/srv/cuzk")));
+        assert_eq!(c.queue.journal_max_size, 0);
+        for bad in [
+            "journal_dir = \"relative/dir\"",
+            "journal_max_size = \"4KiB\"",
+        ] {
+            let e = parse(&format!("[queue]\n{bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("`queue.journal_"), "{e}");
+        }
+        // "" keeps the environment's default.
+        let env = EnvDefaults {
+            journal_dir: Some(PathBuf::from("/var/lib/cuzk/journal")),
+            ..EnvDefaults::default()
+        };
+        let loaded = Config::parse_over(
+            "[queue]\njournal_dir = \"\"\n",
+            Path::new("t"),
+            env.config(),
+        )
+        .unwrap();
+        assert_eq!(
+            loaded.config.queue.journal_dir.as_deref(),
+            Some(Path::new("/var/lib/cuzk/journal"))
+        );
     }
 
     #[test]

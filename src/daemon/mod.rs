@@ -3,7 +3,9 @@
 //!
 //! Start-up order matters: configuration → logging → root check → socket (bound, or taken
 //! from systemd) → capabilities dropped (before any thread exists, since capabilities are per
-//! thread) → proving service and engine → runtime → `READY=1`.
+//! thread) → job journal opened and read (`journal.rs`; before the backend, so that an
+//! unusable configured directory fails the start at once) → proving service and engine
+//! (which takes up the journal's jobs) → runtime → `READY=1`.
 //!
 //! The daemon reads no environment itself: `src/bin/cuzkd.rs` gathers what it needs into an
 //! [`Environment`] once, at start, and passes it to [`main`].
@@ -13,6 +15,7 @@ pub mod cli;
 mod connection;
 mod handler;
 pub(crate) mod host;
+pub mod journal;
 mod listener;
 mod logging;
 mod metrics;
@@ -65,6 +68,9 @@ pub struct Environment {
     /// The default of `gpu.kernel_cache`, from `CACHE_DIRECTORY`, `XDG_CACHE_HOME` or `HOME`
     /// ([`crate::config::default_kernel_cache`]).
     pub kernel_cache: Option<PathBuf>,
+    /// `STATE_DIRECTORY`: systemd's `StateDirectory=`, where the job journal goes by default
+    /// ([`crate::config::default_journal_dir`]).
+    pub state_directory: Option<OsString>,
 }
 
 impl Environment {
@@ -73,6 +79,7 @@ impl Environment {
         EnvDefaults {
             params_dir: self.param_cache.clone(),
             kernel_cache: self.kernel_cache.clone(),
+            journal_dir: crate::config::default_journal_dir(self.state_directory.as_deref()),
         }
     }
 }
@@ -138,6 +145,15 @@ pub enum DaemonError {
     /// No proving backend.
     #[error("backend: {0}")]
     Backend(String),
+    /// The job journal's directory is unusable (`explicit`: named by `queue.journal_dir`,
+    /// a configuration error).
+    #[error("job journal (queue.journal_dir): {source}")]
+    Journal {
+        /// Whether the configuration named the directory.
+        explicit: bool,
+        /// Why it cannot be used.
+        source: journal::JournalError,
+    },
     /// A system call failed.
     #[error("{context}: {source}")]
     Io {
@@ -185,6 +201,7 @@ impl Context {
         config: Config,
         service: Arc<ProvingService>,
         devices: DeviceCounts,
+        journal: Option<crate::engine::journal::Journal>,
     ) -> Result<Arc<Self>, DaemonError> {
         let workers = jobs_in_flight(&config);
         let engine_config = EngineConfig {
@@ -207,9 +224,11 @@ impl Context {
             log_event(event);
         });
         let engine =
-            Engine::start(engine_config, runner, observer).map_err(|source| DaemonError::Io {
-                context: "starting the workers".into(),
-                source,
+            Engine::start_with(engine_config, runner, observer, journal).map_err(|source| {
+                DaemonError::Io {
+                    context: "starting the workers".into(),
+                    source,
+                }
             })?;
         Ok(Arc::new(Context {
             backend: service.backend_name(),
@@ -354,6 +373,10 @@ pub struct Startup {
     pub config: Config,
     /// The disagreement to warn about.
     pub conflict: Option<ParamsDirConflict>,
+    /// Whether the configuration file named the journal directory (`queue.journal_dir`)
+    /// rather than taking the state directory's: an unusable one is then a configuration
+    /// error (exit 78) instead of a warning.
+    pub journal_explicit: bool,
 }
 
 /// Reads cuzkd's configuration file over the defaults its environment gives. An error is a
@@ -371,15 +394,22 @@ pub fn load(args: &cli::Args, env: &Environment) -> Result<Startup, crate::confi
         }
     }
     let conflict = params_dir_conflict(&loaded, env);
+    let journal_explicit = loaded.explicit.contains("queue.journal_dir")
+        && loaded.config.queue.journal_dir != env.defaults().journal_dir;
     Ok(Startup {
         config: loaded.config,
         conflict,
+        journal_explicit,
     })
 }
 
 /// Runs cuzkd with a configuration [`load`] read: exit 0 after a clean stop, 1 otherwise.
 pub fn serve(startup: Startup, env: Environment) -> ExitCode {
-    let Startup { config, conflict } = startup;
+    let Startup {
+        config,
+        conflict,
+        journal_explicit,
+    } = startup;
     logging::init(&config.daemon.log_level, &env);
     if let Some(c) = conflict {
         tracing::warn!(
@@ -388,8 +418,12 @@ pub fn serve(startup: Startup, env: Environment) -> ExitCode {
             "{c}"
         );
     }
-    match run(config, &env) {
+    match run(config, &env, journal_explicit) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e @ DaemonError::Journal { explicit: true, .. }) => {
+            tracing::error!("cannot run: {e}");
+            ExitCode::from(crate::config::EXIT_CONFIG)
+        }
         Err(e) => {
             tracing::error!("cannot run: {e}");
             ExitCode::FAILURE
@@ -398,7 +432,7 @@ pub fn serve(startup: Startup, env: Environment) -> ExitCode {
 }
 
 /// Runs the daemon until SIGTERM/SIGINT and the drain that follows.
-fn run(config: Config, env: &Environment) -> Result<(), DaemonError> {
+fn run(config: Config, env: &Environment, journal_explicit: bool) -> Result<(), DaemonError> {
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         pid = std::process::id(),
@@ -424,7 +458,7 @@ fn run(config: Config, env: &Environment) -> Result<(), DaemonError> {
         }
     };
     let Listener { socket, origin } = listener;
-    let result = run_bound(config, socket, watchdog, notifier);
+    let result = run_bound(config, socket, watchdog, notifier, journal_explicit);
     listener::remove_socket_file(&origin);
     result
 }
@@ -434,10 +468,14 @@ fn run_bound(
     socket: std::os::unix::net::UnixListener,
     watchdog: Option<Duration>,
     notifier: Notifier,
+    journal_explicit: bool,
 ) -> Result<(), DaemonError> {
     privileges::drop_capabilities(&config)?;
+    // Before the service: a journal named in the configuration that cannot be used stops the
+    // start at once (78), without loading a backend first.
+    let journal = open_journal(&config, journal_explicit)?;
     let (service, devices) = start_service(&config)?;
-    let ctx = Context::new(config, service, devices)?;
+    let ctx = Context::new(config, service, devices, journal)?;
     let io = |context: &str| {
         let context = context.to_owned();
         move |source| DaemonError::Io { context, source }
@@ -493,6 +531,75 @@ fn run_bound(
     runtime.shutdown_timeout(Duration::from_secs(1));
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Opens the job journal where there is one (see `queue.journal_dir`), and logs what it took
+/// up. A directory the configuration named that cannot be used is an error; the state
+/// directory's costs a warning and the daemon runs without a journal.
+fn open_journal(
+    config: &Config,
+    explicit: bool,
+) -> Result<Option<crate::engine::journal::Journal>, DaemonError> {
+    let q = &config.queue;
+    let Some(dir) = q.journal_dir.clone() else {
+        tracing::info!(
+            "no job journal (neither queue.journal_dir nor systemd's StateDirectory=): queued \
+             and running jobs do not survive a restart"
+        );
+        return Ok(None);
+    };
+    if q.journal_max_size == 0 {
+        tracing::info!("no job journal (queue.journal_max_size = 0)");
+        return Ok(None);
+    }
+    let options = journal::Options {
+        dir: dir.clone(),
+        max_bytes: q.journal_max_size,
+        retention: q.result_retention,
+        max_finished: q.max_finished,
+    };
+    match journal::open(options, std::time::SystemTime::now()) {
+        Ok((journal, report)) => {
+            for j in &journal.jobs {
+                if let crate::engine::journal::RecoveredState::Queued(_) = j.state {
+                    tracing::info!(
+                        cuzk_job_id = j.id,
+                        proof_kind = %j.kind,
+                        miner = j.miner,
+                        sector = j.sector,
+                        job_priority = j.priority.as_str(),
+                        uid = j.owner,
+                        was_running = j.was_running,
+                        "job queued again from the journal"
+                    );
+                }
+            }
+            tracing::info!(
+                dir = %dir.display(),
+                requeued = report.requeued,
+                were_running = report.were_running,
+                lost = report.lost,
+                results = report.results,
+                skipped = report.skipped,
+                next_job_id = report.next_id,
+                bytes = report.bytes,
+                "job journal opened"
+            );
+            Ok(Some(journal))
+        }
+        Err(source) if explicit => Err(DaemonError::Journal {
+            explicit: true,
+            source,
+        }),
+        Err(e) => {
+            tracing::warn!(
+                dir = %dir.display(),
+                "job journal not usable: {e}; running without one (queued and running jobs \
+                 will not survive a restart)"
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// Sizes the stages, selects the backend and opens the parameter cache.
@@ -624,7 +731,7 @@ impl InProcess {
                 context: "configuring the socket".into(),
                 source,
             })?;
-        let ctx = Context::new(config, service, devices)?;
+        let ctx = Context::new(config, service, devices, None)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

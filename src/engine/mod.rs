@@ -12,13 +12,14 @@
 //! removes a queued job or stops a running one at its next partition boundary; finished jobs
 //! are kept for the retention time, then dropped.
 
+pub mod journal;
 mod state;
 mod types;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 
@@ -29,6 +30,8 @@ use crate::proofs::{
     JobControl, ProgressSink, ProofOutput, ProofRequest, ProveError, ProvingService, StepEvent,
 };
 use crate::srs::ParamsId;
+use journal::format::{self as jformat, Accepted, Finished};
+use journal::{Journal, Record, Recorder};
 use state::{Lane, NewJob, Outcome, State};
 
 /// Runs one proof. Called on a worker thread; may block for minutes.
@@ -131,6 +134,8 @@ struct Shared {
     observer: Observer,
     /// Bumped on every state change, so that the daemon can refresh its status line.
     changes: watch::Sender<u64>,
+    /// The journal, where there is one.
+    recorder: Option<Arc<dyn Recorder>>,
 }
 
 impl Shared {
@@ -143,6 +148,56 @@ impl Shared {
     fn changed(&self) {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
+
+    /// Records what `make` says, where there is a journal (called under the lock).
+    fn record(&self, make: impl FnOnce() -> Option<Record>) {
+        if let Some(r) = &self.recorder {
+            if let Some(record) = make() {
+                r.record(record);
+            }
+        }
+    }
+
+    /// Makes the records durable, where there is a journal (called outside the lock).
+    fn sync(&self) {
+        if let Some(r) = &self.recorder {
+            r.sync();
+        }
+    }
+}
+
+/// Now, in Unix milliseconds (the journal's clock: it outlives the process).
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis().min(u128::from(u64::MAX)) as u64)
+}
+
+/// The journal's record of job `id`'s acceptance.
+fn accepted_record(st: &State, id: JobId, input_stored: bool) -> Option<Record> {
+    let j = st.jobs.get(&id)?;
+    Some(Record::Accepted(Accepted {
+        id,
+        owner: j.owner,
+        request_id: j.request_id.clone(),
+        priority: jformat::priority_code(j.priority),
+        kind: jformat::kind_code(j.kind),
+        miner: j.miner,
+        sector: j.sector,
+        digest: j.digest,
+        input_stored,
+        submitted_ms: unix_ms(),
+    }))
+}
+
+/// The journal's record of finished job `id`'s result.
+fn finished_record(st: &State, id: JobId) -> Option<Record> {
+    let result = result_of(st, id)?;
+    Some(Record::Finished(Finished {
+        id,
+        finished_ms: unix_ms(),
+        outcome: jformat::Outcome::of(&result),
+    }))
 }
 
 /// The job engine. Dropping it does not stop the workers: call [`Engine::shut_down`].
@@ -159,13 +214,42 @@ impl Engine {
         runner: Arc<dyn Runner>,
         observer: Observer,
     ) -> std::io::Result<Self> {
+        Self::start_with(config, runner, observer, None)
+    }
+
+    /// [`Engine::start`], with a journal where there is one: the engine takes up the jobs it
+    /// recovered (unfinished ones queued again, finished ones with their results), gives out
+    /// ids from its `next_id` on, and records every job from now on.
+    pub fn start_with(
+        config: EngineConfig,
+        runner: Arc<dyn Runner>,
+        observer: Observer,
+        journal: Option<Journal>,
+    ) -> std::io::Result<Self> {
         let workers = config.workers.max(1);
+        let mut state = State::new(config);
+        let recorder = journal.map(|j| {
+            let jobs = j
+                .jobs
+                .into_iter()
+                .map(|job| {
+                    let params = match &job.state {
+                        journal::RecoveredState::Queued(request) => runner.params(request),
+                        journal::RecoveredState::Finished { .. } => None,
+                    };
+                    (job, params)
+                })
+                .collect();
+            state.restore(jobs, j.next_id, Instant::now());
+            j.recorder
+        });
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::new(config)),
+            state: Mutex::new(state),
             wake: Condvar::new(),
             runner,
             observer,
             changes: watch::Sender::new(0),
+            recorder,
         });
         let lanes = (0..workers)
             .map(|i| (format!("cuzk-worker-{i}"), Lane::Any))
@@ -203,10 +287,22 @@ impl Engine {
             .map_err(|e| SubmitError::InvalidInput(bounded(&e.to_string(), MAX_MESSAGE)))?;
         let params = self.shared.runner.params(&request);
         let default = Priority::for_kind(request.kind());
-        // Hash outside the lock: a 32 GiB C1 output is tens of megabytes.
+        // Hash outside the lock: a 32 GiB C1 output is tens of megabytes. So is storing it
+        // in the journal (by its digest) before the job exists.
         let digest = state::digest(&request);
+        let recorder = self.shared.recorder.as_ref().filter(|_| {
+            // Only for a submission that will make a job: a resubmission of a known job, or
+            // one refused for a full queue, stores nothing. If the answer changes before the
+            // job is made (its predecessor under the request id failed meanwhile), the job
+            // is recorded without its input, and reported failed should the daemon crash.
+            let wanted = priority.unwrap_or(default);
+            self.shared
+                .lock()
+                .would_queue(owner, request_id.as_deref(), wanted, Instant::now())
+        });
+        let stored = recorder.is_some_and(|r| r.store_input(&request, &digest));
         let mut st = self.shared.lock();
-        let (id, outcome) = st.submit(
+        let result = st.submit(
             NewJob {
                 request,
                 owner,
@@ -216,23 +312,46 @@ impl Engine {
                 request_id,
             },
             Instant::now(),
-        )?;
-        let (priority, state) = st
-            .jobs
-            .get(&id)
-            .map_or((priority.unwrap_or(default), JobState::Queued), |j| {
-                (j.priority, j.state)
-            });
-        let existing = outcome != Outcome::Queued;
-        let submitted = Submitted {
-            id,
-            existing,
-            raised: outcome == Outcome::Raised,
-            priority,
-            state,
-        };
+        );
+        match &result {
+            Ok((id, Outcome::Queued)) => self.shared.record(|| accepted_record(&st, *id, stored)),
+            Ok((id, Outcome::Raised)) => self.shared.record(|| {
+                let p = st.jobs.get(id)?.priority;
+                Some(Record::Priority {
+                    id: *id,
+                    priority: jformat::priority_code(p),
+                })
+            }),
+            _ => {}
+        }
+        let made = matches!(result, Ok((_, Outcome::Queued)));
+        let submitted = result.map(|(id, outcome)| {
+            let (priority, state) = st
+                .jobs
+                .get(&id)
+                .map_or((priority.unwrap_or(default), JobState::Queued), |j| {
+                    (j.priority, j.state)
+                });
+            let submitted = Submitted {
+                id,
+                existing: outcome != Outcome::Queued,
+                raised: outcome == Outcome::Raised,
+                priority,
+                state,
+            };
+            (submitted, outcome)
+        });
         drop(st);
+        if stored && !made {
+            // Nothing names the stored input: the journal may drop it.
+            if let Some(r) = recorder {
+                r.release_input(&digest);
+            }
+        }
+        let (submitted, outcome) = submitted?;
         if outcome != Outcome::Existing {
+            // Durable before the client hears of the job.
+            self.shared.sync();
             // Every worker: the one woken must be one whose lane takes the job.
             self.shared.wake.notify_all();
             self.shared.changed();
@@ -255,9 +374,15 @@ impl Engine {
         let now = Instant::now();
         let mut st = self.shared.lock();
         let was_running = st.cancel(id, now)?;
+        if !was_running {
+            self.shared.record(|| finished_record(&st, id));
+        }
         let finished = (!was_running).then(|| st.snapshot(id, now)).flatten();
         let result = result_of(&st, id);
         drop(st);
+        if !was_running {
+            self.shared.sync();
+        }
         if let (Some(snap), Some(result)) = (finished, result) {
             (self.shared.observer)(JobEvent::Finished(snap, result));
         }
@@ -320,6 +445,9 @@ impl Engine {
             .map(|(&id, _)| id)
             .collect();
         st.shut_down(now);
+        for &id in &queued {
+            self.shared.record(|| finished_record(&st, id));
+        }
         let events: Vec<JobEvent> = queued
             .into_iter()
             .filter_map(|id| {
@@ -330,6 +458,7 @@ impl Engine {
             })
             .collect();
         drop(st);
+        self.shared.sync();
         for e in events {
             (self.shared.observer)(e);
         }
@@ -393,6 +522,7 @@ fn worker_loop(shared: &Shared, lane: Lane) {
             let mut st = shared.lock();
             loop {
                 if let Some(a) = st.next_assignment(Instant::now(), lane) {
+                    shared.record(|| Some(Record::Started { id: a.id }));
                     let snap = st.snapshot(a.id, Instant::now());
                     drop(st);
                     let age = snap.as_ref().map_or(Duration::ZERO, |s| s.age);
@@ -422,11 +552,25 @@ fn worker_loop(shared: &Shared, lane: Lane) {
         // The request (possibly a large C1 output) is released here, with the job's.
         drop(assignment.request);
         let now = Instant::now();
+        let id = assignment.id;
+        let result = shared.lock().final_result(id, result, now);
+        if let Some(result) = &result {
+            // Durable before anyone sees it: a client that got the proof gets it again
+            // after a crash. Outside the lock; the job's other records are all before it.
+            shared.record(|| {
+                Some(Record::Finished(Finished {
+                    id,
+                    finished_ms: unix_ms(),
+                    outcome: jformat::Outcome::of(result),
+                }))
+            });
+            shared.sync();
+        }
         let mut st = shared.lock();
-        st.finish(assignment.id, result, now);
-        let event = st
-            .snapshot(assignment.id, now)
-            .zip(result_of(&st, assignment.id));
+        if let Some(result) = result {
+            st.complete_running(id, result, now);
+        }
+        let event = st.snapshot(id, now).zip(result_of(&st, id));
         drop(st);
         if let Some((snap, result)) = event {
             (shared.observer)(JobEvent::Finished(snap, result));

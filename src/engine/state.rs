@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use super::journal::{RecoveredJob, RecoveredState};
 use super::types::*;
 use super::EngineConfig;
 use crate::proofs::{JobControl, ProofKind, ProofRequest};
@@ -143,6 +144,85 @@ impl State {
         }
     }
 
+    /// Takes up the jobs a journal recorded before a restart (in id order): unfinished ones
+    /// queued again in id order within their class, finished ones kept with their results
+    /// for what is left of the retention time; ids continue at `next_id` (or above the
+    /// highest recovered). Each comes with its parameter set, if known. Recovered jobs do not
+    /// count in the counters, which are this run's.
+    pub fn restore(
+        &mut self,
+        jobs: Vec<(RecoveredJob, Option<ParamsId>)>,
+        next_id: JobId,
+        now: Instant,
+    ) {
+        let before = |ago: Duration| now.checked_sub(ago).unwrap_or(now);
+        let mut finished = Vec::new();
+        let mut max_id = 0;
+        for (job, params) in jobs {
+            let id = job.id;
+            max_id = max_id.max(id);
+            let (request, phase, state, finished_at) = match job.state {
+                RecoveredState::Queued(request) => {
+                    self.next_seq += 1;
+                    self.queue.push((job.priority, Reverse(self.next_seq), id));
+                    self.stats.queued += 1;
+                    (
+                        Some(Arc::new(request)),
+                        JobPhase::Queued,
+                        JobState::Queued,
+                        None,
+                    )
+                }
+                RecoveredState::Finished {
+                    result,
+                    finished_ago,
+                } => {
+                    let state = match &result {
+                        Ok(_) => JobState::Succeeded,
+                        Err(f) if f.kind == FailureKind::Cancelled => JobState::Cancelled,
+                        Err(_) => JobState::Failed,
+                    };
+                    let at = before(finished_ago);
+                    finished.push((at, id));
+                    (None, JobPhase::Finished(result), state, Some(at))
+                }
+            };
+            if let Some(rid) = &job.request_id {
+                // In id order: the newest job under an id holds it, as at submission.
+                self.by_request_id.insert((job.owner, rid.clone()), id);
+            }
+            let error = match &phase {
+                JobPhase::Finished(Err(f)) => Some(f.message.clone()),
+                _ => None,
+            };
+            self.jobs.insert(
+                id,
+                Job {
+                    kind: job.kind,
+                    owner: job.owner,
+                    params,
+                    miner: job.miner,
+                    sector: job.sector,
+                    priority: job.priority,
+                    request_id: job.request_id,
+                    digest: job.digest,
+                    request,
+                    control: JobControl::with_class(job.priority.class()),
+                    phase: watch::Sender::new(phase),
+                    state,
+                    submitted: before(job.submitted_ago),
+                    started: None,
+                    finished: finished_at,
+                    error,
+                },
+            );
+        }
+        // Oldest first, for retention.
+        finished.sort_unstable();
+        self.finished.extend(finished.into_iter().map(|(_, id)| id));
+        self.next_id = self.next_id.max(next_id).max(max_id.saturating_add(1));
+    }
+
     /// Queues a job, or finds the one already holding its request id.
     ///
     /// Request ids are the owner's: a request id names at most one live job of its owner,
@@ -188,13 +268,7 @@ impl State {
         let priority = new
             .priority
             .unwrap_or_else(|| Priority::for_kind(new.request.kind()));
-        let limit = if priority == Priority::Critical {
-            self.config.max_queued
-        } else {
-            self.config
-                .max_queued
-                .saturating_sub(self.config.critical_reserve)
-        };
+        let limit = self.queue_limit(priority);
         if self.stats.queued >= limit {
             self.stats.rejected_queue_full += 1;
             return Err(SubmitError::QueueFull {
@@ -238,6 +312,46 @@ impl State {
         Ok((id, Outcome::Queued))
     }
 
+    /// Jobs of `priority` that may wait at once.
+    fn queue_limit(&self, priority: Priority) -> usize {
+        if priority == Priority::Critical {
+            self.config.max_queued
+        } else {
+            self.config
+                .max_queued
+                .saturating_sub(self.config.critical_reserve)
+        }
+    }
+
+    /// Whether a submission by `owner` under `request_id` of an input with `digest` at
+    /// `priority` would make a new job at `now`, as far as can be told before it is made:
+    /// not while shutting down, not when the request id names a job that keeps it (the same
+    /// input: that job; another: a conflict), not when the queue has no room for the
+    /// priority. The journal stores a job's input only when it would (a resubmission of a
+    /// finished 32 GiB PoRep writes nothing); the submission itself still decides.
+    pub fn would_queue(
+        &mut self,
+        owner: Owner,
+        request_id: Option<&str>,
+        priority: Priority,
+        now: Instant,
+    ) -> bool {
+        self.reap(now);
+        if self.shutting_down {
+            return false;
+        }
+        if let Some(rid) = request_id {
+            let holder = self
+                .by_request_id
+                .get(&(owner, rid.to_string()))
+                .and_then(|id| self.jobs.get(id));
+            if holder.is_some_and(|j| !releases_request_id(j)) {
+                return false;
+            }
+        }
+        self.stats.queued < self.queue_limit(priority)
+    }
+
     /// Takes the highest-priority queued job that `lane` may run and marks it running.
     pub fn next_assignment(&mut self, now: Instant, lane: Lane) -> Option<Assignment> {
         while let Some(&(priority, _, id)) = self.queue.peek() {
@@ -271,16 +385,30 @@ impl State {
         None
     }
 
-    /// Records a running job's result.
+    /// Records a running job's result (the tests' shorthand: the engine makes the result
+    /// durable between the two steps).
+    #[cfg(test)]
     pub fn finish(
         &mut self,
         id: JobId,
         result: Result<crate::proofs::ProofOutput, Failure>,
         now: Instant,
     ) {
-        let Some(job) = self.jobs.get_mut(&id) else {
-            return;
-        };
+        if let Some(result) = self.final_result(id, result, now) {
+            self.complete_running(id, result, now);
+        }
+    }
+
+    /// The result a running job's outcome makes at `now` (timings from its submission; a
+    /// cancellation by the drain reported as "shutting down"), without recording it: the
+    /// journal makes it durable before [`State::complete_running`] lets waiters see it.
+    pub fn final_result(
+        &self,
+        id: JobId,
+        result: Result<crate::proofs::ProofOutput, Failure>,
+        now: Instant,
+    ) -> Option<JobResult> {
+        let job = self.jobs.get(&id)?;
         let queue_wait = job
             .started
             .unwrap_or(now)
@@ -296,7 +424,7 @@ impl State {
                 f
             }
         });
-        let result: JobResult = result.map(|output| {
+        Some(result.map(|output| {
             let t = &output.timings;
             let timings = JobTimings {
                 queue_wait,
@@ -307,7 +435,17 @@ impl State {
                 total,
             };
             Arc::new(JobOutput { output, timings })
-        });
+        }))
+    }
+
+    /// Finishes a running job with a result [`State::final_result`] made.
+    pub fn complete_running(&mut self, id: JobId, result: JobResult, now: Instant) {
+        let Some(job) = self.jobs.get(&id) else {
+            return;
+        };
+        if job.state.is_finished() {
+            return;
+        }
         if job.state == JobState::Running {
             self.stats.running -= 1;
         } else if job.state == JobState::Queued {
@@ -544,26 +682,10 @@ fn releases_request_id(job: &Job) -> bool {
 }
 
 /// A digest of a request's kind and input, to tell "same request again" from "different
-/// request under a reused id".
+/// request under a reused id". It is also the name of the job's stored input in the journal,
+/// whose content is the stream hashed here ([`super::journal::format`]).
 pub(super) fn digest(request: &ProofRequest) -> [u8; 32] {
     let mut h = Sha256::new();
-    let mut field = |bytes: &[u8]| {
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
-    };
-    field(request.kind().as_str().as_bytes());
-    match request {
-        ProofRequest::PoRep(r) => {
-            field(&r.miner_id.to_le_bytes());
-            match r.sector_number {
-                Some(n) => field(&n.to_le_bytes()),
-                None => field(b"none"),
-            }
-            field(&r.c1);
-        }
-        ProofRequest::SnapDeals { input }
-        | ProofRequest::WindowPoSt { input }
-        | ProofRequest::WinningPoSt { input } => field(input),
-    }
+    super::journal::format::write_input(request, |bytes| h.update(bytes));
     h.finalize().into()
 }

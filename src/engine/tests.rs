@@ -587,3 +587,116 @@ fn pure_request_id_release_and_priority() {
         (b, state::Outcome::Existing)
     );
 }
+
+/// Keeps what the engine records in memory, as the daemon's journal keeps it on disk: the
+/// records in order (those synced apart), and the inputs stored by digest.
+#[derive(Default)]
+struct MemoryRecorder {
+    records: Mutex<Vec<journal::Record>>,
+    synced: Mutex<usize>,
+    inputs: Mutex<std::collections::HashMap<[u8; 32], ProofRequest>>,
+    stores: Mutex<usize>,
+}
+
+impl journal::Recorder for MemoryRecorder {
+    fn store_input(&self, request: &ProofRequest, digest: &[u8; 32]) -> bool {
+        self.inputs.lock().unwrap().insert(*digest, request.clone());
+        *self.stores.lock().unwrap() += 1;
+        true
+    }
+    fn release_input(&self, _: &[u8; 32]) {}
+    fn record(&self, record: journal::Record) {
+        self.records.lock().unwrap().push(record);
+    }
+    fn sync(&self) {
+        *self.synced.lock().unwrap() = self.records.lock().unwrap().len();
+    }
+}
+
+impl MemoryRecorder {
+    /// What a daemon started after a crash now would take up: the synced records replayed.
+    fn recovered(&self) -> journal::Journal {
+        let synced = *self.synced.lock().unwrap();
+        let mut st = journal::replay::JournalState::default();
+        for r in &self.records.lock().unwrap()[..synced] {
+            st.apply(r);
+        }
+        let inputs = self.inputs.lock().unwrap().clone();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let (jobs, lost) = st.recover(now, |a| inputs.get(&a.digest).cloned().ok_or("gone"));
+        assert!(lost.is_empty());
+        journal::Journal {
+            recorder: Arc::new(MemoryRecorder::default()),
+            next_id: st.next_id(),
+            jobs,
+        }
+    }
+}
+
+/// Every submission is recorded and synced before it is answered, and a new engine started
+/// from the records takes the jobs up: unfinished ones queued again under their ids,
+/// request ids and raised priorities, finished ones with their results; a resubmission
+/// finds its job; new ids come after every recorded one.
+#[test]
+fn a_journal_carries_jobs_into_a_new_engine() {
+    let recorder = Arc::new(MemoryRecorder::default());
+    let runner = FakeRunner::new(20, 1000);
+    let e = Engine::start_with(
+        config(1, 8, 1),
+        runner.clone(),
+        Arc::new(|_| {}),
+        Some(journal::Journal {
+            recorder: recorder.clone(),
+            next_id: 1,
+            jobs: Vec::new(),
+        }),
+    )
+    .unwrap();
+    let quick = e
+        .submit(UID, winning("quick-1"), None, Some("w".into()))
+        .unwrap();
+    wait(&e, quick.id).unwrap();
+    let running = e.submit(UID, window("long"), None, None).unwrap();
+    wait_state(&e, running.id, JobState::Running);
+    let queued = e
+        .submit(UID, window("q"), Some(Priority::Low), Some("q".into()))
+        .unwrap();
+    // Synced before the answer.
+    assert_eq!(
+        *recorder.synced.lock().unwrap(),
+        recorder.records.lock().unwrap().len()
+    );
+    let raised = e
+        .submit(UID, window("q"), Some(Priority::Normal), Some("q".into()))
+        .unwrap();
+    assert!(raised.raised);
+    // A resubmission makes no job: its input is not stored again.
+    assert_eq!(*recorder.stores.lock().unwrap(), 3);
+    // The crash: whatever was synced is what the next daemon knows.
+    let recovered = recorder.recovered();
+    e.shut_down();
+    e.cancel_running();
+    let e2 = Engine::start_with(
+        config(1, 8, 1),
+        FakeRunner::new(1, 1),
+        Arc::new(|_| {}),
+        Some(recovered),
+    )
+    .unwrap();
+    // The finished job's result, by id and by request id.
+    assert_eq!(wait(&e2, quick.id).unwrap().output.proof, b"quick-1");
+    assert_eq!(e2.lookup("w", Some(UID)).unwrap().id, quick.id);
+    // The unfinished ones run again, under their ids; the raised priority holds.
+    assert_eq!(e2.snapshot(queued.id).unwrap().priority, Priority::Normal);
+    assert_eq!(wait(&e2, running.id).unwrap().output.proof, b"long");
+    assert_eq!(wait(&e2, queued.id).unwrap().output.proof, b"q");
+    let again = e2.submit(UID, window("q"), None, Some("q".into())).unwrap();
+    assert_eq!((again.id, again.existing), (queued.id, true));
+    let new = e2.submit(UID, window("new"), None, None).unwrap();
+    // (Above the reserved block too where the recorder reserves one, as the daemon's does.)
+    assert!(new.id > queued.id, "{new:?}");
+    e2.shut_down();
+}
