@@ -12,42 +12,12 @@
 mod daemon_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use cuzk::proto::{JobState, ProofInput, Submit};
-use cuzk::sealing::{seal_sector, SealedSector};
+use cuzk::sealing::SealedSector;
 use daemon_support::*;
-use filecoin_proofs_api::RegisteredSealProof;
 use nix::sys::signal::Signal;
-
-fn params() -> PathBuf {
-    static ONCE: Once = Once::new();
-    let dir = test_params_dir();
-    ONCE.call_once(|| {
-        cuzk::params_gen::ensure_params(&dir, cuzk::proofs::ProofKind::PoRep, 2048, &mut |m| {
-            eprintln!("{m}")
-        })
-        .expect("2 KiB PoRep test parameters");
-        // Read by filecoin-proofs' verify_seal; set before the tests start other threads.
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
-    });
-    dir
-}
-
-fn sealed(dir: &Path, sector_number: u64) -> SealedSector {
-    let t = Instant::now();
-    let s = seal_sector(
-        &dir.join(format!("sector-{sector_number}")),
-        RegisteredSealProof::StackedDrg2KiBV1_1,
-        1000,
-        sector_number,
-    )
-    .expect("sealing a 2 KiB sector");
-    eprintln!("sealed sector {sector_number} in {:?}", t.elapsed());
-    s
-}
 
 fn porep(sector: &SealedSector, request_id: &str) -> Submit {
     Submit {

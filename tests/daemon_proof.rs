@@ -10,49 +10,17 @@
 mod daemon_support;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use cuzk::proto::{
     encode_frame, JobRef, JobState, ProgressStage, ProofInput, ProofKind, Request, Submit,
 };
-use cuzk::sealing::{seal_sector, SealedSector};
+use cuzk::sealing::SealedSector;
 use daemon_support::*;
-use filecoin_proofs_api::RegisteredSealProof;
 use nix::sys::signal::Signal;
 
 const CUZK: &str = env!("CARGO_BIN_EXE_cuzk");
-
-/// Generates the parameters once per test binary and points filecoin-proofs' verifier at them.
-fn params() -> PathBuf {
-    static ONCE: Once = Once::new();
-    let dir = test_params_dir();
-    ONCE.call_once(|| {
-        cuzk::params_gen::ensure_params(&dir, cuzk::proofs::ProofKind::PoRep, 2048, &mut |m| {
-            eprintln!("{m}")
-        })
-        .expect("2 KiB PoRep test parameters");
-        // Read by filecoin-proofs' verify_seal; set before the tests start other threads
-        // that read the environment.
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
-    });
-    dir
-}
-
-fn sealed(dir: &Path, sector_number: u64) -> SealedSector {
-    let t = Instant::now();
-    let s = seal_sector(
-        &dir.join(format!("sector-{sector_number}")),
-        RegisteredSealProof::StackedDrg2KiBV1_1,
-        1000,
-        sector_number,
-    )
-    .expect("sealing a 2 KiB sector");
-    eprintln!("sealed sector {sector_number} in {:?}", t.elapsed());
-    s
-}
 
 fn porep(sector: &SealedSector) -> Submit {
     Submit {
@@ -392,15 +360,6 @@ fn cuzk_demo_runs_the_whole_path() {
     );
     assert!(doc["timings_us"]["proving_us"].as_u64().unwrap() > 0);
     assert!(stderr.contains("daemon listening on"), "{stderr}");
-}
-
-/// The number of open connections, from the metrics.
-fn connections(c: &mut cuzk::proto::Client) -> u64 {
-    let text = c.metrics().unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("cuzk_connections "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no cuzk_connections in\n{text}"))
 }
 
 /// A real 2 KiB PoRep watched from submission: the events come in order — queued or

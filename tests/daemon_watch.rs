@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use cuzk::proto::{
-    encode_frame, Client, ErrorCode, JobRef, JobState, ProgressEvent, ProgressStage, Request,
+    encode_frame, ErrorCode, JobRef, JobState, ProgressEvent, ProgressStage, Request,
 };
 use daemon_support::*;
 use nix::sys::signal::Signal;
@@ -45,15 +45,6 @@ fn watch_in_thread(
 fn next(rx: &mpsc::Receiver<ProgressEvent>) -> ProgressEvent {
     rx.recv_timeout(Duration::from_secs(30))
         .expect("an event within 30 s")
-}
-
-/// The number of open connections, from the metrics.
-fn connections(c: &mut Client) -> u64 {
-    let text = c.metrics().unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("cuzk_connections "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no cuzk_connections in\n{text}"))
 }
 
 /// A watch of a queued job starts with Queued, sees it start, and ends with Await's error

@@ -301,29 +301,21 @@ impl State {
         input: &[Scalar],
         aux: &[Scalar],
     ) -> Result<DevBuf, GpuError> {
-        let n = shape.num_constraints();
-        let m = domain_size(n);
-        self.domain(m.trailing_zeros())?;
-        let (Some(copy), Some(d)) = (self.shape(shape), self.domains.get(&m.trailing_zeros()))
-        else {
-            return Err(GpuError::Input("shape or domain not resident".into()));
-        };
-        let gpu = &self.gpu;
-        let input = gpu.upload_new(bytes(input))?;
-        let aux = gpu.upload_new(bytes(aux))?;
-        let bufs = evaluate(gpu, copy, m, &input, &aux)?;
-        // Freed in the stream's order, after the evaluation: room for the transforms.
-        drop((input, aux));
-        d.quotient_from_device(gpu, bufs, n)
+        let input = self.gpu.upload_new(bytes(input))?;
+        let aux = self.gpu.upload_new(bytes(aux))?;
+        Ok(self.quotient_of_shape(shape, input, aux, false)?.0)
     }
 
-    /// [`State::quotient_from_shape`] from an assignment already on the device (left there).
+    /// [`State::quotient_from_shape`] from an assignment already on the device: `aux` is
+    /// handed back where `keep_aux` (for the aux MSMs), else freed with `input` in the
+    /// stream's order after the evaluation, making room for the transforms.
     fn quotient_of_shape(
         &mut self,
         shape: &Arc<R1cs>,
-        input: &DevBuf,
-        aux: &DevBuf,
-    ) -> Result<DevBuf, GpuError> {
+        input: DevBuf,
+        aux: DevBuf,
+        keep_aux: bool,
+    ) -> Result<(DevBuf, Option<DevBuf>), GpuError> {
         let n = shape.num_constraints();
         let m = domain_size(n);
         self.domain(m.trailing_zeros())?;
@@ -331,8 +323,10 @@ impl State {
         else {
             return Err(GpuError::Input("shape or domain not resident".into()));
         };
-        let bufs = evaluate(&self.gpu, copy, m, input, aux)?;
-        d.quotient_from_device(&self.gpu, bufs, n)
+        let bufs = evaluate(&self.gpu, copy, m, &input, &aux)?;
+        drop(input);
+        let aux = keep_aux.then_some(aux);
+        Ok((d.quotient_from_device(&self.gpu, bufs, n)?, aux))
     }
 
     fn domain(&mut self, lg: u32) -> Result<&Domain, GpuError> {
@@ -610,8 +604,9 @@ impl Shared {
         s.ensure_shape(shape, &h.key)?;
         let input = s.gpu.upload_new(bytes(input))?;
         let aux = s.gpu.upload_new(bytes(q.aux))?;
-        let hs = s.quotient_of_shape(shape, &input, &aux)?;
-        drop(input);
+        let (hs, aux) = s.quotient_of_shape(shape, input, aux, true)?;
+        let aux =
+            aux.ok_or_else(|| GpuError::Input("the assignment's copy was not kept".into()))?;
         let parts = msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)?;
         let h_sum = msm::finish_g1(&parts);
         let h_done = start.elapsed();

@@ -341,3 +341,45 @@ pub fn job_state(client: &mut Client, job: u64) -> cuzk::proto::JobState {
 pub fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
 }
+
+/// The 2 KiB PoRep test parameters, generated where missing (once per test binary), with
+/// filecoin-proofs' parameter directory pointed at them for its verifier.
+#[cfg(feature = "scaffolding")]
+pub fn params() -> PathBuf {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let dir = test_params_dir();
+    ONCE.call_once(|| {
+        cuzk::params_gen::ensure_params(&dir, cuzk::proofs::ProofKind::PoRep, 2048, &mut |m| {
+            eprintln!("{m}")
+        })
+        .expect("2 KiB PoRep test parameters");
+        // Read by filecoin-proofs' verify_seal; set before the tests start other threads
+        // that read the environment.
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
+    });
+    dir
+}
+
+/// A freshly sealed 2 KiB sector of miner 1000 under `dir`.
+#[cfg(feature = "scaffolding")]
+pub fn sealed(dir: &Path, sector_number: u64) -> cuzk::sealing::SealedSector {
+    let t = Instant::now();
+    let s = cuzk::sealing::seal_sector(
+        &dir.join(format!("sector-{sector_number}")),
+        filecoin_proofs_api::RegisteredSealProof::StackedDrg2KiBV1_1,
+        1000,
+        sector_number,
+    )
+    .expect("sealing a 2 KiB sector");
+    eprintln!("sealed sector {sector_number} in {:?}", t.elapsed());
+    s
+}
+
+/// The number of open connections, from the metrics.
+pub fn connections(c: &mut Client) -> u64 {
+    let text = c.metrics().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("cuzk_connections "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no cuzk_connections in\n{text}"))
+}
