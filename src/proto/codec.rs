@@ -108,17 +108,78 @@ pub fn encode_frame<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
 }
 
 /// Decodes a frame payload into exactly one message; trailing bytes are an error, so that a
-/// message that a newer peer extended is never half-understood.
+/// message that a newer peer extended is never half-understood. The error names the byte
+/// where decoding stopped (and the variant, where the first byte names none this side
+/// knows), not the message's contents.
 pub fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, FrameError> {
-    let (message, rest) =
-        postcard::take_from_bytes(payload).map_err(|e| FrameError::Malformed(e.to_string()))?;
-    if !rest.is_empty() {
+    let at = std::rc::Rc::new(std::cell::Cell::new(0));
+    let mut de = postcard::Deserializer::from_flavor(Counting {
+        data: payload,
+        at: at.clone(),
+    });
+    let message = T::deserialize(&mut de).map_err(|e| malformed(&e, payload, at.get()))?;
+    let rest = payload.len() - at.get();
+    if rest > 0 {
         return Err(FrameError::Malformed(format!(
-            "{} trailing bytes after the message",
-            rest.len()
+            "{rest} trailing bytes after the message, at byte {} of {}",
+            at.get(),
+            payload.len()
         )));
     }
     Ok(message)
+}
+
+/// The error of a payload whose decoding failed at byte `at`.
+fn malformed(e: &postcard::Error, payload: &[u8], at: usize) -> FrameError {
+    let what = match e {
+        // serde's own message (which variant, which value) is lost in postcard's error; the
+        // first byte is the message's variant, so an error there is an unknown variant.
+        postcard::Error::SerdeDeCustom if at <= 1 => match payload.first() {
+            Some(v) if *v < 0x80 => format!("unknown variant {v}"),
+            _ => "unknown variant".to_string(),
+        },
+        e => e.to_string(),
+    };
+    FrameError::Malformed(format!("{what}, at byte {at} of {}", payload.len()))
+}
+
+/// postcard's slice reading, counting the bytes taken, so that an error can say where.
+struct Counting<'de> {
+    data: &'de [u8],
+    at: std::rc::Rc<std::cell::Cell<usize>>,
+}
+
+impl<'de> postcard::de_flavors::Flavor<'de> for Counting<'de> {
+    type Remainder = &'de [u8];
+    type Source = &'de [u8];
+
+    fn pop(&mut self) -> postcard::Result<u8> {
+        let at = self.at.get();
+        let byte = *self
+            .data
+            .get(at)
+            .ok_or(postcard::Error::DeserializeUnexpectedEnd)?;
+        self.at.set(at + 1);
+        Ok(byte)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.data.len() - self.at.get())
+    }
+
+    fn try_take_n(&mut self, ct: usize) -> postcard::Result<&'de [u8]> {
+        let at = self.at.get();
+        let end = at
+            .checked_add(ct)
+            .filter(|&end| end <= self.data.len())
+            .ok_or(postcard::Error::DeserializeUnexpectedEnd)?;
+        self.at.set(end);
+        Ok(&self.data[at..end])
+    }
+
+    fn finalize(self) -> postcard::Result<&'de [u8]> {
+        Ok(&self.data[self.at.get()..])
+    }
 }
 
 #[cfg(test)]
@@ -178,5 +239,39 @@ mod tests {
         let ok: u32 = decode_payload(&[5]).unwrap();
         assert_eq!(ok, 5);
         assert!(decode_payload::<u32>(&[5, 0]).is_err());
+    }
+
+    #[test]
+    fn errors_say_where_decoding_stopped() {
+        use crate::proto::{Request, Response};
+        let ping = encode_payload(&Request::Ping(crate::proto::Ping { nonce: 300 })).unwrap();
+        let err = |p: &[u8]| decode_payload::<Request>(p).unwrap_err().to_string();
+        assert_eq!(
+            decode_payload::<Request>(&ping).unwrap(),
+            Request::Ping(crate::proto::Ping { nonce: 300 })
+        );
+        let mut trailing = ping.clone();
+        trailing.extend_from_slice(&[0, 0]);
+        assert!(err(&trailing).contains(&format!(
+            "2 trailing bytes after the message, at byte {}",
+            ping.len()
+        )));
+        assert!(err(&ping[..ping.len() - 1]).contains(&format!(
+            "at byte {} of {}",
+            ping.len() - 1,
+            ping.len() - 1
+        )));
+        assert!(
+            err(&[0x7f]).contains("unknown variant 127, at byte 1 of 1"),
+            "{}",
+            err(&[0x7f])
+        );
+        assert!(err(&[]).contains("at byte 0 of 0"));
+        // A response decodes with the same reader.
+        let r = Response::Pong(crate::proto::Pong { nonce: 7 });
+        assert_eq!(
+            decode_payload::<Response>(&encode_payload(&r).unwrap()).unwrap(),
+            r
+        );
     }
 }
