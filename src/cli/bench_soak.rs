@@ -126,7 +126,7 @@ fn slope(points: impl Iterator<Item = (f64, f64)> + Clone) -> Option<f64> {
 
 /// Whether the proof of index `i` (from 0) is a WinningPoSt.
 fn is_winning(i: usize, winning_every: usize) -> bool {
-    winning_every > 0 && (i + 1) % winning_every == 0
+    winning_every > 0 && (i + 1).is_multiple_of(winning_every)
 }
 
 fn mib(bytes: f64) -> String {
@@ -207,10 +207,10 @@ pub fn run(args: SoakBenchArgs, params: &Path) -> anyhow::Result<()> {
             }
         }
         done += 1;
-        if done % args.sample_every == 0 || done == warm || done == n {
+        if done.is_multiple_of(args.sample_every) || done == warm || done == n {
             samples.push(sample(&daemon, done, start)?);
         }
-        if done % report_every == 0 {
+        if done.is_multiple_of(report_every) {
             if let Some(s) = samples.last() {
                 eprintln!(
                     "soak: {done}/{n} proofs, {:.0} s, RSS {}, {} fds, {failed} failed",
