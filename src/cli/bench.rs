@@ -48,6 +48,9 @@ pub enum BenchWhat {
     /// A real cuzkd under a queue of proofs with WinningPoSt interleaved: throughput, device
     /// busy, WinningPoSt latency idle against loaded, peak RSS.
     Pipeline(super::bench_pipeline::PipelineBenchArgs),
+    /// Many proofs through a real cuzkd, a few in flight: the daemon's RSS drift and open
+    /// descriptors over the run.
+    Soak(super::bench_soak::SoakBenchArgs),
     /// One PoRep partition (synthetic, any sector size, or from a C1 file): synthesis in
     /// parts against one thread, host bytes per constraint, the device stage on synthetic
     /// parameters.
@@ -63,6 +66,7 @@ pub fn filecoin_proofs_param_dir(args: &BenchArgs, env: &Environment) -> Option<
         BenchWhat::Gpu(_)
         | BenchWhat::Msm(_)
         | BenchWhat::Pipeline(_)
+        | BenchWhat::Soak(_)
         | BenchWhat::Partition(_) => None,
     }
 }
@@ -80,6 +84,10 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
         BenchWhat::Pipeline(p) => {
             let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());
             super::bench_pipeline::run(p, &dir)
+        }
+        BenchWhat::Soak(s) => {
+            let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());
+            super::bench_soak::run(s, &dir)
         }
         BenchWhat::Proof(ref what) => {
             let dir = filecoin_proofs_param_dir(&args, env)

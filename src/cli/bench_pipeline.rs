@@ -5,16 +5,15 @@
 //! The references are measured in the same run: one job alone on the idle daemon (its
 //! throughput if jobs ran one after another) and WinningPoSt on the idle daemon.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{anyhow, bail};
 
-use crate::proto::{Client, ProofInput, Submit, Timings};
+use super::bench_daemon::{connect, Daemon, DaemonFlags, Inputs};
+use crate::proto::Timings;
 
 const CLIENT: &str = "cuzk-bench-pipeline";
 /// The goals of the pipeline issue, on the H200 host with 2 KiB PoRep.
@@ -33,156 +32,12 @@ pub struct PipelineBenchArgs {
     /// Prove a WinningPoSt every this many seconds while the jobs run (0: none).
     #[arg(long, default_value_t = 2.0)]
     pub winning_post_every: f64,
-    /// Inputs made by `cuzk sample` (c1.json, winning-post.json).
-    #[arg(long, default_value = "/tmp/s")]
-    pub sample: PathBuf,
-    /// Miner id and sector number the sample was sealed for.
-    #[arg(long, default_value_t = 1000)]
-    pub miner_id: u64,
-    /// The sample's sector number.
-    #[arg(long, default_value_t = 1)]
-    pub sector_number: u64,
-    /// The daemon to start [default: cuzkd next to this cuzk].
-    #[arg(long)]
-    pub daemon: Option<PathBuf>,
-    /// A configuration key for the daemon, `section.key=<TOML value>` (repeatable); the
-    /// default configuration otherwise.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
+    /// The daemon and its inputs.
+    #[command(flatten)]
+    pub daemon: DaemonFlags,
     /// Write the daemon's stage trace (Chrome trace events, for Perfetto) to this file.
     #[arg(long, value_name = "FILE")]
     pub trace_file: Option<PathBuf>,
-}
-
-/// A started daemon, stopped (SIGTERM, then waited for) when dropped.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    /// Its socket, configuration and log; removed when the daemon is stopped.
-    dir: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            let pid = nix::unistd::Pid::from_raw(pid);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        }
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Daemon {
-    fn start(exe: &Path, params: &Path, set: &[String]) -> anyhow::Result<Self> {
-        let dir = PathBuf::from(format!("/tmp/cuzk-bench-pipeline-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let socket = dir.join("cuzk.sock");
-        let config = dir.join("cuzk.toml");
-        std::fs::write(&config, config_text(&socket, params, set)?)?;
-        let log = std::fs::File::create(dir.join("cuzkd.log"))?;
-        let child = Command::new(exe)
-            .arg("--config")
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("starting {}", exe.display()))?;
-        let mut daemon = Self { child, socket, dir };
-        let start = Instant::now();
-        while !daemon.socket.exists() {
-            if let Some(status) = daemon.child.try_wait()? {
-                let log = std::fs::read_to_string(daemon.dir.join("cuzkd.log")).unwrap_or_default();
-                let tail: String = log
-                    .chars()
-                    .rev()
-                    .take(2000)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect();
-                bail!("{} exited at start ({status}):\n{tail}", exe.display());
-            }
-            if start.elapsed() > Duration::from_secs(120) {
-                bail!("{} did not open its socket within 120 s", exe.display());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(daemon)
-    }
-
-    fn client(&self) -> anyhow::Result<Client> {
-        connect(&self.socket)
-    }
-
-    /// The daemon's peak resident set size so far.
-    fn peak_rss(&self) -> Option<u64> {
-        super::bench::peak_rss_of(&self.child.id().to_string())
-    }
-}
-
-/// The daemon's configuration: its socket and parameters, then the `--set` keys by section.
-fn config_text(socket: &Path, params: &Path, set: &[String]) -> anyhow::Result<String> {
-    let mut sections: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut add =
-        |section: &str, line: String| sections.entry(section.to_string()).or_default().push(line);
-    add(
-        "socket",
-        format!("path = {:?}", socket.display().to_string()),
-    );
-    add(
-        "params",
-        format!("dir = {:?}", params.display().to_string()),
-    );
-    add("daemon", "allow_root = true".into());
-    add("queue", "max_queued = 4096".into());
-    for kv in set {
-        let (key, value) = kv
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--set {kv}: expected section.key=value"))?;
-        let (section, key) = key
-            .trim()
-            .split_once('.')
-            .ok_or_else(|| anyhow!("--set {kv}: expected section.key=value"))?;
-        add(section, format!("{key} = {}", value.trim()));
-    }
-    let mut out = String::new();
-    for (section, lines) in sections {
-        out += &format!("[{section}]\n{}\n", lines.join("\n"));
-    }
-    Ok(out)
-}
-
-fn porep(args: &PipelineBenchArgs, c1: &Arc<Vec<u8>>) -> Submit {
-    Submit {
-        request_id: None,
-        priority: None,
-        input: ProofInput::PoRep {
-            c1: c1.as_ref().clone(),
-            miner_id: args.miner_id,
-            sector_number: Some(args.sector_number),
-        },
-    }
-}
-
-fn winning(input: &[u8]) -> Submit {
-    Submit {
-        request_id: None,
-        priority: None,
-        input: ProofInput::WinningPoSt {
-            input: input.to_vec(),
-        },
-    }
-}
-
-/// A client of the benchmark's daemon, past Hello; answers may take minutes under load.
-fn connect(socket: &Path) -> anyhow::Result<Client> {
-    Ok(Client::connect_with(
-        socket,
-        CLIENT,
-        Some(Duration::from_secs(600)),
-    )?)
 }
 
 /// A WinningPoSt's latency as its client saw it, and the daemon's stage times.
@@ -193,10 +48,10 @@ struct Sample {
 }
 
 /// Proves one WinningPoSt on a connection of its own.
-fn winning_once(socket: &Path, input: &[u8]) -> anyhow::Result<Sample> {
-    let mut c = connect(socket)?;
+fn winning_once(socket: &Path, input: &Inputs) -> anyhow::Result<Sample> {
+    let mut c = connect(socket, CLIENT)?;
     let start = Instant::now();
-    let result = c.prove(winning(input))?;
+    let result = c.prove(input.winning())?;
     Ok(Sample {
         latency: start.elapsed(),
         timings: result.timings,
@@ -243,55 +98,45 @@ fn ms(d: Duration) -> String {
 
 /// Runs the benchmark with the parameter directory `params`.
 pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
-    let exe = match &args.daemon {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("cuzkd"))
-            .ok_or_else(|| anyhow!("cannot locate cuzkd; pass --daemon"))?,
-    };
-    let c1 = Arc::new(
-        std::fs::read(args.sample.join("c1.json"))
-            .with_context(|| format!("{}: run `cuzk sample` first", args.sample.display()))?,
-    );
-    let wpost: Arc<Vec<u8>> = Arc::new(std::fs::read(args.sample.join("winning-post.json"))?);
-    let mut set = args.set.clone();
+    let exe = args.daemon.exe()?;
+    let inputs = args.daemon.inputs()?;
+    let mut set = args.daemon.set.clone();
     if let Some(trace) = &args.trace_file {
         let path = std::path::absolute(trace)?;
         set.push(format!("debug.trace_file={:?}", path.display().to_string()));
     }
-    let daemon = Daemon::start(&exe, params, &set)?;
+    let daemon = Daemon::start(&exe, params, &set, CLIENT)?;
     let mut client = daemon.client()?;
     let welcome = client.welcome().clone();
 
     // Warm: parameters resident, kernels compiled. Then the references, on the idle daemon.
-    client.prove(porep(&args, &c1))?;
-    winning_once(&daemon.socket, &wpost)?;
+    client.prove(inputs.porep())?;
+    winning_once(daemon.socket(), &inputs)?;
     let start = Instant::now();
-    client.prove(porep(&args, &c1))?;
+    client.prove(inputs.porep())?;
     let alone = start.elapsed();
     let idle: Vec<Sample> = (0..5)
-        .map(|_| winning_once(&daemon.socket, &wpost))
+        .map(|_| winning_once(daemon.socket(), &inputs))
         .collect::<anyhow::Result<_>>()?;
 
     let before = client.metrics()?;
     let start = Instant::now();
     let ids: Vec<u64> = (0..args.jobs)
-        .map(|_| client.submit(porep(&args, &c1)).map(|a| a.job_id))
+        .map(|_| client.submit(inputs.porep()).map(|a| a.job_id))
         .collect::<Result<_, _>>()?;
     let running = Arc::new(AtomicBool::new(true));
     if !args.winning_post_every.is_finite() || args.winning_post_every < 0.0 {
         bail!("--winning-post-every: expected seconds, 0 for none");
     }
     let prober = (args.winning_post_every > 0.0).then(|| {
-        let (running, wpost) = (running.clone(), wpost.clone());
+        let (running, inputs) = (running.clone(), inputs.clone());
         let every = Duration::from_secs_f64(args.winning_post_every);
-        let socket = daemon.socket.clone();
+        let socket = daemon.socket().to_path_buf();
         std::thread::spawn(move || -> anyhow::Result<Vec<Sample>> {
             let mut samples = Vec::new();
             std::thread::sleep(every.min(Duration::from_secs(1)));
             while running.load(Ordering::SeqCst) {
-                samples.push(winning_once(&socket, &wpost)?);
+                samples.push(winning_once(&socket, &inputs)?);
                 std::thread::sleep(every);
             }
             Ok(samples)
@@ -444,20 +289,6 @@ mod tests {
         };
         assert_eq!(p.jobs, 3);
         assert_eq!(p.trace_file.as_deref(), Some(Path::new("/t.json")));
-        assert_eq!(p.set, ["proving.workers=2"]);
-    }
-
-    #[test]
-    fn config_groups_keys_by_section() {
-        let set = [
-            "proving.workers=4".to_string(),
-            "proving.backend=\"cpu\"".into(),
-        ];
-        let text = config_text(Path::new("/s"), Path::new("/p"), &set).unwrap();
-        let doc: toml::Table = text.parse().unwrap();
-        assert_eq!(doc["proving"]["workers"].as_integer(), Some(4));
-        assert_eq!(doc["proving"]["backend"].as_str(), Some("cpu"));
-        assert_eq!(doc["socket"]["path"].as_str(), Some("/s"));
-        assert!(config_text(Path::new("/s"), Path::new("/p"), &["x".into()]).is_err());
+        assert_eq!(p.daemon.set, ["proving.workers=2"]);
     }
 }

@@ -5,10 +5,12 @@
 //! `bench` work in-process.
 
 pub mod bench;
+mod bench_daemon;
 pub mod bench_gpu;
 mod bench_msm;
 mod bench_partition;
 mod bench_pipeline;
+mod bench_soak;
 pub mod client;
 pub mod params;
 pub mod plan;
