@@ -76,8 +76,11 @@ impl From<&mut DevBuf> for Arg {
 impl Kernel {
     /// Checks `args` against the parameters.
     pub fn check(&self, args: &[Arg]) -> Result<(), GpuError> {
-        let types: Vec<Ty> = args.iter().map(Arg::ty).collect();
-        if types != self.params {
+        // Every launch passes here: compare without allocating; describe only a mismatch.
+        let same = args.len() == self.params.len()
+            && args.iter().zip(self.params).all(|(a, t)| a.ty() == *t);
+        if !same {
+            let types: Vec<Ty> = args.iter().map(Arg::ty).collect();
             return Err(GpuError::Input(format!(
                 "{}: launched with {types:?}, declared {:?}",
                 self.name, self.params
