@@ -205,6 +205,34 @@ fn misbehaving_clients_get_typed_errors_and_others_keep_being_served() {
 }
 
 #[test]
+fn refused_submissions_are_answered_each_and_logged_a_few_lines_a_minute() {
+    let mut daemon = Daemon::start(&[("debug.check_input", "true")]);
+    let mut c = daemon.client();
+    // Submissions refused at once (input that is not JSON) are answered each, but logged a
+    // few lines a minute: `cuzk bench hostile` found a line per refusal.
+    for i in 0..100u8 {
+        let err = c
+            .submit(Submit {
+                request_id: None,
+                priority: None,
+                input: ProofInput::WinningPoSt {
+                    input: vec![b'{', i],
+                },
+            })
+            .unwrap_err();
+        assert_eq!(code(&err), ErrorCode::InvalidInput);
+    }
+    let logged = daemon.env.stderr().matches("submission refused").count();
+    assert!(
+        (1..=10).contains(&logged),
+        "{logged} lines for 100 refused submissions"
+    );
+
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
+#[test]
 fn invalid_input_is_a_typed_error_from_the_job() {
     let mut daemon = Daemon::start(&[]);
     let mut c = daemon.client();

@@ -51,6 +51,9 @@ pub enum BenchWhat {
     /// Many proofs through a real cuzkd, a few in flight: the daemon's RSS drift and open
     /// descriptors over the run.
     Soak(super::bench_soak::SoakBenchArgs),
+    /// A real cuzkd under attack by many clients sending fuzzed frames while an honest
+    /// client proves through it: crashes, failed proofs, the honest latency against idle.
+    Hostile(super::bench_hostile::HostileBenchArgs),
     /// One PoRep partition (synthetic, any sector size, or from a C1 file): synthesis in
     /// parts against one thread, host bytes per constraint, the device stage on synthetic
     /// parameters.
@@ -67,6 +70,7 @@ pub fn filecoin_proofs_param_dir(args: &BenchArgs, env: &Environment) -> Option<
         | BenchWhat::Msm(_)
         | BenchWhat::Pipeline(_)
         | BenchWhat::Soak(_)
+        | BenchWhat::Hostile(_)
         | BenchWhat::Partition(_) => None,
     }
 }
@@ -88,6 +92,10 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
         BenchWhat::Soak(s) => {
             let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());
             super::bench_soak::run(s, &dir)
+        }
+        BenchWhat::Hostile(h) => {
+            let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());
+            super::bench_hostile::run(h, &dir)
         }
         BenchWhat::Proof(ref what) => {
             let dir = filecoin_proofs_param_dir(&args, env)

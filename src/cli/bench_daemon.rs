@@ -171,6 +171,21 @@ impl Daemon {
         log.chars().skip(skip).collect()
     }
 
+    /// How many lines of the daemon's log contain `needle` (read in full: for the end of a
+    /// run).
+    pub fn log_count(&self, needle: &str) -> usize {
+        std::fs::read_to_string(self.dir.join("cuzkd.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
+    /// The size of the daemon's log so far.
+    pub fn log_bytes(&self) -> u64 {
+        std::fs::metadata(self.dir.join("cuzkd.log")).map_or(0, |m| m.len())
+    }
+
     /// A client of the daemon, past Hello; answers may take minutes under load.
     pub fn client(&self) -> anyhow::Result<Client> {
         connect(&self.socket, self.client_name)

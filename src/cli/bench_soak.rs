@@ -4,9 +4,12 @@
 //! open descriptors.
 //!
 //! The warm-up is the first tenth of the proofs, at least 20 (parameters loaded, shapes
-//! recorded, pools grown); the baseline is the first sample at or after it. Drift is
-//! (end − baseline) / baseline; the slope is a least-squares fit of RSS against proofs over
-//! the samples from the baseline on.
+//! recorded, pools grown); the baseline is the first sample at or after it. Drift and slope
+//! compare samples taken under the same load: only samples taken while proofs remained to
+//! submit (the queue refilled to `--in-flight`) count, so the end of the drift is the last
+//! of those, not the sample after the queue drained. Drift is (end − baseline) / baseline;
+//! the slope is a least-squares fit of RSS against proofs over those samples from the
+//! baseline on.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -58,6 +61,9 @@ struct Sample {
     secs: f64,
     rss: u64,
     fds: usize,
+    /// Whether proofs remained to submit: the daemon had `--in-flight` jobs, the load of
+    /// the run; the last samples, as the queue drains, have fewer.
+    steady: bool,
 }
 
 /// The proofs of the warm-up: a tenth of the run, at least [`MIN_WARM_UP`], at most the run.
@@ -69,13 +75,16 @@ fn warm_up(proofs: usize) -> usize {
 #[derive(Debug, PartialEq)]
 struct Summary {
     start: Sample,
+    /// The last sample, after the queue drained.
     end: Sample,
+    /// The last sample under the run's load: the end of the drift.
+    end_steady: Option<Sample>,
     /// The first sample at or after the warm-up, when a later one exists (else the run is
     /// too short to measure drift).
     baseline: Option<Sample>,
     max_rss: u64,
     max_fds: usize,
-    /// (end − baseline) / baseline.
+    /// (end under load − baseline) / baseline.
     drift: Option<f64>,
     /// RSS bytes per 100 proofs, least squares over the samples from the baseline on.
     slope_per_100: Option<f64>,
@@ -84,21 +93,26 @@ struct Summary {
 impl Summary {
     fn of(samples: &[Sample], warm_up: usize) -> Option<Self> {
         let (start, end) = (*samples.first()?, *samples.last()?);
-        let from = samples
+        let steady: Vec<Sample> = samples
             .iter()
-            .position(|s| s.proofs >= warm_up)
-            .filter(|&i| i + 1 < samples.len());
-        let baseline = from.and_then(|i| samples.get(i)).copied();
+            .filter(|s| s.steady && s.proofs >= warm_up)
+            .copied()
+            .collect();
+        let (baseline, end_steady) = match steady.as_slice() {
+            [first, .., last] => (Some(*first), Some(*last)),
+            _ => (None, None),
+        };
         let drift = baseline
-            .filter(|b| b.rss > 0)
-            .map(|b| (end.rss as f64 - b.rss as f64) / b.rss as f64);
-        let slope_per_100 = from.and_then(|i| {
-            let tail = samples.get(i..)?;
-            slope(tail.iter().map(|s| (s.proofs as f64, s.rss as f64))).map(|b| b * 100.0)
-        });
+            .zip(end_steady)
+            .filter(|(b, _)| b.rss > 0)
+            .map(|(b, e)| (e.rss as f64 - b.rss as f64) / b.rss as f64);
+        let slope_per_100 = baseline
+            .and_then(|_| slope(steady.iter().map(|s| (s.proofs as f64, s.rss as f64))))
+            .map(|b| b * 100.0);
         Some(Self {
             start,
             end,
+            end_steady,
             baseline,
             max_rss: samples.iter().map(|s| s.rss).max().unwrap_or(0),
             max_fds: samples.iter().map(|s| s.fds).max().unwrap_or(0),
@@ -141,7 +155,7 @@ fn met(ok: bool) -> &'static str {
     }
 }
 
-fn sample(daemon: &Daemon, proofs: usize, start: Instant) -> anyhow::Result<Sample> {
+fn sample(daemon: &Daemon, proofs: usize, steady: bool, start: Instant) -> anyhow::Result<Sample> {
     let rss = daemon
         .rss()
         .context("cannot read the daemon's VmRSS from /proc")?;
@@ -150,6 +164,7 @@ fn sample(daemon: &Daemon, proofs: usize, start: Instant) -> anyhow::Result<Samp
         secs: start.elapsed().as_secs_f64(),
         rss,
         fds: daemon.open_fds()?,
+        steady,
     })
 }
 
@@ -167,7 +182,7 @@ pub fn run(args: SoakBenchArgs, params: &Path) -> anyhow::Result<()> {
     let warm = warm_up(n);
 
     let start = Instant::now();
-    let mut samples = vec![sample(&daemon, 0, start)?];
+    let mut samples = vec![sample(&daemon, 0, false, start)?];
     let mut queue: VecDeque<(u64, usize)> = VecDeque::new();
     let (mut next, mut done, mut failed) = (0, 0, 0);
     let mut failures: Vec<String> = Vec::new();
@@ -208,7 +223,7 @@ pub fn run(args: SoakBenchArgs, params: &Path) -> anyhow::Result<()> {
         }
         done += 1;
         if done.is_multiple_of(args.sample_every) || done == warm || done == n {
-            samples.push(sample(&daemon, done, start)?);
+            samples.push(sample(&daemon, done, next < n, start)?);
         }
         if done.is_multiple_of(report_every) {
             if let Some(s) = samples.last() {
@@ -262,10 +277,13 @@ fn table(s: &Summary, warm: usize) -> String {
     row(["---", "---", "---", "---"]);
     let base = s.baseline;
     let base_rss = base.map_or("–".into(), |b| mib(b.rss as f64));
+    let end_steady = s.end_steady.map_or("–".into(), |e| mib(e.rss as f64));
     row([
-        &format!("daemon RSS: start / after warm-up ({warm} proofs) / end / max"),
         &format!(
-            "{} / {base_rss} / {} / {}",
+            "daemon RSS: start / after warm-up ({warm} proofs) / last under load / drained / max"
+        ),
+        &format!(
+            "{} / {base_rss} / {end_steady} / {} / {}",
             mib(s.start.rss as f64),
             mib(s.end.rss as f64),
             mib(s.max_rss as f64)
@@ -273,16 +291,18 @@ fn table(s: &Summary, warm: usize) -> String {
         "",
         "",
     ]);
-    match (base, s.drift) {
-        (Some(b), Some(d)) => row([
-            &format!("RSS drift, proofs {} → {}", b.proofs, s.end.proofs),
+    match (base, s.end_steady, s.drift) {
+        (Some(b), Some(e), Some(d)) => row([
+            &format!("RSS drift under load, proofs {} → {}", b.proofs, e.proofs),
             &format!("{:+.2} %", d * 100.0),
             &format!("< {:.0} %", GOAL_DRIFT * 100.0),
             met(d < GOAL_DRIFT),
         ]),
         _ => row([
             "RSS drift",
-            &format!("not measured: the run ended within its warm-up of {warm} proofs"),
+            &format!(
+                "not measured: fewer than two samples under load after the warm-up of {warm} proofs"
+            ),
             &format!("< {:.0} %", GOAL_DRIFT * 100.0),
             "not measured",
         ]),
@@ -351,6 +371,14 @@ mod tests {
             secs: proofs as f64,
             rss,
             fds,
+            steady: true,
+        }
+    }
+
+    fn drained(proofs: usize, rss: u64, fds: usize) -> Sample {
+        Sample {
+            steady: false,
+            ..at(proofs, rss, fds)
         }
     }
 
@@ -382,15 +410,19 @@ mod tests {
             let rss = 1000 + (p as u64 - 20) / 10;
             at(p, rss, 12)
         }));
+        // The queue drains: memory falls, and that is no trend.
+        samples.push(drained(221, 700, 12));
+        samples.push(drained(222, 600, 12));
         let s = Summary::of(&samples, 20).unwrap();
         assert_eq!(s.baseline, Some(at(20, 1000, 12)));
-        assert_eq!(s.end, at(220, 1020, 12));
+        assert_eq!(s.end_steady, Some(at(220, 1020, 12)));
+        assert_eq!(s.end, drained(222, 600, 12));
         assert_eq!((s.max_rss, s.max_fds), (1020, 12));
         assert!((s.drift.unwrap() - 0.02).abs() < 1e-12);
         assert!((s.slope_per_100.unwrap() - 10.0).abs() < 1e-9);
         let t = table(&s, 20);
         assert!(
-            t.contains("| RSS drift, proofs 20 → 220 | +2.00 % | < 5 % | met |"),
+            t.contains("| RSS drift under load, proofs 20 → 220 | +2.00 % | < 5 % | met |"),
             "{t}"
         );
         assert!(t.contains("| fd growth after warm-up (since start) | +0 (+2) | 0 | met |"));
@@ -398,7 +430,7 @@ mod tests {
 
     #[test]
     fn a_run_within_its_warm_up_is_not_measured() {
-        let samples = [at(0, 100, 10), at(1, 110, 11), at(3, 120, 11)];
+        let samples = [at(0, 100, 10), at(1, 110, 11), drained(3, 120, 11)];
         let s = Summary::of(&samples, warm_up(3)).unwrap();
         assert_eq!((s.baseline, s.drift, s.slope_per_100), (None, None, None));
         let t = table(&s, 3);

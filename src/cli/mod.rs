@@ -7,6 +7,7 @@
 pub mod bench;
 mod bench_daemon;
 pub mod bench_gpu;
+mod bench_hostile;
 mod bench_msm;
 mod bench_partition;
 mod bench_pipeline;

@@ -162,30 +162,29 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
     let engine = ctx.engine.clone();
     // Checking and hashing a large C1 output takes a while: keep it off the runtime. So does
     // parsing a JSON input whose proof type is an integer id, to put its name in its place.
-    let submitted = tokio::task::spawn_blocking(
-        move || -> Result<_, proto::RegisteredProofError> {
+    let submitted =
+        tokio::task::spawn_blocking(move || -> Result<_, proto::RegisteredProofError> {
             named_proof(&mut request)?;
             Ok(engine.submit(owner, request, priority, request_id))
-        },
-    )
-    .await
-    .map_err(|e| {
-        wire::error(
-            ErrorCode::Internal,
-            format!("submit task failed: {e}"),
-            None,
-        )
-    })?
-    .map_err(|e: proto::RegisteredProofError| {
-        let why = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
-        tracing::warn!(proof_kind = %kind, client = %session.client, "submission refused: {why}");
-        wire::error(ErrorCode::InvalidInput, why, None)
-    })?
-    .map_err(|e| {
-        let why = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
-        tracing::warn!(proof_kind = %kind, client = %session.client, "submission refused: {why}");
-        wire::submit_error(&e)
-    })?;
+        })
+        .await
+        .map_err(|e| {
+            wire::error(
+                ErrorCode::Internal,
+                format!("submit task failed: {e}"),
+                None,
+            )
+        })?
+        .map_err(|e: proto::RegisteredProofError| {
+            let why = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
+            refused_submission(kind, &session.client, &why);
+            wire::error(ErrorCode::InvalidInput, why, None)
+        })?
+        .map_err(|e| {
+            let why = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
+            refused_submission(kind, &session.client, &why);
+            wire::submit_error(&e)
+        })?;
     if submitted.raised {
         tracing::info!(
             cuzk_job_id = submitted.id,
@@ -634,5 +633,12 @@ async fn params(id: Result<ParamsId, String>, load: bool, ctx: &Arc<Context>) ->
             format!("parameter task failed: {e}"),
             None,
         ),
+    }
+}
+
+/// Logs a refused submission, rate limited ([`super::ratelimit::SUBMISSION`]).
+fn refused_submission(kind: impl std::fmt::Display, client: &str, why: &str) {
+    if let Some(suppressed) = super::ratelimit::SUBMISSION.allow(Instant::now()) {
+        tracing::warn!(proof_kind = %kind, client = %client, suppressed, "submission refused: {why}");
     }
 }

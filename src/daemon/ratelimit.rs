@@ -1,7 +1,7 @@
-//! Log lines that a client can cause (a malformed frame, a refused connection) are rate
-//! limited per kind, so that a hostile or broken client cannot fill the journal: at most
-//! [`PER_WINDOW`] lines per [`WINDOW`], and the next line after a quiet spell says how many
-//! were left out. The decision is pure logic with the time passed in. A line the daemon
+//! Log lines that a client can cause (a malformed frame, a refused connection, a refused
+//! submission) are rate limited per kind, so that a hostile or broken client cannot fill
+//! the journal: at most [`PER_WINDOW`] lines per [`WINDOW`], and the next line after a quiet
+//! spell says how many were left out. The decision is pure logic with the time passed in. A line the daemon
 //! repeats on its own (a failing `metrics.textfile` write) gets a limit of its own.
 
 use std::sync::{Mutex, PoisonError};
@@ -79,6 +79,10 @@ pub static REFUSED: LogLimit = LogLimit::new();
 pub static MISBEHAVED: LogLimit = LogLimit::new();
 /// Requests refused to clients that are not admins (Preload, Evict).
 pub static FORBIDDEN: LogLimit = LogLimit::new();
+/// Submissions refused (invalid input, a full queue, a request id conflict): the client
+/// gets the reason in its answer; a client submitting garbage in a loop must not fill the
+/// journal.
+pub static SUBMISSION: LogLimit = LogLimit::new();
 /// `metrics.textfile` writes that failed: one line every 10 minutes at most, since the
 /// writer retries every `metrics.textfile_interval` for as long as the cause lasts.
 pub static TEXTFILE: LogLimit = LogLimit::with(1, Duration::from_secs(600));
