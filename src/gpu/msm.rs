@@ -3,7 +3,9 @@
 //! The device computes, per window, Σ_k (k+1)·B_k and, separately, the sum of the bases whose
 //! scalar is 1; the host adds the ≤ 26 window sums with doublings (microseconds).
 //!
-//! Phases (their names in the trace event, a `tracing` debug event with `debug.gpu_trace`):
+//! Phases (their names in the trace event, a `tracing` debug event with `debug.gpu_trace`),
+//! each a function that takes what the one before left on the device (`classify`,
+//! `sum_ones`, `redigit_if_sparse`, `sort_by_bucket`, `accumulate`, `window_sums`):
 //! * `front`: the scalars go up in pieces of [`UPLOAD_CHUNK`] scalars on the device's copy
 //!   stream ([`Gpu::upload_overlapped`]) while `msm_front` classifies the piece before (0s
 //!   dropped, 1s listed apart, the rest listed with their signed digits, written window-major
@@ -23,6 +25,7 @@ use blst::{blst_fp, blst_fp2, blst_p1, blst_p2};
 use blstrs::{G1Projective, G2Projective};
 use group::Group;
 
+use super::bytes::{bytes, bytes_mut};
 use super::device::{DevBuf, Gpu};
 use super::kernels::{self as k, Arg};
 use super::GpuError;
@@ -223,10 +226,7 @@ fn to_jacobian(
         &[buf.into(), (&out).into(), Arg::u32(count)?],
     )?;
     let mut host = vec![0u64; count * words];
-    // SAFETY: viewing initialised u64s as bytes.
-    let bytes =
-        unsafe { std::slice::from_raw_parts_mut(host.as_mut_ptr().cast::<u8>(), host.len() * 8) };
-    gpu.download(&out, bytes)?;
+    gpu.download(&out, bytes_mut(&mut host))?;
     Ok(host.chunks(words).map(|c| c.to_vec()).collect())
 }
 
@@ -248,10 +248,7 @@ pub fn compact(gpu: &Gpu, src: &DevBuf, flags: &[bool], count: usize) -> Result<
     if count == 0 {
         return Ok(dst);
     }
-    // SAFETY: bool is one byte holding 0 or 1, so a slice of them is a valid byte slice of
-    // the same length.
-    let flag_bytes = unsafe { std::slice::from_raw_parts(flags.as_ptr().cast::<u8>(), n) };
-    let flags_dev = gpu.upload_new(flag_bytes)?;
+    let flags_dev = gpu.upload_new(bytes(flags))?;
     let blocks = (n as u64).div_ceil(1024);
     let offsets = gpu.alloc(blocks as usize * 4)?;
     gpu.launch(
@@ -414,6 +411,7 @@ enum Source<'a> {
     Device(DevBuf),
 }
 
+/// The MSM's phases in order (see the module's documentation), each its own function below.
 fn msm_from(
     gpu: &Gpu,
     curve: Curve,
@@ -421,6 +419,60 @@ fn msm_from(
     n: usize,
     source: Source<'_>,
 ) -> Result<MsmParts, GpuError> {
+    check_lengths(curve, bases, n)?;
+    let mut tr = Trace::new(gpu);
+    let pieces = match &source {
+        Source::Host { chunk, .. } => format!("upload chunk={chunk}"),
+        Source::Device(_) => "scalars on the device".to_string(),
+    };
+    let front = classify(gpu, curve, n, source)?;
+    tr.mark(gpu, "front")?;
+    let Front {
+        scalars,
+        ones_idx,
+        rest_idx,
+        n_ones,
+        m,
+        digits,
+    } = front;
+    let ones = sum_ones(gpu, curve, bases, ones_idx, n_ones)?;
+    tr.mark(gpu, "ones")?;
+    if m == 0 {
+        return Ok(MsmParts {
+            window_bits: digits.c,
+            windows: Vec::new(),
+            ones,
+        });
+    }
+    let digits = redigit_if_sparse(gpu, curve, digits, &scalars, &rest_idx, m, &mut tr)?;
+    // The scalars are not read again (freed in stream order, after msm_digits).
+    drop(scalars);
+    let c = digits.c;
+    let sorted = sort_by_bucket(gpu, digits, rest_idx, m, &mut tr)?;
+    let buckets = accumulate(
+        gpu,
+        curve,
+        bases,
+        &sorted.list,
+        &sorted.offsets,
+        sorted.buckets,
+        sorted.total,
+    )?;
+    drop(sorted.list);
+    tr.mark(gpu, "accumulate")?;
+    let windows = window_sums(gpu, curve, &buckets, c, &mut tr)?;
+    tr.emit(&format!(
+        "{curve:?} n={n} ones={n_ones} full={m} c={c} {pieces}"
+    ));
+    Ok(MsmParts {
+        window_bits: c,
+        windows,
+        ones,
+    })
+}
+
+/// Refuses bases shorter than `n` points and sizes the kernels' u32 indices cannot hold.
+fn check_lengths(curve: Curve, bases: &DevBuf, n: usize) -> Result<(), GpuError> {
     if bases.len() < n * curve.affine_bytes() {
         return Err(GpuError::Input(format!(
             "{} bytes of bases for {n} points",
@@ -430,30 +482,70 @@ fn msm_from(
     if n >= (1usize << 31) {
         return Err(GpuError::Input(format!("MSM of {n} points exceeds 2^31")));
     }
-    let nn = n as u64;
-    let mut tr = Trace::new(gpu);
-    let tuning = &gpu.options().msm;
+    Ok(())
+}
 
-    // Front end: upload, classification and digits together, a piece at a time. The digits are
-    // written while the scalars arrive, before the number m of full scalars is known: with the
-    // window width chosen for n, and with a window stride of n.
-    let c_front = tuning.window_bits(n, curve);
-    let nw_front = (255 / c_front + 1) as u64;
-    let nb_front = nw_front << (c_front - 1);
-    let pieces = match &source {
-        Source::Host { chunk, .. } => format!("upload chunk={chunk}"),
-        Source::Device(_) => "scalars on the device".to_string(),
-    };
-    let (mut sc, upload) = match source {
+/// Signed digits of the full scalars, window-major, and how many land in each bucket.
+struct Digits {
+    /// The window width.
+    c: u32,
+    /// Entries between one window's digits and the next's (n or m).
+    stride: u64,
+    digits: DevBuf,
+    /// One count per bucket and one more, not yet scanned.
+    counts: DevBuf,
+}
+
+impl Digits {
+    fn windows(&self) -> u64 {
+        (255 / self.c + 1) as u64
+    }
+    fn buckets_per_window(&self) -> u64 {
+        1 << (self.c - 1)
+    }
+    fn buckets(&self) -> u64 {
+        self.windows() * self.buckets_per_window()
+    }
+    /// Device buffers for `windows` digits of `stride` points each at width `c`.
+    fn alloc(gpu: &Gpu, c: u32, stride: u64) -> Result<Self, GpuError> {
+        let nw = (255 / c + 1) as u64;
+        Ok(Digits {
+            c,
+            stride,
+            digits: gpu.alloc((nw * stride) as usize * 4)?,
+            counts: gpu.alloc_zeroed(((nw << (c - 1)) + 1) as usize * 4)?,
+        })
+    }
+}
+
+/// What the front end leaves on the device.
+struct Front {
+    /// The scalars, left canonical (out of Montgomery form) for `redigits`.
+    scalars: DevBuf,
+    /// Indices of the points whose scalar is 1 (`n_ones` of them).
+    ones_idx: DevBuf,
+    /// Indices of the points whose scalar is full (`m` of them).
+    rest_idx: DevBuf,
+    n_ones: u64,
+    m: u64,
+    /// The full scalars' digits with the width for n, stride n.
+    digits: Digits,
+}
+
+/// `front`: upload, classification and digits together, a piece at a time. The digits are
+/// written while the scalars arrive, before the number m of full scalars is known: with the
+/// window width chosen for n, and with a window stride of n.
+fn classify(gpu: &Gpu, curve: Curve, n: usize, source: Source<'_>) -> Result<Front, GpuError> {
+    let nn = n as u64;
+    let digits = Digits::alloc(gpu, gpu.options().msm.window_bits(n, curve), nn)?;
+    let (mut scalars, upload) = match source {
         Source::Host { scalars, chunk } => (gpu.alloc(n * 32)?, Some((scalars, chunk))),
         Source::Device(buf) => (buf, None),
     };
     let ones_idx = gpu.alloc(n * 4)?;
     let rest_idx = gpu.alloc(n * 4)?;
     let counts = gpu.alloc_zeroed(8)?;
-    let digits_front = gpu.alloc((nw_front * nn) as usize * 4)?;
-    let offsets_front = gpu.alloc_zeroed((nb_front + 1) as usize * 4)?;
-    let sc_ptr = sc.ptr();
+    let sc_ptr = scalars.ptr();
     // msm_front on scalars [first, first + count).
     let front = |first: u64, count: u64| {
         gpu.launch(
@@ -465,100 +557,133 @@ fn msm_from(
                 Arg::u32(first)?,
                 Arg::u32(count)?,
                 Arg::u32(nn)?,
-                Arg::u32(c_front)?,
-                Arg::u32(nw_front)?,
+                Arg::u32(digits.c)?,
+                Arg::u32(digits.windows())?,
                 (&ones_idx).into(),
                 (&rest_idx).into(),
                 (&counts).into(),
-                (&digits_front).into(),
-                (&offsets_front).into(),
+                (&digits.digits).into(),
+                (&digits.counts).into(),
             ],
         )
     };
     match upload {
-        Some((scalars, chunk)) => {
-            gpu.upload_overlapped(&mut sc, scalars, chunk * 32, |offset, len| {
+        Some((host, chunk)) => {
+            gpu.upload_overlapped(&mut scalars, host, chunk * 32, |offset, len| {
                 front((offset / 32) as u64, (len / 32) as u64)
             })?
         }
         None if n > 0 => front(0, nn)?,
         None => {}
     }
-    let mut cnt = [0u8; 8];
-    gpu.download(&counts, &mut cnt)?;
-    tr.mark(gpu, "front")?;
-    let n_ones = u32::from_le_bytes([cnt[0], cnt[1], cnt[2], cnt[3]]) as u64;
-    let m = u32::from_le_bytes([cnt[4], cnt[5], cnt[6], cnt[7]]) as u64;
+    let mut cnt = [0u32; 2];
+    gpu.download(&counts, bytes_mut(&mut cnt))?;
+    Ok(Front {
+        scalars,
+        ones_idx,
+        rest_idx,
+        n_ones: u64::from(u32::from_le(cnt[0])),
+        m: u64::from(u32::from_le(cnt[1])),
+        digits,
+    })
+}
 
-    let ones = if n_ones > 0 {
-        let threads = n_ones.div_ceil(ONES_PER_THREAD);
-        let partial = gpu.alloc(threads as usize * curve.xyzz_bytes())?;
-        gpu.launch(
-            curve.kernel(Kernel::BatchAdd),
-            threads.div_ceil(128),
-            128,
-            &[
-                bases.into(),
-                (&ones_idx).into(),
-                Arg::u32(n_ones)?,
-                Arg::u32(ONES_PER_THREAD)?,
-                (&partial).into(),
-            ],
-        )?;
-        let sum = reduce_tree(gpu, curve, partial, 1, threads)?;
-        to_jacobian(gpu, curve, &sum, 1)?.pop()
-    } else {
-        None
-    };
-    drop(ones_idx);
-    tr.mark(gpu, "ones")?;
-
-    if m == 0 {
-        return Ok(MsmParts {
-            window_bits: c_front,
-            windows: Vec::new(),
-            ones,
-        });
+/// `ones`: the sum of the bases whose scalar is 1, as a Jacobian point's words.
+fn sum_ones(
+    gpu: &Gpu,
+    curve: Curve,
+    bases: &DevBuf,
+    ones_idx: DevBuf,
+    n_ones: u64,
+) -> Result<Option<Vec<u64>>, GpuError> {
+    if n_ones == 0 {
+        return Ok(None);
     }
-    // The window width for m, where few of the scalars are full ones (see REDIGIT_SHARE): the
-    // digits again from the canonical scalars msm_front left in place, stride m.
-    let c_m = tuning.window_bits(m as usize, curve);
-    let (c, stride, digits, offsets) = if m * REDIGIT_SHARE <= nn && c_m.abs_diff(c_front) >= 2 {
-        drop((digits_front, offsets_front));
-        let nw = (255 / c_m + 1) as u64;
-        let nb = nw << (c_m - 1);
-        let offsets = gpu.alloc_zeroed((nb + 1) as usize * 4)?;
-        let digits = gpu.alloc((nw * m) as usize * 4)?;
-        gpu.launch(
-            &k::MSM_DIGITS,
-            m.div_ceil(256),
-            256,
-            &[
-                (&sc).into(),
-                (&rest_idx).into(),
-                Arg::u32(m)?,
-                Arg::u32(c_m)?,
-                Arg::u32(nw)?,
-                (&digits).into(),
-                (&offsets).into(),
-            ],
-        )?;
-        tr.mark(gpu, "redigits")?;
-        (c_m, m, digits, offsets)
-    } else {
-        (c_front, nn, digits_front, offsets_front)
-    };
-    // The scalars are not read again (freed in stream order, after msm_digits).
-    drop(sc);
-    let nw = (255 / c + 1) as u64;
+    let threads = n_ones.div_ceil(ONES_PER_THREAD);
+    let partial = gpu.alloc(threads as usize * curve.xyzz_bytes())?;
+    gpu.launch(
+        curve.kernel(Kernel::BatchAdd),
+        threads.div_ceil(128),
+        128,
+        &[
+            bases.into(),
+            (&ones_idx).into(),
+            Arg::u32(n_ones)?,
+            Arg::u32(ONES_PER_THREAD)?,
+            (&partial).into(),
+        ],
+    )?;
+    drop(ones_idx);
+    let sum = reduce_tree(gpu, curve, partial, 1, threads)?;
+    Ok(to_jacobian(gpu, curve, &sum, 1)?.pop())
+}
+
+/// `redigits`: where few of the n scalars are full ones (see [`REDIGIT_SHARE`]), their digits
+/// again with the window width for m, from the canonical scalars msm_front left in place,
+/// stride m; otherwise the front end's digits as they are.
+fn redigit_if_sparse(
+    gpu: &Gpu,
+    curve: Curve,
+    front: Digits,
+    scalars: &DevBuf,
+    rest_idx: &DevBuf,
+    m: u64,
+    tr: &mut Trace,
+) -> Result<Digits, GpuError> {
+    let c_m = gpu.options().msm.window_bits(m as usize, curve);
+    if m * REDIGIT_SHARE > front.stride || c_m.abs_diff(front.c) < 2 {
+        return Ok(front);
+    }
+    drop(front);
+    let digits = Digits::alloc(gpu, c_m, m)?;
+    gpu.launch(
+        &k::MSM_DIGITS,
+        m.div_ceil(256),
+        256,
+        &[
+            scalars.into(),
+            rest_idx.into(),
+            Arg::u32(m)?,
+            Arg::u32(c_m)?,
+            Arg::u32(digits.windows())?,
+            (&digits.digits).into(),
+            (&digits.counts).into(),
+        ],
+    )?;
+    tr.mark(gpu, "redigits")?;
+    Ok(digits)
+}
+
+/// The (window, point) pairs sorted by bucket.
+struct Sorted {
+    /// Point indices, bucket after bucket.
+    list: DevBuf,
+    /// Where each bucket's run starts in `list` (one more entry: the end).
+    offsets: DevBuf,
+    buckets: u64,
+    /// Entries in `list`.
+    total: u64,
+}
+
+/// `scan`, `scatter`: the counting sort of the m full scalars' (window, point) pairs by
+/// bucket.
+fn sort_by_bucket(
+    gpu: &Gpu,
+    digits: Digits,
+    rest_idx: DevBuf,
+    m: u64,
+    tr: &mut Trace,
+) -> Result<Sorted, GpuError> {
+    let nw = digits.windows();
     if nw * m >= 1u64 << 32 {
         // Bucket offsets are u32: more (window, point) pairs than that need wider windows.
         return Err(GpuError::Input(format!(
-            "{m} scalars with {c}-bit windows overflow the bucket lists"
+            "{m} scalars with {}-bit windows overflow the bucket lists",
+            digits.c
         )));
     }
-    let buckets_per_window = 1u64 << (c - 1);
-    let nb = nw * buckets_per_window;
+    let nb = digits.buckets();
+    let offsets = digits.counts;
     exclusive_scan(gpu, offsets.ptr(), nb + 1)?;
     tr.mark(gpu, "scan")?;
     let mut cursor = gpu.alloc((nb + 1) as usize * 4)?;
@@ -570,24 +695,38 @@ fn msm_from(
         nw * m.div_ceil(256),
         256,
         &[
-            (&digits).into(),
+            (&digits.digits).into(),
             (&rest_idx).into(),
             Arg::u32(m)?,
             Arg::u32(nw)?,
-            Arg::u32(stride)?,
+            Arg::u32(digits.stride)?,
             (&cursor).into(),
             (&list).into(),
         ],
     )?;
-    drop((digits, cursor, rest_idx));
+    drop((digits.digits, cursor, rest_idx));
     tr.mark(gpu, "scatter")?;
+    let mut last = [0u32; 1];
+    gpu.download_at(&offsets, nb as usize * 4, bytes_mut(&mut last))?;
+    Ok(Sorted {
+        list,
+        offsets,
+        buckets: nb,
+        total: u64::from(u32::from_le(last[0])),
+    })
+}
 
-    let mut last = [0u8; 4];
-    gpu.download_at(&offsets, nb as usize * 4, &mut last)?;
-    let total = u32::from_le_bytes(last) as u64;
-    let buckets = accumulate(gpu, curve, bases, &list, &offsets, nb, total)?;
-    drop(list);
-    tr.mark(gpu, "accumulate")?;
+/// `segments`, `tree`: each window's Σ_k (k+1)·B_k from its buckets (c-bit windows), as
+/// Jacobian points' words, one per window.
+fn window_sums(
+    gpu: &Gpu,
+    curve: Curve,
+    buckets: &DevBuf,
+    c: u32,
+    tr: &mut Trace,
+) -> Result<Vec<Vec<u64>>, GpuError> {
+    let nw = (255 / c + 1) as u64;
+    let buckets_per_window = 1u64 << (c - 1);
     let seg = (SEGMENT as u64).min(buckets_per_window);
     let segs = buckets_per_window / seg;
     let seg_out = gpu.alloc((nw * segs) as usize * curve.xyzz_bytes())?;
@@ -596,7 +735,7 @@ fn msm_from(
         (nw * segs).div_ceil(64),
         64,
         &[
-            (&buckets).into(),
+            buckets.into(),
             Arg::u32(nw)?,
             Arg::u32(buckets_per_window)?,
             Arg::u32(seg)?,
@@ -607,14 +746,7 @@ fn msm_from(
     let sums = reduce_tree(gpu, curve, seg_out, nw, segs)?;
     let windows = to_jacobian(gpu, curve, &sums, nw as usize)?;
     tr.mark(gpu, "tree")?;
-    tr.emit(&format!(
-        "{curve:?} n={n} ones={n_ones} full={m} c={c} {pieces}"
-    ));
-    Ok(MsmParts {
-        window_bits: c,
-        windows,
-        ones,
-    })
+    Ok(windows)
 }
 
 fn fp(l: &[u64]) -> blst_fp {
