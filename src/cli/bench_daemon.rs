@@ -3,6 +3,7 @@
 //! sealed sample's inputs, and the daemon's memory and descriptors read from `/proc`.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -96,7 +97,8 @@ fn submit(input: ProofInput) -> Submit {
     }
 }
 
-/// A started daemon, stopped (SIGTERM, then waited for) when dropped.
+/// A started daemon, stopped (SIGTERM, then waited for) when dropped, and sent SIGTERM by
+/// the kernel when the benchmark's process dies without dropping it.
 pub struct Daemon {
     child: Child,
     socket: PathBuf,
@@ -133,12 +135,24 @@ impl Daemon {
         let config = dir.join("cuzk.toml");
         std::fs::write(&config, config_text(&socket, params, set)?)?;
         let log = std::fs::File::create(dir.join("cuzkd.log"))?;
-        let child = Command::new(exe)
+        let mut command = Command::new(exe);
+        command
             .arg("--config")
             .arg(&config)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log)
+            .stderr(log);
+        // SAFETY: runs in the forked child before exec; prctl(PR_SET_PDEATHSIG) is
+        // async-signal-safe and changes only the child's own death signal: when this
+        // benchmark dies (^C, a kill, a panic that aborts), the daemon gets SIGTERM and
+        // drains instead of running on with nobody to stop it.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let child = command
             .spawn()
             .with_context(|| format!("starting {}", exe.display()))?;
         let mut daemon = Self {
