@@ -82,6 +82,7 @@ fn stages(threads: usize, budget: u64) -> Stages {
             yield_to_critical: true,
             recorded_shapes: false,
             partition_threads: 1,
+            health: Default::default(),
         },
         &[],
     )
@@ -307,6 +308,7 @@ fn two_devices(second_critical: bool) -> Stages {
         yield_to_critical: true,
         recorded_shapes: false,
         partition_threads: 1,
+        health: Default::default(),
     };
     let cpu = DeviceSpec {
         critical: second_critical,
