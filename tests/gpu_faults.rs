@@ -13,7 +13,6 @@
 
 mod common;
 
-
 use cuzk::config::{FaultConfig, FaultKind, FaultStage};
 use cuzk::gpu::GpuOptions;
 use cuzk::proofs::{
@@ -32,7 +31,11 @@ fn gpu_options() -> GpuOptions {
 }
 
 /// A service on the GPU alone, faults injected as `kind` says in `stage`, on every call.
-fn faulty_gpu_service(params: &std::path::Path, stage: FaultStage, kind: FaultKind) -> ProvingService {
+fn faulty_gpu_service(
+    params: &std::path::Path,
+    stage: FaultStage,
+    kind: FaultKind,
+) -> ProvingService {
     let gpu = cuzk::gpu::try_backend(&gpu_options()).unwrap_or_else(|e| {
         panic!("no usable CUDA device, but the GPU tests were asked for (--ignored): {e}")
     });
@@ -73,8 +76,13 @@ fn gpu_faults_are_retried_on_the_cpu_and_never_return_an_invalid_proof() {
 
     // A device error: the partition goes to the CPU prover, the GPU is quarantined.
     let svc = faulty_gpu_service(&params, FaultStage::H, FaultKind::Error);
-    let out = svc.prove(&request, &JobControl::new()).expect("proved on the CPU");
-    assert!(sealed.verify_porep(&out.proof, &params).unwrap(), "a valid proof");
+    let out = svc
+        .prove(&request, &JobControl::new())
+        .expect("proved on the CPU");
+    assert!(
+        sealed.verify_porep(&out.proof, &params).unwrap(),
+        "a valid proof"
+    );
     let health = svc.health();
     println!("after a device error: {health:?}");
     assert_eq!(health[0].state, HealthState::Quarantined);
@@ -89,8 +97,13 @@ fn gpu_faults_are_retried_on_the_cpu_and_never_return_an_invalid_proof() {
 
     // A wrong result: verification catches it, the job is proved again without the GPU.
     let svc = faulty_gpu_service(&params, FaultStage::Witness, FaultKind::Wrong);
-    let out = svc.prove(&request, &JobControl::new()).expect("proved again");
-    assert!(sealed.verify_porep(&out.proof, &params).unwrap(), "a valid proof");
+    let out = svc
+        .prove(&request, &JobControl::new())
+        .expect("proved again");
+    assert!(
+        sealed.verify_porep(&out.proof, &params).unwrap(),
+        "a valid proof"
+    );
     let health = svc.health();
     println!("after a wrong result: {health:?}");
     assert_eq!(health[0].state, HealthState::Quarantined);
@@ -100,5 +113,8 @@ fn gpu_faults_are_retried_on_the_cpu_and_never_return_an_invalid_proof() {
         .as_deref()
         .is_some_and(|e| e.contains("wrong result")));
     let stats = svc.pipeline();
-    assert_eq!((stats.fallback_proved, stats.devices[0].partitions_proved), (1, 1));
+    assert_eq!(
+        (stats.fallback_proved, stats.devices[0].partitions_proved),
+        (1, 1)
+    );
 }

@@ -15,8 +15,8 @@ use clap::Subcommand;
 use super::prove::{request_of, ProveWhat};
 use crate::proofs::ProofRequest;
 use crate::proto::{
-    self, Client, ClientError, DevicesReport, ErrorCode, JobInfo, ParamSpec, PipelineReport,
-    HealthReport, HealthState, ProofResult, ResidencyReport, StatusReport, Submit, Timings,
+    self, Client, ClientError, DevicesReport, ErrorCode, HealthReport, HealthState, JobInfo,
+    ParamSpec, PipelineReport, ProofResult, ResidencyReport, StatusReport, Submit, Timings,
 };
 
 /// Options shared by every command that talks to the daemon.

@@ -13,8 +13,8 @@ use rand_core::OsRng;
 use super::progress::Step;
 use super::recorded::Claim;
 use super::stages::{
-    bounded_text, is_device_fault, lower_this_thread, yield_to_critical, CriticalClaim,
-    DeviceWork, Handover, JobRun, PartPools, PartitionDone, Staged, BACKGROUND_NICE, CRITICAL,
+    bounded_text, is_device_fault, lower_this_thread, yield_to_critical, CriticalClaim, DeviceWork,
+    Handover, JobRun, PartPools, PartitionDone, Staged, BACKGROUND_NICE, CRITICAL,
 };
 use super::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::prover::{Partition, ProverError, WitnessPartition};
@@ -119,7 +119,8 @@ where
     // Devices the job's partitions avoid (those that made a proof of it that failed
     // verification), and each partition's failed attempts on devices: (device, error).
     let avoid_job = control.avoided_devices();
-    let mut tried: Vec<Vec<(Option<usize>, ProveError)>> = (0..partitions).map(|_| Vec::new()).collect();
+    let mut tried: Vec<Vec<(Option<usize>, ProveError)>> =
+        (0..partitions).map(|_| Vec::new()).collect();
     std::thread::scope(|scope| {
         let make_circuit = &make_circuit;
         // Admits partition `k` and synthesizes it on a thread of its own, which hands it to
@@ -254,7 +255,10 @@ where
                         avoid.extend(attempts.iter().filter_map(|(d, _)| *d));
                         let names = svc.device_names();
                         let (on, error) = attempts.last().map(|(d, e)| (*d, e)).unzip();
-                        let device = on.flatten().and_then(|d| names.get(d)).map_or("the CPU prover", String::as_str);
+                        let device = on
+                            .flatten()
+                            .and_then(|d| names.get(d))
+                            .map_or("the CPU prover", String::as_str);
                         tracing::warn!(
                             partition = k,
                             device = %bounded_text(device),

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use blstrs::{G1Projective, Scalar};
 use group::Group;
 
-use super::{Backend, HostAllocator, PreparedSrs, ProverError, Scalars, Sums, Witness, WitnessSums};
+use super::{
+    Backend, HostAllocator, PreparedSrs, ProverError, Scalars, Sums, Witness, WitnessSums,
+};
 use crate::config::{FaultConfig, FaultKind, FaultStage};
 use crate::srs::Srs;
 
@@ -41,7 +43,7 @@ impl Injector {
             return None;
         }
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
-        if n % o.every != 0 {
+        if !n.is_multiple_of(o.every) {
             return None;
         }
         let allowed = self

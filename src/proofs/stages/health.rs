@@ -152,9 +152,7 @@ impl Health {
 
     /// Whether device `d` takes partitions (healthy).
     pub(crate) fn usable(&self, d: usize) -> bool {
-        self.devices
-            .get(d)
-            .is_some_and(|o| o.mode == Mode::Healthy)
+        self.devices.get(d).is_some_and(|o| o.mode == Mode::Healthy)
     }
 
     /// Whether device `d` is quarantined and its back-off is over: one of its workers may
@@ -261,9 +259,8 @@ impl Health {
                     state,
                     failures: o.failures,
                     consecutive_failures: o.consecutive,
-                    quarantined_for: since.map_or(Duration::ZERO, |s| {
-                        now.saturating_duration_since(s)
-                    }),
+                    quarantined_for: since
+                        .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)),
                     probe_in,
                     last_error: o.last_error.clone(),
                 }
@@ -333,7 +330,10 @@ mod tests {
         assert_eq!(h.probe_at(0), Some(t0 + s(60)));
         h.start_probe(0);
         assert_eq!(state(&h, 0, t0 + s(60)), HealthState::Probing);
-        assert!(!h.may_probe(0, t0 + s(61)) && !h.usable(0), "one probe at a time");
+        assert!(
+            !h.may_probe(0, t0 + s(61)) && !h.usable(0),
+            "one probe at a time"
+        );
         // The probe fails: twice the back-off, from the failure.
         assert_eq!(
             h.failed(0, t0 + s(70), "again"),
@@ -364,7 +364,12 @@ mod tests {
         assert!(h.usable(0));
         let r = &h.report(&["a".into()], t0 + s(500))[0];
         assert_eq!(
-            (r.state, r.consecutive_failures, r.failures, r.quarantined_for),
+            (
+                r.state,
+                r.consecutive_failures,
+                r.failures,
+                r.quarantined_for
+            ),
             (HealthState::Healthy, 0, 5, Duration::ZERO)
         );
     }

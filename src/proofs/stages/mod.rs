@@ -37,9 +37,9 @@ use bellperson::groth16::Proof;
 use blstrs::Bls12;
 
 pub use gate::CRITICAL;
-pub use health::{DeviceHealth, HealthPolicy, HealthState, MAX_ERROR};
-use health::{Change, Health};
 use gate::{Gate, GateConfig, Key};
+use health::{Change, Health};
+pub use health::{DeviceHealth, HealthPolicy, HealthState, MAX_ERROR};
 pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, BACKGROUND_NICE};
 
 use super::progress::{ProgressSink, Step};
@@ -409,15 +409,11 @@ impl DeviceWork for Prepared {
         let prepared = match self.fallback_set.get() {
             Some(p) => p.clone(),
             None => {
-                let srs = self
-                    .set
-                    .first()
-                    .map(|p| p.srs().clone())
-                    .ok_or_else(|| {
-                        ProveError::Backend(prover::ProverError::Device(
-                            "no parameter set to fall back with".into(),
-                        ))
-                    })?;
+                let srs = self.set.first().map(|p| p.srs().clone()).ok_or_else(|| {
+                    ProveError::Backend(prover::ProverError::Device(
+                        "no parameter set to fall back with".into(),
+                    ))
+                })?;
                 let p = self.fallback.prepare(srs)?;
                 self.fallback_set.get_or_init(|| p).clone()
             }

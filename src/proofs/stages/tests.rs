@@ -462,11 +462,21 @@ fn two_gpus(quarantine: Duration) -> Stages {
             max_backoff: quarantine * 4,
         },
     };
-    Stages::start(&options, &[DeviceSpec::any("gpu0"), DeviceSpec::any("gpu1")]).unwrap()
+    Stages::start(
+        &options,
+        &[DeviceSpec::any("gpu0"), DeviceSpec::any("gpu1")],
+    )
+    .unwrap()
 }
 
 /// Hands over partition `k` of `job`, avoiding `avoid`, and waits for its result.
-fn run_flaky(st: &Stages, work: &Arc<Flaky>, job: &Arc<JobRun>, k: usize, avoid: Vec<usize>) -> PartitionDone {
+fn run_flaky(
+    st: &Stages,
+    work: &Arc<Flaky>,
+    job: &Arc<JobRun>,
+    k: usize,
+    avoid: Vec<usize>,
+) -> PartitionDone {
     let (tx, rx) = mpsc::channel();
     assert!(st.admit(job, k, 0).unwrap());
     let to = Handover {
