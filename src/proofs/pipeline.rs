@@ -278,7 +278,7 @@ where
                         }
                     }
                     if failure.is_none() && !control.is_cancelled() {
-                        failure = Some(gave_up(k, attempts, &svc.device_names()));
+                        failure = Some(gave_up(k, attempts.as_slice(), &svc.device_names()));
                     }
                     stages.stop(&job);
                 }
@@ -314,7 +314,7 @@ where
 const ATTEMPTS: usize = 3;
 
 /// The job's error for partition `k`, which failed every attempt.
-fn gave_up(k: usize, attempts: &mut [(Option<usize>, ProveError)], names: &[String]) -> ProveError {
+fn gave_up(k: usize, attempts: &[(Option<usize>, ProveError)], names: &[String]) -> ProveError {
     let devices = attempts
         .iter()
         .map(|(d, _)| {
