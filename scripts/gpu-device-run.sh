@@ -2,7 +2,7 @@
 # Runs the GPU tests and benchmark on the device machine from binaries carried in carry/
 # (built on the dev machine: the test binary of tests/gpu_kernels.rs as carry/gpu_kernels, optionally
 # those of tests/gpu_runtime.rs, tests/gpu_oom.rs and tests/gpu_prepared.rs as carry/gpu_runtime,
-# carry/gpu_oom and carry/gpu_prepared, and the
+# carry/gpu_oom and carry/gpu_prepared, that of tests/gpu_faults.rs as carry/gpu_faults, and the
 # cuzk binary as carry/cuzk; a cubin compiled here may wait in carry/cache, see docs/gpu-notes.md).
 # Logs go to $OUT when set.
 #   scripts/gpu-device-run.sh [tests] [bench ARGS...]
@@ -51,6 +51,12 @@ if [ "${1:-}" = tests ]; then
     # test at a time and alone, as they measure the device's used memory.
     if [ -x carry/gpu_prepared ]; then
         run_tests gpu_prepared prepared.log 300 --test-threads=1 --nocapture
+    fi
+    # Device faults (tests/gpu_faults.rs), when carried as carry/gpu_faults: a 2 KiB PoRep
+    # with faults injected on the GPU (parameters from $CUZK_TEST_PARAMS, generated there
+    # when missing; a sector sealed on the spot).
+    if [ -x carry/gpu_faults ]; then
+        run_tests gpu_faults faults.log 600 --test-threads=1 --nocapture
     fi
 fi
 if [ "${1:-}" = bench ]; then

@@ -154,6 +154,7 @@ fn ni_porep_partition_proofs_verify() {
             yield_to_critical: true,
             partition_threads: 2,
             recorded_shapes,
+            health: Default::default(),
         };
         let backend = Arc::new(CpuBackend::default());
         let svc = ProvingService::with_pipeline(params.clone(), backend, &options).unwrap();

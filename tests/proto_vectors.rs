@@ -347,6 +347,21 @@ fn vectors() -> Vec<(&'static str, Message)> {
             })),
         ),
         ("watch", Q(Request::Watch(JobRef { job_id: 42 }))),
+        ("health", Q(Request::Health)),
+        (
+            "health-report",
+            A(Response::Health(HealthReport {
+                devices: vec![DeviceHealth {
+                    name: "cpu".into(),
+                    state: HealthState::Quarantined,
+                    failures: 3,
+                    consecutive_failures: 3,
+                    quarantined_for_ms: 1500,
+                    probe_in_ms: 298_500,
+                    last_error: Some("boom".into()),
+                }],
+            })),
+        ),
         (
             "progress-queued",
             A(Response::Progress(ProgressEvent {

@@ -532,6 +532,19 @@ func (c *Client) Info(ctx context.Context) (*InfoReport, error) {
 	return nil, &UnexpectedResponseError{"Info", resp}
 }
 
+// Health reports each proving device's health: its failures and whether it is quarantined.
+// A daemon that predates it answers ErrMalformedFrame.
+func (c *Client) Health(ctx context.Context) (*HealthReport, error) {
+	resp, err := c.Call(ctx, HealthRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(HealthResponse); ok {
+		return &r.Health, nil
+	}
+	return nil, &UnexpectedResponseError{"Health", resp}
+}
+
 // PingSocket connects to the daemon at socketPath, sends one Ping without saying Hello
 // (the daemon answers Ping before Hello), waits for the Pong and closes: a liveness probe
 // that opens no session. Without a deadline on ctx it waits at most DefaultWelcomeTimeout,

@@ -182,6 +182,17 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("health", func(t *testing.T) {
+		h, err := c.Health(quick(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One CPU device, never failed.
+		if len(h.Devices) != 1 || h.Devices[0].State != HealthHealthy || h.Devices[0].Failures != 0 {
+			t.Errorf("health of the CPU test daemon: %+v", h)
+		}
+	})
+
 	t.Run("status", func(t *testing.T) {
 		s, err := c.Status(quick(t), StatusQuery{})
 		if err != nil {

@@ -242,6 +242,43 @@ type InfoReport struct {
 	ResultRetentionMs uint64
 }
 
+// HealthState is whether a proving device takes partitions (DeviceHealth.State). States
+// may be appended; one this package does not know is kept as its number: read it as not
+// healthy.
+type HealthState uint32
+
+// The health states, in wire order.
+const (
+	HealthHealthy     HealthState = iota // it takes partitions
+	HealthQuarantined                    // it failed partitions in a row and takes none until its back-off ends
+	HealthProbing                        // its back-off ended; one partition is on it as a probe
+)
+
+var healthStateNames = [...]string{"Healthy", "Quarantined", "Probing"}
+
+func (s HealthState) String() string {
+	return enumName(healthStateNames[:], uint32(s), "HealthState")
+}
+
+// DeviceHealth is one proving device's health (protocol.md section 5, Health): Failures
+// counts the partitions it failed since start, ConsecutiveFailures those since its last
+// success; QuarantinedForMs is how long it has been out (0 when healthy), ProbeInMs how long
+// until its next probe; LastError its latest failure (bounded, escaped).
+type DeviceHealth struct {
+	Name                string
+	State               HealthState
+	Failures            uint64
+	ConsecutiveFailures uint32
+	QuarantinedForMs    uint64
+	ProbeInMs           uint64
+	LastError           *string
+}
+
+// HealthReport answers Health: every proving device, in the order Devices lists them.
+type HealthReport struct {
+	Devices []DeviceHealth
+}
+
 // ProofFamily is the family of a Filecoin proof-type id: the families number
 // independently.
 type ProofFamily uint32
@@ -418,6 +455,7 @@ type (
 	PreloadProofRequest struct{ Proof RegisteredProof } // 16
 	EvictProofRequest   struct{ Proof RegisteredProof } // 17
 	WatchRequest        struct{ Job JobRef }            // 18
+	HealthRequest       struct{}                        // 19
 )
 
 func (HelloRequest) Index() uint32        { return 0 }
@@ -439,6 +477,7 @@ func (InfoRequest) Index() uint32         { return 15 }
 func (PreloadProofRequest) Index() uint32 { return 16 }
 func (EvictProofRequest) Index() uint32   { return 17 }
 func (WatchRequest) Index() uint32        { return 18 }
+func (HealthRequest) Index() uint32       { return 19 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -468,6 +507,7 @@ func (InfoRequest) encodeBody(*encoder)             {}
 func (r PreloadProofRequest) encodeBody(e *encoder) { encodeRegisteredProof(e, r.Proof) }
 func (r EvictProofRequest) encodeBody(e *encoder)   { encodeRegisteredProof(e, r.Proof) }
 func (r WatchRequest) encodeBody(e *encoder)        { e.u64(r.Job.JobID) }
+func (HealthRequest) encodeBody(*encoder)           {}
 
 func encodeRegisteredProof(e *encoder, p RegisteredProof) {
 	e.variant(uint32(p.Family))
@@ -563,6 +603,8 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = EvictProofRequest{decodeRegisteredProof(d)}
 	case i == 18:
 		r = WatchRequest{JobRef{JobID: d.u64("job_id")}}
+	case i == 19:
+		r = HealthRequest{}
 	default:
 		d.unknown("Request", i)
 	}
@@ -688,6 +730,7 @@ type (
 	JobResponse       struct{ Job JobInfo }               // 14: answers Lookup
 	InfoResponse      struct{ Info InfoReport }           // 15
 	ProgressResponse  struct{ Event ProgressEvent }       // 16: pushed after Watch only
+	HealthResponse    struct{ Health HealthReport }       // 17
 )
 
 func (WelcomeResponse) Index() uint32   { return 0 }
@@ -707,6 +750,7 @@ func (PongResponse) Index() uint32      { return 13 }
 func (JobResponse) Index() uint32       { return 14 }
 func (InfoResponse) Index() uint32      { return 15 }
 func (ProgressResponse) Index() uint32  { return 16 }
+func (HealthResponse) Index() uint32    { return 17 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -849,6 +893,20 @@ func (r InfoResponse) encodeBody(e *encoder) {
 	e.u32(i.CPUDevices)
 	e.u32(i.CriticalReserve)
 	e.u64(i.ResultRetentionMs)
+}
+
+func (r HealthResponse) encodeBody(e *encoder) {
+	e.varint(uint64(len(r.Health.Devices)))
+	for i := range r.Health.Devices {
+		h := &r.Health.Devices[i]
+		e.str(h.Name)
+		e.variant(uint32(h.State))
+		e.u64(h.Failures)
+		e.u32(h.ConsecutiveFailures)
+		e.u64(h.QuarantinedForMs)
+		e.u64(h.ProbeInMs)
+		e.optStr(h.LastError)
+	}
 }
 
 func (r ProgressResponse) encodeBody(e *encoder) {
@@ -1005,6 +1063,23 @@ func DecodeResponse(payload []byte) (Response, error) {
 		p.StageMs = d.u64("stage_ms")
 		p.Dropped = d.u32("dropped")
 		r = ProgressResponse{p}
+	case i == 17:
+		n := d.length("devices")
+		rep := HealthReport{Devices: make([]DeviceHealth, 0, n)}
+		for j := 0; j < n && d.err == nil; j++ {
+			// An unknown HealthState is kept: it carries no data, so the fields after it
+			// still decode.
+			rep.Devices = append(rep.Devices, DeviceHealth{
+				Name:                d.str("name"),
+				State:               HealthState(d.variant("HealthState")),
+				Failures:            d.u64("failures"),
+				ConsecutiveFailures: d.u32("consecutive_failures"),
+				QuarantinedForMs:    d.u64("quarantined_for_ms"),
+				ProbeInMs:           d.u64("probe_in_ms"),
+				LastError:           d.optStr("last_error"),
+			})
+		}
+		r = HealthResponse{rep}
 	default:
 		d.unknown("Response", i)
 	}

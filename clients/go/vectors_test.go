@@ -90,6 +90,10 @@ func vectorTable() map[string]vector {
 		"progress-queued": {resp: ProgressResponse{ProgressEvent{JobID: 42, Stage: StageQueued, AgeMs: 5}}},
 		"progress-device-done": {resp: ProgressResponse{ProgressEvent{JobID: 42, Stage: StageDeviceDone,
 			Partition: u32p(3), PartitionsDone: 4, PartitionsTotal: 10, AgeMs: 1500, StageMs: 300, Dropped: 2}}},
+		"health": {req: HealthRequest{}},
+		"health-report": {resp: HealthResponse{HealthReport{Devices: []DeviceHealth{{Name: "cpu",
+			State: HealthQuarantined, Failures: 3, ConsecutiveFailures: 3, QuarantinedForMs: 1500,
+			ProbeInMs: 298500, LastError: strp("boom")}}}}},
 	}
 }
 

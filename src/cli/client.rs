@@ -15,8 +15,8 @@ use clap::Subcommand;
 use super::prove::{request_of, ProveWhat};
 use crate::proofs::ProofRequest;
 use crate::proto::{
-    self, Client, ClientError, DevicesReport, ErrorCode, JobInfo, ParamSpec, PipelineReport,
-    ProofResult, ResidencyReport, StatusReport, Submit, Timings,
+    self, Client, ClientError, DevicesReport, ErrorCode, HealthReport, HealthState, JobInfo,
+    ParamSpec, PipelineReport, ProofResult, ResidencyReport, StatusReport, Submit, Timings,
 };
 
 /// Options shared by every command that talks to the daemon.
@@ -430,6 +430,7 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     let residency = residency(&mut client)?;
     let pipeline = pipeline(&mut client)?;
     let devices = devices(&mut client)?;
+    let health = health(&mut client)?;
     if a.daemon.json {
         let mut v = serde_json::to_value(&s)?;
         if let (Some(obj), Some(r)) = (v.as_object_mut(), &residency) {
@@ -441,6 +442,9 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         if let (Some(obj), Some(d)) = (v.as_object_mut(), &devices) {
             obj.insert("devices".into(), serde_json::to_value(d)?);
         }
+        if let (Some(obj), Some(h)) = (v.as_object_mut(), &health) {
+            obj.insert("health".into(), serde_json::to_value(&h.devices)?);
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", status_text(&s, residency.as_ref()));
@@ -450,8 +454,53 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         if let Some(d) = &devices {
             print!("{}", devices_text(d));
         }
+        if let Some(h) = &health {
+            print!("{}", health_text(h));
+        }
     }
     Ok(())
+}
+
+/// The devices' health, or None from a daemon that predates the request.
+fn health(client: &mut Client) -> anyhow::Result<Option<HealthReport>> {
+    match client.health() {
+        Ok(r) => Ok(Some(r)),
+        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The devices that are quarantined or failed partitions (nothing where all are healthy and
+/// none ever failed).
+fn health_text(h: &HealthReport) -> String {
+    let mut out = String::new();
+    for (i, d) in h.devices.iter().enumerate() {
+        let secs = |ms: u64| ms as f64 / 1000.0;
+        let state = match d.state {
+            HealthState::Healthy if d.failures == 0 => continue,
+            HealthState::Healthy => "healthy".to_string(),
+            HealthState::Quarantined => format!(
+                "QUARANTINED for {:.1} s, next probe in {:.1} s",
+                secs(d.quarantined_for_ms),
+                secs(d.probe_in_ms)
+            ),
+            HealthState::Probing => format!(
+                "QUARANTINED for {:.1} s, being probed",
+                secs(d.quarantined_for_ms)
+            ),
+        };
+        out.push_str(&format!(
+            "device {i} {}: {state}; {} failed partitions ({} in a row){}\n",
+            d.name,
+            d.failures,
+            d.consecutive_failures,
+            d.last_error
+                .as_ref()
+                .map(|e| format!("; last: {e}"))
+                .unwrap_or_default()
+        ));
+    }
+    out
 }
 
 /// Where the resident parameter sets are held, or None from a daemon that predates the

@@ -10,8 +10,9 @@ use toml::Value;
 
 use super::units::{format_duration, format_size, parse_duration, parse_size};
 use super::{
-    BackendChoice, Config, ConfigError, DaemonConfig, DebugConfig, GpuConfig, GpuSelection,
-    MetricsConfig, ParamsConfig, ProtocolConfig, ProvingConfig, QueueConfig, SocketConfig,
+    BackendChoice, Config, ConfigError, DaemonConfig, DebugConfig, FaultConfig, FaultKind,
+    FaultStage, GpuConfig, GpuSelection, MetricsConfig, ParamsConfig, ProtocolConfig,
+    ProvingConfig, QueueConfig, SocketConfig, MAX_QUARANTINE,
 };
 
 /// One configuration key.
@@ -517,6 +518,39 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::String(format_size(c.proving.pinned_memory)),
     },
     KeyDoc {
+        name: "proving.quarantine_after",
+        kind: "integer",
+        default: "3",
+        description: "Consecutive failed partitions (a device error, out of memory, or a proof \
+                      that failed verification and then verified on another device) after \
+                      which a device is quarantined: it takes no partitions for \
+                      proving.quarantine_time, then one as a probe; success ends the \
+                      quarantine, failure doubles the back-off (at most 1h). A failed \
+                      partition is proved again on another device, or on a CPU prover where no \
+                      other device is usable (1 to 1000).",
+        apply: |c, v| {
+            c.proving.quarantine_after = integer(v, 1, 1000)? as u32;
+            Ok(())
+        },
+        show: |c| Value::Integer(i64::from(c.proving.quarantine_after)),
+    },
+    KeyDoc {
+        name: "proving.quarantine_time",
+        kind: "duration",
+        default: "\"5m\"",
+        description: "How long a quarantined device first stays out before it is probed again \
+                      (1s to 1h); doubled after each failed probe, up to 1h.",
+        apply: |c, v| {
+            let d = duration(v)?;
+            if d < Duration::from_secs(1) || d > MAX_QUARANTINE {
+                return Err("must be from 1s to 1h".into());
+            }
+            c.proving.quarantine_time = d;
+            Ok(())
+        },
+        show: |c| Value::String(format_duration(c.proving.quarantine_time)),
+    },
+    KeyDoc {
         name: "gpu.kernel_cache",
         kind: "path",
         default: "\"\"",
@@ -842,6 +876,107 @@ pub static KEYS: &[KeyDoc] = &[
             )
         },
     },
+    KeyDoc {
+        name: "debug.fault_every",
+        kind: "integer",
+        default: "0",
+        description: "Testing aid, never for production: fault injection on the device \
+                      debug.fault_device; every Nth call of its debug.fault_stage fails as \
+                      debug.fault_kind says. 0 (the default): no fault injection.",
+        apply: |c, v| {
+            c.debug.fault.every = integer(v, 0, 1_000_000)? as u64;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.debug.fault.every as i64),
+    },
+    KeyDoc {
+        name: "debug.fault_device",
+        kind: "integer",
+        default: "0",
+        description: "Testing aid: the device faults are injected on, by its index in the \
+                      order of Status's devices (the GPUs of proving.gpus, then the CPU \
+                      devices); starting fails where there is no such device.",
+        apply: |c, v| {
+            c.debug.fault.device = integer(v, 0, 255)?;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.debug.fault.device as i64),
+    },
+    KeyDoc {
+        name: "debug.fault_stage",
+        kind: "\"h\" | \"witness\" | \"any\"",
+        default: "\"any\"",
+        description: "Testing aid: the stage of a proof that fails: the H sum (quotient and H \
+                      query), the witness sums (L, A and B queries), or either (every call of \
+                      either counts).",
+        apply: |c, v| {
+            c.debug.fault.stage = match string(v)?.as_str() {
+                "h" => FaultStage::H,
+                "witness" => FaultStage::Witness,
+                "any" => FaultStage::Any,
+                other => {
+                    return Err(format!(
+                        "expected \"h\", \"witness\" or \"any\", not {other:?}"
+                    ))
+                }
+            };
+            Ok(())
+        },
+        show: |c| {
+            Value::String(
+                match c.debug.fault.stage {
+                    FaultStage::H => "h",
+                    FaultStage::Witness => "witness",
+                    FaultStage::Any => "any",
+                }
+                .into(),
+            )
+        },
+    },
+    KeyDoc {
+        name: "debug.fault_kind",
+        kind: "\"error\" | \"oom\" | \"wrong\"",
+        default: "\"error\"",
+        description: "Testing aid: how an injected fault fails: a device error, the device out \
+                      of memory, or a wrong sum (a proof that fails verification: it is never \
+                      returned, the job is proved again on other devices).",
+        apply: |c, v| {
+            c.debug.fault.kind = match string(v)?.as_str() {
+                "error" => FaultKind::Error,
+                "oom" => FaultKind::Oom,
+                "wrong" => FaultKind::Wrong,
+                other => {
+                    return Err(format!(
+                        "expected \"error\", \"oom\" or \"wrong\", not {other:?}"
+                    ))
+                }
+            };
+            Ok(())
+        },
+        show: |c| {
+            Value::String(
+                match c.debug.fault.kind {
+                    FaultKind::Error => "error",
+                    FaultKind::Oom => "oom",
+                    FaultKind::Wrong => "wrong",
+                }
+                .into(),
+            )
+        },
+    },
+    KeyDoc {
+        name: "debug.fault_limit",
+        kind: "integer",
+        default: "0",
+        description: "Testing aid: at most this many injected faults, after which the device is \
+                      healthy again (so that a quarantined device's re-probe succeeds); 0: no \
+                      limit.",
+        apply: |c, v| {
+            c.debug.fault.limit = integer(v, 0, 1_000_000)? as u64;
+            Ok(())
+        },
+        show: |c| Value::Integer(c.debug.fault.limit as i64),
+    },
 ];
 
 /// A configuration whose every field is about to be overwritten by the defaults in [`KEYS`].
@@ -886,6 +1021,8 @@ pub(super) fn zero_config() -> Config {
             recorded_shapes: false,
             partition_threads: 0,
             pinned_memory: 0,
+            quarantine_after: 0,
+            quarantine_time: Duration::ZERO,
         },
         gpu: GpuConfig {
             kernel_cache: None,
@@ -915,6 +1052,13 @@ pub(super) fn zero_config() -> Config {
             gpu_quotient_serial: false,
             gpu_trace: false,
             nvrtc_defines: Vec::new(),
+            fault: FaultConfig {
+                device: 0,
+                stage: FaultStage::Any,
+                kind: FaultKind::Error,
+                every: 0,
+                limit: 0,
+            },
         },
     }
 }

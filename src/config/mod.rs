@@ -183,7 +183,16 @@ pub struct ProvingConfig {
     /// directly; also decides at start whether `CAP_IPC_LOCK` is kept (when it exceeds
     /// `RLIMIT_MEMLOCK`).
     pub pinned_memory: u64,
+    /// Consecutive device failures after which a device is quarantined (takes no
+    /// partitions for a while).
+    pub quarantine_after: u32,
+    /// A quarantine's first back-off; doubled (up to [`MAX_QUARANTINE`]) each time the
+    /// re-probe fails.
+    pub quarantine_time: Duration,
 }
+
+/// The longest a quarantine's back-off grows to, whatever `proving.quarantine_time`.
+pub const MAX_QUARANTINE: Duration = Duration::from_secs(3600);
 
 /// The GPU backend's device and caches.
 #[derive(Clone, Debug, PartialEq)]
@@ -248,6 +257,45 @@ pub struct DebugConfig {
     pub gpu_trace: bool,
     /// Extra NVRTC `-D` definitions (kernel variants).
     pub nvrtc_defines: Vec<String>,
+    /// Fault injection on one proving device (tests only); off by default.
+    pub fault: FaultConfig,
+}
+
+/// Where in a device's proof an injected fault strikes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultStage {
+    /// The H sum (the quotient and the H query's MSM).
+    H,
+    /// The witness sums (the L, A and B queries' MSMs).
+    Witness,
+    /// Either: every call of either stage counts.
+    Any,
+}
+
+/// What an injected fault does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The device reports an error.
+    Error,
+    /// The device reports that it ran out of memory.
+    Oom,
+    /// The device returns a wrong sum, which the proof's verification must catch.
+    Wrong,
+}
+
+/// `debug.fault_*`: a testing aid that makes one device fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultConfig {
+    /// The device (its index in the order the devices are listed: GPUs, then CPUs).
+    pub device: usize,
+    /// The stage that fails.
+    pub stage: FaultStage,
+    /// How it fails.
+    pub kind: FaultKind,
+    /// Every Nth call of the stage fails; 0: no fault injection.
+    pub every: u64,
+    /// At most this many faults, then the device is healthy again; 0: no limit.
+    pub limit: u64,
 }
 
 /// The largest configuration file read: far above any real one (every key with a long value

@@ -109,6 +109,7 @@ mod tests {
                 request_id: "s-1".into(),
             }),
             Request::Info,
+            Request::Health,
         ];
         let alice = Access::of(1000, DAEMON, &[]);
         let admin = Access::of(1000, DAEMON, &[1000]);

@@ -91,6 +91,7 @@ pub async fn handle(
         Request::Ping(p) => Response::Pong(proto::Pong { nonce: p.nonce }),
         Request::Lookup(q) => lookup(&q.request_id, access, ctx),
         Request::Info => Response::Info(info(ctx)),
+        Request::Health => Response::Health(health(ctx)),
         // The connection serves a Watch itself (it pushes events on the socket:
         // `watchers::serve`); without one to push on, a Watch is an Await without a timeout.
         Request::Watch(j) => {
@@ -453,6 +454,18 @@ fn info(ctx: &Context) -> proto::InfoReport {
         cpu_devices: n(devices.cpus),
         critical_reserve: n(ctx.config.queue.critical_reserve),
         result_retention_ms: super::ms(ctx.config.queue.result_retention),
+    }
+}
+
+/// The devices' health (a short lock; never waits for a proof).
+fn health(ctx: &Context) -> proto::HealthReport {
+    proto::HealthReport {
+        devices: ctx
+            .service
+            .health()
+            .into_iter()
+            .map(proto::DeviceHealth::from)
+            .collect(),
     }
 }
 

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use super::Context;
-use crate::proofs::PipelineStats;
+use crate::proofs::{DeviceHealth, HealthState, PipelineStats};
 
 /// Writes a metric family's HELP and TYPE lines.
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -63,6 +63,7 @@ pub fn render(ctx: &Context) -> String {
         ctx.workers,
     );
     pipeline(&mut out, &ctx.service.pipeline());
+    health(&mut out, &ctx.service.health());
     if let Some(p) = ctx.service.pinned() {
         pinned(&mut out, &p);
     }
@@ -219,6 +220,14 @@ fn pipeline(out: &mut String, p: &PipelineStats) {
         "Partitions proved since start.",
         p.partitions_proved,
     );
+    single(
+        out,
+        "cuzk_partitions_fallback_total",
+        "counter",
+        "Partitions proved on the CPU prover because no usable device was left for them \
+         (every device quarantined, or each failed them).",
+        p.fallback_proved,
+    );
     family(
         out,
         "cuzk_partition_stage_seconds_total",
@@ -280,6 +289,35 @@ fn devices(out: &mut String, p: &PipelineStats) {
     for (i, d) in p.devices.iter().enumerate() {
         let n = d.partitions_proved;
         let _ = writeln!(out, "cuzk_device_partitions_total{{device=\"{i}\"}} {n}");
+    }
+}
+
+/// Each device's failures and quarantine (`device` is its index, as in Status).
+fn health(out: &mut String, health: &[DeviceHealth]) {
+    family(
+        out,
+        "cuzk_device_failures_total",
+        "counter",
+        "Partitions each proving device failed (device errors, out of memory, wrong results \
+         caught by verification); each was proved again elsewhere or failed its job.",
+    );
+    for (i, d) in health.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "cuzk_device_failures_total{{device=\"{i}\"}} {}",
+            d.failures
+        );
+    }
+    family(
+        out,
+        "cuzk_device_quarantined",
+        "gauge",
+        "Whether each proving device is quarantined (1: it takes no partitions but a probe; \
+         proving.quarantine_after, proving.quarantine_time).",
+    );
+    for (i, d) in health.iter().enumerate() {
+        let q = u8::from(d.state != HealthState::Healthy);
+        let _ = writeln!(out, "cuzk_device_quarantined{{device=\"{i}\"}} {q}");
     }
 }
 

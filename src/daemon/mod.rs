@@ -44,7 +44,7 @@ pub use notify::Notifier;
 use crate::config::{Config, EnvDefaults, Loaded};
 use crate::engine::{Engine, EngineConfig, JobEvent, JobResult, JobSnapshot};
 use crate::gpu::GpuOptions;
-use crate::proofs::{Device, PipelineOptions, ProvingService};
+use crate::proofs::{Device, HealthPolicy, PipelineOptions, ProvingService};
 use crate::prover::cpu::CpuOptions;
 use crate::prover::PinnedPool;
 
@@ -290,6 +290,11 @@ fn pipeline_options(config: &Config, host_memory: Option<u64>) -> PipelineOption
         partition_threads: match p.partition_threads {
             0 => defaults.partition_threads,
             n => n,
+        },
+        health: HealthPolicy {
+            quarantine_after: p.quarantine_after,
+            quarantine_time: p.quarantine_time,
+            max_backoff: crate::config::MAX_QUARANTINE,
         },
     }
 }
@@ -611,7 +616,8 @@ fn start_service(config: &Config) -> Result<(Arc<ProvingService>, DeviceCounts),
         CpuOptions::from_config(config),
     );
     tracing::debug!(?gpu, ?cpu, "proving options");
-    let backends = service::select_devices(&config.proving, &gpu, cpu)?;
+    let backends = service::select_devices(&config.proving, &gpu, cpu.clone())?;
+    let backends = service::inject_faults(backends, &config.debug.fault)?;
     let placement = service::placement(
         Path::new("/sys"),
         &backends,
@@ -648,7 +654,8 @@ fn start_service(config: &Config) -> Result<(Arc<ProvingService>, DeviceCounts),
             context: "starting the device workers".into(),
             source,
         })?
-        .with_placement(placement);
+        .with_placement(placement)
+        .with_fallback(Arc::new(crate::prover::cpu::CpuBackend::new(cpu)));
     let service = match pinned {
         Some(pool) => service.with_pinned_pool(pool),
         None => service,

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::DaemonError;
-use crate::config::{BackendChoice, GpuSelection, ProvingConfig};
+use crate::config::{BackendChoice, FaultConfig, GpuSelection, ProvingConfig};
 use crate::engine::Runner;
 use crate::gpu::GpuOptions;
 use crate::proofs::{JobControl, ProofOutput, ProofRequest, ProveError, ProvingService};
 use crate::prover::cpu::{CpuBackend, CpuOptions};
+use crate::prover::fault::FaultyBackend;
 use crate::prover::Backend;
 use crate::topology::{self, Placement, Topology};
 
@@ -87,6 +88,34 @@ pub fn select_devices(
         proving.cpu_device
     };
     devices.extend((0..cpus).map(|_| cpu_backend()));
+    Ok(devices)
+}
+
+/// `devices` with `debug.fault_*`'s faults injected on device `fault.device` (none where
+/// `fault.every` is 0); an index past the devices is a configuration error.
+pub fn inject_faults(
+    mut devices: Vec<Arc<dyn Backend>>,
+    fault: &FaultConfig,
+) -> Result<Vec<Arc<dyn Backend>>, DaemonError> {
+    if fault.every == 0 {
+        return Ok(devices);
+    }
+    let count = devices.len();
+    let Some(device) = devices.get_mut(fault.device) else {
+        return Err(DaemonError::Backend(format!(
+            "debug.fault_device = {}: there are {count} proving devices",
+            fault.device
+        )));
+    };
+    tracing::warn!(
+        device = %device.name(),
+        every = fault.every,
+        limit = fault.limit,
+        stage = ?fault.stage,
+        kind = ?fault.kind,
+        "debug.fault_every: injecting faults on a proving device (a testing aid)"
+    );
+    *device = FaultyBackend::wrap(device.clone(), *fault);
     Ok(devices)
 }
 

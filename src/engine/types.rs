@@ -191,6 +191,10 @@ impl Failure {
             ProveError::InvalidInput(_) => FailureKind::InvalidInput,
             ProveError::Cancelled => FailureKind::Cancelled,
             ProveError::Backend(b) if b.is_retryable() => FailureKind::ResourceExhausted,
+            ProveError::DeviceFailed {
+                out_of_memory: true,
+                ..
+            } => FailureKind::ResourceExhausted,
             _ => FailureKind::ProvingFailed,
         };
         Self::new(kind, e.to_string())

@@ -22,6 +22,6 @@ pub use service::{
     Device, JobControl, ProofOutput, ProveError, ProvingService, ResidentParams, StageTimings,
 };
 pub use stages::{
-    sim, DeviceSpec, DeviceStats, PipelineOptions, PipelineStats, PreparedSet, SpanObserver, Stage,
-    StageSpan,
+    sim, DeviceHealth, DeviceSpec, DeviceStats, HealthPolicy, HealthState, PipelineOptions,
+    PipelineStats, PreparedSet, SpanObserver, Stage, StageSpan,
 };

@@ -13,11 +13,11 @@ use rand_core::OsRng;
 use super::progress::Step;
 use super::recorded::Claim;
 use super::stages::{
-    lower_this_thread, yield_to_critical, CriticalClaim, DeviceWork, Handover, JobRun, PartPools,
-    PartitionDone, Staged, BACKGROUND_NICE, CRITICAL,
+    bounded_text, is_device_fault, lower_this_thread, yield_to_critical, CriticalClaim, DeviceWork,
+    Handover, JobRun, PartPools, PartitionDone, Staged, BACKGROUND_NICE, CRITICAL,
 };
 use super::{JobControl, ProveError, ProvingService, StageTimings};
-use crate::prover::{Partition, WitnessPartition};
+use crate::prover::{Partition, ProverError, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
 use crate::synth::Synthesize;
 use crate::synth::{
@@ -116,21 +116,22 @@ where
     };
     let mut proofs: Vec<Option<Proof<Bls12>>> = vec![None; partitions];
     let mut failure: Option<ProveError> = None;
+    // Devices the job's partitions avoid (those that made a proof of it that failed
+    // verification), and each partition's failed attempts on devices: (device, error).
+    let avoid_job = control.avoided_devices();
+    let mut tried: Vec<Vec<(Option<usize>, ProveError)>> =
+        (0..partitions).map(|_| Vec::new()).collect();
     std::thread::scope(|scope| {
         let make_circuit = &make_circuit;
-        let mut started = 0;
-        for k in 0..partitions {
+        // Admits partition `k` and synthesizes it on a thread of its own, which hands it to
+        // the device queue; its result comes back on `tx`. `Ok(false)`: the job was stopped.
+        let start = |k: usize, tx: mpsc::Sender<PartitionDone>, avoid: Vec<usize>| {
             let admitting = Instant::now();
-            match stages.admit(&job, k, bytes) {
-                Ok(true) => control.report(Step::SynthesisStarted, Some(k), admitting.elapsed()),
-                Ok(false) => break,
-                Err(e) => {
-                    failure = Some(e);
-                    stages.stop(&job);
-                    break;
-                }
+            if !stages.admit(&job, k, bytes)? {
+                return Ok(false);
             }
-            let (tx, run, work) = (tx.clone(), job.clone(), work.clone());
+            control.report(Step::SynthesisStarted, Some(k), admitting.elapsed());
+            let (run, work) = (job.clone(), work.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("cuzk-synth-{k}"))
                 .spawn_scoped(scope, move || {
@@ -190,6 +191,7 @@ where
                                 work,
                                 reply: tx,
                                 claim,
+                                avoid,
                             };
                             stages.to_device(id, to);
                         }
@@ -202,14 +204,25 @@ where
                 });
             if let Err(e) = spawned {
                 stages.abandon(&job, k);
-                failure = Some(ProveError::Synthesis(format!("cannot start a thread: {e}")));
-                stages.stop(&job);
-                break;
+                return Err(ProveError::Synthesis(format!("cannot start a thread: {e}")));
             }
-            started += 1;
+            Ok(true)
+        };
+        for k in 0..partitions {
+            match start(k, tx.clone(), avoid_job.clone()) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    failure = Some(e);
+                    stages.stop(&job);
+                    break;
+                }
+            }
         }
         drop(tx);
-        for done in rx.iter().take(started) {
+        // Every started partition holds a sender until its result is sent; a retry takes
+        // over the failed attempt's.
+        for done in rx.iter() {
             timings.synthesis += done.synthesis;
             timings.proving += done.device;
             tracing::debug!(
@@ -224,8 +237,50 @@ where
                     if let Some(slot) = proofs.get_mut(done.partition) {
                         *slot = Some(proof);
                     }
+                    if let Some(d) = done.on {
+                        control.proved_on(d);
+                    }
                     control.partition_done();
                     control.report(Step::DeviceDone, Some(done.partition), done.device);
+                }
+                Err(e) if is_device_fault(&e) => {
+                    let k = done.partition;
+                    let Some(attempts) = tried.get_mut(k) else {
+                        continue;
+                    };
+                    attempts.push((done.on, e));
+                    let again = attempts.len() < ATTEMPTS && failure.is_none() && !job.is_stopped();
+                    if let (true, Some(tx)) = (again, done.resend) {
+                        let mut avoid = avoid_job.clone();
+                        avoid.extend(attempts.iter().filter_map(|(d, _)| *d));
+                        let names = svc.device_names();
+                        let (on, error) = attempts.last().map(|(d, e)| (*d, e)).unzip();
+                        let device = on
+                            .flatten()
+                            .and_then(|d| names.get(d))
+                            .map_or("the CPU prover", String::as_str);
+                        tracing::warn!(
+                            partition = k,
+                            device = %bounded_text(device),
+                            error = %error.map(|e| bounded_text(&e.to_string())).unwrap_or_default(),
+                            attempt = attempts.len(),
+                            "a device failed a partition; proving it again elsewhere"
+                        );
+                        match start(k, tx, avoid) {
+                            // Proved again, or the job was stopped meanwhile (cancelled, or
+                            // failed elsewhere).
+                            Ok(_) => continue,
+                            Err(e) => {
+                                if failure.is_none() {
+                                    failure = Some(e);
+                                }
+                            }
+                        }
+                    }
+                    if failure.is_none() && !control.is_cancelled() {
+                        failure = Some(gave_up(k, attempts.as_slice(), &svc.device_names()));
+                    }
+                    stages.stop(&job);
                 }
                 // The first real failure is the job's; the rest of its partitions go.
                 Err(e) => {
@@ -252,6 +307,34 @@ where
         srs,
         timings,
     })
+}
+
+/// Attempts at one partition on devices: the first and two more, each on a device that has
+/// not failed it yet (or the CPU prover where none is left).
+const ATTEMPTS: usize = 3;
+
+/// The job's error for partition `k`, which failed every attempt.
+fn gave_up(k: usize, attempts: &[(Option<usize>, ProveError)], names: &[String]) -> ProveError {
+    let devices = attempts
+        .iter()
+        .map(|(d, _)| {
+            d.and_then(|d| names.get(d).cloned())
+                .unwrap_or_else(|| "the CPU prover".into())
+        })
+        .collect();
+    let (cause, out_of_memory) = match attempts.last() {
+        Some((_, e)) => (
+            bounded_text(&e.to_string()),
+            matches!(e, ProveError::Backend(ProverError::OutOfMemory(_))),
+        ),
+        None => (String::new(), false),
+    };
+    ProveError::DeviceFailed {
+        partition: k,
+        devices,
+        cause,
+        out_of_memory,
+    }
 }
 
 /// How one partition is synthesized: where its parts run, when it pauses, when it stops.

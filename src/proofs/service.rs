@@ -56,6 +56,16 @@ pub struct JobControl {
     on_cancel: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     /// Where the proof's steps are reported, once someone attached a sink.
     progress: std::sync::OnceLock<ProgressSink>,
+    /// Devices the job's partitions must not be proved on (those that made a proof of it
+    /// that failed verification), and those its partitions were proved on.
+    devices: Mutex<JobDevices>,
+}
+
+/// Which devices a job's partitions avoid, and which proved them.
+#[derive(Debug, Default)]
+struct JobDevices {
+    avoid: Vec<usize>,
+    used: Vec<usize>,
 }
 
 impl std::fmt::Debug for JobControl {
@@ -89,6 +99,7 @@ impl JobControl {
             partitions_done: AtomicUsize::new(0),
             on_cancel: Mutex::new(None),
             progress: std::sync::OnceLock::new(),
+            devices: Mutex::new(JobDevices::default()),
         })
     }
 
@@ -146,6 +157,29 @@ impl JobControl {
     pub(crate) fn partition_done(&self) {
         self.partitions_done.fetch_add(1, Ordering::SeqCst);
     }
+    fn job_devices(&self) -> std::sync::MutexGuard<'_, JobDevices> {
+        self.devices.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    /// The devices the job's partitions must not be proved on.
+    pub(crate) fn avoided_devices(&self) -> Vec<usize> {
+        self.job_devices().avoid.clone()
+    }
+    /// Records that device `d` proved a partition of the job.
+    pub(crate) fn proved_on(&self, d: usize) {
+        let mut j = self.job_devices();
+        if !j.used.contains(&d) {
+            j.used.push(d);
+        }
+    }
+    /// Starts the job's proving again, avoiding the devices its partitions were proved on;
+    /// returns them.
+    fn prove_again_without_used(&self) -> Vec<usize> {
+        self.partitions_done.store(0, Ordering::SeqCst);
+        let mut j = self.job_devices();
+        let used = std::mem::take(&mut j.used);
+        j.avoid = used.clone();
+        used
+    }
     pub(crate) fn check(&self) -> Result<(), ProveError> {
         if self.is_cancelled() {
             Err(ProveError::Cancelled)
@@ -188,6 +222,19 @@ pub enum ProveError {
     /// The job was cancelled.
     #[error("cancelled")]
     Cancelled,
+    /// A partition failed on every device it was tried on (and, where no other device was
+    /// usable, on the CPU prover).
+    #[error("partition {partition} failed on {}: {cause}", devices.join(", "))]
+    DeviceFailed {
+        /// The partition.
+        partition: usize,
+        /// The devices it was tried on, in order (`"cpu prover"` for the fallback).
+        devices: Vec<String>,
+        /// The last failure.
+        cause: String,
+        /// Whether the last failure was a device out of memory (the job may succeed later).
+        out_of_memory: bool,
+    },
     /// A partition of this circuit needs more host memory than the budget leaves beside the
     /// resident parameters: it can never be proved with this configuration.
     #[error(
@@ -261,6 +308,8 @@ pub struct ProvingService {
     evaluate_pool: std::sync::OnceLock<Option<Arc<rayon::ThreadPool>>>,
     /// The stages every job's partitions flow through.
     pub(crate) stages: Stages,
+    /// The CPU prover a partition falls back to where no usable device is left for it.
+    fallback: Arc<dyn Backend>,
     /// Serialises the sum and store of the resident parameters' bytes, so that a stale sum
     /// never overwrites a newer one.
     params_bytes: Mutex<()>,
@@ -326,7 +375,20 @@ impl ProvingService {
             evaluate_pool: std::sync::OnceLock::new(),
             devices,
             params_bytes: Mutex::new(()),
+            fallback: Arc::new(crate::prover::cpu::CpuBackend::default()),
         })
+    }
+
+    /// Proves partitions that no usable device is left for (every device quarantined, or
+    /// failed them) on `backend` (by default the CPU prover with its default options).
+    pub fn with_fallback(mut self, backend: Arc<dyn Backend>) -> Self {
+        self.fallback = backend;
+        self
+    }
+
+    /// Every device's health (failures, quarantine), in the devices' order.
+    pub fn health(&self) -> Vec<super::stages::DeviceHealth> {
+        self.stages.health()
     }
 
     /// Places synthesis threads by `placement` from now on (the device workers were placed
@@ -376,6 +438,8 @@ impl ProvingService {
             set,
             pinned: self.pinned.clone(),
             evaluate: self.evaluate_pool(),
+            fallback: self.fallback.clone(),
+            fallback_set: std::sync::OnceLock::new(),
         }
     }
 
@@ -515,11 +579,50 @@ impl ProvingService {
     ) -> Result<ProofOutput, ProveError> {
         // Circuit code from the storage-proofs crates may panic on malformed inputs; a bad
         // request must never take the process (and the other jobs) down.
-        super::pipeline::catch_panic("proving", || match request {
-            ProofRequest::PoRep(r) => super::porep::prove(self, r, control),
-            ProofRequest::SnapDeals { input } => super::snap::prove(self, input, control),
-            ProofRequest::WindowPoSt { input } => super::post::prove_window(self, input, control),
-            ProofRequest::WinningPoSt { input } => super::post::prove_winning(self, input, control),
-        })
+        let once = || {
+            super::pipeline::catch_panic("proving", || match request {
+                ProofRequest::PoRep(r) => super::porep::prove(self, r, control),
+                ProofRequest::SnapDeals { input } => super::snap::prove(self, input, control),
+                ProofRequest::WindowPoSt { input } => {
+                    super::post::prove_window(self, input, control)
+                }
+                ProofRequest::WinningPoSt { input } => {
+                    super::post::prove_winning(self, input, control)
+                }
+            })
+        };
+        let first = once();
+        let Err(ProveError::VerificationFailed(why)) = &first else {
+            return first;
+        };
+        if control.is_cancelled() {
+            return first;
+        }
+        // A device may have returned a wrong result, or the input may not fit together:
+        // proved once more without the devices that made this proof (on the others, or the
+        // CPU prover), a proof that verifies shows it was them.
+        let used = control.prove_again_without_used();
+        if used.is_empty() {
+            return first;
+        }
+        let names = self.device_names();
+        let named: Vec<&str> = used
+            .iter()
+            .filter_map(|&d| names.get(d).map(String::as_str))
+            .collect();
+        tracing::warn!(
+            devices = %super::stages::bounded_text(&named.join(", ")),
+            error = %super::stages::bounded_text(why),
+            "a proof failed verification; proving the job again without the devices that made it"
+        );
+        let second = once();
+        if second.is_ok() {
+            let error = format!(
+                "wrong result: a proof it made failed verification, and verified when made \
+                 without it ({why})"
+            );
+            self.stages.devices_failed(&used, &error);
+        }
+        second
     }
 }

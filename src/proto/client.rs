@@ -407,6 +407,15 @@ impl Client {
         }
     }
 
+    /// The proving devices' health: failures and quarantine. A daemon that predates this
+    /// request answers `MalformedFrame`, as for any unknown request.
+    pub fn health(&mut self) -> Result<HealthReport, ClientError> {
+        match self.call(&Request::Health)? {
+            Response::Health(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// The proving devices: placement, work and resident sets. A daemon that predates this
     /// request answers `MalformedFrame`, as for any unknown request.
     pub fn devices(&mut self) -> Result<DevicesReport, ClientError> {

@@ -1,8 +1,27 @@
 //! Conversions between the wire types and the library's own types. The wire types are kept
 //! separate so that reordering a library enum can never change the protocol.
 
-use super::messages::{ProofInput, ProofKind};
+use super::messages::{DeviceHealth, HealthState, ProofInput, ProofKind};
 use crate::proofs::{self, PoRepRequest, ProofRequest};
+
+impl From<proofs::DeviceHealth> for DeviceHealth {
+    fn from(h: proofs::DeviceHealth) -> Self {
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Self {
+            name: h.name,
+            state: match h.state {
+                proofs::HealthState::Healthy => HealthState::Healthy,
+                proofs::HealthState::Quarantined => HealthState::Quarantined,
+                proofs::HealthState::Probing => HealthState::Probing,
+            },
+            failures: h.failures,
+            consecutive_failures: h.consecutive_failures,
+            quarantined_for_ms: ms(h.quarantined_for),
+            probe_in_ms: ms(h.probe_in),
+            last_error: h.last_error,
+        }
+    }
+}
 
 impl From<ProofKind> for proofs::ProofKind {
     fn from(k: ProofKind) -> Self {

@@ -78,6 +78,10 @@ pub enum Request {
     /// [`ErrorCode::UnknownJob`] to a client that is not an admin. A daemon older than this
     /// variant answers [`ErrorCode::MalformedFrame`].
     Watch(JobRef),
+    /// 19: the proving devices' health (failures, quarantine); answered
+    /// [`Response::Health`]. Anyone allowed to connect may ask. A daemon older than this
+    /// variant answers [`ErrorCode::MalformedFrame`].
+    Health,
 }
 
 /// A message from the daemon to a client.
@@ -117,6 +121,48 @@ pub enum Response {
     Info(InfoReport),
     /// 16: a step of a watched job, pushed after [`Request::Watch`] until its final answer.
     Progress(ProgressEvent),
+    /// 17: the answer to [`Request::Health`].
+    Health(HealthReport),
+}
+
+/// The answer to [`Request::Health`]: every proving device's health, in the devices' order
+/// (as [`Request::Devices`] lists them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthReport {
+    /// The devices.
+    pub devices: Vec<DeviceHealth>,
+}
+
+/// One device's health.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceHealth {
+    /// The device's name, as in [`DeviceReport`].
+    pub name: String,
+    /// Whether it takes partitions.
+    pub state: HealthState,
+    /// Partitions it failed since start (device errors, out of memory, wrong results).
+    pub failures: u64,
+    /// Partitions it failed since its last success.
+    pub consecutive_failures: u32,
+    /// How long it has been quarantined (probes included), in milliseconds; 0 when healthy.
+    pub quarantined_for_ms: u64,
+    /// How long until its next probe, in milliseconds; 0 when healthy, probing or due.
+    pub probe_in_ms: u64,
+    /// Its latest failure (at most 256 bytes and a note, control characters escaped).
+    pub last_error: Option<String>,
+}
+
+/// Whether a device takes partitions. States may be appended: a client should read one it
+/// does not know as "not healthy".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HealthState {
+    /// 0: it takes partitions.
+    Healthy,
+    /// 1: it failed `proving.quarantine_after` partitions in a row and takes none until its
+    /// back-off ends.
+    Quarantined,
+    /// 2: its back-off ended; one partition is on it as a probe.
+    Probing,
 }
 
 /// What happened to a watched job ([`ProgressEvent::stage`]). Stages may be appended: a

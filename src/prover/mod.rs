@@ -7,6 +7,7 @@
 
 mod backend;
 pub mod cpu;
+pub mod fault;
 pub mod fr52;
 mod groth16;
 pub mod msm;

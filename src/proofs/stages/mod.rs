@@ -23,6 +23,7 @@
 //! 0.26 GB over its 16.9 GB), and a vector's unused capacity, which is never touched.
 
 mod gate;
+mod health;
 mod placement;
 pub mod sim;
 
@@ -37,11 +38,13 @@ use blstrs::Bls12;
 
 pub use gate::CRITICAL;
 use gate::{Gate, GateConfig, Key};
+use health::{Change, Health};
+pub use health::{DeviceHealth, HealthPolicy, HealthState, MAX_ERROR};
 pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, BACKGROUND_NICE};
 
 use super::progress::{ProgressSink, Step};
 use super::ProveError;
-use crate::prover::{self, Partition, PinnedPool, PreparedSrs, WitnessPartition};
+use crate::prover::{self, Backend, Partition, PinnedPool, PreparedSrs, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
 
 /// The threads of partitions cut into parts, all at nice +10 (only non-critical work runs
@@ -89,6 +92,8 @@ pub struct PipelineOptions {
     /// Whether non-critical partitions record their circuit's shape once per parameter set
     /// and then synthesize their witness alone, A, B and C evaluated by the device worker.
     pub recorded_shapes: bool,
+    /// When a failing device is quarantined, and for how long.
+    pub health: HealthPolicy,
 }
 
 impl Default for PipelineOptions {
@@ -103,6 +108,7 @@ impl Default for PipelineOptions {
             yield_to_critical: true,
             partition_threads: cpus,
             recorded_shapes: true,
+            health: HealthPolicy::default(),
         }
     }
 }
@@ -142,6 +148,9 @@ pub struct DeviceStats {
     pub busy: Duration,
     /// Partitions it proved.
     pub partitions_proved: u64,
+    /// Partitions it failed (a device error or out of memory; a wrong result is counted in
+    /// [`DeviceHealth::failures`]).
+    pub partitions_failed: u64,
 }
 
 /// What the stages hold now, and counters since start.
@@ -175,6 +184,8 @@ pub struct PipelineStats {
     pub device_time: Duration,
     /// Sum of the bytes per partition measured after synthesis, and how many were measured.
     pub measured: (u64, u64),
+    /// Partitions proved on the CPU prover because no usable device was left for them.
+    pub fallback_proved: u64,
     /// Each device's share, in the order the devices were given.
     pub devices: Vec<DeviceStats>,
 }
@@ -273,6 +284,12 @@ pub(crate) struct PartitionDone {
     pub synthesis: Duration,
     pub device_wait: Duration,
     pub device: Duration,
+    /// The device that proved it or failed it; `None`: the CPU prover, or it never reached
+    /// a device.
+    pub on: Option<usize>,
+    /// Where a retry's result goes, for a partition a device failed
+    /// ([`is_device_fault`]): the job may prove it again elsewhere.
+    pub resend: Option<std::sync::mpsc::Sender<PartitionDone>>,
 }
 
 impl PartitionDone {
@@ -284,8 +301,25 @@ impl PartitionDone {
             synthesis,
             device_wait: Duration::ZERO,
             device: Duration::ZERO,
+            on: None,
+            resend: None,
         }
     }
+}
+
+/// `text` escaped and cut for a log line.
+pub(crate) fn bounded_text(text: &str) -> String {
+    health::bounded(text, MAX_ERROR)
+}
+
+/// Whether `e` is a device's failure (an error or out of memory of its backend) that another
+/// device may not have: the partition is proved again elsewhere, and the device's health
+/// counts it.
+pub(crate) fn is_device_fault(e: &ProveError) -> bool {
+    matches!(
+        e,
+        ProveError::Backend(prover::ProverError::Device(_) | prover::ProverError::OutOfMemory(_))
+    )
 }
 
 /// A synthesized partition as the device queue holds it.
@@ -321,6 +355,9 @@ pub(crate) struct Handover {
     pub reply: std::sync::mpsc::Sender<PartitionDone>,
     /// A critical partition's claim on the host, held until its device stage ends.
     pub claim: Option<CriticalClaim>,
+    /// Devices that must not prove it (they failed it, or its job): where no other usable
+    /// device is left, the CPU prover does.
+    pub avoid: Vec<usize>,
 }
 
 /// What a device worker does with a synthesized partition: the prover over a prepared
@@ -329,6 +366,15 @@ pub(crate) trait DeviceWork: Send + Sync {
     /// Proves `synthesized` on device `device` (an index into the devices the stages were
     /// started with).
     fn prove(&self, device: usize, synthesized: Staged) -> Result<Proof<Bls12>, ProveError>;
+
+    /// Proves `synthesized` on the CPU prover the stages fall back to where no usable device
+    /// is left for it.
+    fn prove_fallback(&self, synthesized: Staged) -> Result<Proof<Bls12>, ProveError> {
+        drop(synthesized);
+        Err(ProveError::Backend(prover::ProverError::Device(
+            "no usable device and no CPU prover to fall back to".into(),
+        )))
+    }
 }
 
 /// A parameter set prepared by every device's backend, as device work, and where a
@@ -341,6 +387,9 @@ pub(crate) struct Prepared {
     /// The threads that evaluate A, B and C (at normal priority: the device waits for
     /// them).
     pub evaluate: Option<Arc<rayon::ThreadPool>>,
+    /// The CPU prover partitions fall back to, and the set prepared on it when first needed.
+    pub fallback: Arc<dyn Backend>,
+    pub fallback_set: std::sync::OnceLock<Arc<dyn PreparedSrs>>,
 }
 
 /// A parameter set prepared on each device, in the devices' order.
@@ -353,6 +402,32 @@ impl DeviceWork for Prepared {
                 format!("no device {device} among {}", self.set.len()).into(),
             ))
         })?;
+        self.prove_on(prepared, synthesized)
+    }
+
+    fn prove_fallback(&self, synthesized: Staged) -> Result<Proof<Bls12>, ProveError> {
+        let prepared = match self.fallback_set.get() {
+            Some(p) => p.clone(),
+            None => {
+                let srs = self.set.first().map(|p| p.srs().clone()).ok_or_else(|| {
+                    ProveError::Backend(prover::ProverError::Device(
+                        "no parameter set to fall back with".into(),
+                    ))
+                })?;
+                let p = self.fallback.prepare(srs)?;
+                self.fallback_set.get_or_init(|| p).clone()
+            }
+        };
+        self.prove_on(&prepared, synthesized)
+    }
+}
+
+impl Prepared {
+    fn prove_on(
+        &self,
+        prepared: &Arc<dyn PreparedSrs>,
+        synthesized: Staged,
+    ) -> Result<Proof<Bls12>, ProveError> {
         let partition = match synthesized {
             Staged::Evaluated(p) => p,
             // The device evaluates A, B and C itself, from its copy of the shape.
@@ -380,6 +455,8 @@ impl DeviceWork for Prepared {
 struct DeviceItem {
     /// Dropped with the item: after its device stage, or when it is dropped unproved.
     _claim: Option<CriticalClaim>,
+    /// Devices that must not prove it.
+    avoid: Vec<usize>,
     synthesized: Staged,
     work: Arc<dyn DeviceWork>,
     job: Arc<JobRun>,
@@ -426,6 +503,7 @@ struct DeviceState {
     critical: bool,
     busy: Busy,
     proved: u64,
+    failed: u64,
     /// General (not critical-only) workers waiting for a partition now.
     idle_general: usize,
     /// When one of its workers last took a partition.
@@ -465,6 +543,8 @@ struct State {
     measured: HashMap<ParamsId, u64>,
     stats: PipelineStats,
     stopping: bool,
+    /// Which devices take partitions.
+    health: Health,
 }
 
 struct Inner {
@@ -605,6 +685,7 @@ impl Stages {
                     ..Default::default()
                 },
                 stopping: false,
+                health: Health::new(options.health, devices.len()),
             }),
             admit: Condvar::new(),
             device: Condvar::new(),
@@ -707,9 +788,40 @@ impl Stages {
                     running: s.busy.running,
                     busy: s.busy.total(now),
                     partitions_proved: s.proved,
+                    partitions_failed: s.failed,
                 })
                 .collect(),
             ..st.stats.clone()
+        }
+    }
+
+    /// Every device's health: whether it takes partitions, its failures, its quarantine.
+    pub fn health(&self) -> Vec<DeviceHealth> {
+        let st = self.inner.lock();
+        let names: Vec<String> = st.stats.devices.iter().map(|d| d.name.clone()).collect();
+        st.health.report(&names, Instant::now())
+    }
+
+    /// Counts a failure of each of `devices` that the partitions' own results did not show:
+    /// a job whose proof they made failed verification and then verified without them.
+    pub(crate) fn devices_failed(&self, devices: &[usize], error: &str) {
+        let changes: Vec<(String, Change)> = {
+            let mut st = self.inner.lock();
+            let now = Instant::now();
+            devices
+                .iter()
+                .filter_map(|&d| {
+                    let change = st.health.failed(d, now, error)?;
+                    let name = st.stats.devices.get(d).map(|s| s.name.clone())?;
+                    Some((name, change))
+                })
+                .collect()
+        };
+        if !changes.is_empty() {
+            self.inner.device.notify_all();
+        }
+        for (name, change) in changes {
+            log_change(&name, change, error);
         }
     }
 
@@ -807,6 +919,7 @@ impl Stages {
             work,
             reply,
             claim,
+            avoid,
         } = to;
         let key = job.key(partition);
         let bytes = synthesized.host_bytes();
@@ -825,13 +938,11 @@ impl Stages {
             self.inner.admit.notify_all();
             self.inner
                 .span(&job, partition, Stage::Synthesis, began, now);
-            let _ = reply.send(PartitionDone {
+            let _ = reply.send(PartitionDone::failed(
                 partition,
-                result: Err(ProveError::Cancelled),
+                ProveError::Cancelled,
                 synthesis,
-                device_wait: Duration::ZERO,
-                device: Duration::ZERO,
-            });
+            ));
             return;
         }
         let traced = job.clone();
@@ -839,6 +950,7 @@ impl Stages {
             key,
             DeviceItem {
                 _claim: claim,
+                avoid,
                 synthesized,
                 work,
                 job,
@@ -878,64 +990,131 @@ enum Lane {
     NonCritical,
 }
 
+/// Where a device worker proves the partition it took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    /// On its device; `probe`: as its quarantine's probe.
+    Device { probe: bool },
+    /// On the CPU prover: no usable device is left for the partition.
+    Fallback,
+}
+
 /// What a device worker finds in the queue.
 enum Next {
-    /// A partition for it.
-    Take(Key, Box<DeviceItem>),
+    /// A partition for it, and where to prove it.
+    Take(Key, Box<DeviceItem>, Route),
     /// A partition it could take, left to a device that goes first
-    /// ([`DeviceState::goes_before`]).
+    /// ([`DeviceState::goes_before`]) or is due for its probe.
     Defer,
     /// Nothing for its lane.
     Nothing,
 }
 
-/// Takes the best queued partition this worker's lane may run. A general worker leaves a
+/// Whether a worker of `lane` takes partitions ranked `key`.
+fn lane_takes(lane: Lane, key: &Key) -> bool {
+    match lane {
+        Lane::Any => true,
+        Lane::CriticalOnly => key.class() >= CRITICAL,
+        Lane::NonCritical => key.class() < CRITICAL,
+    }
+}
+
+/// Whether a healthy device not in `avoid` is left that takes partitions ranked `key`.
+fn any_usable(st: &State, key: &Key, avoid: &[usize]) -> bool {
+    st.devices.iter().enumerate().any(|(d, s)| {
+        st.health.usable(d) && !avoid.contains(&d) && (key.class() < CRITICAL || s.critical)
+    })
+}
+
+/// Takes the best queued partition this worker's lane may run: on its device where the
+/// device is healthy (or due for its probe) and the partition does not avoid it, else on the
+/// CPU prover where no usable device is left for the partition. A general worker leaves a
 /// non-critical partition to another device's idle general worker when that device goes
-/// first ([`DeviceState::goes_before`]).
-fn next_item(st: &mut State, device: usize, lane: Lane) -> Next {
-    let key = match lane {
-        Lane::Any => st.queue.first_key_value().map(|(k, _)| *k),
-        Lane::CriticalOnly => st
-            .queue
-            .first_key_value()
-            .map(|(k, _)| *k)
-            .filter(|k| k.class() >= CRITICAL),
-        Lane::NonCritical => st.queue.keys().find(|k| k.class() < CRITICAL).copied(),
-    };
-    let Some(key) = key else {
+/// first ([`DeviceState::goes_before`]) or is due for its probe.
+fn next_item(st: &mut State, device: usize, lane: Lane, now: Instant) -> Next {
+    let usable = st.health.usable(device);
+    // Critical work is never a probe.
+    let probe = !usable && lane != Lane::CriticalOnly && st.health.may_probe(device, now);
+    let mut chosen = None;
+    for (key, item) in &st.queue {
+        if !lane_takes(lane, key) {
+            continue;
+        }
+        if (usable || probe) && !item.avoid.contains(&device) {
+            chosen = Some((*key, Route::Device { probe }));
+            break;
+        }
+        if !any_usable(st, key, &item.avoid) {
+            chosen = Some((*key, Route::Fallback));
+            break;
+        }
+    }
+    let Some((key, route)) = chosen else {
         return Next::Nothing;
     };
-    if lane != Lane::CriticalOnly && key.class() < CRITICAL {
+    if route == (Route::Device { probe: false })
+        && lane != Lane::CriticalOnly
+        && key.class() < CRITICAL
+    {
         let Some(me) = st.devices.get(device) else {
             return Next::Nothing;
         };
-        let deferred = st
-            .devices
-            .iter()
-            .enumerate()
-            .any(|(d, other)| d != device && other.goes_before(me));
+        let avoid = st.queue.get(&key).map_or(&[][..], |i| &i.avoid[..]);
+        let deferred = st.devices.iter().enumerate().any(|(d, other)| {
+            d != device
+                && !avoid.contains(&d)
+                && ((st.health.usable(d) && other.goes_before(me))
+                    || (st.health.may_probe(d, now) && other.idle_general > 0))
+        });
         if deferred {
             return Next::Defer;
         }
     }
     match st.queue.remove(&key) {
-        Some(item) => Next::Take(key, Box::new(item)),
+        Some(item) => Next::Take(key, Box::new(item), route),
         None => Next::Nothing,
+    }
+}
+
+/// Logs a device's change of health (a WARN line each way; the name and error escaped and
+/// bounded).
+fn log_change(name: &str, change: Change, error: &str) {
+    let name = health::bounded(name, 128);
+    match change {
+        Change::Quarantined {
+            consecutive,
+            backoff,
+        } => tracing::warn!(
+            device = %name,
+            consecutive_failures = consecutive,
+            backoff_s = backoff.as_secs(),
+            error = %health::bounded(error, MAX_ERROR),
+            "device quarantined: it takes no partitions until its back-off ends and a probe \
+             partition succeeds on it"
+        ),
+        Change::Released { after } => tracing::warn!(
+            device = %name,
+            quarantined_s = after.as_secs(),
+            "device out of quarantine: its probe partition was proved"
+        ),
     }
 }
 
 fn device_loop(inner: &Inner, device: usize, lane: Lane) {
     loop {
-        let (key, item) = {
+        let (key, item, route) = {
             let mut st = inner.lock();
             let general = usize::from(lane != Lane::CriticalOnly);
             if let Some(d) = st.devices.get_mut(device) {
                 d.idle_general += general;
             }
             loop {
-                let next = next_item(&mut st, device, lane);
-                if let Next::Take(key, item) = next {
-                    let now = Instant::now();
+                let now = Instant::now();
+                let next = next_item(&mut st, device, lane, now);
+                if let Next::Take(key, item, route) = next {
+                    if route == (Route::Device { probe: true }) {
+                        st.health.start_probe(device);
+                    }
                     st.busy.start(now);
                     if let Some(d) = st.devices.get_mut(device) {
                         d.busy.start(now);
@@ -947,7 +1126,7 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
                         // deferred it before this take changed who goes first.
                         inner.device.notify_all();
                     }
-                    break (key, *item);
+                    break (key, *item, route);
                 }
                 if st.stopping {
                     return;
@@ -957,10 +1136,25 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
                     // order is strict, so it takes the partition rather than defer again).
                     inner.device.notify_all();
                 }
-                st = inner
-                    .device
-                    .wait(st)
-                    .unwrap_or_else(PoisonError::into_inner);
+                // A quarantined device's general workers wake when its back-off ends, to
+                // probe it with a queued partition.
+                let probe_at = st
+                    .health
+                    .probe_at(device)
+                    .filter(|at| *at > now && lane != Lane::CriticalOnly);
+                st = match probe_at {
+                    Some(at) => {
+                        inner
+                            .device
+                            .wait_timeout(st, at.saturating_duration_since(now))
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    None => inner
+                        .device
+                        .wait(st)
+                        .unwrap_or_else(PoisonError::into_inner),
+                };
             }
         };
         let started = Instant::now();
@@ -980,7 +1174,12 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
         } else {
             job.report(Step::DeviceStarted, key.partition(), device_wait);
             let what = format!("partition {}", key.partition());
-            let prove = || super::pipeline::catch_panic(&what, || work.prove(device, synthesized));
+            let prove = || {
+                super::pipeline::catch_panic(&what, || match route {
+                    Route::Device { .. } => work.prove(device, synthesized),
+                    Route::Fallback => work.prove_fallback(synthesized),
+                })
+            };
             if key.class() >= CRITICAL {
                 prover::urgency::urgently(prove)
             } else {
@@ -989,33 +1188,74 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
         };
         let ended = Instant::now();
         let on_device = ended.saturating_duration_since(started);
-        {
+        let fault = matches!(&result, Err(e) if is_device_fault(e));
+        let error = match &result {
+            Err(e) if fault => e.to_string(),
+            _ => String::new(),
+        };
+        let (change, name) = {
             let mut st = inner.lock();
             let now = Instant::now();
             st.busy.end(now);
             let proved = result.is_ok();
             if let Some(d) = st.devices.get_mut(device) {
                 d.busy.end(now);
-                d.proved += u64::from(proved);
             }
+            let change = match route {
+                Route::Device { .. } => {
+                    if let Some(d) = st.devices.get_mut(device) {
+                        d.proved += u64::from(proved);
+                        d.failed += u64::from(fault);
+                    }
+                    if proved {
+                        st.health.succeeded(device, now)
+                    } else if fault {
+                        st.health.failed(device, now, &error)
+                    } else {
+                        st.health.inconclusive(device, now);
+                        None
+                    }
+                }
+                Route::Fallback => {
+                    st.stats.fallback_proved += u64::from(proved);
+                    None
+                }
+            };
             st.gate.release(&key);
             if proved {
                 st.stats.partitions_proved += 1;
                 st.stats.device_wait += device_wait;
                 st.stats.device_time += on_device;
             }
-        }
+            let name = st
+                .stats
+                .devices
+                .get(device)
+                .map(|d| d.name.clone())
+                .unwrap_or_default();
+            (change, name)
+        };
         inner.admit.notify_all();
-        if matches!(&result, Err(e) if !matches!(e, ProveError::Cancelled)) {
-            // The job fails with this error: its other partitions need not run.
+        if let Some(change) = change {
+            // Who takes what changed: queued partitions may now be another device's, or the
+            // CPU prover's.
+            inner.device.notify_all();
+            log_change(&name, change, &error);
+        }
+        if matches!(&result, Err(e) if !matches!(e, ProveError::Cancelled) && !fault) {
+            // The job fails with this error: its other partitions need not run. A device's
+            // failure is the job's to retry elsewhere (it stops itself when it gives up).
             inner.stop_job(&job);
         }
+        let resend = fault.then(|| reply.clone());
         let _ = reply.send(PartitionDone {
             partition: key.partition(),
             result,
             synthesis,
             device_wait,
             device: on_device,
+            on: matches!(route, Route::Device { .. }).then_some(device),
+            resend,
         });
         // Traced last: the memory is released and the job answered whatever the trace does.
         let partition = key.partition();

@@ -82,6 +82,7 @@ fn stages(threads: usize, budget: u64) -> Stages {
             yield_to_critical: true,
             recorded_shapes: false,
             partition_threads: 1,
+            health: Default::default(),
         },
         &[],
     )
@@ -123,6 +124,7 @@ fn handover(
         work: Arc::new(Work(device.clone(), job.seq)),
         reply: tx.clone(),
         claim: None,
+        avoid: Vec::new(),
     }
 }
 
@@ -307,6 +309,7 @@ fn two_devices(second_critical: bool) -> Stages {
         yield_to_critical: true,
         recorded_shapes: false,
         partition_threads: 1,
+        health: Default::default(),
     };
     let cpu = DeviceSpec {
         critical: second_critical,
@@ -333,6 +336,7 @@ fn submit_on(
         work: Arc::new(OnDevice(log.clone(), hold)),
         reply: tx.clone(),
         claim: None,
+        avoid: Vec::new(),
     };
     st.to_device(&id(), to);
 }
@@ -411,4 +415,148 @@ fn an_idle_gpu_goes_before_an_idle_cpu() {
     }
     let log = log.lock().unwrap().clone();
     assert!(log.iter().all(|(dev, _)| *dev == 0), "{log:?}");
+}
+
+/// Records which device proved each partition (`usize::MAX`: the CPU prover); fails every
+/// partition on device `failing` while it is set.
+struct Flaky {
+    log: Arc<Mutex<Vec<usize>>>,
+    failing: Arc<Mutex<Option<usize>>>,
+}
+
+impl DeviceWork for Flaky {
+    fn prove(&self, device: usize, _s: Staged) -> Result<Proof<Bls12>, ProveError> {
+        if *self.failing.lock().unwrap() == Some(device) {
+            return Err(ProveError::Backend(crate::prover::ProverError::Device(
+                "boom\nsecond line".into(),
+            )));
+        }
+        self.log.lock().unwrap().push(device);
+        Ok(Proof {
+            a: G1Affine::identity(),
+            b: G2Affine::identity(),
+            c: G1Affine::identity(),
+        })
+    }
+    fn prove_fallback(&self, _s: Staged) -> Result<Proof<Bls12>, ProveError> {
+        self.log.lock().unwrap().push(usize::MAX);
+        Ok(Proof {
+            a: G1Affine::identity(),
+            b: G2Affine::identity(),
+            c: G1Affine::identity(),
+        })
+    }
+}
+
+fn two_gpus(quarantine: Duration) -> Stages {
+    let options = PipelineOptions {
+        synthesis_threads: 8,
+        memory_budget: u64::MAX,
+        device_workers: 1,
+        yield_to_critical: true,
+        recorded_shapes: false,
+        partition_threads: 1,
+        health: HealthPolicy {
+            quarantine_after: 1,
+            quarantine_time: quarantine,
+            max_backoff: quarantine * 4,
+        },
+    };
+    Stages::start(
+        &options,
+        &[DeviceSpec::any("gpu0"), DeviceSpec::any("gpu1")],
+    )
+    .unwrap()
+}
+
+/// Hands over partition `k` of `job`, avoiding `avoid`, and waits for its result.
+fn run_flaky(
+    st: &Stages,
+    work: &Arc<Flaky>,
+    job: &Arc<JobRun>,
+    k: usize,
+    avoid: Vec<usize>,
+) -> PartitionDone {
+    let (tx, rx) = mpsc::channel();
+    assert!(st.admit(job, k, 0).unwrap());
+    let to = Handover {
+        job: job.clone(),
+        partition: k,
+        synthesized: Staged::Evaluated(partition(k, 0)),
+        synthesis: Duration::ZERO,
+        work: work.clone(),
+        reply: tx,
+        claim: None,
+        avoid,
+    };
+    st.to_device(&id(), to);
+    recv(&rx)
+}
+
+#[test]
+fn a_failing_device_is_quarantined_and_partitions_avoid_it_or_fall_back_to_the_cpu() {
+    let st = two_gpus(Duration::from_secs(3600));
+    let work = Arc::new(Flaky {
+        log: Arc::new(Mutex::new(Vec::new())),
+        failing: Arc::new(Mutex::new(Some(0))),
+    });
+    let job = JobRun::new(1, 200);
+    // Avoiding device 1, the partition goes to device 0, which fails it: a device fault, with
+    // a sender for the retry, and the job is not stopped (the job decides).
+    let done = run_flaky(&st, &work, &job, 0, vec![1]);
+    assert!(matches!(&done.result, Err(e) if is_device_fault(e)));
+    assert_eq!(done.on, Some(0));
+    assert!(done.resend.is_some());
+    assert!(!job.is_stopped());
+    let health = st.health();
+    assert_eq!(health[0].state, HealthState::Quarantined);
+    assert_eq!((health[0].failures, health[0].consecutive_failures), (1, 1));
+    assert_eq!(health[0].last_error.as_deref(), Some("boom\\nsecond line"));
+    assert_eq!(health[1].state, HealthState::Healthy);
+    assert_eq!(st.stats().devices[0].partitions_failed, 1);
+    // The retry avoids device 0, and so does every new partition while it is quarantined.
+    for k in 1..5 {
+        let done = run_flaky(&st, &work, &job, k, vec![0]);
+        assert!(done.result.is_ok());
+        assert_eq!(done.on, Some(1));
+        let done = run_flaky(&st, &work, &job, k + 10, Vec::new());
+        assert_eq!(done.on, Some(1));
+    }
+    // No usable device left for a partition that avoids device 1: the CPU prover.
+    let done = run_flaky(&st, &work, &job, 20, vec![1]);
+    assert!(done.result.is_ok());
+    assert_eq!(done.on, None);
+    assert_eq!(work.log.lock().unwrap().last(), Some(&usize::MAX));
+    assert_eq!(st.stats().fallback_proved, 1);
+    assert_eq!(st.health()[0].state, HealthState::Quarantined);
+}
+
+#[test]
+fn a_quarantined_device_is_probed_after_its_backoff() {
+    let backoff = Duration::from_millis(100);
+    let st = two_gpus(backoff);
+    let work = Arc::new(Flaky {
+        log: Arc::new(Mutex::new(Vec::new())),
+        failing: Arc::new(Mutex::new(Some(0))),
+    });
+    let job = JobRun::new(1, 300);
+    assert!(run_flaky(&st, &work, &job, 0, vec![1]).result.is_err());
+    assert_eq!(st.health()[0].state, HealthState::Quarantined);
+    // Still failing: the probe fails and the back-off doubles.
+    std::thread::sleep(backoff + Duration::from_millis(20));
+    let done = run_flaky(&st, &work, &job, 1, Vec::new());
+    assert_eq!(done.on, Some(0), "the probe goes to the quarantined device");
+    assert!(done.result.is_err());
+    let h = st.health();
+    assert_eq!(h[0].state, HealthState::Quarantined);
+    assert!(h[0].probe_in > backoff, "doubled: {:?}", h[0]);
+    // Healthy again: after the back-off, the probe succeeds and ends the quarantine.
+    *work.failing.lock().unwrap() = None;
+    std::thread::sleep(2 * backoff + Duration::from_millis(20));
+    let done = run_flaky(&st, &work, &job, 2, Vec::new());
+    assert_eq!(done.on, Some(0), "the probe goes to the quarantined device");
+    assert!(done.result.is_ok());
+    let h = st.health();
+    assert_eq!(h[0].state, HealthState::Healthy);
+    assert_eq!((h[0].failures, h[0].consecutive_failures), (2, 0));
 }

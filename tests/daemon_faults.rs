@@ -1,0 +1,243 @@
+//! Device faults through the real cuzkd, on CPU devices with faults injected
+//! (`debug.fault_*`): a partition a device fails is proved again elsewhere (another device,
+//! or the CPU prover where none is left), the device is quarantined and Health, the metrics
+//! and `cuzk status` say so; a device that returns a wrong result never gets a proof out:
+//! the job is proved again without it and only a verified proof is returned; a quarantined
+//! device whose faults stopped is probed after its back-off and released. Every proof
+//! returned is checked with filecoin-proofs' own verifier: 0 invalid proofs.
+//!
+//! Needs the 2 KiB PoRep test parameters (see daemon_proof.rs); each proof takes about a
+//! minute on two CPU cores.
+
+mod daemon_support;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use cuzk::proto::{HealthState, ProofInput, Submit};
+use cuzk::sealing::SealedSector;
+use daemon_support::*;
+
+const CUZK: &str = env!("CARGO_BIN_EXE_cuzk");
+
+/// One sealed sector for every test of this file (sealing takes a while), with the
+/// directory that holds it.
+fn sector() -> &'static SealedSector {
+    static SECTOR: OnceLock<(tempfile::TempDir, SealedSector)> = OnceLock::new();
+    &SECTOR
+        .get_or_init(|| {
+            params();
+            let dir = tempfile::tempdir().unwrap();
+            let s = sealed(dir.path(), 1);
+            (dir, s)
+        })
+        .1
+}
+
+fn porep(sector: &SealedSector) -> Submit {
+    Submit {
+        request_id: None,
+        priority: None,
+        input: ProofInput::PoRep {
+            c1: sector.c1_json.clone(),
+            miner_id: sector.miner_id,
+            sector_number: Some(sector.sector_number),
+        },
+    }
+}
+
+/// Proves the sector through `daemon` and checks the proof with filecoin-proofs: a fault
+/// must never get an invalid proof out.
+fn prove_and_verify(daemon: &Daemon, what: &str) {
+    let sector = sector();
+    let r = daemon
+        .client()
+        .prove(porep(sector))
+        .unwrap_or_else(|e| panic!("{what}: the job failed: {e}"));
+    assert_eq!(r.proof.len(), 192, "{what}");
+    assert!(
+        sector
+            .verify_porep(&r.proof, &params())
+            .expect("verify_seal runs"),
+        "{what}: job {} returned a proof filecoin-proofs rejects",
+        r.job_id
+    );
+}
+
+/// The value of the metric line `series` (name and labels).
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+}
+
+/// Two CPU devices, the first of which runs out of memory on every proof: the partitions it
+/// takes are proved again on the other device, it is quarantined at its first failure
+/// (`proving.quarantine_after = 1`) and stays so (1h), and Health, the metrics, `cuzk
+/// status` and the log say so.
+#[test]
+fn a_failing_device_is_retried_elsewhere_and_quarantined() {
+    let daemon = Daemon::start(&[
+        ("proving.backend", "\"cpu\""),
+        ("proving.cpu_device", "2"),
+        ("proving.quarantine_after", "1"),
+        ("proving.quarantine_time", "\"1h\""),
+        ("debug.fault_device", "0"),
+        ("debug.fault_kind", "\"oom\""),
+        ("debug.fault_stage", "\"h\""),
+        ("debug.fault_every", "1"),
+        ("debug.check_input", "true"),
+    ]);
+    let health = daemon.client().health().expect("Health");
+    assert_eq!(health.devices.len(), 2);
+    assert!(health
+        .devices
+        .iter()
+        .all(|d| d.state == HealthState::Healthy && d.failures == 0));
+    // One job at a time: device 0 goes first when both are idle and it has gone longer
+    // without work, so it takes the first or the second job's partition.
+    for i in 0..2 {
+        prove_and_verify(&daemon, &format!("job {i}"));
+        if daemon.client().health().expect("Health").devices[0].failures > 0 {
+            break;
+        }
+    }
+    let health = daemon.client().health().expect("Health");
+    let (bad, good) = (&health.devices[0], &health.devices[1]);
+    assert_eq!(bad.state, HealthState::Quarantined, "{health:?}");
+    assert_eq!((bad.failures, bad.consecutive_failures), (1, 1), "{bad:?}");
+    assert!(bad.probe_in_ms > 3_000_000, "an hour's back-off: {bad:?}");
+    let error = bad.last_error.as_deref().unwrap_or_default();
+    assert!(error.contains("injected fault"), "{error}");
+    assert_eq!(good.state, HealthState::Healthy, "{good:?}");
+    assert_eq!(good.failures, 0, "{good:?}");
+    // A quarantined device takes nothing: the next job goes to device 1 at once.
+    prove_and_verify(&daemon, "after the quarantine");
+    let health = daemon.client().health().expect("Health");
+    assert_eq!(health.devices[0].failures, 1, "{health:?}");
+    assert_eq!(health.devices[0].state, HealthState::Quarantined);
+
+    let text = daemon.client().metrics().expect("metrics");
+    assert_eq!(metric(&text, "cuzk_device_quarantined{device=\"0\"}"), 1.0);
+    assert_eq!(metric(&text, "cuzk_device_quarantined{device=\"1\"}"), 0.0);
+    assert_eq!(
+        metric(&text, "cuzk_device_failures_total{device=\"0\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric(&text, "cuzk_device_failures_total{device=\"1\"}"),
+        0.0
+    );
+    assert_eq!(metric(&text, "cuzk_partitions_fallback_total"), 0.0);
+
+    let out = std::process::Command::new(CUZK)
+        .args(["status", "--socket"])
+        .arg(&daemon.env.socket)
+        .output()
+        .expect("cuzk status");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    // A line for the quarantined device (its name is "cpu (2 threads)"), none for the other.
+    assert!(
+        stdout.lines().any(|l| l.starts_with("device 0 ")
+            && l.contains("QUARANTINED")
+            && l.contains("injected fault")),
+        "cuzk status shows the quarantine:\n{stdout}"
+    );
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| l.starts_with("device 1 ") && l.contains("failed partitions")),
+        "{stdout}"
+    );
+    let log = daemon.env.stderr();
+    assert!(
+        log.contains("device quarantined"),
+        "a WARN line says so:\n{log}"
+    );
+}
+
+/// One CPU device that returns a wrong H sum once (`debug.fault_limit = 1`): the job's proof
+/// fails verification, so it is proved again without that device (on the CPU prover, since
+/// no other device is left), and only that verified proof is returned; the device is
+/// quarantined for the wrong result. After its back-off (1s) the next job's partition probes
+/// it, the fault is spent, and the probe's success ends the quarantine.
+#[test]
+fn a_wrong_result_is_never_returned_and_the_device_is_probed_again() {
+    let daemon = Daemon::start(&[
+        ("proving.backend", "\"cpu\""),
+        ("proving.cpu_device", "1"),
+        ("proving.quarantine_after", "1"),
+        ("proving.quarantine_time", "\"1s\""),
+        ("debug.fault_kind", "\"wrong\""),
+        ("debug.fault_stage", "\"any\""),
+        ("debug.fault_every", "1"),
+        ("debug.fault_limit", "1"),
+        ("debug.check_input", "true"),
+    ]);
+    prove_and_verify(&daemon, "the job with a wrong result");
+    let health = daemon.client().health().expect("Health");
+    let d = &health.devices[0];
+    assert_eq!(d.state, HealthState::Quarantined, "{health:?}");
+    assert_eq!(d.failures, 1, "{d:?}");
+    let error = d.last_error.as_deref().unwrap_or_default();
+    assert!(error.contains("wrong result"), "{error}");
+    let text = daemon.client().metrics().expect("metrics");
+    assert_eq!(metric(&text, "cuzk_partitions_fallback_total"), 1.0);
+    assert_eq!(metric(&text, "cuzk_device_quarantined{device=\"0\"}"), 1.0);
+
+    // The back-off ends; the next partition probes the device, which is healthy now.
+    std::thread::sleep(Duration::from_millis(1500));
+    prove_and_verify(&daemon, "the probe");
+    let health = daemon.client().health().expect("Health");
+    let d = &health.devices[0];
+    assert_eq!(d.state, HealthState::Healthy, "{health:?}");
+    assert_eq!((d.failures, d.consecutive_failures), (1, 0), "{d:?}");
+    let text = daemon.client().metrics().expect("metrics");
+    assert_eq!(
+        metric(&text, "cuzk_partitions_fallback_total"),
+        1.0,
+        "the probe was proved on the device"
+    );
+    assert_eq!(metric(&text, "cuzk_device_quarantined{device=\"0\"}"), 0.0);
+    let log = daemon.env.stderr();
+    assert!(log.contains("device out of quarantine"), "{log}");
+}
+
+/// The fault keys are range-checked like every other key, and a fault device that does not
+/// exist stops the start.
+#[test]
+fn fault_keys_are_checked() {
+    for (key, bad) in [
+        ("debug.fault_kind", "\"flaky\""),
+        ("debug.fault_stage", "\"msm\""),
+        ("debug.fault_every", "-1"),
+        ("proving.quarantine_after", "0"),
+        ("proving.quarantine_time", "\"0s\""),
+    ] {
+        let env = Env::new();
+        let config = env.config().set(key, bad);
+        let path = env.write_config(&config);
+        let out = std::process::Command::new(CUZKD)
+            .arg("--config")
+            .arg(&path)
+            .arg("--check-config")
+            .output()
+            .expect("cuzkd --check-config");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{key} = {bad}: {stderr}");
+        assert!(stderr.contains(key), "{key} = {bad}: {stderr}");
+    }
+    let env = Env::new();
+    let config = env
+        .config()
+        .set("proving.backend", "\"cpu\"")
+        .set("debug.fault_device", "3")
+        .set("debug.fault_every", "1");
+    let mut child = env.command(&config).spawn().expect("spawn cuzkd");
+    let status = wait_exit(&mut child, Duration::from_secs(60), &env);
+    assert!(!status.success());
+    let log = env.stderr();
+    assert!(log.contains("debug.fault_device = 3"), "{log}");
+}
