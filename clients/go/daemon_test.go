@@ -182,6 +182,25 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("capacity", func(t *testing.T) {
+		r, err := c.Capacity(quick(t), PoRep, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Idle: a job would start at once, though no proof was measured yet; no proof time
+		// is invented. 64 slots, 4 kept for critical jobs.
+		if r.Priority != Normal || len(r.Queued) != 4 || len(r.Running) != 4 || r.QueuedAtOrAbove(Low) != 0 ||
+			r.QueueRoom != 60 || r.Workers != c.Welcome().Workers || r.BudgetFreeBytes == 0 ||
+			r.EstimatedStartMs == nil || *r.EstimatedStartMs != 0 || r.EstimatedProofMs != nil || r.MeasuredJobs != 0 {
+			t.Errorf("capacity of an idle daemon: %+v", r)
+		}
+		critical := Critical
+		r, err = c.Capacity(quick(t), WindowPoSt, &critical)
+		if err != nil || r.Priority != Critical || r.QueueRoom != 64 {
+			t.Errorf("capacity for a critical WindowPoSt: %+v, %v", r, err)
+		}
+	})
+
 	t.Run("status", func(t *testing.T) {
 		s, err := c.Status(quick(t), StatusQuery{})
 		if err != nil {

@@ -242,6 +242,45 @@ type InfoReport struct {
 	ResultRetentionMs uint64
 }
 
+// CapacityQuery asks whether the daemon can take a job of Kind at Priority (nil: the kind's
+// default, as at Submit).
+type CapacityQuery struct {
+	Kind     ProofKind
+	Priority *Priority
+}
+
+// CapacityReport answers Capacity (protocol.md section 5). Queued and Running count the
+// jobs per class, indexed by Priority (Low..Critical), all users together. QueueRoom is how
+// many jobs of the class may still be queued (0: a Submit now gets ErrQueueFull).
+// BudgetFreeBytes is math.MaxUint64 where there is no memory budget. EstimatedStartMs is
+// when a job of the kind and class submitted now would start (0: at once) and
+// EstimatedProofMs the kind's measured proving time; both are nil when they depend on a
+// kind no job of which has succeeded since the daemon started: the daemon does not guess.
+// MeasuredJobs counts the kind's measured jobs.
+type CapacityReport struct {
+	Priority         Priority
+	Queued           []uint32
+	Running          []uint32
+	Workers          uint32
+	QueueRoom        uint32
+	BudgetFreeBytes  uint64
+	EstimatedStartMs *uint64
+	EstimatedProofMs *uint64
+	MeasuredJobs     uint32
+}
+
+// QueuedAtOrAbove is the number of queued jobs of class p or a higher one: those a new job
+// of class p waits behind.
+func (r *CapacityReport) QueuedAtOrAbove(p Priority) uint32 {
+	var n uint32
+	for i, q := range r.Queued {
+		if Priority(i) >= p {
+			n += q
+		}
+	}
+	return n
+}
+
 // ProofFamily is the family of a Filecoin proof-type id: the families number
 // independently.
 type ProofFamily uint32
@@ -418,6 +457,7 @@ type (
 	PreloadProofRequest struct{ Proof RegisteredProof } // 16
 	EvictProofRequest   struct{ Proof RegisteredProof } // 17
 	WatchRequest        struct{ Job JobRef }            // 18
+	CapacityRequest     struct{ Query CapacityQuery }   // 19
 )
 
 func (HelloRequest) Index() uint32        { return 0 }
@@ -439,6 +479,7 @@ func (InfoRequest) Index() uint32         { return 15 }
 func (PreloadProofRequest) Index() uint32 { return 16 }
 func (EvictProofRequest) Index() uint32   { return 17 }
 func (WatchRequest) Index() uint32        { return 18 }
+func (CapacityRequest) Index() uint32     { return 19 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -468,6 +509,15 @@ func (InfoRequest) encodeBody(*encoder)             {}
 func (r PreloadProofRequest) encodeBody(e *encoder) { encodeRegisteredProof(e, r.Proof) }
 func (r EvictProofRequest) encodeBody(e *encoder)   { encodeRegisteredProof(e, r.Proof) }
 func (r WatchRequest) encodeBody(e *encoder)        { e.u64(r.Job.JobID) }
+func (r CapacityRequest) encodeBody(e *encoder) {
+	e.variant(uint32(r.Query.Kind))
+	if r.Query.Priority == nil {
+		e.buf = append(e.buf, 0)
+	} else {
+		e.buf = append(e.buf, 1)
+		e.variant(uint32(*r.Query.Priority))
+	}
+}
 
 func encodeRegisteredProof(e *encoder, p RegisteredProof) {
 	e.variant(uint32(p.Family))
@@ -563,6 +613,13 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = EvictProofRequest{decodeRegisteredProof(d)}
 	case i == 18:
 		r = WatchRequest{JobRef{JobID: d.u64("job_id")}}
+	case i == 19:
+		q := CapacityQuery{Kind: decodeProofKind(d)}
+		if d.option("priority") {
+			p := decodePriority(d)
+			q.Priority = &p
+		}
+		r = CapacityRequest{q}
 	default:
 		d.unknown("Request", i)
 	}
@@ -688,6 +745,7 @@ type (
 	JobResponse       struct{ Job JobInfo }               // 14: answers Lookup
 	InfoResponse      struct{ Info InfoReport }           // 15
 	ProgressResponse  struct{ Event ProgressEvent }       // 16: pushed after Watch only
+	CapacityResponse  struct{ Capacity CapacityReport }   // 17
 )
 
 func (WelcomeResponse) Index() uint32   { return 0 }
@@ -707,6 +765,7 @@ func (PongResponse) Index() uint32      { return 13 }
 func (JobResponse) Index() uint32       { return 14 }
 func (InfoResponse) Index() uint32      { return 15 }
 func (ProgressResponse) Index() uint32  { return 16 }
+func (CapacityResponse) Index() uint32  { return 17 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -868,6 +927,35 @@ func (r ProgressResponse) encodeBody(e *encoder) {
 	e.u32(p.Dropped)
 }
 
+func encodeU32s(e *encoder, vs []uint32) {
+	e.varint(uint64(len(vs)))
+	for _, v := range vs {
+		e.u32(v)
+	}
+}
+
+func decodeU32s(d *decoder, what string) []uint32 {
+	n := d.length(what)
+	out := make([]uint32, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		out = append(out, d.u32(what))
+	}
+	return out
+}
+
+func (r CapacityResponse) encodeBody(e *encoder) {
+	c := &r.Capacity
+	e.variant(uint32(c.Priority))
+	encodeU32s(e, c.Queued)
+	encodeU32s(e, c.Running)
+	e.u32(c.Workers)
+	e.u32(c.QueueRoom)
+	e.u64(c.BudgetFreeBytes)
+	e.optU64(c.EstimatedStartMs)
+	e.optU64(c.EstimatedProofMs)
+	e.u32(c.MeasuredJobs)
+}
+
 // EncodeResponse returns a response's payload (no length prefix); used by tests and fakes.
 func EncodeResponse(r Response) []byte {
 	e := &encoder{}
@@ -1005,6 +1093,17 @@ func DecodeResponse(payload []byte) (Response, error) {
 		p.StageMs = d.u64("stage_ms")
 		p.Dropped = d.u32("dropped")
 		r = ProgressResponse{p}
+	case i == 17:
+		c := CapacityReport{Priority: decodePriority(d)}
+		c.Queued = decodeU32s(d, "queued")
+		c.Running = decodeU32s(d, "running")
+		c.Workers = d.u32("workers")
+		c.QueueRoom = d.u32("queue_room")
+		c.BudgetFreeBytes = d.u64("budget_free_bytes")
+		c.EstimatedStartMs = d.optU64("estimated_start_ms")
+		c.EstimatedProofMs = d.optU64("estimated_proof_ms")
+		c.MeasuredJobs = d.u32("measured_jobs")
+		r = CapacityResponse{c}
 	default:
 		d.unknown("Response", i)
 	}

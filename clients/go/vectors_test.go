@@ -90,6 +90,12 @@ func vectorTable() map[string]vector {
 		"progress-queued": {resp: ProgressResponse{ProgressEvent{JobID: 42, Stage: StageQueued, AgeMs: 5}}},
 		"progress-device-done": {resp: ProgressResponse{ProgressEvent{JobID: 42, Stage: StageDeviceDone,
 			Partition: u32p(3), PartitionsDone: 4, PartitionsTotal: 10, AgeMs: 1500, StageMs: 300, Dropped: 2}}},
+		"capacity": {req: CapacityRequest{CapacityQuery{Kind: PoRep, Priority: prio(Normal)}}},
+		"capacity-report": {resp: CapacityResponse{CapacityReport{Priority: Normal, Queued: []uint32{0, 3, 1, 0},
+			Running: []uint32{0, 1, 0, 0}, Workers: 1, QueueRoom: 52, BudgetFreeBytes: ^uint64(0),
+			EstimatedStartMs: u64p(300000), EstimatedProofMs: u64p(150000), MeasuredJobs: 4}}},
+		"capacity-report-unmeasured": {resp: CapacityResponse{CapacityReport{Priority: High, Queued: []uint32{0, 0, 2, 0},
+			Running: []uint32{0, 0, 1, 0}, Workers: 1, BudgetFreeBytes: 1000000}}},
 	}
 }
 

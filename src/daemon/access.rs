@@ -109,6 +109,10 @@ mod tests {
                 request_id: "s-1".into(),
             }),
             Request::Info,
+            Request::Capacity(proto::CapacityQuery {
+                kind: ProofKind::PoRep,
+                priority: None,
+            }),
         ];
         let alice = Access::of(1000, DAEMON, &[]);
         let admin = Access::of(1000, DAEMON, &[1000]);
