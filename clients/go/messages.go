@@ -101,8 +101,8 @@ type PoRepInput struct {
 // SnapDealsInput is a SnapDeals update proof's JSON input (docs/inputs.md).
 type SnapDealsInput struct{ Input []byte }
 
-// WindowPoStInput is ONE WindowPoSt partition's JSON input (docs/inputs.md): the protocol
-// has no whole-deadline request.
+// WindowPoStInput is a WindowPoSt JSON input (docs/inputs.md): one partition's, with its
+// partition_index, or a whole deadline's, without one.
 type WindowPoStInput struct{ Input []byte }
 
 // WinningPoStInput is a WinningPoSt JSON input (docs/inputs.md).

@@ -384,7 +384,8 @@ pub enum ProofInput {
         /// The input JSON.
         input: Vec<u8>,
     },
-    /// 2: WindowPoSt partition proof; JSON input.
+    /// 2: WindowPoSt of one partition (the JSON has a `partition_index`) or of a whole
+    /// deadline (it has none); JSON input.
     WindowPoSt {
         /// The input JSON.
         input: Vec<u8>,
