@@ -263,7 +263,7 @@ impl SealedSector {
             registered_proof: proof,
             randomness,
             miner_id: self.miner_id,
-            partition_index: 0,
+            partition_index: Some(0),
             vanilla_proofs: self.vanilla_post(proof, &randomness)?,
         })
     }
@@ -336,6 +336,67 @@ impl SealedSector {
             vanilla_proofs: vanilla.into_iter().map(|p| p.0).collect(),
         })
     }
+}
+
+/// The whole-deadline WindowPoSt input (no `partition_index`) a miner would send for
+/// `sectors` (of one miner and sector size) and `randomness`: the challenges drawn for all
+/// of them together, as filecoin-proofs draws a deadline's, one vanilla proof each.
+pub fn window_post_deadline_input(
+    sectors: &[&SealedSector],
+    randomness: [u8; 32],
+) -> Result<WindowPostInput> {
+    let first = sectors.first().context("a deadline needs a sector")?;
+    let proof = first.post_proof(false)?;
+    let ids: Vec<SectorId> = sectors
+        .iter()
+        .map(|s| SectorId::from(s.sector_number))
+        .collect();
+    let challenges =
+        post::generate_fallback_sector_challenges(proof, &randomness, &ids, first.prover_id())?;
+    let mut vanilla_proofs = Vec::with_capacity(sectors.len());
+    for (s, id) in sectors.iter().zip(&ids) {
+        ensure!(s.miner_id == first.miner_id, "sectors of two miners");
+        let replica = PrivateReplicaInfo::new(
+            proof,
+            s.comm_r,
+            s.cache_path.clone(),
+            s.replica_path.clone(),
+        );
+        let sector_challenges = challenges.get(id).context("no challenges for a sector")?;
+        vanilla_proofs.push(post::generate_single_vanilla_proof(
+            proof,
+            *id,
+            &replica,
+            sector_challenges,
+        )?);
+    }
+    Ok(WindowPostInput {
+        registered_proof: proof,
+        randomness,
+        miner_id: first.miner_id,
+        partition_index: None,
+        vanilla_proofs,
+    })
+}
+
+/// filecoin-proofs' `verify_window_post` of a whole deadline's proof over `sectors`.
+pub fn verify_window_post_deadline(
+    sectors: &[&SealedSector],
+    randomness: &[u8; 32],
+    proof: &[u8],
+) -> Result<bool> {
+    let first = sectors.first().context("a deadline needs a sector")?;
+    let p = first.post_proof(false)?;
+    let replicas: BTreeMap<SectorId, PublicReplicaInfo> = sectors
+        .iter()
+        .map(|s| {
+            (
+                SectorId::from(s.sector_number),
+                PublicReplicaInfo::new(p, s.comm_r),
+            )
+        })
+        .collect();
+    post::verify_window_post(randomness, &[(p, proof)], &replicas, first.prover_id())
 }
 
 /// The update proof type that goes with a seal proof type.

@@ -7,7 +7,7 @@ mod daemon_support;
 
 use std::time::{Duration, Instant};
 
-use cuzk::proto::{ErrorCode, JobState, Priority};
+use cuzk::proto::{ErrorCode, JobState, Priority, ProofKind};
 use daemon_support::*;
 use nix::sys::signal::Signal;
 
@@ -554,6 +554,73 @@ fn a_job_is_found_by_its_request_id_from_a_new_connection() {
         c.lookup("sector-7")
             .err()
             .filter(|e| code(e) == ErrorCode::UnknownJob)
+    });
+    stop(daemon);
+}
+
+/// Capacity counts every user's jobs per class, gives the room left for the class asked
+/// about, and makes no estimate that needs a kind not measured yet (here: a job that
+/// fails, so nothing is ever measured), except where a worker is idle for the job.
+#[test]
+fn capacity_counts_jobs_per_class_and_invents_no_estimate() {
+    let daemon = Daemon::start(&[
+        ("debug.job_delay", "\"20s\""),
+        ONE_AT_A_TIME,
+        ("queue.max_queued", "10"),
+        ("queue.critical_reserve", "2"),
+        ("proving.memory_budget", "\"4GiB\""),
+    ]);
+    let mut c = daemon.client();
+    // Idle: a job would start at once, although nothing was measured.
+    let idle = c.capacity(ProofKind::PoRep, None).unwrap();
+    assert_eq!(idle.priority, Priority::Normal);
+    assert_eq!((&idle.queued, &idle.running), (&vec![0; 4], &vec![0; 4]));
+    assert_eq!((idle.workers, idle.queue_room), (1, 8));
+    assert_eq!(idle.estimated_start_ms, Some(0));
+    assert_eq!((idle.estimated_proof_ms, idle.measured_jobs), (None, 0));
+    // Nothing resident, nothing reserved: the budget (less any page-locked pool).
+    assert!(idle.budget_free_bytes <= 4 << 30, "{idle:?}");
+    assert!(idle.budget_free_bytes > 2 << 30, "{idle:?}");
+
+    let running = c.submit(bogus_porep("running")).unwrap().job_id;
+    wait_running(&mut c, running);
+    let with = |tag: &str, p: Priority| {
+        let mut s = bogus_porep(tag);
+        s.priority = Some(p);
+        s
+    };
+    let mut queued = vec![];
+    for (tag, p) in [
+        ("n1", Priority::Normal),
+        ("n2", Priority::Normal),
+        ("l1", Priority::Low),
+        ("h1", Priority::High),
+    ] {
+        queued.push(c.submit(with(tag, p)).unwrap().job_id);
+    }
+    let r = c.capacity(ProofKind::PoRep, None).unwrap();
+    assert_eq!(r.queued, vec![1, 2, 1, 0], "{r:?}");
+    assert_eq!(r.running, vec![0, 1, 0, 0], "{r:?}");
+    assert_eq!(r.queue_room, 10 - 2 - 4);
+    // The only worker is busy with a PoRep no proof measured: no estimate.
+    assert_eq!(r.estimated_start_ms, None, "{r:?}");
+    // A critical job may take the critical worker, which is idle.
+    let critical = c.capacity(ProofKind::WinningPoSt, None).unwrap();
+    assert_eq!(critical.priority, Priority::Critical);
+    assert_eq!(critical.queue_room, 10 - 4);
+    assert_eq!(critical.estimated_start_ms, Some(0), "{critical:?}");
+    // A class asked for explicitly.
+    let high = c.capacity(ProofKind::PoRep, Some(Priority::High)).unwrap();
+    assert_eq!(
+        (high.priority, high.estimated_start_ms),
+        (Priority::High, None)
+    );
+    for id in queued.into_iter().chain([running]) {
+        c.cancel(id).unwrap();
+    }
+    eventually("the queue to empty", Duration::from_secs(10), || {
+        let r = c.capacity(ProofKind::PoRep, None).unwrap();
+        (r.queued == vec![0; 4] && r.running == vec![0; 4]).then_some(())
     });
     stop(daemon);
 }

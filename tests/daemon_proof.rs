@@ -470,3 +470,57 @@ fn a_watcher_follows_a_real_proof_stage_by_stage_and_ends_with_awaits_answer() {
     daemon.signal(Signal::SIGTERM);
     assert!(daemon.wait_exit(Duration::from_secs(30)).success());
 }
+
+/// After a real proof, Capacity has a measured PoRep time and estimates when the next PoRep
+/// starts: at once on an idle worker, and within the measured time behind a running one.
+#[test]
+fn capacity_estimates_from_a_measured_real_proof() {
+    params();
+    let daemon = Daemon::start(&[
+        ("proving.backend", "\"cpu\""),
+        ("proving.workers", "1"),
+        ("debug.check_input", "true"),
+    ]);
+    let sector = sealed(daemon.env.dir.path(), 4);
+    let mut c = daemon.client();
+    let before = c.capacity(ProofKind::PoRep, None).unwrap();
+    assert_eq!((before.measured_jobs, before.estimated_proof_ms), (0, None));
+    // Two jobs on one worker: the second waits for the first.
+    let first = c.submit(porep(&sector)).unwrap().job_id;
+    let second = c.submit(porep(&sector)).unwrap().job_id;
+    let proof = c.await_job(first, None).unwrap().expect("a proof");
+    assert_eq!(proof.proof.len(), 192);
+    let t = &proof.timings;
+    let run_ms = (t.total_us - t.queue_wait_us - t.param_load_us) / 1000;
+    eventually("the second job to run", Duration::from_secs(10), || {
+        (job_state(&mut c, second) == JobState::Running).then_some(())
+    });
+    let r = c.capacity(ProofKind::PoRep, None).unwrap();
+    assert_eq!(r.measured_jobs, 1, "{r:?}");
+    let measured = r.estimated_proof_ms.expect("a measured PoRep");
+    // The first job's time on its worker, less loading parameters (rounding aside).
+    assert!(
+        measured.abs_diff(run_ms) <= 2,
+        "{measured} ms against {t:?}"
+    );
+    assert_eq!(r.running, vec![0, 1, 0, 0], "{r:?}");
+    let start = r
+        .estimated_start_ms
+        .expect("an estimate behind a measured kind");
+    assert!(start <= measured, "{start} ms > {measured} ms");
+    // A WinningPoSt has the critical worker: at once, though none was measured.
+    let w = c.capacity(ProofKind::WinningPoSt, None).unwrap();
+    assert_eq!(
+        (w.estimated_start_ms, w.estimated_proof_ms),
+        (Some(0), None)
+    );
+    let proof = c.await_job(second, None).unwrap().expect("a proof");
+    assert!(sector
+        .verify_porep(&proof.proof, &params())
+        .expect("verify_seal runs"));
+    let idle = c.capacity(ProofKind::PoRep, None).unwrap();
+    assert_eq!((idle.measured_jobs, idle.estimated_start_ms), (2, Some(0)));
+    let mut daemon = daemon;
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(30)).success());
+}

@@ -362,11 +362,12 @@ fn request_index(r: &Request) -> u8 {
         Request::PreloadProof(_) => 16,
         Request::EvictProof(_) => 17,
         Request::Watch(_) => 18,
-        Request::Health => 19,
+        Request::Capacity(_) => 19,
+        Request::Health => 20,
     }
 }
 
-const REQUEST_VARIANTS: u8 = 20;
+const REQUEST_VARIANTS: u8 = 21;
 
 /// One request of every variant, and every proof input.
 fn requests() -> Vec<Request> {
@@ -428,6 +429,10 @@ fn requests() -> Vec<Request> {
         Request::PreloadProof(RegisteredProof::Seal(0)),
         Request::EvictProof(RegisteredProof::Update(4)),
         Request::Watch(JobRef { job_id: 7 }),
+        Request::Capacity(CapacityQuery {
+            kind: ProofKind::WindowPoSt,
+            priority: None,
+        }),
         Request::Health,
     ]
 }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use cuzk::proofs::{JobControl, ProofKind, ProofRequest, ProveError, ProvingService};
 use cuzk::prover::cpu::CpuBackend;
-use cuzk::sealing::{seal_sector, verify_snap};
+use cuzk::sealing::{
+    seal_sector, verify_snap, verify_window_post_deadline, window_post_deadline_input,
+};
 use filecoin_proofs_api::RegisteredSealProof;
 
 fn random32() -> [u8; 32] {
@@ -106,6 +108,68 @@ fn post_proofs_verify_with_filecoin_proofs() {
         },
         "stale randomness",
     );
+
+    // A whole deadline (no partition_index): three sectors, two partitions at 2 KiB (a
+    // partition holds two), proved in one job and checked by filecoin-proofs'
+    // verify_window_post as one proof.
+    let third_dir = tempfile::tempdir().unwrap();
+    let third = seal_sector(
+        third_dir.path(),
+        RegisteredSealProof::StackedDrg2KiBV1_1,
+        1000,
+        13,
+    )
+    .unwrap();
+    let deadline = [&third, &sealed, &other];
+    let mut input = window_post_deadline_input(&deadline, randomness).unwrap();
+    assert_eq!(input.partition_index, None);
+    input.vanilla_proofs.reverse(); // any order: sorted by sector id
+    let req = ProofRequest::WindowPoSt {
+        input: serde_json::to_vec(&input).unwrap(),
+    };
+    req.check().expect("a whole deadline passes the check");
+    let out = svc
+        .prove(&req, &JobControl::new())
+        .expect("a whole deadline");
+    assert_eq!((out.partitions, out.proof.len()), (2, 2 * 192));
+    assert!(verify_window_post_deadline(&deadline, &randomness, &out.proof).unwrap());
+    // Not a proof of two of the sectors, nor with its partitions swapped.
+    assert!(!verify_window_post_deadline(&deadline[..2], &randomness, &out.proof).unwrap_or(false));
+    let swapped = [&out.proof[192..], &out.proof[..192]].concat();
+    assert!(!verify_window_post_deadline(&deadline, &randomness, &swapped).unwrap_or(false));
+    // One sector: a deadline of one partition, the same bytes' shape as a partition's.
+    let single = window_post_deadline_input(&[&sealed], randomness).unwrap();
+    let out = svc
+        .prove(
+            &ProofRequest::WindowPoSt {
+                input: serde_json::to_vec(&single).unwrap(),
+            },
+            &JobControl::new(),
+        )
+        .expect("a deadline of one sector");
+    assert_eq!((out.partitions, out.proof.len()), (1, 192));
+    assert!(sealed.verify_window_post(&randomness, &out.proof).unwrap());
+    // A sector twice is refused at the check, before any proving.
+    let mut twice = input.clone();
+    twice.vanilla_proofs.push(twice.vanilla_proofs[0].clone());
+    expect_invalid(
+        &svc,
+        ProofRequest::WindowPoSt {
+            input: serde_json::to_vec(&twice).unwrap(),
+        },
+        "a sector twice in a deadline",
+    );
+    // With a partition_index, three sectors are more than a partition holds.
+    let mut too_many = input.clone();
+    too_many.partition_index = Some(0);
+    expect_invalid(
+        &svc,
+        ProofRequest::WindowPoSt {
+            input: serde_json::to_vec(&too_many).unwrap(),
+        },
+        "three sectors in one partition",
+    );
+    let input = sealed.window_post_input(randomness).unwrap();
 
     // Malformed inputs.
     expect_invalid(

@@ -389,6 +389,41 @@ fn vectors() -> Vec<(&'static str, Message)> {
             })),
         ),
         (
+            "capacity",
+            Q(Request::Capacity(CapacityQuery {
+                kind: ProofKind::PoRep,
+                priority: Some(Priority::Normal),
+            })),
+        ),
+        (
+            "capacity-report",
+            A(Response::Capacity(CapacityReport {
+                priority: Priority::Normal,
+                queued: vec![0, 3, 1, 0],
+                running: vec![0, 1, 0, 0],
+                workers: 1,
+                queue_room: 52,
+                budget_free_bytes: u64::MAX,
+                estimated_start_ms: Some(300_000),
+                estimated_proof_ms: Some(150_000),
+                measured_jobs: 4,
+            })),
+        ),
+        (
+            "capacity-report-unmeasured",
+            A(Response::Capacity(CapacityReport {
+                priority: Priority::High,
+                queued: vec![0, 0, 2, 0],
+                running: vec![0, 0, 1, 0],
+                workers: 1,
+                queue_room: 0,
+                budget_free_bytes: 1_000_000,
+                estimated_start_ms: None,
+                estimated_proof_ms: None,
+                measured_jobs: 0,
+            })),
+        ),
+        (
             "lookup",
             Q(Request::Lookup(LookupQuery {
                 request_id: "s-7".into(),

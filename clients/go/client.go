@@ -532,6 +532,21 @@ func (c *Client) Info(ctx context.Context) (*InfoReport, error) {
 	return nil, &UnexpectedResponseError{"Info", resp}
 }
 
+// Capacity asks whether the daemon can take a job of kind at prio (nil: the kind's
+// default) and when it would start (protocol.md section 5, Capacity). It never waits for a
+// proof. A daemon that predates Capacity answers ErrMalformedFrame: assemble the counts
+// from Status, Info and Pipeline then.
+func (c *Client) Capacity(ctx context.Context, kind ProofKind, prio *Priority) (*CapacityReport, error) {
+	resp, err := c.Call(ctx, CapacityRequest{CapacityQuery{Kind: kind, Priority: prio}})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(CapacityResponse); ok {
+		return &r.Capacity, nil
+	}
+	return nil, &UnexpectedResponseError{"Capacity", resp}
+}
+
 // Health reports each proving device's health: its failures and whether it is quarantined.
 // A daemon that predates it answers ErrMalformedFrame.
 func (c *Client) Health(ctx context.Context) (*HealthReport, error) {

@@ -3,6 +3,7 @@ package cuzk
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -182,6 +183,25 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("capacity", func(t *testing.T) {
+		r, err := c.Capacity(quick(t), PoRep, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Idle: a job would start at once, though no proof was measured yet; no proof time
+		// is invented. 64 slots, 4 kept for critical jobs.
+		if r.Priority != Normal || len(r.Queued) != 4 || len(r.Running) != 4 || r.QueuedAtOrAbove(Low) != 0 ||
+			r.QueueRoom != 60 || r.Workers != c.Welcome().Workers || r.BudgetFreeBytes == 0 ||
+			r.EstimatedStartMs == nil || *r.EstimatedStartMs != 0 || r.EstimatedProofMs != nil || r.MeasuredJobs != 0 {
+			t.Errorf("capacity of an idle daemon: %+v", r)
+		}
+		critical := Critical
+		r, err = c.Capacity(quick(t), WindowPoSt, &critical)
+		if err != nil || r.Priority != Critical || r.QueueRoom != 64 {
+			t.Errorf("capacity for a critical WindowPoSt: %+v, %v", r, err)
+		}
+	})
+
 	t.Run("health", func(t *testing.T) {
 		h, err := c.Health(quick(t))
 		if err != nil {
@@ -341,6 +361,8 @@ func TestDaemon(t *testing.T) {
 	})
 
 	t.Run("porep-proof", func(t *testing.T) { provePoRep(t, d, c) })
+
+	t.Run("window-post-deadline", func(t *testing.T) { proveWindowDeadline(t, c) })
 
 	t.Run("sigterm", func(t *testing.T) {
 		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -519,5 +541,46 @@ func provePoRep(t *testing.T, d *daemon, c *Client) {
 	// The garbage C1 was refused at Submit: it made no job, so none failed.
 	if err != nil || s.Succeeded < 1 || s.Failed != 0 {
 		t.Errorf("status after one proof and a refused garbage submission: %+v, %v", s, err)
+	}
+}
+
+// proveWindowDeadline proves `cuzk sample`'s one-sector WindowPoSt input as a partition and
+// again without its partition_index, as a whole deadline (of one partition here: the Rust
+// tests prove a deadline of two partitions and check it with filecoin-proofs).
+func proveWindowDeadline(t *testing.T, c *Client) {
+	cli := os.Getenv("CUZK")
+	if cli == "" {
+		t.Fatal("CUZKD is set but CUZK (the cuzk command line, for `cuzk sample`) is not")
+	}
+	dir := t.TempDir()
+	out, err := exec.Command(cli, "sample", "--out", dir, "--miner-id", "1000", "--sector-number", "2").CombinedOutput()
+	if err != nil {
+		t.Fatalf("cuzk sample: %v\n%s", err, out)
+	}
+	partition, err := os.ReadFile(filepath.Join(dir, "window-post.json"))
+	if err != nil {
+		t.Fatalf("cuzk sample wrote no window-post.json: %v\n%s", err, out)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(partition, &fields); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fields["partition_index"]; !ok {
+		t.Fatalf("the sample's WindowPoSt input has no partition_index: %s", partition)
+	}
+	delete(fields, "partition_index")
+	deadline, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	p, err := c.ProveWindowPoSt(ctx, partition)
+	if err != nil || len(p) != 192 {
+		t.Fatalf("one partition: %d bytes, %v", len(p), err)
+	}
+	p, err = c.ProveWindowPoStDeadline(ctx, deadline)
+	if err != nil || len(p) != 192 {
+		t.Fatalf("a deadline of one sector: %d bytes, %v", len(p), err)
 	}
 }

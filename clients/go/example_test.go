@@ -110,33 +110,24 @@ func Example_canTakeTask() {
 	}
 	defer c.Close()
 	// snippet: capacity
-	// Can this host take one more PoRep C2 now? Three cheap requests, no lock a proof holds.
-	take := func() (bool, error) {
-		status, err := c.Status(ctx, cuzk.StatusQuery{}) // the counters are all users'
+	// Can this host take one more PoRep C2 and start it within `within`? One cheap request:
+	// it waits for no proof, and its counts are all users'.
+	take := func(within time.Duration) (bool, error) {
+		capa, err := c.Capacity(ctx, cuzk.PoRep, nil) // nil: the kind's default class (Normal)
 		if err != nil {
-			return false, err
+			return false, err // ErrMalformedFrame: a daemon older than Capacity
 		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			return false, err
+		if capa.QueueRoom == 0 || capa.BudgetFreeBytes < porepNeedsBytes {
+			return false, nil // a Submit would get QueueFull, or wait for memory
 		}
-		pipe, err := c.Pipeline(ctx)
-		if err != nil {
-			return false, err
+		if capa.EstimatedStartMs == nil {
+			// A kind it waits for has not been proved here yet: no estimate, only counts.
+			return capa.QueuedAtOrAbove(capa.Priority) == 0, nil
 		}
-		w := c.Welcome()
-		queueRoom := int64(w.MaxQueued) - int64(info.CriticalReserve) - int64(status.Queued)
-		idleWorkers := int64(w.Workers) - int64(status.Running)
-		free := uint64(0)
-		if pipe.BudgetBytes == ^uint64(0) {
-			free = ^uint64(0) // no budget configured
-		} else if used := pipe.ReservedBytes + pipe.ParamsBytes; used < pipe.BudgetBytes {
-			free = pipe.BudgetBytes - used
-		}
-		return queueRoom > 0 && (idleWorkers > 0 || status.Queued == 0) && free >= porepNeedsBytes, nil
+		return time.Duration(*capa.EstimatedStartMs)*time.Millisecond <= within, nil
 	}
 	// end
-	if ok, err := take(); err != nil || !ok {
+	if ok, err := take(10 * time.Minute); err != nil || !ok {
 		_ = errNotHere
 	}
 }

@@ -101,8 +101,8 @@ type PoRepInput struct {
 // SnapDealsInput is a SnapDeals update proof's JSON input (docs/inputs.md).
 type SnapDealsInput struct{ Input []byte }
 
-// WindowPoStInput is ONE WindowPoSt partition's JSON input (docs/inputs.md): the protocol
-// has no whole-deadline request.
+// WindowPoStInput is a WindowPoSt JSON input (docs/inputs.md): one partition's, with its
+// partition_index, or a whole deadline's, without one.
 type WindowPoStInput struct{ Input []byte }
 
 // WinningPoStInput is a WinningPoSt JSON input (docs/inputs.md).
@@ -240,6 +240,45 @@ type InfoReport struct {
 	CPUDevices        uint32
 	CriticalReserve   uint32
 	ResultRetentionMs uint64
+}
+
+// CapacityQuery asks whether the daemon can take a job of Kind at Priority (nil: the kind's
+// default, as at Submit).
+type CapacityQuery struct {
+	Kind     ProofKind
+	Priority *Priority
+}
+
+// CapacityReport answers Capacity (protocol.md section 5). Queued and Running count the
+// jobs per class, indexed by Priority (Low..Critical), all users together. QueueRoom is how
+// many jobs of the class may still be queued (0: a Submit now gets ErrQueueFull).
+// BudgetFreeBytes is math.MaxUint64 where there is no memory budget. EstimatedStartMs is
+// when a job of the kind and class submitted now would start (0: at once) and
+// EstimatedProofMs the kind's measured proving time; both are nil when they depend on a
+// kind no job of which has succeeded since the daemon started: the daemon does not guess.
+// MeasuredJobs counts the kind's measured jobs.
+type CapacityReport struct {
+	Priority         Priority
+	Queued           []uint32
+	Running          []uint32
+	Workers          uint32
+	QueueRoom        uint32
+	BudgetFreeBytes  uint64
+	EstimatedStartMs *uint64
+	EstimatedProofMs *uint64
+	MeasuredJobs     uint32
+}
+
+// QueuedAtOrAbove is the number of queued jobs of class p or a higher one: those a new job
+// of class p waits behind.
+func (r *CapacityReport) QueuedAtOrAbove(p Priority) uint32 {
+	var n uint32
+	for i, q := range r.Queued {
+		if Priority(i) >= p {
+			n += q
+		}
+	}
+	return n
 }
 
 // HealthState is whether a proving device takes partitions (DeviceHealth.State). States
@@ -455,7 +494,8 @@ type (
 	PreloadProofRequest struct{ Proof RegisteredProof } // 16
 	EvictProofRequest   struct{ Proof RegisteredProof } // 17
 	WatchRequest        struct{ Job JobRef }            // 18
-	HealthRequest       struct{}                        // 19
+	CapacityRequest     struct{ Query CapacityQuery }   // 19
+	HealthRequest       struct{}                        // 20
 )
 
 func (HelloRequest) Index() uint32        { return 0 }
@@ -477,7 +517,8 @@ func (InfoRequest) Index() uint32         { return 15 }
 func (PreloadProofRequest) Index() uint32 { return 16 }
 func (EvictProofRequest) Index() uint32   { return 17 }
 func (WatchRequest) Index() uint32        { return 18 }
-func (HealthRequest) Index() uint32       { return 19 }
+func (CapacityRequest) Index() uint32     { return 19 }
+func (HealthRequest) Index() uint32       { return 20 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -507,7 +548,16 @@ func (InfoRequest) encodeBody(*encoder)             {}
 func (r PreloadProofRequest) encodeBody(e *encoder) { encodeRegisteredProof(e, r.Proof) }
 func (r EvictProofRequest) encodeBody(e *encoder)   { encodeRegisteredProof(e, r.Proof) }
 func (r WatchRequest) encodeBody(e *encoder)        { e.u64(r.Job.JobID) }
-func (HealthRequest) encodeBody(*encoder)           {}
+func (r CapacityRequest) encodeBody(e *encoder) {
+	e.variant(uint32(r.Query.Kind))
+	if r.Query.Priority == nil {
+		e.buf = append(e.buf, 0)
+	} else {
+		e.buf = append(e.buf, 1)
+		e.variant(uint32(*r.Query.Priority))
+	}
+}
+func (HealthRequest) encodeBody(*encoder) {}
 
 func encodeRegisteredProof(e *encoder, p RegisteredProof) {
 	e.variant(uint32(p.Family))
@@ -604,6 +654,13 @@ func DecodeRequest(payload []byte) (Request, error) {
 	case i == 18:
 		r = WatchRequest{JobRef{JobID: d.u64("job_id")}}
 	case i == 19:
+		q := CapacityQuery{Kind: decodeProofKind(d)}
+		if d.option("priority") {
+			p := decodePriority(d)
+			q.Priority = &p
+		}
+		r = CapacityRequest{q}
+	case i == 20:
 		r = HealthRequest{}
 	default:
 		d.unknown("Request", i)
@@ -730,7 +787,8 @@ type (
 	JobResponse       struct{ Job JobInfo }               // 14: answers Lookup
 	InfoResponse      struct{ Info InfoReport }           // 15
 	ProgressResponse  struct{ Event ProgressEvent }       // 16: pushed after Watch only
-	HealthResponse    struct{ Health HealthReport }       // 17
+	CapacityResponse  struct{ Capacity CapacityReport }   // 17
+	HealthResponse    struct{ Health HealthReport }       // 18
 )
 
 func (WelcomeResponse) Index() uint32   { return 0 }
@@ -750,7 +808,8 @@ func (PongResponse) Index() uint32      { return 13 }
 func (JobResponse) Index() uint32       { return 14 }
 func (InfoResponse) Index() uint32      { return 15 }
 func (ProgressResponse) Index() uint32  { return 16 }
-func (HealthResponse) Index() uint32    { return 17 }
+func (CapacityResponse) Index() uint32  { return 17 }
+func (HealthResponse) Index() uint32    { return 18 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -926,6 +985,35 @@ func (r ProgressResponse) encodeBody(e *encoder) {
 	e.u32(p.Dropped)
 }
 
+func encodeU32s(e *encoder, vs []uint32) {
+	e.varint(uint64(len(vs)))
+	for _, v := range vs {
+		e.u32(v)
+	}
+}
+
+func decodeU32s(d *decoder, what string) []uint32 {
+	n := d.length(what)
+	out := make([]uint32, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		out = append(out, d.u32(what))
+	}
+	return out
+}
+
+func (r CapacityResponse) encodeBody(e *encoder) {
+	c := &r.Capacity
+	e.variant(uint32(c.Priority))
+	encodeU32s(e, c.Queued)
+	encodeU32s(e, c.Running)
+	e.u32(c.Workers)
+	e.u32(c.QueueRoom)
+	e.u64(c.BudgetFreeBytes)
+	e.optU64(c.EstimatedStartMs)
+	e.optU64(c.EstimatedProofMs)
+	e.u32(c.MeasuredJobs)
+}
+
 // EncodeResponse returns a response's payload (no length prefix); used by tests and fakes.
 func EncodeResponse(r Response) []byte {
 	e := &encoder{}
@@ -1064,6 +1152,17 @@ func DecodeResponse(payload []byte) (Response, error) {
 		p.Dropped = d.u32("dropped")
 		r = ProgressResponse{p}
 	case i == 17:
+		c := CapacityReport{Priority: decodePriority(d)}
+		c.Queued = decodeU32s(d, "queued")
+		c.Running = decodeU32s(d, "running")
+		c.Workers = d.u32("workers")
+		c.QueueRoom = d.u32("queue_room")
+		c.BudgetFreeBytes = d.u64("budget_free_bytes")
+		c.EstimatedStartMs = d.optU64("estimated_start_ms")
+		c.EstimatedProofMs = d.optU64("estimated_proof_ms")
+		c.MeasuredJobs = d.u32("measured_jobs")
+		r = CapacityResponse{c}
+	case i == 18:
 		n := d.length("devices")
 		rep := HealthReport{Devices: make([]DeviceHealth, 0, n)}
 		for j := 0; j < n && d.err == nil; j++ {

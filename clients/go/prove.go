@@ -66,10 +66,21 @@ func (c *Client) ProveWinningPoSt(ctx context.Context, input []byte) ([]byte, er
 	return c.proofBytes(ctx, WinningPoStInput{Input: input})
 }
 
-// ProveWindowPoSt proves ONE WindowPoSt partition from its JSON input (docs/inputs.md,
-// with its partition_index). The protocol has no whole-deadline request: for a deadline's
-// partitions use ProveWindowPoStPartitions. Priority: High.
+// ProveWindowPoSt proves a WindowPoSt from its JSON input (docs/inputs.md): ONE partition
+// when the input has a partition_index, the whole deadline when it has none (as
+// ProveWindowPoStDeadline). Priority: High.
 func (c *Client) ProveWindowPoSt(ctx context.Context, input []byte) ([]byte, error) {
+	return c.proofBytes(ctx, WindowPoStInput{Input: input})
+}
+
+// ProveWindowPoStDeadline proves a whole deadline, as Lotus's GenerateWindowPoSt does, in
+// one job: input is the WindowPoSt JSON without a partition_index, with every sector's
+// vanilla proof (docs/inputs.md). The daemon cuts the sectors into partitions, proves them
+// concurrently and verifies the whole proof; the result is the partition proofs
+// concatenated in partition order (192 bytes each). A daemon that predates whole-deadline
+// inputs answers ErrInvalidInput (a missing partition_index); prove the partitions with
+// ProveWindowPoStPartitions then. Priority: High.
+func (c *Client) ProveWindowPoStDeadline(ctx context.Context, input []byte) ([]byte, error) {
 	return c.proofBytes(ctx, WindowPoStInput{Input: input})
 }
 

@@ -229,13 +229,26 @@ fn reference(request: &ProofRequest) -> anyhow::Result<()> {
         }
         ProofRequest::WindowPoSt { input } => {
             let i: crate::proofs::post::WindowPostInput = serde_json::from_slice(input)?;
-            filecoin_proofs_api::post::generate_single_window_post_with_vanilla(
-                i.registered_proof,
-                &i.randomness,
-                porep::prover_id(i.miner_id),
-                &i.vanilla_proofs,
-                i.partition_index,
-            )?;
+            let prover = porep::prover_id(i.miner_id);
+            match i.partition_index {
+                Some(k) => {
+                    filecoin_proofs_api::post::generate_single_window_post_with_vanilla(
+                        i.registered_proof,
+                        &i.randomness,
+                        prover,
+                        &i.vanilla_proofs,
+                        k,
+                    )?;
+                }
+                None => {
+                    filecoin_proofs_api::post::generate_window_post_with_vanilla(
+                        i.registered_proof,
+                        &i.randomness,
+                        prover,
+                        &i.vanilla_proofs,
+                    )?;
+                }
+            }
         }
         ProofRequest::WinningPoSt { input } => {
             let i: crate::proofs::post::WinningPostInput = serde_json::from_slice(input)?;

@@ -165,6 +165,19 @@ pub struct ParamArgs {
     pub daemon: DaemonOpts,
 }
 
+/// `cuzk capacity …`
+#[derive(Debug, clap::Args)]
+pub struct CapacityArgs {
+    /// Proof kind of the job you would send: porep, snap, window-post or winning-post.
+    pub kind: crate::proofs::ProofKind,
+    /// Its priority class [default: the kind's, as at submit].
+    #[arg(long, value_enum)]
+    pub priority: Option<PriorityArg>,
+    /// Daemon connection.
+    #[command(flatten)]
+    pub daemon: DaemonOpts,
+}
+
 /// Daemon client subcommands (flattened into `cuzk`'s top level).
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
@@ -178,6 +191,11 @@ pub enum ClientCommand {
     Status(StatusArgs),
     /// Print the daemon's metrics in the Prometheus text format.
     Metrics(MetricsArgs),
+    /// Whether the daemon can take a job of a kind now: jobs per class, queue room, memory
+    /// budget left, and when such a job would start (estimated from the proving times the
+    /// daemon measured since it started; unknown until a job of each kind it waits for has
+    /// succeeded).
+    Capacity(CapacityArgs),
     /// Load a parameter set into the daemon's memory (admins only).
     Preload(ParamArgs),
     /// Drop a parameter set from the daemon's memory (admins only; refused while queued or
@@ -202,6 +220,7 @@ pub fn run(cmd: ClientCommand) -> anyhow::Result<()> {
             print!("{}", connect_to(&a.daemon)?.metrics()?);
             Ok(())
         }
+        ClientCommand::Capacity(a) => capacity(a),
         ClientCommand::Preload(a) => params(a, true),
         ClientCommand::Evict(a) => params(a, false),
         ClientCommand::Demo(a) => demo::run(a),
@@ -459,6 +478,58 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn capacity(a: CapacityArgs) -> anyhow::Result<()> {
+    let mut client = connect_to(&a.daemon)?;
+    let kind = proto::ProofKind::from(a.kind);
+    let report = match client.capacity(kind, a.priority.map(Into::into)) {
+        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => {
+            anyhow::bail!(
+                "this daemon predates the Capacity request: see `cuzk status` for its counts"
+            )
+        }
+        r => r?,
+    };
+    if a.daemon.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", capacity_text(a.kind, &report));
+    }
+    Ok(())
+}
+
+fn capacity_text(kind: crate::proofs::ProofKind, c: &proto::CapacityReport) -> String {
+    let per_class = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+    let budget = if c.budget_free_bytes == u64::MAX {
+        "no budget".to_string()
+    } else {
+        format!("{} free", gib(c.budget_free_bytes))
+    };
+    let seconds = |ms: u64| format!("{:.1} s", ms as f64 / 1e3);
+    let start = match c.estimated_start_ms {
+        Some(0) => "at once".to_string(),
+        Some(ms) => format!("in about {}", seconds(ms)),
+        None => "unknown: a kind it waits for has no measured proof yet".to_string(),
+    };
+    let proof = match c.estimated_proof_ms {
+        Some(ms) => format!("about {} ({} measured)", seconds(ms), c.measured_jobs),
+        None => format!("unknown: no {kind} proof has succeeded since the daemon started"),
+    };
+    format!(
+        "{kind} at priority {:?}\n\
+         queued per class (low normal high critical): {}\n\
+         running per class (low normal high critical): {}\n\
+         workers: {} (and one for critical jobs); queue room for this class: {}\n\
+         host memory budget: {budget}\n\
+         would start: {start}\n\
+         would prove: {proof}\n",
+        c.priority,
+        per_class(&c.queued),
+        per_class(&c.running),
+        c.workers,
+        c.queue_room,
+    )
 }
 
 /// The devices' health, or None from a daemon that predates the request.

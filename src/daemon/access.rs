@@ -109,6 +109,10 @@ mod tests {
                 request_id: "s-1".into(),
             }),
             Request::Info,
+            Request::Capacity(proto::CapacityQuery {
+                kind: ProofKind::PoRep,
+                priority: None,
+            }),
             Request::Health,
         ];
         let alice = Access::of(1000, DAEMON, &[]);

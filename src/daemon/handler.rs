@@ -91,6 +91,7 @@ pub async fn handle(
         Request::Ping(p) => Response::Pong(proto::Pong { nonce: p.nonce }),
         Request::Lookup(q) => lookup(&q.request_id, access, ctx),
         Request::Info => Response::Info(info(ctx)),
+        Request::Capacity(q) => Response::Capacity(capacity(q, ctx)),
         Request::Health => Response::Health(health(ctx)),
         // The connection serves a Watch itself (it pushes events on the socket:
         // `watchers::serve`); without one to push on, a Watch is an Await without a timeout.
@@ -454,6 +455,33 @@ fn info(ctx: &Context) -> proto::InfoReport {
         cpu_devices: n(devices.cpus),
         critical_reserve: n(ctx.config.queue.critical_reserve),
         result_retention_ms: super::ms(ctx.config.queue.result_retention),
+    }
+}
+
+/// The queue per class and the estimate for a job of `q.kind` at `q.priority`, with the
+/// memory budget left (two short locks; never waits for a proof).
+fn capacity(q: proto::CapacityQuery, ctx: &Context) -> proto::CapacityReport {
+    let c = ctx
+        .engine
+        .capacity(q.kind.into(), q.priority.map(wire::priority_from_wire));
+    let p = ctx.service.pipeline();
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let budget_free_bytes = if p.budget_bytes == u64::MAX {
+        u64::MAX
+    } else {
+        p.budget_bytes
+            .saturating_sub(p.reserved_bytes.saturating_add(p.params_bytes))
+    };
+    proto::CapacityReport {
+        priority: wire::priority_to_wire(c.priority),
+        queued: c.queued.iter().copied().map(n).collect(),
+        running: c.running.iter().copied().map(n).collect(),
+        workers: n(c.workers),
+        queue_room: n(c.queue_room),
+        budget_free_bytes,
+        estimated_start_ms: c.estimated_start.map(super::ms),
+        estimated_proof_ms: c.estimated_proof.map(super::ms),
+        measured_jobs: u32::try_from(c.measured_jobs).unwrap_or(u32::MAX),
     }
 }
 

@@ -12,6 +12,7 @@
 //! removes a queued job or stops a running one at its next partition boundary; finished jobs
 //! are kept for the retention time, then dropped.
 
+pub mod estimate;
 pub mod journal;
 mod state;
 mod types;
@@ -23,16 +24,17 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 
-pub use state::EngineStats;
+pub use state::{EngineStats, Lane};
 pub use types::*;
 
 use crate::proofs::{
-    JobControl, ProgressSink, ProofOutput, ProofRequest, ProveError, ProvingService, StepEvent,
+    JobControl, ProgressSink, ProofKind, ProofOutput, ProofRequest, ProveError, ProvingService,
+    StepEvent,
 };
 use crate::srs::ParamsId;
 use journal::format::{self as jformat, Accepted, Finished};
 use journal::{Journal, Record, Recorder};
-use state::{Lane, NewJob, Outcome, State};
+use state::{NewJob, Outcome, State};
 
 /// Runs one proof. Called on a worker thread; may block for minutes.
 pub trait Runner: Send + Sync + 'static {
@@ -410,6 +412,13 @@ impl Engine {
     /// Every known job's snapshot, by id.
     pub fn snapshots(&self) -> Vec<JobSnapshot> {
         self.shared.lock().snapshots(Instant::now())
+    }
+
+    /// The queue per class, the room left for `priority` (the kind's default when `None`),
+    /// and when a job of `kind` at that class would start if submitted now
+    /// ([`state::State::capacity`]). A short lock; never waits for a proof.
+    pub fn capacity(&self, kind: ProofKind, priority: Option<Priority>) -> Capacity {
+        self.shared.lock().capacity(kind, priority, Instant::now())
     }
 
     /// Counters since start.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use super::estimate::{estimate_start, Measured, QueuedJob, RunningJob};
 use super::journal::{RecoveredJob, RecoveredState};
 use super::types::*;
 use super::EngineConfig;
@@ -36,6 +37,8 @@ pub(super) struct Job {
     pub state: JobState,
     pub submitted: Instant,
     pub started: Option<Instant>,
+    /// The lane of the worker that took it, once one did.
+    pub lane: Option<Lane>,
     pub finished: Option<Instant>,
     pub error: Option<String>,
 }
@@ -122,6 +125,8 @@ pub(super) struct State {
     /// Finished jobs, oldest first, for retention.
     finished: VecDeque<JobId>,
     pub stats: EngineStats,
+    /// Proving times of succeeded jobs per kind, for [`State::capacity`].
+    measured: Measured,
     pub shutting_down: bool,
     /// Set when the drain grace ran out and running jobs were cancelled: their cancellation
     /// is reported as "shutting down".
@@ -139,6 +144,7 @@ impl State {
             by_request_id: HashMap::new(),
             finished: VecDeque::new(),
             stats: EngineStats::default(),
+            measured: Measured::default(),
             shutting_down: false,
             drain_cancelled: false,
         }
@@ -212,6 +218,7 @@ impl State {
                     state,
                     submitted: before(job.submitted_ago),
                     started: None,
+                    lane: None,
                     finished: finished_at,
                     error,
                 },
@@ -304,6 +311,7 @@ impl State {
                 state: JobState::Queued,
                 submitted: now,
                 started: None,
+                lane: None,
                 finished: None,
                 error: None,
             },
@@ -373,6 +381,7 @@ impl State {
             let request = job.request.clone()?;
             job.state = JobState::Running;
             job.started = Some(now);
+            job.lane = Some(lane);
             job.phase.send_replace(JobPhase::Running);
             self.stats.queued -= 1;
             self.stats.running += 1;
@@ -478,6 +487,12 @@ impl State {
                 .entry(job.kind)
                 .or_default()
                 .accumulate(&out.timings);
+            // Its time on a worker, less loading parameters (a load is paid once, not by
+            // every job).
+            let t = &out.timings;
+            let run = t.total.saturating_sub(t.queue_wait);
+            self.measured
+                .record(job.kind, run.saturating_sub(t.param_load));
         }
         job.phase.send_replace(JobPhase::Finished(result));
         self.finished.push_back(id);
@@ -628,6 +643,72 @@ impl State {
         ids.into_iter()
             .filter_map(|id| self.snapshot(id, now))
             .collect()
+    }
+
+    /// What a scheduler needs to know before it sends a job of `kind` at `priority` (the
+    /// kind's default when `None`) at `now`: the jobs per class, the room in the queue for
+    /// that class, and when such a job would start and how long it would prove
+    /// ([`super::estimate`]).
+    pub fn capacity(&self, kind: ProofKind, priority: Option<Priority>, now: Instant) -> Capacity {
+        let priority = priority.unwrap_or_else(|| Priority::for_kind(kind));
+        let mut queued_per_class = [0usize; 4];
+        let mut running_per_class = [0usize; 4];
+        let mut running = Vec::new();
+        for job in self.jobs.values() {
+            let class = usize::from(job.priority.class()).min(3);
+            match job.state {
+                JobState::Queued => queued_per_class[class] += 1,
+                JobState::Running => {
+                    running_per_class[class] += 1;
+                    running.push(RunningJob {
+                        kind: job.kind,
+                        lane: job.lane.unwrap_or(Lane::Any),
+                        elapsed: job
+                            .started
+                            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)),
+                    });
+                }
+                _ => {}
+            }
+        }
+        // The queue in the order workers take it: the live heap entries (a raised job's
+        // old entry is stale), highest class first, then submission order.
+        let mut order: Vec<(Priority, Reverse<u64>, JobId)> = self
+            .queue
+            .iter()
+            .filter(|(p, _, id)| {
+                self.jobs
+                    .get(id)
+                    .is_some_and(|j| j.state == JobState::Queued && j.priority == *p)
+            })
+            .copied()
+            .collect();
+        order.sort_unstable_by(|a, b| b.cmp(a));
+        let queued: Vec<QueuedJob> = order
+            .iter()
+            .filter_map(|(p, _, id)| {
+                self.jobs.get(id).map(|j| QueuedJob {
+                    kind: j.kind,
+                    priority: *p,
+                })
+            })
+            .collect();
+        Capacity {
+            priority,
+            queued: queued_per_class,
+            running: running_per_class,
+            workers: self.config.workers.max(1),
+            queue_room: self.queue_limit(priority).saturating_sub(self.stats.queued),
+            estimated_start: estimate_start(
+                self.config.workers,
+                &running,
+                &queued,
+                priority,
+                &self.measured,
+            ),
+            estimated_proof: self.measured.mean(kind),
+            measured_jobs: self.measured.count(kind),
+        }
     }
 
     /// The earliest moment a finished job expires, for the reaper.

@@ -700,3 +700,86 @@ fn a_journal_carries_jobs_into_a_new_engine() {
     assert!(new.id > queued.id, "{new:?}");
     e2.shut_down();
 }
+
+/// Capacity counts per class, gives the room of the class, and estimates from the measured
+/// time of the jobs that succeeded (less parameter loading) over the real queue order.
+#[test]
+fn capacity_plays_the_queue_forward_with_measured_times() {
+    let mut st = State::new(config(1, 10, 2));
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let job = |label: &str, priority: Option<Priority>| {
+        let request = window(label);
+        NewJob {
+            digest: state::digest(&request),
+            request,
+            owner: UID,
+            params: None,
+            priority,
+            request_id: None,
+        }
+    };
+    let ok = |kind| {
+        Ok(ProofOutput {
+            kind,
+            proof: vec![],
+            partitions: 1,
+            timings: StageTimings {
+                param_load: Duration::from_secs(2),
+                ..Default::default()
+            },
+            backend: "fake".into(),
+        })
+    };
+    // Nothing measured, nothing running: at once, no proof time.
+    let idle = st.capacity(ProofKind::WindowPoSt, None, t0);
+    assert_eq!(idle.priority, Priority::High);
+    assert_eq!(idle.estimated_start, Some(Duration::ZERO));
+    assert_eq!((idle.estimated_proof, idle.measured_jobs), (None, 0));
+
+    // A WindowPoSt that ran 10 s, 2 of them loading parameters: 8 s measured.
+    let (w1, _) = st.submit(job("w1", None), t0).unwrap();
+    assert_eq!(st.next_assignment(t0, Lane::Any).unwrap().id, w1);
+    st.finish(w1, ok(ProofKind::WindowPoSt), at(10));
+    let (w2, _) = st.submit(job("w2", None), at(10)).unwrap();
+    assert_eq!(st.next_assignment(at(10), Lane::Any).unwrap().id, w2);
+    st.submit(job("n1", Some(Priority::Normal)), at(10))
+        .unwrap();
+    st.submit(job("l1", Some(Priority::Low)), at(10)).unwrap();
+    st.submit(job("h2", None), at(10)).unwrap();
+
+    let high = st.capacity(ProofKind::WindowPoSt, None, at(13));
+    assert_eq!(high.queued, [1, 1, 1, 0]);
+    assert_eq!(high.running, [0, 0, 1, 0]);
+    assert_eq!((high.workers, high.queue_room), (1, 10 - 2 - 3));
+    assert_eq!(high.estimated_proof, Some(Duration::from_secs(8)));
+    assert_eq!(high.measured_jobs, 1);
+    // w2 has 5 s left, then h2 (queued before it in its class) takes 8.
+    assert_eq!(high.estimated_start, Some(Duration::from_secs(13)));
+    // A low job waits for h2, n1 and l1 too.
+    let low = st.capacity(ProofKind::WindowPoSt, Some(Priority::Low), at(13));
+    assert_eq!(low.estimated_start, Some(Duration::from_secs(5 + 3 * 8)));
+    // A PoRep of its default class waits for h2 and n1; its own kind need not be measured.
+    let porep = st.capacity(ProofKind::PoRep, None, at(13));
+    assert_eq!(porep.priority, Priority::Normal);
+    assert_eq!(porep.estimated_start, Some(Duration::from_secs(5 + 2 * 8)));
+    assert_eq!((porep.estimated_proof, porep.measured_jobs), (None, 0));
+    // A WinningPoSt has the critical worker and the whole queue.
+    let critical = st.capacity(ProofKind::WinningPoSt, None, at(13));
+    assert_eq!(
+        (critical.priority, critical.queue_room),
+        (Priority::Critical, 7)
+    );
+    assert_eq!(critical.estimated_start, Some(Duration::ZERO));
+    // A failed job is not measured.
+    st.finish(
+        w2,
+        Err(Failure::new(FailureKind::ProvingFailed, "x")),
+        at(14),
+    );
+    assert_eq!(
+        st.capacity(ProofKind::WindowPoSt, None, at(14))
+            .measured_jobs,
+        1
+    );
+}

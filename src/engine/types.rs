@@ -323,3 +323,27 @@ pub struct JobSnapshot {
     /// For failed and cancelled jobs, why.
     pub error: Option<String>,
 }
+
+/// What [`super::Engine::capacity`] reports: the queue and the workers as a scheduler sees
+/// them before it sends a job of one kind and class.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    /// The class the estimate is for (the kind's default when none was asked for).
+    pub priority: Priority,
+    /// Queued jobs per class, [`Priority::class`] order (low to critical), all owners.
+    pub queued: [usize; 4],
+    /// Running jobs per class, as `queued`.
+    pub running: [usize; 4],
+    /// Workers that take any job (one more takes critical jobs only).
+    pub workers: usize,
+    /// Jobs of the class that may still be queued now (the critical reserve counted).
+    pub queue_room: usize,
+    /// When a job of the kind and class submitted now would start, from now; `None` when
+    /// that depends on a kind not measured yet ([`super::estimate`]).
+    pub estimated_start: Option<Duration>,
+    /// The kind's measured proving time (a running average), `None` before a job of it
+    /// succeeded.
+    pub estimated_proof: Option<Duration>,
+    /// Succeeded jobs of the kind measured since start.
+    pub measured_jobs: u64,
+}

@@ -40,7 +40,9 @@ pub struct WinningPostInput {
     pub vanilla_proofs: Vec<Vec<u8>>,
 }
 
-/// One WindowPoSt partition request, as JSON.
+/// A WindowPoSt request, as JSON: one partition of a deadline (`partition_index` set), or
+/// the whole deadline (`partition_index` absent), as filecoin-proofs'
+/// `generate_window_post_with_vanilla` proves it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WindowPostInput {
     /// The registered PoSt proof (`StackedDrgWindow2KiBV1_2`, …).
@@ -50,10 +52,12 @@ pub struct WindowPostInput {
     pub randomness: [u8; 32],
     /// The miner's actor id.
     pub miner_id: u64,
-    /// Which partition of the deadline this is.
-    pub partition_index: usize,
-    /// The partition's per-sector vanilla proofs, base64 (any order: they are sorted by
-    /// sector id, as the verifier orders them).
+    /// Which partition of the deadline this is; absent (or `null`): the whole deadline,
+    /// every partition proved and the proofs concatenated in partition order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_index: Option<usize>,
+    /// The per-sector vanilla proofs, base64: the partition's, or the whole deadline's (any
+    /// order: they are sorted by sector id, as the verifier orders them).
     #[serde(with = "b64_list")]
     pub vanilla_proofs: Vec<Vec<u8>>,
 }
@@ -119,22 +123,39 @@ fn window_input(bytes: &[u8]) -> Result<WindowPostInput, ProveError> {
     Ok(input)
 }
 
-/// The WindowPoSt partition's vanilla proofs, decoded and sorted by sector id, at most as
-/// many as a partition holds.
+/// The WindowPoSt input's vanilla proofs, decoded and sorted by sector id: for one
+/// partition at most as many as a partition holds; for a whole deadline one per sector
+/// (a sector twice is refused: the verifier keys sectors by id).
 fn window_vanilla<Tree: 'static + MerkleTreeTrait>(
     input: &WindowPostInput,
 ) -> Result<Vec<FallbackPoStSectorProof<Tree>>, ProveError> {
     let config = input.registered_proof.as_v1_config();
     let mut vanilla = decode_vanilla::<Tree>(&input.vanilla_proofs)?;
     vanilla.sort_by_key(|p| p.sector_id);
-    if vanilla.len() > config.sector_count {
-        return Err(ProveError::InvalidInput(format!(
+    match input.partition_index {
+        Some(_) if vanilla.len() > config.sector_count => Err(ProveError::InvalidInput(format!(
             "{} vanilla proofs, a WindowPoSt partition holds at most {}",
             vanilla.len(),
             config.sector_count
-        )));
+        ))),
+        None => match vanilla
+            .windows(2)
+            .find(|w| w[0].sector_id == w[1].sector_id)
+        {
+            Some(w) => Err(ProveError::InvalidInput(format!(
+                "two vanilla proofs of sector {}: a deadline proves each sector once",
+                w[0].sector_id
+            ))),
+            None => Ok(vanilla),
+        },
+        Some(_) => Ok(vanilla),
     }
-    Ok(vanilla)
+}
+
+/// The partitions a whole deadline of `sectors` sectors has, `sector_count` sectors each
+/// (filecoin-proofs' `get_partitions_for_window_post`, which says `None` for one).
+pub fn deadline_partitions(sectors: usize, sector_count: usize) -> usize {
+    sectors.div_ceil(sector_count.max(1)).max(1)
 }
 
 /// Checks a WinningPoSt input the way [`prove_winning`] starts: it parses, names a supported
@@ -152,7 +173,8 @@ fn check_winning_shape<Tree: 'static + MerkleTreeTrait>(
 }
 
 /// Checks a WindowPoSt input the way [`prove_window`] starts: it parses, names a supported
-/// WindowPoSt proof, and its vanilla proofs decode, no more than a partition holds.
+/// WindowPoSt proof, and its vanilla proofs decode: for one partition no more than a
+/// partition holds, for a whole deadline each sector once.
 pub fn check_window(bytes: &[u8]) -> Result<(), ProveError> {
     let input = window_input(bytes)?;
     let size = u64::from(input.registered_proof.sector_size());
@@ -378,7 +400,7 @@ fn prove_winning_shape<Tree: 'static + MerkleTreeTrait>(
     Ok(output(ProofKind::WinningPoSt, svc, proved, v))
 }
 
-/// Proves one WindowPoSt partition (JSON of [`WindowPostInput`]).
+/// Proves a WindowPoSt partition, or a whole deadline (JSON of [`WindowPostInput`]).
 pub(crate) fn prove_window(
     svc: &ProvingService,
     input: &[u8],
@@ -399,6 +421,9 @@ fn prove_window_shape<Tree: 'static + MerkleTreeTrait>(
     input: WindowPostInput,
     control: &JobControl,
 ) -> Result<ProofOutput, ProveError> {
+    let Some(partition_index) = input.partition_index else {
+        return prove_deadline_shape::<Tree>(svc, input, control);
+    };
     let config = input.registered_proof.as_v1_config();
     let vanilla = window_vanilla::<Tree>(&input)?;
     let pp = setup::<Tree>(setup_params(&config)?, None)?;
@@ -406,7 +431,7 @@ fn prove_window_shape<Tree: 'static + MerkleTreeTrait>(
         &input.randomness,
         input.miner_id,
         sectors_of(&vanilla),
-        Some(input.partition_index),
+        Some(partition_index),
     )?;
     let partition =
         single_partition_vanilla_proofs(&config, &pp.vanilla_params, &pub_inputs, &vanilla)
@@ -427,4 +452,90 @@ fn prove_window_shape<Tree: 'static + MerkleTreeTrait>(
     let proved = prove_partitions(svc, &id, 1, make, control)?;
     let v = verify_compound::<Tree>(&proved, &pp, &pub_inputs, config.challenge_count)?;
     Ok(output(ProofKind::WindowPoSt, svc, proved, v))
+}
+
+/// A whole deadline, as filecoin-proofs' `generate_window_post_with_vanilla`: the sectors
+/// (sorted by id) cut into partitions of `sector_count` (the last one padded by
+/// `partition_vanilla_proofs`), every partition proved through the shared stages at once,
+/// and the proof verified as `verify_window_post` does, as one.
+fn prove_deadline_shape<Tree: 'static + MerkleTreeTrait>(
+    svc: &ProvingService,
+    input: WindowPostInput,
+    control: &JobControl,
+) -> Result<ProofOutput, ProveError> {
+    let config = input.registered_proof.as_v1_config();
+    let vanilla = window_vanilla::<Tree>(&input)?;
+    let partitions = deadline_partitions(vanilla.len(), config.sector_count);
+    let pp = setup::<Tree>(
+        setup_params(&config)?,
+        (partitions > 1).then_some(partitions),
+    )?;
+    let pub_inputs = public_inputs::<Tree>(
+        &input.randomness,
+        input.miner_id,
+        sectors_of(&vanilla),
+        None,
+    )?;
+    let partitioned = partition_vanilla_proofs(
+        &config,
+        &pp.vanilla_params,
+        &pub_inputs,
+        partitions,
+        &vanilla,
+    )
+    .map_err(|e| ProveError::InvalidInput(format!("vanilla proofs: {e}")))?;
+    let id = params_id_shape::<Tree>(input.registered_proof)?;
+    let make = |k: usize| {
+        <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
+            &pub_inputs,
+            Default::default(),
+            &partitioned[k],
+            &pp.vanilla_params,
+            Some(k),
+        )
+        .map_err(|e| ProveError::InvalidInput(format!("partition {k}: {e}")))
+    };
+    let proved = prove_partitions(svc, &id, partitioned.len(), make, control)?;
+    let v = verify_compound::<Tree>(
+        &proved,
+        &pp,
+        &pub_inputs,
+        config.challenge_count * config.sector_count,
+    )?;
+    Ok(output(ProofKind::WindowPoSt, svc, proved, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_has_a_partition_per_sector_count_started() {
+        assert_eq!(deadline_partitions(1, 2), 1);
+        assert_eq!(deadline_partitions(2, 2), 1);
+        assert_eq!(deadline_partitions(3, 2), 2);
+        assert_eq!(deadline_partitions(4, 2), 2);
+        assert_eq!(deadline_partitions(2349, 2349), 1);
+        assert_eq!(deadline_partitions(2350, 2349), 2);
+        assert_eq!(
+            deadline_partitions(0, 2),
+            1,
+            "no sectors: refused earlier, never 0"
+        );
+    }
+
+    #[test]
+    fn partition_index_is_optional_and_round_trips() {
+        let one = r#"{"registered_proof":"StackedDrgWindow2KiBV1_2","randomness":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","miner_id":1000,"partition_index":3,"vanilla_proofs":[]}"#;
+        let input: WindowPostInput = serde_json::from_str(one).unwrap();
+        assert_eq!(input.partition_index, Some(3));
+        assert_eq!(serde_json::to_string(&input).unwrap(), one);
+        let whole = one.replace(r#""partition_index":3,"#, "");
+        let input: WindowPostInput = serde_json::from_str(&whole).unwrap();
+        assert_eq!(input.partition_index, None);
+        assert_eq!(serde_json::to_string(&input).unwrap(), whole);
+        let null = one.replace("3", "null");
+        let input: WindowPostInput = serde_json::from_str(&null).unwrap();
+        assert_eq!(input.partition_index, None);
+    }
 }

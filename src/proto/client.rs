@@ -407,6 +407,21 @@ impl Client {
         }
     }
 
+    /// Whether the daemon can take a job of `kind` at `priority` (`None`: the kind's
+    /// default): the queue per class, the room left, the memory budget left and the
+    /// estimated start. A daemon that predates this request answers `MalformedFrame`, as
+    /// for any unknown request.
+    pub fn capacity(
+        &mut self,
+        kind: ProofKind,
+        priority: Option<Priority>,
+    ) -> Result<CapacityReport, ClientError> {
+        match self.call(&Request::Capacity(CapacityQuery { kind, priority }))? {
+            Response::Capacity(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// The proving devices' health: failures and quarantine. A daemon that predates this
     /// request answers `MalformedFrame`, as for any unknown request.
     pub fn health(&mut self) -> Result<HealthReport, ClientError> {

@@ -78,7 +78,13 @@ pub enum Request {
     /// [`ErrorCode::UnknownJob`] to a client that is not an admin. A daemon older than this
     /// variant answers [`ErrorCode::MalformedFrame`].
     Watch(JobRef),
-    /// 19: the proving devices' health (failures, quarantine); answered
+    /// 19: whether this host can take a job of a kind and class now: the queue per class,
+    /// the room left for the class, the memory budget left, and when such a job would start
+    /// and how long it would prove, from the proving times measured since start; answered
+    /// [`Response::Capacity`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    Capacity(CapacityQuery),
+    /// 20: the proving devices' health (failures, quarantine); answered
     /// [`Response::Health`]. Anyone allowed to connect may ask. A daemon older than this
     /// variant answers [`ErrorCode::MalformedFrame`].
     Health,
@@ -121,8 +127,51 @@ pub enum Response {
     Info(InfoReport),
     /// 16: a step of a watched job, pushed after [`Request::Watch`] until its final answer.
     Progress(ProgressEvent),
-    /// 17: the answer to [`Request::Health`].
+    /// 17: the answer to [`Request::Capacity`].
+    Capacity(CapacityReport),
+    /// 18: the answer to [`Request::Health`].
     Health(HealthReport),
+}
+
+/// Asks whether the daemon can take a job of `kind` at `priority`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapacityQuery {
+    /// The kind of the job the client would send.
+    pub kind: ProofKind,
+    /// Its class; `None`: the kind's default (as at Submit).
+    pub priority: Option<Priority>,
+}
+
+/// The answer to [`Request::Capacity`]. Counts are all users' (a client learns how many
+/// jobs wait, never whose).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    /// The class the answer is for (the one asked for, or the kind's default).
+    pub priority: Priority,
+    /// Queued jobs per class, indexed by [`Priority`]'s wire index (4 entries: Low, Normal,
+    /// High, Critical; a later version may append classes).
+    pub queued: Vec<u32>,
+    /// Running jobs per class, as `queued`.
+    pub running: Vec<u32>,
+    /// Workers that take any job (as [`Welcome::workers`]; one more takes critical jobs
+    /// only).
+    pub workers: u32,
+    /// Jobs of this class that may still be queued now: `max_queued`, less the critical
+    /// reserve for a class other than Critical, less the jobs queued. 0: a Submit would be
+    /// answered `QueueFull`.
+    pub queue_room: u32,
+    /// The host memory budget not reserved by partitions or resident parameters
+    /// (`u64::MAX`: no budget).
+    pub budget_free_bytes: u64,
+    /// When a job of this kind and class submitted now would start, in milliseconds from
+    /// now (0: at once); `None` when that depends on the proving time of a kind no job of
+    /// which has succeeded since the daemon started.
+    pub estimated_start_ms: Option<u64>,
+    /// The kind's measured proving time (from a worker taking a job to its verified proof,
+    /// less parameter loading; a running average), `None` before a job of it succeeded.
+    pub estimated_proof_ms: Option<u64>,
+    /// Succeeded jobs of the kind measured since the daemon started.
+    pub measured_jobs: u32,
 }
 
 /// The answer to [`Request::Health`]: every proving device's health, in the devices' order
@@ -381,7 +430,8 @@ pub enum ProofInput {
         /// The input JSON.
         input: Vec<u8>,
     },
-    /// 2: WindowPoSt partition proof; JSON input.
+    /// 2: WindowPoSt of one partition (the JSON has a `partition_index`) or of a whole
+    /// deadline (it has none); JSON input.
     WindowPoSt {
         /// The input JSON.
         input: Vec<u8>,
