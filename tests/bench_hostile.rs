@@ -12,8 +12,6 @@ mod common;
 use std::process::Command;
 
 use cuzk::proofs::ProofKind;
-use cuzk::sealing::seal_sector;
-use filecoin_proofs_api::RegisteredSealProof;
 
 const CUZK: &str = env!("CARGO_BIN_EXE_cuzk");
 const CUZKD: &str = env!("CARGO_BIN_EXE_cuzkd");
@@ -22,20 +20,7 @@ const CUZKD: &str = env!("CARGO_BIN_EXE_cuzkd");
 fn hostile_clients_do_not_stop_honest_proofs() {
     let params = common::init(&[ProofKind::PoRep, ProofKind::WinningPoSt]);
     let dir = tempfile::tempdir().unwrap();
-    let sector = seal_sector(
-        &dir.path().join("sector"),
-        RegisteredSealProof::StackedDrg2KiBV1_1,
-        1000,
-        9,
-    )
-    .expect("sealing a 2 KiB sector");
-    std::fs::write(dir.path().join("c1.json"), &sector.c1_json).unwrap();
-    let winning = sector.winning_post_input([9; 32]).unwrap();
-    std::fs::write(
-        dir.path().join("winning-post.json"),
-        serde_json::to_vec(&winning).unwrap(),
-    )
-    .unwrap();
+    common::sample_inputs(dir.path(), 9);
 
     let out = Command::new(CUZK)
         .arg("bench")

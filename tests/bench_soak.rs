@@ -13,8 +13,6 @@ use std::process::Command;
 use std::time::Instant;
 
 use cuzk::proofs::ProofKind;
-use cuzk::sealing::seal_sector;
-use filecoin_proofs_api::RegisteredSealProof;
 
 const CUZK: &str = env!("CARGO_BIN_EXE_cuzk");
 const CUZKD: &str = env!("CARGO_BIN_EXE_cuzkd");
@@ -23,20 +21,7 @@ const CUZKD: &str = env!("CARGO_BIN_EXE_cuzkd");
 fn soak_of_three_proofs_prints_its_table_and_exits_0() {
     let params = common::init(&[ProofKind::PoRep, ProofKind::WinningPoSt]);
     let dir = tempfile::tempdir().unwrap();
-    let sector = seal_sector(
-        &dir.path().join("sector"),
-        RegisteredSealProof::StackedDrg2KiBV1_1,
-        1000,
-        7,
-    )
-    .expect("sealing a 2 KiB sector");
-    std::fs::write(dir.path().join("c1.json"), &sector.c1_json).unwrap();
-    let winning = sector.winning_post_input([7; 32]).unwrap();
-    std::fs::write(
-        dir.path().join("winning-post.json"),
-        serde_json::to_vec(&winning).unwrap(),
-    )
-    .unwrap();
+    common::sample_inputs(dir.path(), 7);
 
     let csv = dir.path().join("samples.csv");
     let start = Instant::now();

@@ -14,7 +14,7 @@ mod daemon_support;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use cuzk::proto::{HealthState, ProofInput, Submit};
+use cuzk::proto::HealthState;
 use cuzk::sealing::SealedSector;
 use daemon_support::*;
 
@@ -32,18 +32,6 @@ fn sector() -> &'static SealedSector {
             (dir, s)
         })
         .1
-}
-
-fn porep(sector: &SealedSector) -> Submit {
-    Submit {
-        request_id: None,
-        priority: None,
-        input: ProofInput::PoRep {
-            c1: sector.c1_json.clone(),
-            miner_id: sector.miner_id,
-            sector_number: Some(sector.sector_number),
-        },
-    }
 }
 
 /// Proves the sector through `daemon` and checks the proof with filecoin-proofs: a fault

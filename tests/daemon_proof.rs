@@ -13,26 +13,11 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cuzk::proto::{
-    encode_frame, JobRef, JobState, ProgressStage, ProofInput, ProofKind, Request, Submit,
-};
-use cuzk::sealing::SealedSector;
+use cuzk::proto::{encode_frame, JobRef, JobState, ProgressStage, ProofKind, Request};
 use daemon_support::*;
 use nix::sys::signal::Signal;
 
 const CUZK: &str = env!("CARGO_BIN_EXE_cuzk");
-
-fn porep(sector: &SealedSector) -> Submit {
-    Submit {
-        request_id: None,
-        priority: None,
-        input: ProofInput::PoRep {
-            c1: sector.c1_json.clone(),
-            miner_id: sector.miner_id,
-            sector_number: Some(sector.sector_number),
-        },
-    }
-}
 
 #[test]
 fn two_clients_get_verified_2k_porep_proofs_at_once() {

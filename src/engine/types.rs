@@ -146,26 +146,7 @@ pub enum FailureKind {
 /// is kept for the retention time and returned by every Status.
 pub const MAX_MESSAGE: usize = 1024;
 
-/// `text` made safe to keep, send and log: control characters escaped (a newline cannot
-/// forge a log line, an ESC cannot reach a terminal) and at most `max` bytes, the rest
-/// counted.
-pub fn bounded(text: &str, max: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max) + 24);
-    for (i, c) in text.char_indices() {
-        let before = out.len();
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-        if out.len() > max {
-            out.truncate(before);
-            out.push_str(&format!("… ({} more bytes)", text.len() - i));
-            return out;
-        }
-    }
-    out
-}
+pub use crate::proofs::bounded;
 
 /// A failed job's error.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -22,6 +22,6 @@ pub use service::{
     Device, JobControl, ProofOutput, ProveError, ProvingService, ResidentParams, StageTimings,
 };
 pub use stages::{
-    sim, DeviceHealth, DeviceSpec, DeviceStats, HealthPolicy, HealthState, PipelineOptions,
-    PipelineStats, PreparedSet, SpanObserver, Stage, StageSpan,
+    bounded, sim, DeviceHealth, DeviceSpec, DeviceStats, HealthPolicy, HealthState,
+    PipelineOptions, PipelineStats, PreparedSet, SpanObserver, Stage, StageSpan,
 };

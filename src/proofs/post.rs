@@ -331,6 +331,39 @@ fn output(
     }
 }
 
+/// Cuts the vanilla proofs into `pp`'s partitions (`partition_vanilla_proofs`, as
+/// filecoin-proofs does) and proves them all through the stages.
+fn prove_all_partitions<Tree: 'static + MerkleTreeTrait>(
+    svc: &ProvingService,
+    proof: RegisteredPoStProof,
+    config: &PoStConfig,
+    pp: &compound_proof::PublicParams<'static, FallbackPoSt<'static, Tree>>,
+    pub_inputs: &PublicInputs<Tree>,
+    vanilla: &[FallbackPoStSectorProof<Tree>],
+    control: &JobControl,
+) -> Result<Proved, ProveError> {
+    let partitioned = partition_vanilla_proofs(
+        config,
+        &pp.vanilla_params,
+        pub_inputs,
+        pp.partitions.unwrap_or(1),
+        vanilla,
+    )
+    .map_err(|e| ProveError::InvalidInput(format!("vanilla proofs: {e}")))?;
+    let id = params_id_shape::<Tree>(proof)?;
+    let make = |k: usize| {
+        <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
+            pub_inputs,
+            Default::default(),
+            &partitioned[k],
+            &pp.vanilla_params,
+            Some(k),
+        )
+        .map_err(|e| ProveError::InvalidInput(format!("partition {k}: {e}")))
+    };
+    prove_partitions(svc, &id, partitioned.len(), make, control)
+}
+
 /// Proves a WinningPoSt request (JSON of [`WinningPostInput`]).
 pub(crate) fn prove_winning(
     svc: &ProvingService,
@@ -363,27 +396,15 @@ fn prove_winning_shape<Tree: 'static + MerkleTreeTrait>(
         sectors_of(&vanilla),
         None,
     )?;
-    let partitions = pp.partitions.unwrap_or(1);
-    let partitioned = partition_vanilla_proofs(
+    let proved = prove_all_partitions::<Tree>(
+        svc,
+        input.registered_proof,
         &config,
-        &pp.vanilla_params,
+        &pp,
         &pub_inputs,
-        partitions,
         &vanilla,
-    )
-    .map_err(|e| ProveError::InvalidInput(format!("vanilla proofs: {e}")))?;
-    let id = params_id_shape::<Tree>(input.registered_proof)?;
-    let make = |k: usize| {
-        <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
-            &pub_inputs,
-            Default::default(),
-            &partitioned[k],
-            &pp.vanilla_params,
-            Some(k),
-        )
-        .map_err(|e| ProveError::InvalidInput(format!("partition {k}: {e}")))
-    };
-    let proved = prove_partitions(svc, &id, partitioned.len(), make, control)?;
+        control,
+    )?;
     // The verifier repeats the sector list once per challenged sector slot
     // (verify_winning_post); so do we.
     let sectors = sectors_of(&vanilla);
@@ -476,26 +497,15 @@ fn prove_deadline_shape<Tree: 'static + MerkleTreeTrait>(
         sectors_of(&vanilla),
         None,
     )?;
-    let partitioned = partition_vanilla_proofs(
+    let proved = prove_all_partitions::<Tree>(
+        svc,
+        input.registered_proof,
         &config,
-        &pp.vanilla_params,
+        &pp,
         &pub_inputs,
-        partitions,
         &vanilla,
-    )
-    .map_err(|e| ProveError::InvalidInput(format!("vanilla proofs: {e}")))?;
-    let id = params_id_shape::<Tree>(input.registered_proof)?;
-    let make = |k: usize| {
-        <Compound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, FallbackPoStCircuit<Tree>>>::circuit(
-            &pub_inputs,
-            Default::default(),
-            &partitioned[k],
-            &pp.vanilla_params,
-            Some(k),
-        )
-        .map_err(|e| ProveError::InvalidInput(format!("partition {k}: {e}")))
-    };
-    let proved = prove_partitions(svc, &id, partitioned.len(), make, control)?;
+        control,
+    )?;
     let v = verify_compound::<Tree>(
         &proved,
         &pp,

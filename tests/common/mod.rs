@@ -30,3 +30,25 @@ pub fn init(kinds: &[ProofKind]) -> PathBuf {
     }
     dir
 }
+
+/// What `cuzk sample --out dir` writes for the daemon benchmarks, from a freshly sealed 2 KiB
+/// sector of miner 1000: `c1.json` (PoRep C1) and `winning-post.json` (randomness all
+/// `sector_number`).
+pub fn sample_inputs(dir: &std::path::Path, sector_number: u64) {
+    let sector = cuzk::sealing::seal_sector(
+        &dir.join("sector"),
+        filecoin_proofs_api::RegisteredSealProof::StackedDrg2KiBV1_1,
+        1000,
+        sector_number,
+    )
+    .expect("sealing a 2 KiB sector");
+    std::fs::write(dir.join("c1.json"), &sector.c1_json).expect("writing c1.json");
+    let winning = sector
+        .winning_post_input([sector_number as u8; 32])
+        .expect("a WinningPoSt input");
+    std::fs::write(
+        dir.join("winning-post.json"),
+        serde_json::to_vec(&winning).expect("WinningPoSt JSON"),
+    )
+    .expect("writing winning-post.json");
+}

@@ -375,6 +375,20 @@ pub fn sealed(dir: &Path, sector_number: u64) -> cuzk::sealing::SealedSector {
     s
 }
 
+/// A PoRep C2 request for `sector`.
+#[cfg(feature = "scaffolding")]
+pub fn porep(sector: &cuzk::sealing::SealedSector) -> Submit {
+    Submit {
+        request_id: None,
+        priority: None,
+        input: ProofInput::PoRep {
+            c1: sector.c1_json.clone(),
+            miner_id: sector.miner_id,
+            sector_number: Some(sector.sector_number),
+        },
+    }
+}
+
 /// The number of open connections, from the metrics.
 pub fn connections(c: &mut Client) -> u64 {
     let text = c.metrics().unwrap();

@@ -67,9 +67,11 @@ pub struct DeviceHealth {
 /// The most bytes of a device's last error kept (and logged).
 pub const MAX_ERROR: usize = 256;
 
-/// `text` with control characters escaped, cut to at most `max` bytes (on a character
-/// boundary, with a marker).
-pub(crate) fn bounded(text: &str, max: usize) -> String {
+/// `text` made safe to keep, send and log: control characters escaped (a newline cannot
+/// forge a log line, an ESC cannot reach a terminal) and at most `max` bytes (cut on a
+/// character boundary), the rest counted. The engine and the daemon use it too (re-exported
+/// as `engine::bounded`): this is the lowest layer that needs it.
+pub fn bounded(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max) + 24);
     for (i, c) in text.char_indices() {
         let before = out.len();

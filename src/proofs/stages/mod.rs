@@ -38,8 +38,8 @@ use blstrs::Bls12;
 
 pub use gate::CRITICAL;
 use gate::{Gate, GateConfig, Key};
+pub use health::{bounded, DeviceHealth, HealthPolicy, HealthState, MAX_ERROR};
 use health::{Change, Health};
-pub use health::{DeviceHealth, HealthPolicy, HealthState, MAX_ERROR};
 pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, BACKGROUND_NICE};
 
 use super::progress::{ProgressSink, Step};
