@@ -294,10 +294,11 @@ struct Field {
     // whole chain into IMAD + IMAD.HI + IADD3.X).
     // carry_in: the flag holds such a 0 carry; the chain's first instruction reads it.
     // CUZK_KEEP_CARRIES (a tuning variant, for A/B runs) keeps every chain's carry.
-    template <class Limb>
-    __device__ __forceinline__ static void mac_half(u32* acc, Limb limb, int s, u32 b, int head = 0,
-                                                    u32 lo = 0, u32 hi = 0, u32 cin = 0, bool carry_out = true,
-                                                    bool carry_in = false) {
+    // L: the chain's length in limbs (N, or N/2 for the pieces of mul_wide_karatsuba).
+    template <int L, class Limb>
+    __device__ __forceinline__ static void mac_half_l(u32* acc, Limb limb, int s, u32 b, int head = 0,
+                                                      u32 lo = 0, u32 hi = 0, u32 cin = 0, bool carry_out = true,
+                                                      bool carry_in = false) {
 #ifdef CUZK_KEEP_CARRIES
         carry_out = true;
         carry_in = false;
@@ -313,13 +314,19 @@ struct Field {
             acc[1] = ptx::addc_cc(acc[1], hi);
         }
 #pragma unroll
-        for (int j = 2; j < N; j += 2) {
+        for (int j = 2; j < L; j += 2) {
             if (head == 2 && j == 2 && !carry_in) acc[j] = ptx::madlo_cc(limb(s + j), b, acc[j]);
             else acc[j] = ptx::madloc_cc(limb(s + j), b, acc[j]);
             acc[j + 1] = ptx::madhic_cc(limb(s + j), b, acc[j + 1]);
         }
-        if (carry_out) acc[N] = ptx::addc(acc[N], 0);
+        if (carry_out) acc[L] = ptx::addc(acc[L], 0);
         else ptx::drop_carry();
+    }
+    template <class Limb>
+    __device__ __forceinline__ static void mac_half(u32* acc, Limb limb, int s, u32 b, int head = 0,
+                                                    u32 lo = 0, u32 hi = 0, u32 cin = 0, bool carry_out = true,
+                                                    bool carry_in = false) {
+        mac_half_l<N>(acc, limb, s, b, head, lo, hi, cin, carry_out, carry_in);
     }
 
     // Adds b * A * 2^(32 i) to the split accumulator (x, y) of mul_inline: the even limbs of A
@@ -482,11 +489,104 @@ struct Field {
         t[2 * N - 1] = ptx::addc(x[2 * N - 1], y[2 * N - 2]);
     }
 
+    // t[0 .. 2H) = a[0 .. H) b[0 .. H) exactly (H even): mul_wide's rows on H-limb operands.
+    template <int H>
+    __device__ __forceinline__ static void mul_wide_h(const u32* a, const u32* b, u32* t) {
+        u32 x[2 * H + 2], y[2 * H + 2];
+#pragma unroll
+        for (int k = 0; k < 2 * H + 2; k++) { x[k] = 0; y[k] = 0; }
+#pragma unroll
+        for (int i = 0; i < H; i++) {
+            u32* even = (i & 1) == 0 ? x + i : y + i - 1;
+            u32* odd = (i & 1) == 0 ? y + i : x + i + 1;
+            mac_half_l<H>(even, [&](int j) { return a[j]; }, 0, b[i]);
+            mac_half_l<H>(odd, [&](int j) { return a[j]; }, 1, b[i]);
+        }
+        t[0] = x[0];
+        t[1] = ptx::add_cc(x[1], y[0]);
+#pragma unroll
+        for (int k = 2; k < 2 * H - 1; k++) t[k] = ptx::addc_cc(x[k], y[k - 1]);
+        t[2 * H - 1] = ptx::addc(x[2 * H - 1], y[2 * H - 2]);
+    }
+
+    // t[0 .. 2N) = a b exactly (any a, b < 2^(32N)), as mul_wide, with one level of Karatsuba:
+    // with H = N/2 and a = a0 + a1 2^(32H) (b alike),
+    //   a b = z0 + (s - z0 - z2) 2^(32H) + z2 2^(64H),  z0 = a0 b0, z2 = a1 b1,
+    //   s = (a0 + a1)(b0 + b1),
+    // three H-limb products: 3/4 of mul_wide's wide multiplies (the pipe that bounds the MSM's
+    // bucket sums), paid in adds on the ALU pipe. The sums a0 + a1 and b0 + b1 are H limbs and
+    // a carry bit (ca, cb), so s = s' + (ca sb' + cb sa') 2^(32H) + ca cb 2^(64H) with s' the
+    // product of the H-limb parts: H + 1 limbs above word H, the top word m_top. The middle
+    // term a0 b1 + a1 b0 is never negative, and neither is s - z0 on the way.
+    __device__ __forceinline__ static void mul_wide_karatsuba(const Field& a, const Field& b, u32* t) {
+        constexpr int H = N / 2;
+        u32 z0[2 * H], z2[2 * H], m[2 * H], sa[H], sb[H];
+        mul_wide_h<H>(a.v, b.v, z0);
+        mul_wide_h<H>(a.v + H, b.v + H, z2);
+        sa[0] = ptx::add_cc(a.v[0], a.v[H]);
+#pragma unroll
+        for (int k = 1; k < H; k++) sa[k] = ptx::addc_cc(a.v[k], a.v[H + k]);
+        const u32 ca = ptx::addc(0, 0);
+        sb[0] = ptx::add_cc(b.v[0], b.v[H]);
+#pragma unroll
+        for (int k = 1; k < H; k++) sb[k] = ptx::addc_cc(b.v[k], b.v[H + k]);
+        const u32 cb = ptx::addc(0, 0);
+        mul_wide_h<H>(sa, sb, m);
+        // The carry bits' terms, masked in before the chains (nothing but chain instructions
+        // between a chain's flag instructions).
+        u32 xa[H], xb[H];
+#pragma unroll
+        for (int k = 0; k < H; k++) { xa[k] = sb[k] & (0u - ca); xb[k] = sa[k] & (0u - cb); }
+        m[H] = ptx::add_cc(m[H], xa[0]);
+#pragma unroll
+        for (int k = 1; k < H; k++) m[H + k] = ptx::addc_cc(m[H + k], xa[k]);
+        u32 top = ptx::addc(ca & cb, 0);
+        m[H] = ptx::add_cc(m[H], xb[0]);
+#pragma unroll
+        for (int k = 1; k < H; k++) m[H + k] = ptx::addc_cc(m[H + k], xb[k]);
+        top = ptx::addc(top, 0);
+        // m, top -= z0, z2.
+        m[0] = ptx::sub_cc(m[0], z0[0]);
+#pragma unroll
+        for (int k = 1; k < 2 * H; k++) m[k] = ptx::subc_cc(m[k], z0[k]);
+        top = ptx::subc(top, 0);
+        m[0] = ptx::sub_cc(m[0], z2[0]);
+#pragma unroll
+        for (int k = 1; k < 2 * H; k++) m[k] = ptx::subc_cc(m[k], z2[k]);
+        top = ptx::subc(top, 0);
+        // t = z0 + m 2^(32H) + z2 2^(64H); z0 and z2 do not overlap.
+#pragma unroll
+        for (int k = 0; k < H; k++) t[k] = z0[k];
+        t[H] = ptx::add_cc(z0[H], m[0]);
+#pragma unroll
+        for (int k = 1; k < H; k++) t[H + k] = ptx::addc_cc(z0[H + k], m[k]);
+#pragma unroll
+        for (int k = 0; k < H; k++) t[2 * H + k] = ptx::addc_cc(z2[k], m[H + k]);
+        t[3 * H] = ptx::addc_cc(z2[H], top);
+#pragma unroll
+        for (int k = 3 * H + 1; k < 4 * H - 1; k++) t[k] = ptx::addc_cc(z2[k - 2 * H], 0);
+        t[4 * H - 1] = ptx::addc(z2[2 * H - 1], 0);
+    }
+
+    // The double-width product of Fp2's products: mul_wide's rows, or Karatsuba's with
+    // CUZK_FP_KARATSUBA (a tuning variant: on the H200 it made G2 8-9% slower, more ALU and
+    // register pressure for 12% fewer wide multiplies; docs/gpu-notes.md, v19).
+    __device__ __forceinline__ static void mul_wide_fast(const Field& a, const Field& b, u32* t) {
+#ifdef CUZK_FP_KARATSUBA
+        mul_wide_karatsuba(a, b, t);
+#else
+        mul_wide(a, b, t);
+#endif
+    }
+
     // t / R mod p for t[0 .. 2N) < p R, output < p. With t = lo + hi R (lo, hi < R) the rounds of
     // mul_inline's reduction clear lo: (lo + M p) / R < 1 + p, then hi is added at the end
     // (t / R + M p / R < 2p, so one reduce_once). hi is not loaded into the accumulators: the
     // chains end with a carry into the word above them, which must hold only carries.
-    __device__ __forceinline__ static Field redc_wide(const u32* t) {
+    __device__ __forceinline__ static Field redc_wide(const u32* t) { return reduce_once(redc_wide_unreduced(t)); }
+    // redc_wide without its final subtraction: t / R mod p in [0, 2p) for t < p R (the lo part
+    // leaves below p + 1, and hi = t / R < p).
+    __device__ __forceinline__ static Field redc_wide_unreduced(const u32* t) {
         u32 x[2 * N + 2], y[2 * N + 2];
 #pragma unroll
         for (int k = 0; k < 2 * N + 2; k++) { x[k] = k < N ? t[k] : 0; y[k] = 0; }
@@ -497,7 +597,7 @@ struct Field {
         r.v[0] = ptx::add_cc(r.v[0], t[N]);
 #pragma unroll
         for (int k = 1; k < N; k++) r.v[k] = ptx::addc_cc(r.v[k], t[N + k]);
-        return reduce_once(r);
+        return r;
     }
 
     // (a b - c d) / R mod p with one Montgomery reduction instead of two (the Y coordinate of
@@ -546,14 +646,51 @@ struct Field {
     }
 
     // The lazy forms of the point formulas (curve.cuh, G1): operands and results in [0, 2p).
-    // a b < 4 p^2 < p R, so mul_unreduced's output is below 4 p^2 / R + p < 2p.
-    __device__ __noinline__ static Field mul_lazy_call(Field a, Field b) { return mul_unreduced(a, b); }
+    // a b < 4 p^2 < p R, so mul_unreduced's output is below 4 p^2 / R + p < 2p, and so is
+    // redc_wide_unreduced's. Out of line (Fp only: Fr's products are inline) the product is
+    // mul_unreduced's interleaved rounds; CUZK_FP_KARATSUBA (a tuning variant) makes it
+    // Karatsuba's product and then the reduction (on the H200 no faster for G1: 2.7% fewer
+    // FMA-pipe cycles in SASS, 30% more instructions; docs/gpu-notes.md, v19).
+    __device__ __forceinline__ static Field mul_lazy_karatsuba(const Field& a, const Field& b) {
+        u32 t[2 * N];
+        mul_wide_karatsuba(a, b, t);
+        return redc_wide_unreduced(t);
+    }
+    // (a b - c d) / R as (a b + c (2p - d)) / R, two Karatsuba products and one reduction: for
+    // operands below 2p, S < 8 p^2 < p R (Fp: 8p < R), so the output is in [0, 2p) as
+    // mul_sub_inline<true>'s.
+    __device__ __forceinline__ static Field mul_sub_lazy_karatsuba(const Field& a, const Field& b, const Field& c,
+                                                                   const Field& d) {
+        Field dn;
+        dn.v[0] = ptx::sub_cc(mod2(0), d.v[0]);
+#pragma unroll
+        for (int k = 1; k < N; k++) dn.v[k] = ptx::subc_cc(mod2(k), d.v[k]);
+        u32 t[2 * N], u[2 * N];
+        mul_wide_karatsuba(a, b, t);
+        mul_wide_karatsuba(c, dn, u);
+        t[0] = ptx::add_cc(t[0], u[0]);
+#pragma unroll
+        for (int k = 1; k < 2 * N - 1; k++) t[k] = ptx::addc_cc(t[k], u[k]);
+        t[2 * N - 1] = ptx::addc(t[2 * N - 1], u[2 * N - 1]);
+        return redc_wide_unreduced(t);
+    }
+    __device__ __noinline__ static Field mul_lazy_call(Field a, Field b) {
+#ifdef CUZK_FP_KARATSUBA
+        return mul_lazy_karatsuba(a, b);
+#else
+        return mul_unreduced(a, b);
+#endif
+    }
     __device__ __forceinline__ static Field mul_lazy(const Field& a, const Field& b) {
         if (P::INLINE_MUL) return mul_unreduced(a, b);
         return mul_lazy_call(a, b);
     }
     __device__ __noinline__ static Field mul_sub_lazy_call(Field a, Field b, Field c, Field d) {
+#ifdef CUZK_FP_KARATSUBA
+        return mul_sub_lazy_karatsuba(a, b, c, d);
+#else
         return mul_sub_inline<true>(a, b, c, d);
+#endif
     }
     __device__ __forceinline__ static Field mul_sub_lazy(const Field& a, const Field& b, const Field& c,
                                                          const Field& d) {

@@ -26,8 +26,8 @@ struct Fp2 {
     __device__ __forceinline__ static Fp2 mul_inline(const Fp2& a, const Fp2& b) {
         const int W = 2 * Fp::N;
         u32 p0[W], p1[W], d[W], c[W];
-        Fp::mul_wide(a.c0, b.c0, p0);
-        Fp::mul_wide(a.c1, b.c1, p1);
+        Fp::mul_wide_fast(a.c0, b.c0, p0);
+        Fp::mul_wide_fast(a.c1, b.c1, p1);
         d[0] = ptx::add_cc(p0[0], p1[0]);
 #pragma unroll
         for (int k = 1; k < W; k++) d[k] = ptx::addc_cc(p0[k], p1[k]);
@@ -47,7 +47,7 @@ struct Fp2 {
         sb.v[0] = ptx::add_cc(b.c0.v[0], b.c1.v[0]);
 #pragma unroll
         for (int k = 1; k < Fp::N; k++) sb.v[k] = ptx::addc_cc(b.c0.v[k], b.c1.v[k]);
-        Fp::mul_wide(sa, sb, p0);
+        Fp::mul_wide_fast(sa, sb, p0);
         c[0] = ptx::sub_cc(p0[0], d[0]);
 #pragma unroll
         for (int k = 1; k < W; k++) c[k] = ptx::subc_cc(p0[k], d[k]);
