@@ -501,10 +501,14 @@ fn run_bound(
             signal(SignalKind::terminate()).map_err(io("installing the SIGTERM handler"))?;
         let mut int =
             signal(SignalKind::interrupt()).map_err(io("installing the SIGINT handler"))?;
-        let line = notify::status_line(&ctx.engine);
+        let line = notify::status_line(&ctx.engine, &ctx.service);
         notifier.send(&[NotifyState::Ready, NotifyState::Status(&line)]);
         tracing::info!(backend = %ctx.backend, "ready");
-        tokio::spawn(notify::status_loop(notifier.clone(), ctx.engine.clone()));
+        tokio::spawn(notify::status_loop(
+            notifier.clone(),
+            ctx.engine.clone(),
+            ctx.service.clone(),
+        ));
         if let Some(interval) = watchdog {
             tokio::spawn(notify::watchdog_loop(
                 notifier.clone(),
