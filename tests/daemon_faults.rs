@@ -133,9 +133,11 @@ fn a_failing_device_is_retried_elsewhere_and_quarantined() {
         .all(|d| d.state == HealthState::Healthy && d.failures == 0));
     // One job at a time: device 0 goes first when both are idle and it has gone longer
     // without work, so it takes the first or the second job's partition.
+    let mut failed_in = None;
     for i in 0..2 {
         prove_and_verify(&daemon, &format!("job {i}"));
         if daemon.client().health().expect("Health").devices[0].failures > 0 {
+            failed_in = Some(i);
             break;
         }
     }
@@ -169,14 +171,18 @@ fn a_failing_device_is_retried_elsewhere_and_quarantined() {
 
     // systemd's status line says so too: first while the job whose partition the device
     // failed was still running (the quarantine itself refreshes the line, not only a job's
-    // end), and on every line since. Before it, no line said so.
+    // end: the line counts that job running, not done), and on every line since.
+    let failed_in = failed_in.expect("device 0 failed a partition of the first two jobs");
     let lines = status.lines();
     let first = lines
         .iter()
         .position(|l| l.contains("quarantined"))
         .unwrap_or_else(|| panic!("no STATUS= line mentions the quarantine: {lines:?}"));
-    assert!(
-        lines[first].ends_with(", 1 device quarantined") && lines[first].contains("running 1"),
+    assert_eq!(
+        lines[first],
+        format!(
+            "queued 0, running 1, done {failed_in}, failed 0, cancelled 0, 1 device quarantined"
+        ),
         "the quarantine is announced mid-job: {lines:?}"
     );
     assert!(
