@@ -11,7 +11,8 @@
 
 mod daemon_support;
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use cuzk::proto::HealthState;
@@ -52,6 +53,52 @@ fn prove_and_verify(daemon: &Daemon, what: &str) {
     );
 }
 
+/// Every `STATUS=` line cuzkd sends to its NOTIFY_SOCKET, read as they come on a thread of
+/// its own: the socket holds only a few unread datagrams (net.unix.max_dgram_qlen), and
+/// cuzkd drops what does not fit, so a test that read them only at the end would miss some.
+struct StatusLines {
+    lines: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl StatusLines {
+    fn collect(env: &Env) -> Self {
+        let socket = env.notify.try_clone().expect("clone the notify socket");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (into, stopped) = (lines.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // The socket's read timeout (50 ms) lets the loop see `stop`.
+            while !stopped.load(Ordering::Relaxed) {
+                if let Ok(n) = socket.recv(&mut buf) {
+                    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    let status = msg.lines().filter_map(|l| l.strip_prefix("STATUS="));
+                    into.lock().unwrap().extend(status.map(str::to_owned));
+                }
+            }
+        });
+        Self { lines, stop }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Waits for a STATUS= line that `pred` accepts, and returns it.
+    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        eventually(what, Duration::from_secs(10), || {
+            self.lines().into_iter().find(|l| pred(l))
+        })
+    }
+}
+
+impl Drop for StatusLines {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The value of the metric line `series` (name and labels).
 fn metric(text: &str, series: &str) -> f64 {
     text.lines()
@@ -77,6 +124,7 @@ fn a_failing_device_is_retried_elsewhere_and_quarantined() {
         ("debug.fault_every", "1"),
         ("debug.check_input", "true"),
     ]);
+    let status = StatusLines::collect(&daemon.env);
     let health = daemon.client().health().expect("Health");
     assert_eq!(health.devices.len(), 2);
     assert!(health
@@ -85,9 +133,11 @@ fn a_failing_device_is_retried_elsewhere_and_quarantined() {
         .all(|d| d.state == HealthState::Healthy && d.failures == 0));
     // One job at a time: device 0 goes first when both are idle and it has gone longer
     // without work, so it takes the first or the second job's partition.
+    let mut failed_in = None;
     for i in 0..2 {
         prove_and_verify(&daemon, &format!("job {i}"));
         if daemon.client().health().expect("Health").devices[0].failures > 0 {
+            failed_in = Some(i);
             break;
         }
     }
@@ -118,6 +168,32 @@ fn a_failing_device_is_retried_elsewhere_and_quarantined() {
         0.0
     );
     assert_eq!(metric(&text, "cuzk_partitions_fallback_total"), 0.0);
+
+    // systemd's status line says so too: first while the job whose partition the device
+    // failed was still running (the quarantine itself refreshes the line, not only a job's
+    // end: the line counts that job running, not done), and on every line since.
+    let failed_in = failed_in.expect("device 0 failed a partition of the first two jobs");
+    let lines = status.lines();
+    let first = lines
+        .iter()
+        .position(|l| l.contains("quarantined"))
+        .unwrap_or_else(|| panic!("no STATUS= line mentions the quarantine: {lines:?}"));
+    assert_eq!(
+        lines[first],
+        format!(
+            "queued 0, running 1, done {failed_in}, failed 0, cancelled 0, 1 device quarantined"
+        ),
+        "the quarantine is announced mid-job: {lines:?}"
+    );
+    assert!(
+        lines[first..]
+            .iter()
+            .all(|l| l.ends_with(", 1 device quarantined")),
+        "{lines:?}"
+    );
+    status.wait_for("the last job's end with the quarantine", |l| {
+        l.starts_with("queued 0, running 0, done ") && l.ends_with(", 1 device quarantined")
+    });
 
     let out = std::process::Command::new(CUZK)
         .args(["status", "--socket"])
@@ -164,6 +240,7 @@ fn a_wrong_result_is_never_returned_and_the_device_is_probed_again() {
         ("debug.fault_limit", "1"),
         ("debug.check_input", "true"),
     ]);
+    let status = StatusLines::collect(&daemon.env);
     prove_and_verify(&daemon, "the job with a wrong result");
     let health = daemon.client().health().expect("Health");
     let d = &health.devices[0];
@@ -191,6 +268,16 @@ fn a_wrong_result_is_never_returned_and_the_device_is_probed_again() {
     assert_eq!(metric(&text, "cuzk_device_quarantined{device=\"0\"}"), 0.0);
     let log = daemon.env.stderr();
     assert!(log.contains("device out of quarantine"), "{log}");
+    // The status line said so while the job was proved again, and says nothing of it once
+    // the probe released the device.
+    status.wait_for("the quarantine on the status line", |l| {
+        l.contains("running 1") && l.ends_with(", 1 device quarantined")
+    });
+    status.wait_for("the status line after the release", |l| {
+        l.starts_with("queued 0, running 0, done 2,")
+    });
+    let last = status.lines().pop().unwrap_or_default();
+    assert!(!last.contains("quarantined"), "{last}");
 }
 
 /// The fault keys are range-checked like every other key, and a fault device that does not

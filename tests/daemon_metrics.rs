@@ -197,15 +197,21 @@ fn the_textfile_is_valid_exposition_text_replaced_atomically() {
     let dir = env.dir.path().join("textfile");
     std::fs::create_dir(&dir).unwrap();
     let path = dir.join("cuzk.prom");
+    // With a job journal, so that its families are checked too.
+    let journal = env.dir.path().join("journal");
     let config = env
         .config()
         .set("metrics.textfile", &quoted(&path))
-        .set("metrics.textfile_interval", "\"1s\"");
+        .set("metrics.textfile_interval", "\"1s\"")
+        .set("queue.journal_dir", &quoted(&journal));
     let mut daemon = Daemon::start_with(env, config);
     let first = wait_for(&path, "cuzk_uptime_seconds", &daemon);
     let samples = check_exposition(&first).unwrap_or_else(|e| panic!("{e}\n{first}"));
     assert_eq!(samples.get("cuzk_jobs_queued"), Some(&0.0), "{first}");
     assert!(first.contains("cuzk_info{version=\""), "{first}");
+    // The start compacted the journal and synced nothing yet.
+    assert_eq!(samples.get("cuzk_journal_compactions_total"), Some(&1.0));
+    assert_eq!(samples.get("cuzk_journal_sync_seconds_count"), Some(&0.0));
 
     // Counters move in the file: a job that fails fast, and (where the test parameters are
     // there) a resident parameter set, whose labelled samples the text then holds.
@@ -225,8 +231,9 @@ fn the_textfile_is_valid_exposition_text_replaced_atomically() {
     if preloaded {
         text = wait_for(&path, "cuzk_params_resident_bytes{", &daemon);
     }
-    check_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let samples = check_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     promtool_check(&text);
+    check_journal_metrics(&samples, &text);
     // docs/operating.md names every family an operator may see.
     let docs =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operating.md")).unwrap();
@@ -266,6 +273,76 @@ fn the_textfile_is_valid_exposition_text_replaced_atomically() {
     assert_eq!(names, ["cuzk.prom"]);
     let last = std::fs::read_to_string(&path).unwrap();
     check_exposition(&last).unwrap_or_else(|e| panic!("{e}\n{last}"));
+}
+
+/// The journal's metrics once a job was accepted and finished: at least two syncs (the
+/// acceptance's before the answer, the result's), counted in the histogram's cumulative
+/// buckets and its sum; a log on disk; no failures; the finished job's input deleted.
+fn check_journal_metrics(samples: &BTreeMap<String, f64>, text: &str) {
+    let get = |s: &str| {
+        *samples
+            .get(s)
+            .unwrap_or_else(|| panic!("no {s} in\n{text}"))
+    };
+    let count = get("cuzk_journal_sync_seconds_count");
+    assert!(count >= 2.0, "{text}");
+    assert_eq!(get("cuzk_journal_sync_seconds_bucket{le=\"+Inf\"}"), count);
+    let buckets: Vec<f64> = samples
+        .iter()
+        .filter(|(k, _)| k.starts_with("cuzk_journal_sync_seconds_bucket{"))
+        .map(|(_, v)| *v)
+        .collect();
+    assert!(
+        buckets.len() > 2 && buckets.iter().all(|&b| b <= count),
+        "{text}"
+    );
+    assert!(get("cuzk_journal_sync_seconds_sum") > 0.0, "{text}");
+    assert!(get("cuzk_journal_log_bytes") > 0.0, "{text}");
+    assert_eq!(get("cuzk_journal_input_bytes"), 0.0, "{text}");
+    for op in ["log", "input", "compaction"] {
+        let series = format!("cuzk_journal_write_failures_total{{operation=\"{op}\"}}");
+        assert_eq!(get(&series), 0.0, "{text}");
+    }
+    assert_eq!(get("cuzk_journal_inputs_refused_total"), 0.0, "{text}");
+    assert_eq!(get("cuzk_journal_replayed_jobs{state=\"queued\"}"), 0.0);
+}
+
+/// After a kill -9 with a job in flight, the restarted daemon's metrics count the job the
+/// journal queued again, and its stored input.
+#[test]
+fn the_journal_metrics_count_what_a_restart_took_up() {
+    let env = Env::new();
+    let journal = env.dir.path().join("journal");
+    let config = env
+        .config()
+        .set("queue.journal_dir", &quoted(&journal))
+        .set("debug.job_delay", "\"30s\"");
+    let mut daemon = Daemon::start_with(env, config.clone());
+    let accepted = daemon
+        .client()
+        .submit(bogus_porep("replayed"))
+        .expect("submit");
+    let text = daemon.client().metrics().expect("metrics");
+    let samples = check_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(samples["cuzk_journal_sync_seconds_count"] >= 1.0, "{text}");
+    assert!(samples["cuzk_journal_input_bytes"] > 0.0, "{text}");
+    daemon.signal(Signal::SIGKILL);
+    daemon.wait_exit(Duration::from_secs(30));
+    daemon.child = daemon.env.command(&config).spawn().expect("spawn cuzkd");
+    daemon
+        .env
+        .wait_notify("READY=1", Duration::from_secs(60), &mut daemon.child);
+    let text = daemon.client().metrics().expect("metrics");
+    let samples = check_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    promtool_check(&text);
+    assert_eq!(
+        samples["cuzk_journal_replayed_jobs{state=\"queued\"}"], 1.0,
+        "{text}"
+    );
+    assert_eq!(samples["cuzk_journal_replayed_jobs{state=\"lost\"}"], 0.0);
+    assert!(samples["cuzk_journal_input_bytes"] > 0.0, "{text}");
+    let info = daemon.client().status(Some(accepted.job_id));
+    assert!(info.is_ok(), "the job is known again: {info:?}");
 }
 
 #[test]

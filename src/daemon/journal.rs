@@ -96,6 +96,74 @@ fn unix_ms(t: SystemTime) -> u64 {
         .map_or(0, |d| d.as_millis().min(u128::from(u64::MAX)) as u64)
 }
 
+/// The upper bounds, in seconds, of the sync-time histogram's buckets (`+Inf` besides):
+/// from a fast SSD's fdatasync to a disk in trouble.
+pub const SYNC_BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// What the journal did since start, counted as it happens (atomics: the metrics read them
+/// without taking the journal's locks).
+#[derive(Debug, Default)]
+struct Counters {
+    /// Log syncs that wrote records, per [`SYNC_BUCKETS`] bucket (not cumulative), the
+    /// last one `+Inf`.
+    sync_buckets: [AtomicU64; SYNC_BUCKETS.len() + 1],
+    /// Their time in all, nanoseconds.
+    sync_nanos: AtomicU64,
+    /// Failed writes of the log, of inputs, of compactions.
+    failed_log: AtomicU64,
+    failed_input: AtomicU64,
+    failed_compaction: AtomicU64,
+    /// Compactions that succeeded (the one at start included).
+    compactions: AtomicU64,
+    /// Inputs not stored because the journal was full.
+    refused_inputs: AtomicU64,
+}
+
+impl Counters {
+    fn observe_sync(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        let bucket = SYNC_BUCKETS
+            .iter()
+            .position(|&le| secs <= le)
+            .unwrap_or(SYNC_BUCKETS.len());
+        if let Some(b) = self.sync_buckets.get(bucket) {
+            b.fetch_add(1, Ordering::Relaxed);
+        }
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.sync_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+}
+
+/// The journal's metrics at one moment ([`FileJournal::metrics`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Metrics {
+    /// Log syncs that wrote records: cumulative counts per [`SYNC_BUCKETS`] bound, then
+    /// the count of all (`+Inf`).
+    pub sync_cumulative: [u64; SYNC_BUCKETS.len() + 1],
+    /// Their time in all.
+    pub sync_seconds: f64,
+    /// Failed writes: of the log (append and fdatasync), of an input, of a compaction.
+    pub failed_log: u64,
+    pub failed_input: u64,
+    pub failed_compaction: u64,
+    /// Compactions that succeeded.
+    pub compactions: u64,
+    /// Inputs not stored because the journal was full (`queue.journal_max_size`).
+    pub refused_inputs: u64,
+    /// The log's size, records not yet written included.
+    pub log_bytes: u64,
+    /// The stored inputs' size.
+    pub input_bytes: u64,
+    /// `queue.journal_max_size`.
+    pub max_bytes: u64,
+    /// What the start took up ([`Report`]).
+    pub requeued: usize,
+    pub results: usize,
+    pub lost: usize,
+}
+
 /// The journal the engine records to.
 pub struct FileJournal {
     dir: PathBuf,
@@ -107,6 +175,9 @@ pub struct FileJournal {
     tmp_counter: AtomicU64,
     /// Held for the journal's life: a second daemon on the same directory is refused.
     _lock: File,
+    counters: Counters,
+    /// What the start took up, for the metrics.
+    taken_up: (usize, usize, usize),
 }
 
 /// What records and submissions change, under a lock held only for a moment.
@@ -151,10 +222,15 @@ pub struct Report {
 }
 
 /// Opens (making it where missing) the journal in `options.dir`, reads what it recorded,
-/// and returns what the engine starts with. Skipped records are logged (a bounded number,
-/// escaped), never fatal; what cannot be read back is reported failed. Errors only when the
-/// directory cannot be made or used, or another daemon holds it.
-pub fn open(options: Options, now: SystemTime) -> Result<(Journal, Report), JournalError> {
+/// and returns what the engine starts with, what it found, and the journal itself for the
+/// metrics ([`FileJournal::metrics`]; the engine's recorder is the same). Skipped records
+/// are logged (a bounded number, escaped), never fatal; what cannot be read back is
+/// reported failed. Errors only when the directory cannot be made or used, or another
+/// daemon holds it.
+pub fn open(
+    options: Options,
+    now: SystemTime,
+) -> Result<(Journal, Report, Arc<FileJournal>), JournalError> {
     let dir = options.dir.clone();
     let inputs = dir.join(INPUTS);
     for d in [&dir, &inputs] {
@@ -248,6 +324,8 @@ pub fn open(options: Options, now: SystemTime) -> Result<(Journal, Report), Jour
         }),
         tmp_counter: AtomicU64::new(0),
         _lock: lock,
+        counters: Counters::default(),
+        taken_up: (report.requeued, report.results, report.lost),
         dir,
     });
     {
@@ -259,7 +337,7 @@ pub fn open(options: Options, now: SystemTime) -> Result<(Journal, Report), Jour
     let sh = journal.shared();
     report.bytes = sh.log_bytes + sh.inputs_bytes;
     drop(sh);
-    let recorder: Arc<dyn Recorder> = journal;
+    let recorder: Arc<dyn Recorder> = journal.clone();
     Ok((
         Journal {
             recorder,
@@ -267,6 +345,7 @@ pub fn open(options: Options, now: SystemTime) -> Result<(Journal, Report), Jour
             jobs,
         },
         report,
+        journal,
     ))
 }
 
@@ -332,6 +411,39 @@ fn write_log(dir: &Path, bytes: &[u8]) -> std::io::Result<File> {
 }
 
 impl FileJournal {
+    /// The journal's metrics now: its counters, and its sizes (under its lock, for a
+    /// moment).
+    pub fn metrics(&self) -> Metrics {
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut sync_cumulative = [0; SYNC_BUCKETS.len() + 1];
+        let mut total = 0;
+        for (out, bucket) in sync_cumulative.iter_mut().zip(&c.sync_buckets) {
+            total += load(bucket);
+            *out = total;
+        }
+        let (log_bytes, input_bytes) = {
+            let sh = self.shared();
+            (sh.log_bytes, sh.inputs_bytes)
+        };
+        let (requeued, results, lost) = self.taken_up;
+        Metrics {
+            sync_cumulative,
+            sync_seconds: Duration::from_nanos(load(&c.sync_nanos)).as_secs_f64(),
+            failed_log: load(&c.failed_log),
+            failed_input: load(&c.failed_input),
+            failed_compaction: load(&c.failed_compaction),
+            compactions: load(&c.compactions),
+            refused_inputs: load(&c.refused_inputs),
+            log_bytes,
+            input_bytes,
+            max_bytes: self.options.max_bytes,
+            requeued,
+            results,
+            lost,
+        }
+    }
+
     fn shared(&self) -> MutexGuard<'_, Shared> {
         // Every field is consistent on its own between statements: keep recording after a
         // panic elsewhere rather than lose the journal.
@@ -427,6 +539,7 @@ impl FileJournal {
         };
         match write_log(&self.dir, &bytes) {
             Ok(file) => {
+                self.counters.compactions.fetch_add(1, Ordering::Relaxed);
                 log.file = file;
                 log.compacted = bytes.len() as u64;
                 log.broken = false;
@@ -437,6 +550,9 @@ impl FileJournal {
                 Ok(())
             }
             Err(e) => {
+                self.counters
+                    .failed_compaction
+                    .fetch_add(1, Ordering::Relaxed);
                 log.broken = true;
                 self.shared().freed.extend(freed);
                 Err(e)
@@ -467,6 +583,7 @@ impl Recorder for FileJournal {
             let used = sh.log_bytes + sh.inputs_bytes;
             if used.saturating_add(size) > self.options.max_bytes {
                 drop(sh);
+                self.counters.refused_inputs.fetch_add(1, Ordering::Relaxed);
                 if let Some(suppressed) = FULL.allow(Instant::now()) {
                     tracing::warn!(
                         dir = %self.dir.display(),
@@ -498,6 +615,7 @@ impl Recorder for FileJournal {
                 sh.inputs_bytes = sh.inputs_bytes.saturating_sub(size);
                 sh.state.unstage(digest);
                 drop(sh);
+                self.counters.failed_input.fetch_add(1, Ordering::Relaxed);
                 self.warn_write_failed("cannot store a job's input", &e);
                 false
             }
@@ -542,14 +660,19 @@ impl Recorder for FileJournal {
         };
         let mut ok = !log.broken;
         if ok && !buffer.is_empty() {
+            let began = Instant::now();
             let written = log
                 .file
                 .write_all(&buffer)
                 .and_then(|_| log.file.sync_data());
-            if let Err(e) = written {
-                self.warn_write_failed("cannot write the log", &e);
-                log.broken = true;
-                ok = false;
+            match written {
+                Ok(()) => self.counters.observe_sync(began.elapsed()),
+                Err(e) => {
+                    self.counters.failed_log.fetch_add(1, Ordering::Relaxed);
+                    self.warn_write_failed("cannot write the log", &e);
+                    log.broken = true;
+                    ok = false;
+                }
             }
         }
         let mut sh = self.shared();
@@ -647,8 +770,13 @@ mod tests {
     fn jobs_survive_a_reopen_and_ids_move_on() {
         let tmp = tempfile::tempdir().unwrap();
         let o = options(tmp.path(), 1 << 30);
-        let (j, report) = open(o.clone(), SystemTime::now()).unwrap();
+        let (j, report, files) = open(o.clone(), SystemTime::now()).unwrap();
         assert_eq!((report.next_id, j.jobs.len()), (1, 0));
+        let m = files.metrics();
+        assert_eq!(
+            (m.compactions, m.sync_cumulative[SYNC_BUCKETS.len()]),
+            (1, 0)
+        );
         // A second daemon on the same directory is refused.
         assert!(matches!(
             open(o.clone(), SystemTime::now()),
@@ -659,14 +787,25 @@ mod tests {
         // The same input again (a resubmission without request id): stored once.
         assert!(submit(&j, 3, &a));
         assert_eq!(stored_inputs(&o), 2);
+        // One sync per submission, each counted in the histogram's buckets and its sum.
+        let m = files.metrics();
+        assert_eq!(m.sync_cumulative[SYNC_BUCKETS.len()], 3, "{m:?}");
+        assert!(m.sync_cumulative.windows(2).all(|w| w[0] <= w[1]), "{m:?}");
+        assert!(m.sync_seconds > 0.0 && m.log_bytes > 0, "{m:?}");
+        assert_eq!(m.input_bytes, 2 * format::input_len(&a), "{m:?}");
+        assert_eq!((m.failed_log, m.failed_input, m.refused_inputs), (0, 0, 0));
         finish(&j, 2);
         assert_eq!(stored_inputs(&o), 1, "job 2's input deleted, job 1's kept");
+        assert_eq!(files.metrics().input_bytes, format::input_len(&a));
         finish(&j, 1);
         assert_eq!(stored_inputs(&o), 1, "job 3 still needs it");
-        drop(j);
-        let (j, report) = open(o.clone(), SystemTime::now()).unwrap();
+        drop((j, files));
+        let (j, report, files) = open(o.clone(), SystemTime::now()).unwrap();
         assert_eq!(report.requeued, 1);
         assert_eq!(report.results, 2);
+        let m = files.metrics();
+        assert_eq!((m.requeued, m.results, m.lost), (1, 2, 0));
+        drop(files);
         assert_eq!(
             report.next_id,
             1 + ID_BLOCK,
@@ -688,7 +827,7 @@ mod tests {
         // A job in the second run takes an id of a new block; the next start is above it.
         submit(&j, report.next_id, &b);
         drop(j);
-        let (_, report) = open(o.clone(), SystemTime::now()).unwrap();
+        let (_, report, _) = open(o.clone(), SystemTime::now()).unwrap();
         assert_eq!(report.next_id, 1 + 2 * ID_BLOCK);
         let mode = |p: &Path| {
             use std::os::unix::fs::PermissionsExt;
@@ -705,7 +844,7 @@ mod tests {
     fn damaged_logs_and_inputs_are_skipped_not_fatal() {
         let tmp = tempfile::tempdir().unwrap();
         let o = options(tmp.path(), 1 << 30);
-        let (j, _) = open(o.clone(), SystemTime::now()).unwrap();
+        let (j, _, _) = open(o.clone(), SystemTime::now()).unwrap();
         for id in 1..=4 {
             submit(&j, id, &request(id, 100));
         }
@@ -734,7 +873,7 @@ mod tests {
             .join(INPUTS)
             .join(hex::encode(digest(&request(3, 100))));
         fs::write(&three, b"not what it was").unwrap();
-        let (j, report) = open(o.clone(), SystemTime::now()).unwrap();
+        let (j, report, _) = open(o.clone(), SystemTime::now()).unwrap();
         assert_eq!(report.skipped, 2, "{report:?}");
         assert_eq!((report.requeued, report.lost), (1, 1), "{report:?}");
         let ids: Vec<u64> = j.jobs.iter().map(|x| x.id).collect();
@@ -748,7 +887,7 @@ mod tests {
         assert_eq!(stored_inputs(&o), 1);
         // The rewritten log is clean.
         drop(j);
-        let (_, report) = open(o, SystemTime::now()).unwrap();
+        let (_, report, _) = open(o, SystemTime::now()).unwrap();
         assert_eq!(report.skipped, 0);
     }
 
@@ -761,7 +900,7 @@ mod tests {
         let limit = 64 * 1024;
         let mut o = options(tmp.path(), limit);
         o.max_finished = 20;
-        let (j, _) = open(o.clone(), SystemTime::now()).unwrap();
+        let (j, _, files) = open(o.clone(), SystemTime::now()).unwrap();
         let size = |o: &Options| -> u64 {
             let log = fs::metadata(o.dir.join(LOG)).unwrap().len();
             let inputs: u64 = fs::read_dir(o.dir.join(INPUTS))
@@ -776,6 +915,7 @@ mod tests {
             .collect();
         assert_eq!(stored, [true, true, true, false]);
         assert!(size(&o) <= limit);
+        assert_eq!(files.metrics().refused_inputs, 1);
         // Finishing frees room again.
         finish(&j, 1);
         assert!(submit(&j, 5, &request(5, 18_000)));
@@ -786,9 +926,11 @@ mod tests {
             finish(&j, id);
             assert!(size(&o) <= limit + 4096, "job {id}: {} bytes", size(&o));
         }
-        drop(j);
-        let (j, report) = open(o.clone(), SystemTime::now()).unwrap();
+        drop((j, files));
+        let (j, report, files) = open(o.clone(), SystemTime::now()).unwrap();
         assert_eq!(report.lost, 1, "job 4, whose input was not stored");
+        assert_eq!(files.metrics().lost, 1);
+        drop(files);
         assert_eq!(report.requeued, 3, "jobs 2, 3 and 5");
         assert!(report.results <= 21, "{report:?}");
         assert!(report.bytes <= limit);

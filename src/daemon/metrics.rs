@@ -67,6 +67,9 @@ pub fn render(ctx: &Context) -> String {
     if let Some(p) = ctx.service.pinned() {
         pinned(&mut out, &p);
     }
+    if let Some(j) = &ctx.journal {
+        journal(&mut out, &j.metrics());
+    }
     single(
         &mut out,
         "cuzk_queue_full_total",
@@ -347,6 +350,91 @@ fn pinned(out: &mut String, p: &crate::prover::PinnedStats) {
         "Partition vectors left in pageable memory (no room in the pool).",
         p.misses,
     );
+}
+
+/// The job journal: its syncs, failures, sizes and what the start took up.
+fn journal(out: &mut String, m: &super::journal::Metrics) {
+    family(
+        out,
+        "cuzk_journal_sync_seconds",
+        "histogram",
+        "Writes of the job journal's buffered records with their fdatasync (before a \
+         submission or a cancellation is answered, after a job finishes).",
+    );
+    let bounds = super::journal::SYNC_BUCKETS.iter().map(|b| b.to_string());
+    for (le, n) in bounds.chain(["+Inf".to_string()]).zip(m.sync_cumulative) {
+        let _ = writeln!(out, "cuzk_journal_sync_seconds_bucket{{le=\"{le}\"}} {n}");
+    }
+    let _ = writeln!(out, "cuzk_journal_sync_seconds_sum {:.6}", m.sync_seconds);
+    let count = m.sync_cumulative.last().copied().unwrap_or(0);
+    let _ = writeln!(out, "cuzk_journal_sync_seconds_count {count}");
+    family(
+        out,
+        "cuzk_journal_write_failures_total",
+        "counter",
+        "Failed writes to the job journal (jobs run on, but may not survive a restart): of \
+         the log, of a job's input, of a compaction.",
+    );
+    for (what, n) in [
+        ("log", m.failed_log),
+        ("input", m.failed_input),
+        ("compaction", m.failed_compaction),
+    ] {
+        let _ = writeln!(
+            out,
+            "cuzk_journal_write_failures_total{{operation=\"{what}\"}} {n}"
+        );
+    }
+    single(
+        out,
+        "cuzk_journal_compactions_total",
+        "counter",
+        "Rewrites of the job journal's log (at start, and as it grows).",
+        m.compactions,
+    );
+    single(
+        out,
+        "cuzk_journal_inputs_refused_total",
+        "counter",
+        "Jobs queued without their input stored because the journal was full \
+         (queue.journal_max_size): reported failed if the daemon restarts before they finish.",
+        m.refused_inputs,
+    );
+    single(
+        out,
+        "cuzk_journal_log_bytes",
+        "gauge",
+        "Size of the job journal's log, records not yet written included.",
+        m.log_bytes,
+    );
+    single(
+        out,
+        "cuzk_journal_input_bytes",
+        "gauge",
+        "Size of the inputs the job journal stores for unfinished jobs.",
+        m.input_bytes,
+    );
+    single(
+        out,
+        "cuzk_journal_max_bytes",
+        "gauge",
+        "queue.journal_max_size: the log and the inputs together stay under it.",
+        m.max_bytes,
+    );
+    family(
+        out,
+        "cuzk_journal_replayed_jobs",
+        "gauge",
+        "Jobs the journal gave back at start: queued again, finished (their results kept), \
+         and lost (reported failed: their input could not be read back).",
+    );
+    for (state, n) in [
+        ("queued", m.requeued),
+        ("finished", m.results.saturating_sub(m.lost)),
+        ("lost", m.lost),
+    ] {
+        let _ = writeln!(out, "cuzk_journal_replayed_jobs{{state=\"{state}\"}} {n}");
+    }
 }
 
 /// Escapes a label value.

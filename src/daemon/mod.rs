@@ -192,6 +192,8 @@ pub struct Context {
     pub own_uid: u32,
     /// The connections watching jobs (`Watch`), fed by the engine's observer.
     pub watchers: Arc<watchers::Hub>,
+    /// The job journal's files, where there is a journal (for the metrics).
+    pub journal: Option<Arc<journal::FileJournal>>,
 }
 
 impl Context {
@@ -201,8 +203,9 @@ impl Context {
         config: Config,
         service: Arc<ProvingService>,
         devices: DeviceCounts,
-        journal: Option<crate::engine::journal::Journal>,
+        journal: Option<OpenJournal>,
     ) -> Result<Arc<Self>, DaemonError> {
+        let (journal, journal_files) = journal.unzip();
         let workers = jobs_in_flight(&config);
         let engine_config = EngineConfig {
             workers,
@@ -244,6 +247,7 @@ impl Context {
             uid_slots: connection::UidSlots::default(),
             own_uid: nix::unistd::geteuid().as_raw(),
             watchers,
+            journal: journal_files,
         }))
     }
 }
@@ -501,10 +505,14 @@ fn run_bound(
             signal(SignalKind::terminate()).map_err(io("installing the SIGTERM handler"))?;
         let mut int =
             signal(SignalKind::interrupt()).map_err(io("installing the SIGINT handler"))?;
-        let line = notify::status_line(&ctx.engine);
+        let line = notify::status_line(&ctx.engine, &ctx.service);
         notifier.send(&[NotifyState::Ready, NotifyState::Status(&line)]);
         tracing::info!(backend = %ctx.backend, "ready");
-        tokio::spawn(notify::status_loop(notifier.clone(), ctx.engine.clone()));
+        tokio::spawn(notify::status_loop(
+            notifier.clone(),
+            ctx.engine.clone(),
+            ctx.service.clone(),
+        ));
         if let Some(interval) = watchdog {
             tokio::spawn(notify::watchdog_loop(
                 notifier.clone(),
@@ -538,13 +546,13 @@ fn run_bound(
     Ok(())
 }
 
+/// An opened job journal: what the engine starts with, and the files (for the metrics).
+pub type OpenJournal = (crate::engine::journal::Journal, Arc<journal::FileJournal>);
+
 /// Opens the job journal where there is one (see `queue.journal_dir`), and logs what it took
 /// up. A directory the configuration named that cannot be used is an error; the state
 /// directory's costs a warning and the daemon runs without a journal.
-fn open_journal(
-    config: &Config,
-    explicit: bool,
-) -> Result<Option<crate::engine::journal::Journal>, DaemonError> {
+fn open_journal(config: &Config, explicit: bool) -> Result<Option<OpenJournal>, DaemonError> {
     let q = &config.queue;
     let Some(dir) = q.journal_dir.clone() else {
         tracing::info!(
@@ -564,7 +572,7 @@ fn open_journal(
         max_finished: q.max_finished,
     };
     match journal::open(options, std::time::SystemTime::now()) {
-        Ok((journal, report)) => {
+        Ok((journal, report, files)) => {
             for j in &journal.jobs {
                 if let crate::engine::journal::RecoveredState::Queued(_) = j.state {
                     tracing::info!(
@@ -590,7 +598,7 @@ fn open_journal(
                 bytes = report.bytes,
                 "job journal opened"
             );
-            Ok(Some(journal))
+            Ok(Some((journal, files)))
         }
         Err(source) if explicit => Err(DaemonError::Journal {
             explicit: true,

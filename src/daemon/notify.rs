@@ -12,6 +12,7 @@ use std::time::Duration;
 use sd_notify::NotifyState;
 
 use crate::engine::{Engine, JobState};
+use crate::proofs::{HealthState, ProvingService};
 
 /// Sends notifications to systemd, or nowhere.
 ///
@@ -75,17 +76,40 @@ pub fn watchdog_interval(usec: Option<&str>, pid: Option<&str>) -> Option<Durati
     (usec > 0).then(|| Duration::from_micros(usec))
 }
 
-/// The one-line summary systemd shows in `systemctl status`.
-pub fn status_line(engine: &Engine) -> String {
+/// The one-line summary systemd shows in `systemctl status`: the jobs, and how many devices
+/// are quarantined where any is. Counts only, never a device's name or error (`cuzk status`
+/// has those), so the line stays short whatever the devices say.
+pub fn status_line(engine: &Engine, service: &ProvingService) -> String {
     let s = engine.stats();
-    format!(
+    let mut line = format!(
         "queued {}, running {}, done {}, failed {}, cancelled {}",
         s.queued,
         s.running,
         s.count(JobState::Succeeded),
         s.count(JobState::Failed),
         s.count(JobState::Cancelled)
-    )
+    );
+    line.push_str(&quarantine_note(quarantined(service)));
+    line
+}
+
+/// Devices quarantined now (a probe in progress included), as `cuzk_device_quarantined`
+/// counts them.
+fn quarantined(service: &ProvingService) -> usize {
+    service
+        .health()
+        .iter()
+        .filter(|d| d.state != HealthState::Healthy)
+        .count()
+}
+
+/// The status line's note of `n` quarantined devices: nothing for none.
+fn quarantine_note(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => ", 1 device quarantined".into(),
+        n => format!(", {n} devices quarantined"),
+    }
 }
 
 /// Sends `WATCHDOG=1` every half interval, but only while the workers pass the liveness
@@ -108,23 +132,43 @@ pub async fn watchdog_loop(notifier: Notifier, engine: Arc<Engine>, interval: Du
     }
 }
 
-/// Keeps `STATUS=` up to date as jobs change state, until the drain takes over the line.
-pub async fn status_loop(notifier: Notifier, engine: Arc<Engine>) {
+/// Keeps `STATUS=` up to date as jobs change state and devices enter or leave quarantine
+/// (which happens in the middle of a job), until the drain takes over the line.
+pub async fn status_loop(notifier: Notifier, engine: Arc<Engine>, service: Arc<ProvingService>) {
     let mut changes = engine.changes();
+    let mut health = service.health_changes();
     let mut last = String::new();
     loop {
         if engine.is_shutting_down() {
             return;
         }
-        let line = status_line(&engine);
+        let line = status_line(&engine, &service);
         if line != last {
             notifier.send(&[NotifyState::Status(&line)]);
             last = line;
         }
-        if changes.changed().await.is_err() {
+        let engine_gone = tokio::select! {
+            r = changes.changed() => r.is_err(),
+            // The stages live as long as the service this holds: their sender never goes.
+            Ok(()) = health.changed() => false,
+        };
+        if engine_gone {
             return;
         }
         // Coalesce bursts (a queue of submissions) into one update.
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nothing for no quarantined device; a count, singular or plural, otherwise.
+    #[test]
+    fn the_quarantine_note_is_a_count() {
+        assert_eq!(quarantine_note(0), "");
+        assert_eq!(quarantine_note(1), ", 1 device quarantined");
+        assert_eq!(quarantine_note(3), ", 3 devices quarantined");
     }
 }

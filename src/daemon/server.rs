@@ -112,7 +112,7 @@ async fn drain(ctx: &Context, force: &AtomicBool, notifier: &Notifier) {
             break;
         }
         if last_extend.is_none_or(|t| now.duration_since(t) >= EXTEND_EVERY) {
-            let line = format!("draining: {}", status_line(&ctx.engine));
+            let line = format!("draining: {}", status_line(&ctx.engine, &ctx.service));
             let usec = EXTEND_BY.as_micros().min(u32::MAX as u128) as u32;
             notifier.send(&[
                 NotifyState::ExtendTimeoutUsec(usec),

@@ -192,14 +192,13 @@ fn accepted_record(st: &State, id: JobId, input_stored: bool) -> Option<Record> 
     }))
 }
 
-/// The journal's record of finished job `id`'s result.
-fn finished_record(st: &State, id: JobId) -> Option<Record> {
-    let result = result_of(st, id)?;
-    Some(Record::Finished(Finished {
+/// The journal's record of job `id`'s result.
+fn finished_record(id: JobId, result: &JobResult) -> Record {
+    Record::Finished(Finished {
         id,
         finished_ms: unix_ms(),
-        outcome: jformat::Outcome::of(&result),
-    }))
+        outcome: jformat::Outcome::of(result),
+    })
 }
 
 /// The job engine. Dropping it does not stop the workers: call [`Engine::shut_down`].
@@ -371,25 +370,28 @@ impl Engine {
     }
 
     /// Cancels a job; returns whether it was running (and will stop at its next partition
-    /// boundary) rather than queued (and is already removed).
+    /// boundary) rather than queued (and is already removed). A queued job's cancellation
+    /// is durable before anyone hears of it: this answer, its waiters' and its watchers'.
     pub fn cancel(&self, id: JobId) -> Result<bool, CancelError> {
         let now = Instant::now();
         let mut st = self.shared.lock();
-        let was_running = st.cancel(id, now)?;
-        if !was_running {
-            self.shared.record(|| finished_record(&st, id));
-        }
-        let finished = (!was_running).then(|| st.snapshot(id, now)).flatten();
-        let result = result_of(&st, id);
+        let cancelled = st.cancel(id, now)?;
+        let Some(result) = cancelled else {
+            drop(st);
+            self.shared.changed();
+            return Ok(true);
+        };
+        self.shared.record(|| Some(finished_record(id, &result)));
+        let snap = st.snapshot(id, now);
         drop(st);
-        if !was_running {
-            self.shared.sync();
-        }
-        if let (Some(snap), Some(result)) = (finished, result) {
+        // Outside the lock, like a submission's; the waiters see the result after it.
+        self.shared.sync();
+        self.shared.lock().publish(id, result.clone());
+        if let Some(snap) = snap {
             (self.shared.observer)(JobEvent::Finished(snap, result));
         }
         self.shared.changed();
-        Ok(was_running)
+        Ok(false)
     }
 
     /// One job's snapshot.
@@ -447,29 +449,28 @@ impl Engine {
     pub fn shut_down(&self) {
         let now = Instant::now();
         let mut st = self.shared.lock();
-        let queued: Vec<JobId> = st
-            .jobs
-            .iter()
-            .filter(|(_, j)| j.state == JobState::Queued)
-            .map(|(&id, _)| id)
-            .collect();
-        st.shut_down(now);
-        for &id in &queued {
-            self.shared.record(|| finished_record(&st, id));
+        let finished = st.shut_down(now);
+        for (id, result) in &finished {
+            self.shared.record(|| Some(finished_record(*id, result)));
         }
-        let events: Vec<JobEvent> = queued
-            .into_iter()
-            .filter_map(|id| {
-                Some(JobEvent::Finished(
-                    st.snapshot(id, now)?,
-                    result_of(&st, id)?,
-                ))
-            })
+        let snaps: Vec<Option<JobSnapshot>> = finished
+            .iter()
+            .map(|(id, _)| st.snapshot(*id, now))
             .collect();
         drop(st);
+        // Durable before the queued jobs' waiters are answered "shutting down": a crash
+        // before the sync queues them again after the restart, so they must not have been
+        // told otherwise.
         self.shared.sync();
-        for e in events {
-            (self.shared.observer)(e);
+        let mut st = self.shared.lock();
+        for (id, result) in &finished {
+            st.publish(*id, result.clone());
+        }
+        drop(st);
+        for (snap, (_, result)) in snaps.into_iter().zip(finished) {
+            if let Some(snap) = snap {
+                (self.shared.observer)(JobEvent::Finished(snap, result));
+            }
         }
         self.shared.wake.notify_all();
         self.shared.changed();

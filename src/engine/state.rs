@@ -465,10 +465,25 @@ impl State {
 
     /// Marks a job finished with `result`, whatever state it was in, and wakes its waiters.
     fn complete(&mut self, id: JobId, result: JobResult, now: Instant) {
+        self.settle(id, &result, now);
+        self.publish(id, result);
+    }
+
+    /// Shows a settled job's result to its waiters (Await, Prove), which answer with it at
+    /// once: called only once the journal has made the result durable.
+    pub fn publish(&mut self, id: JobId, result: JobResult) {
+        if let Some(job) = self.jobs.get(&id) {
+            job.phase.send_replace(JobPhase::Finished(result));
+        }
+    }
+
+    /// Marks a job finished with `result`, whatever state it was in, without showing the
+    /// result to its waiters yet ([`State::publish`]).
+    fn settle(&mut self, id: JobId, result: &JobResult, now: Instant) {
         let Some(job) = self.jobs.get_mut(&id) else {
             return;
         };
-        job.state = match &result {
+        job.state = match result {
             Ok(_) => JobState::Succeeded,
             Err(f) if f.kind == FailureKind::Cancelled => JobState::Cancelled,
             Err(_) => JobState::Failed,
@@ -481,7 +496,7 @@ impl State {
             .finished
             .entry((job.kind, job.state))
             .or_default() += 1;
-        if let Ok(out) = &result {
+        if let Ok(out) = result {
             self.stats
                 .stage_sums
                 .entry(job.kind)
@@ -494,39 +509,39 @@ impl State {
             self.measured
                 .record(job.kind, run.saturating_sub(t.param_load));
         }
-        job.phase.send_replace(JobPhase::Finished(result));
         self.finished.push_back(id);
     }
 
     /// Cancels a job: a queued one is removed at once, a running one is asked to stop at
-    /// its next partition boundary. Returns whether it was running.
-    pub fn cancel(&mut self, id: JobId, now: Instant) -> Result<bool, CancelError> {
+    /// its next partition boundary. Returns `None` when it was running, or the result of
+    /// the queued job it finished: its waiters see it only once the engine [`State::publish`]es
+    /// it, after the journal made it durable (an Await answered "cancelled" must not find
+    /// the job queued again after a crash).
+    pub fn cancel(&mut self, id: JobId, now: Instant) -> Result<Option<JobResult>, CancelError> {
         let job = self.jobs.get(&id).ok_or(CancelError::UnknownJob(id))?;
         let (control, state) = (job.control.clone(), job.state);
         match state {
             JobState::Queued => {
                 control.cancel();
                 self.stats.queued -= 1;
-                self.complete(
-                    id,
-                    Err(Failure::new(
-                        FailureKind::Cancelled,
-                        "cancelled while queued",
-                    )),
-                    now,
-                );
-                Ok(false)
+                let result: JobResult = Err(Failure::new(
+                    FailureKind::Cancelled,
+                    "cancelled while queued",
+                ));
+                self.settle(id, &result, now);
+                Ok(Some(result))
             }
             JobState::Running => {
                 control.cancel();
-                Ok(true)
+                Ok(None)
             }
             s => Err(CancelError::AlreadyFinished(id, s.as_str())),
         }
     }
 
-    /// Refuses new work and answers every queued job "shutting down".
-    pub fn shut_down(&mut self, now: Instant) {
+    /// Refuses new work and finishes every queued job "shutting down"; returns them with
+    /// their results, which the engine [`State::publish`]es once they are durable.
+    pub fn shut_down(&mut self, now: Instant) -> Vec<(JobId, JobResult)> {
         self.shutting_down = true;
         let queued: Vec<JobId> = self
             .jobs
@@ -534,12 +549,16 @@ impl State {
             .filter(|(_, j)| j.state == JobState::Queued)
             .map(|(&id, _)| id)
             .collect();
+        let mut finished = Vec::with_capacity(queued.len());
         for id in queued {
             self.stats.queued -= 1;
             let failure = Failure::new(FailureKind::ShuttingDown, "the daemon is shutting down");
-            self.complete(id, Err(failure), now);
+            let result: JobResult = Err(failure);
+            self.settle(id, &result, now);
+            finished.push((id, result));
         }
         self.queue.clear();
+        finished
     }
 
     /// Asks every running job to stop at its next partition boundary.

@@ -783,3 +783,119 @@ fn capacity_plays_the_queue_forward_with_measured_times() {
         1
     );
 }
+
+/// A recorder whose syncs wait while its gate is closed, counting the syncs that began: a
+/// disk slow to sync, caught in the act.
+#[derive(Default)]
+struct GatedRecorder {
+    /// (gate closed, syncs begun)
+    gate: Mutex<(bool, usize)>,
+    turned: std::sync::Condvar,
+}
+
+impl journal::Recorder for GatedRecorder {
+    fn store_input(&self, _: &ProofRequest, _: &[u8; 32]) -> bool {
+        true
+    }
+    fn release_input(&self, _: &[u8; 32]) {}
+    fn record(&self, _: journal::Record) {}
+    fn sync(&self) {
+        let mut g = self.gate.lock().unwrap();
+        g.1 += 1;
+        self.turned.notify_all();
+        while g.0 {
+            g = self.turned.wait(g).unwrap();
+        }
+    }
+}
+
+impl GatedRecorder {
+    fn set_closed(&self, closed: bool) {
+        self.gate.lock().unwrap().0 = closed;
+        self.turned.notify_all();
+    }
+    fn syncs(&self) -> usize {
+        self.gate.lock().unwrap().1
+    }
+    /// Waits until more than `before` syncs have begun.
+    fn wait_for_sync(&self, before: usize) {
+        let g = self.gate.lock().unwrap();
+        let (g, timeout) = self
+            .turned
+            .wait_timeout_while(g, Duration::from_secs(10), |g| g.1 <= before)
+            .unwrap();
+        drop(g);
+        assert!(!timeout.timed_out(), "no sync began");
+    }
+}
+
+/// A queued job's cancellation, and the "shutting down" that a stop answers queued jobs
+/// with, reach nobody before the journal has synced them: while the sync waits, the job's
+/// waiters (Await, Prove, Watch) still see it unfinished and the Cancel is not answered; a
+/// crash then would queue the job again, and nobody was told otherwise.
+#[test]
+fn cancellations_are_durable_before_anyone_hears_of_them() {
+    let recorder = Arc::new(GatedRecorder::default());
+    let e = Arc::new(
+        Engine::start_with(
+            config(1, 8, 1),
+            FakeRunner::new(10, 1000),
+            Arc::new(|_| {}),
+            Some(journal::Journal {
+                recorder: recorder.clone(),
+                next_id: 1,
+                jobs: Vec::new(),
+            }),
+        )
+        .unwrap(),
+    );
+    let running = e.submit(UID, window("r"), None, None).unwrap();
+    wait_state(&e, running.id, JobState::Running);
+    let unfinished =
+        |rx: &watch::Receiver<JobPhase>| !matches!(&*rx.borrow(), JobPhase::Finished(_));
+
+    let queued = e.submit(UID, window("q"), None, None).unwrap();
+    let phase = e.watch(queued.id).unwrap();
+    recorder.set_closed(true);
+    let before = recorder.syncs();
+    let cancel = {
+        let e = e.clone();
+        std::thread::spawn(move || e.cancel(queued.id))
+    };
+    recorder.wait_for_sync(before);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        unfinished(&phase),
+        "a waiter heard of the cancellation first"
+    );
+    assert!(!cancel.is_finished(), "the Cancel was answered first");
+    recorder.set_closed(false);
+    assert_eq!(cancel.join().unwrap(), Ok(false));
+    assert_eq!(
+        wait(&e, queued.id).unwrap_err().kind,
+        FailureKind::Cancelled
+    );
+
+    let queued = e.submit(UID, window("q2"), None, None).unwrap();
+    let phase = e.watch(queued.id).unwrap();
+    recorder.set_closed(true);
+    let before = recorder.syncs();
+    let stop = {
+        let e = e.clone();
+        std::thread::spawn(move || e.shut_down())
+    };
+    recorder.wait_for_sync(before);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(unfinished(&phase), "a waiter heard \"shutting down\" first");
+    recorder.set_closed(false);
+    stop.join().unwrap();
+    assert_eq!(
+        wait(&e, queued.id).unwrap_err().kind,
+        FailureKind::ShuttingDown
+    );
+    e.cancel_running();
+    assert_eq!(
+        wait(&e, running.id).unwrap_err().kind,
+        FailureKind::ShuttingDown
+    );
+}

@@ -391,6 +391,11 @@ impl ProvingService {
         self.stages.health()
     }
 
+    /// A receiver that changes whenever a device enters or leaves quarantine.
+    pub fn health_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.stages.health_changes()
+    }
+
     /// Places synthesis threads by `placement` from now on (the device workers were placed
     /// by their [`Device::cpus`]).
     pub fn with_placement(mut self, placement: Placement) -> Self {

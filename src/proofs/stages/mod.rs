@@ -563,9 +563,17 @@ struct Inner {
     parts_pool: std::sync::OnceLock<Result<PartPools, String>>,
     params_bytes: AtomicU64,
     observer: std::sync::OnceLock<SpanObserver>,
+    /// Bumped when a device enters or leaves quarantine ([`Stages::health_changes`]): what
+    /// the daemon's status line says changes with it, between job changes.
+    health_changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Inner {
+    /// Says that a device's quarantine began or ended (after the state changed).
+    fn health_changed(&self) {
+        self.health_changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// Reports that partition `partition` of `job` spent `start..end` in `stage`.
     fn span(&self, job: &JobRun, partition: usize, stage: Stage, start: Instant, end: Instant) {
         self.span_on(job, partition, stage, 0, start, end);
@@ -695,6 +703,7 @@ impl Stages {
             parts_pool: std::sync::OnceLock::new(),
             params_bytes: AtomicU64::new(0),
             observer: std::sync::OnceLock::new(),
+            health_changes: tokio::sync::watch::Sender::new(0),
         });
         let mut lanes = Vec::new();
         for (d, spec) in devices.iter().enumerate() {
@@ -795,6 +804,12 @@ impl Stages {
         }
     }
 
+    /// A receiver that changes whenever a device is quarantined (again, after a failed
+    /// probe, too) or released: [`Stages::health`] then says something new.
+    pub fn health_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.health_changes.subscribe()
+    }
+
     /// Every device's health: whether it takes partitions, its failures, its quarantine.
     pub fn health(&self) -> Vec<DeviceHealth> {
         let st = self.inner.lock();
@@ -819,6 +834,7 @@ impl Stages {
         };
         if !changes.is_empty() {
             self.inner.device.notify_all();
+            self.inner.health_changed();
         }
         for (name, change) in changes {
             log_change(&name, change, error);
@@ -1240,6 +1256,7 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
             // Who takes what changed: queued partitions may now be another device's, or the
             // CPU prover's.
             inner.device.notify_all();
+            inner.health_changed();
             log_change(&name, change, &error);
         }
         if matches!(&result, Err(e) if !matches!(e, ProveError::Cancelled) && !fault) {

@@ -540,8 +540,16 @@ fn a_quarantined_device_is_probed_after_its_backoff() {
         failing: Arc::new(Mutex::new(Some(0))),
     });
     let job = JobRun::new(1, 300);
+    // The daemon's status line follows the quarantine through this watch.
+    let mut changes = st.health_changes();
+    let mut changed = move || {
+        let seen = changes.has_changed().unwrap();
+        changes.mark_unchanged();
+        seen
+    };
     assert!(run_flaky(&st, &work, &job, 0, vec![1]).result.is_err());
     assert_eq!(st.health()[0].state, HealthState::Quarantined);
+    assert!(changed(), "entering quarantine is a change");
     // Still failing: the probe fails and the back-off doubles.
     std::thread::sleep(backoff + Duration::from_millis(20));
     let done = run_flaky(&st, &work, &job, 1, Vec::new());
@@ -550,6 +558,7 @@ fn a_quarantined_device_is_probed_after_its_backoff() {
     let h = st.health();
     assert_eq!(h[0].state, HealthState::Quarantined);
     assert!(h[0].probe_in > backoff, "doubled: {:?}", h[0]);
+    assert!(changed(), "a failed probe quarantines it again");
     // Healthy again: after the back-off, the probe succeeds and ends the quarantine.
     *work.failing.lock().unwrap() = None;
     std::thread::sleep(2 * backoff + Duration::from_millis(20));
@@ -559,4 +568,8 @@ fn a_quarantined_device_is_probed_after_its_backoff() {
     let h = st.health();
     assert_eq!(h[0].state, HealthState::Healthy);
     assert_eq!((h[0].failures, h[0].consecutive_failures), (2, 0));
+    assert!(changed(), "the release is a change");
+    // A partition proved on a healthy device changes nothing.
+    assert!(run_flaky(&st, &work, &job, 3, Vec::new()).result.is_ok());
+    assert!(!changed());
 }
