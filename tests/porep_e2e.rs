@@ -65,12 +65,61 @@ fn porep_v1_1_proof_verifies_with_filecoin_proofs_and_bad_inputs_are_errors() {
     assert_eq!(out.timings.param_load, std::time::Duration::ZERO);
     assert!(sealed.verify_porep(&out.proof, &params).unwrap());
 
-    // Another miner's id: the proof is made but does not verify, and that is an error.
-    match svc.prove(&request(&sealed, MINER + 1), &JobControl::new()) {
-        Err(ProveError::VerificationFailed(_)) => {}
-        other => panic!(
-            "expected a verification failure, got {:?}",
-            other.map(|o| o.proof.len())
+    request(&sealed, MINER)
+        .check_vanilla()
+        .expect("a sealed sector's vanilla proofs verify");
+
+    // Another miner's id or sector number: its replica id is not the C1 output's, so the
+    // input check refuses it, and so does the job before proving anything.
+    for (miner, sector) in [
+        (MINER + 1, sealed.sector_number),
+        (MINER, sealed.sector_number + 1),
+    ] {
+        let other = ProofRequest::PoRep(PoRepRequest {
+            c1: sealed.c1_json.clone(),
+            miner_id: miner,
+            sector_number: Some(sector),
+        });
+        let why = match other.check() {
+            Err(ProveError::InvalidInput(why)) => why,
+            r => panic!("miner {miner} sector {sector}: the check gave {r:?}"),
+        };
+        assert!(why.contains("replica id"), "{why}");
+        let start = std::time::Instant::now();
+        match svc.prove(&other, &JobControl::new()) {
+            Err(ProveError::InvalidInput(why)) => assert!(why.contains("replica id"), "{why}"),
+            r => panic!(
+                "miner {miner} sector {sector}: expected InvalidInput, got {:?}",
+                r.map(|o| o.proof.len())
+            ),
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    // A vanilla proof changed (a comm_d leaf): the input parses and passes the check, the
+    // proof is made and fails verification, and the vanilla proofs' check then names the
+    // input as the cause (InvalidInput) instead of proving it again without the device.
+    let mut c1: serde_json::Value = serde_json::from_slice(&sealed.c1_json).unwrap();
+    let proofs = c1["vanilla_proofs"].as_object_mut().unwrap();
+    let leaf = proofs.values_mut().next().unwrap()[0][0]["comm_d_proofs"]["data"]["Single"]["leaf"]
+        [0]
+    .take();
+    let changed = (leaf.as_u64().unwrap() ^ 1).into();
+    proofs.values_mut().next().unwrap()[0][0]["comm_d_proofs"]["data"]["Single"]["leaf"][0] =
+        changed;
+    let bad = ProofRequest::PoRep(PoRepRequest {
+        c1: serde_json::to_vec(&c1).unwrap(),
+        miner_id: MINER,
+        sector_number: Some(sealed.sector_number),
+    });
+    bad.check().expect("a changed leaf still parses");
+    match svc.prove(&bad, &JobControl::new()) {
+        Err(ProveError::InvalidInput(why)) => {
+            assert!(why.contains("vanilla proofs do not verify"), "{why}")
+        }
+        r => panic!(
+            "a changed leaf: expected InvalidInput, got {:?}",
+            r.map(|o| o.proof.len())
         ),
     }
 

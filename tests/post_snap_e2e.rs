@@ -34,11 +34,21 @@ fn expect_invalid(svc: &ProvingService, req: ProofRequest, what: &str) {
     }
 }
 
+/// Vanilla proofs that do not fit the input's public values: the input check lets them
+/// through (they decode), and the job fails with InvalidInput, never proved again without
+/// its devices: PoSt's partitioning verifies them before proving, the SnapDeals circuit
+/// refuses them in synthesis, and after a failed verification the vanilla proofs' check
+/// would name the input as the cause (checked here on its own).
 fn expect_rejected(svc: &ProvingService, req: ProofRequest, what: &str) {
+    req.check().expect("mismatched vanilla proofs still decode");
+    match req.check_vanilla() {
+        Err(ProveError::InvalidInput(why)) => assert!(why.contains("verify"), "{why}"),
+        other => panic!("{what}: the vanilla check gave {other:?}"),
+    }
     match svc.prove(&req, &JobControl::new()) {
-        Err(ProveError::VerificationFailed(_)) | Err(ProveError::InvalidInput(_)) => {}
+        Err(ProveError::InvalidInput(_)) => {}
         other => panic!(
-            "{what}: expected a verification failure, got {:?}",
+            "{what}: expected InvalidInput, got {:?}",
             other.map(|o| o.proof.len())
         ),
     }
@@ -72,6 +82,8 @@ fn post_proofs_verify_with_filecoin_proofs() {
         input: serde_json::to_vec(&input).unwrap(),
     };
     req.check().expect("a valid input passes the check");
+    req.check_vanilla()
+        .expect("a valid input's vanilla proofs verify");
     let out = svc.prove(&req, &JobControl::new()).expect("WinningPoSt");
     assert_eq!(out.proof.len(), 192);
     assert!(sealed.verify_winning_post(&randomness, &out.proof).unwrap());
@@ -92,6 +104,8 @@ fn post_proofs_verify_with_filecoin_proofs() {
         input: serde_json::to_vec(&input).unwrap(),
     };
     req.check().expect("a valid input passes the check");
+    req.check_vanilla()
+        .expect("a valid input's vanilla proofs verify");
     let out = svc.prove(&req, &JobControl::new()).expect("WindowPoSt");
     assert!(sealed.verify_window_post(&randomness, &out.proof).unwrap());
     assert!(!other
@@ -128,6 +142,8 @@ fn post_proofs_verify_with_filecoin_proofs() {
         input: serde_json::to_vec(&input).unwrap(),
     };
     req.check().expect("a whole deadline passes the check");
+    req.check_vanilla()
+        .expect("a whole deadline's vanilla proofs verify");
     let out = svc
         .prove(&req, &JobControl::new())
         .expect("a whole deadline");
@@ -215,6 +231,8 @@ fn snap_deals_proof_verifies_with_filecoin_proofs() {
         input: serde_json::to_vec(&input).unwrap(),
     };
     req.check().expect("a valid input passes the check");
+    req.check_vanilla()
+        .expect("a valid input's vanilla proofs verify");
     let out = svc.prove(&req, &JobControl::new()).expect("SnapDeals");
     assert!(verify_snap(&input, &out.proof).unwrap());
 

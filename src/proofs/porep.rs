@@ -9,7 +9,10 @@ use filecoin_proofs_api::RegisteredSealProof;
 use serde::Deserialize;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::parameter_cache::CacheableParameters;
-use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_porep::stacked::{
+    self, generate_replica_id, StackedCircuit, StackedCompound, StackedDrg,
+};
 
 use super::pipeline::{proof_bytes, prove_split_partitions, verify, PartitionCircuit};
 use super::shapes::with_shape;
@@ -191,7 +194,7 @@ pub(crate) fn prove(
         prove_shape,
         svc,
         c1,
-        prover_id(req.miner_id),
+        req.miner_id,
         sector_number,
         control
     )
@@ -218,16 +221,55 @@ fn parse_request(req: &PoRepRequest) -> Result<(SealCommitPhase1Output, u64), Pr
 /// Checks a PoRep request the way [`prove`] starts: the C1 output parses, names a supported
 /// sector size and proof version, and its vanilla proofs decode into that size's partitions
 /// with valid commitments. Nothing is synthesized or proved.
+/// The C1 output must also be the one of the request's miner and sector: its replica id is
+/// the one they and its ticket give (a hash: cheap next to proving).
 pub fn check(req: &PoRepRequest) -> Result<(), ProveError> {
-    let (c1, _) = parse_request(req)?;
+    let (c1, sector_number) = parse_request(req)?;
     let size = u64::from(c1.registered_proof.sector_size());
-    with_shape!(size, check_shape, c1)
+    with_shape!(size, check_shape, c1, req.miner_id, sector_number)
 }
 
 fn check_shape<Tree: 'static + MerkleTreeTrait>(
     c1: SealCommitPhase1Output,
+    miner_id: u64,
+    sector_number: u64,
 ) -> Result<(), ProveError> {
-    PoRepJob::<Tree>::new(c1).map(drop)
+    PoRepJob::<Tree>::new(c1)?.check_replica(miner_id, sector_number)
+}
+
+/// Whether the request's vanilla proofs verify against its public inputs, as
+/// storage-proofs-porep's own verifier says: for a job whose proof failed verification, to
+/// tell bad input (an `InvalidInput` error, nothing proved again) from a device that
+/// returned a wrong result. About as costly as the C1 phase's own check of them: a few
+/// hashes per challenge, no parameters.
+pub(crate) fn check_vanilla(req: &PoRepRequest) -> Result<(), ProveError> {
+    let (c1, sector_number) = parse_request(req)?;
+    let size = u64::from(c1.registered_proof.sector_size());
+    with_shape!(size, check_vanilla_shape, c1, req.miner_id, sector_number)
+}
+
+fn check_vanilla_shape<Tree: 'static + MerkleTreeTrait>(
+    c1: SealCommitPhase1Output,
+    miner_id: u64,
+    sector_number: u64,
+) -> Result<(), ProveError> {
+    let job = PoRepJob::<Tree>::new(c1)?;
+    job.check_replica(miner_id, sector_number)?;
+    let ok = StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(
+        &job.pp.vanilla_params,
+        &job.public_inputs,
+        &job.vanilla,
+    )
+    .map_err(|e| ProveError::InvalidInput(format!("C1 output: vanilla proofs: {e}")))?;
+    if ok {
+        Ok(())
+    } else {
+        Err(ProveError::InvalidInput(
+            "C1 output: its vanilla proofs do not verify against its commitments, seed and \
+             replica id (a corrupt C1 output, or parts of different ones)"
+                .into(),
+        ))
+    }
 }
 
 /// Everything needed to build the partition circuits of one C1 output.
@@ -244,6 +286,8 @@ struct PoRepJob<Tree: 'static + MerkleTreeTrait> {
     comm_d: [u8; 32],
     seed: [u8; 32],
     ticket: [u8; 32],
+    /// The C1 output's replica id (also in `public_inputs`).
+    replica_id: blstrs::Scalar,
 }
 
 impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
@@ -285,6 +329,7 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
             seed: Some(seed),
         };
         let pp = compound_params::<Tree>(&config)?;
+        let replica_id = replica_fr;
         let partitions = usize::from(config.partitions);
         if vanilla.len() != partitions || vanilla.iter().any(|p| p.is_empty()) {
             return Err(ProveError::InvalidInput(format!(
@@ -302,7 +347,30 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
             comm_d,
             seed,
             ticket,
+            replica_id,
         })
+    }
+
+    /// Refuses a C1 output made for another miner, sector or ticket: the verifier recomputes
+    /// the replica id from the miner id, sector number, ticket, comm_d and proof type
+    /// (filecoin-proofs' `get_seal_inputs`), so a proof over any other id cannot verify.
+    fn check_replica(&self, miner_id: u64, sector_number: u64) -> Result<(), ProveError> {
+        let expected: blstrs::Scalar = generate_replica_id::<Tree::Hasher, _>(
+            &prover_id(miner_id),
+            sector_number,
+            &self.ticket,
+            self.comm_d,
+            &self.config.porep_id,
+        )
+        .into();
+        if expected == self.replica_id {
+            return Ok(());
+        }
+        Err(ProveError::InvalidInput(format!(
+            "C1 output: not the one of miner {miner_id}, sector {sector_number}: its replica id \
+             is not the one their ids and its ticket give (another miner, sector number or \
+             ticket); its proof could not verify"
+        )))
     }
 
     fn partitions(&self) -> usize {
@@ -395,11 +463,14 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
 fn prove_shape<Tree: 'static + MerkleTreeTrait>(
     svc: &ProvingService,
     c1: SealCommitPhase1Output,
-    prover_id: [u8; 32],
+    miner_id: u64,
     sector_number: u64,
     control: &JobControl,
 ) -> Result<ProofOutput, ProveError> {
     let job = PoRepJob::<Tree>::new(c1)?;
+    // Before any work (the input check may have been skipped: `debug.check_input`).
+    job.check_replica(miner_id, sector_number)?;
+    let prover_id = prover_id(miner_id);
     let id = params_id_shape::<Tree>(job.registered_proof)?;
     let partitions = job.partitions();
     let make = |k, most| job.circuit_parts(k, most);

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::multi_proof::MultiProof;
 use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_post::fallback::{
     self, ChallengeRequirements, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound,
     PublicSector,
@@ -185,6 +186,104 @@ fn check_window_shape<Tree: 'static + MerkleTreeTrait>(
     input: &WindowPostInput,
 ) -> Result<(), ProveError> {
     window_vanilla::<Tree>(input).map(drop)
+}
+
+/// Whether a WinningPoSt input's vanilla proofs verify, as storage-proofs-post's own
+/// verifier says over the partitions the prover makes of them (the sanity check
+/// storage-proofs' `prove_with_vanilla` runs before proving); see `porep::check_vanilla`.
+pub(crate) fn check_vanilla_winning(bytes: &[u8]) -> Result<(), ProveError> {
+    let input = winning_input(bytes)?;
+    with_shape!(
+        u64::from(input.registered_proof.sector_size()),
+        check_vanilla_winning_shape,
+        &input
+    )
+}
+
+fn check_vanilla_winning_shape<Tree: 'static + MerkleTreeTrait>(
+    input: &WinningPostInput,
+) -> Result<(), ProveError> {
+    let config = input.registered_proof.as_v1_config();
+    let vanilla = winning_vanilla::<Tree>(input)?;
+    let pp = setup::<Tree>(setup_params(&config)?, None)?;
+    let pub_inputs = public_inputs::<Tree>(
+        &input.randomness,
+        input.miner_id,
+        sectors_of(&vanilla),
+        None,
+    )?;
+    check_partitions::<Tree>(&config, &pp, &pub_inputs, &vanilla)
+}
+
+/// [`check_vanilla_winning`] for a WindowPoSt partition or a whole deadline.
+pub(crate) fn check_vanilla_window(bytes: &[u8]) -> Result<(), ProveError> {
+    let input = window_input(bytes)?;
+    with_shape!(
+        u64::from(input.registered_proof.sector_size()),
+        check_vanilla_window_shape,
+        &input
+    )
+}
+
+fn check_vanilla_window_shape<Tree: 'static + MerkleTreeTrait>(
+    input: &WindowPostInput,
+) -> Result<(), ProveError> {
+    let config = input.registered_proof.as_v1_config();
+    let vanilla = window_vanilla::<Tree>(input)?;
+    // As the prove paths: one partition with its index in the public inputs, or the
+    // deadline's partitions.
+    let partitions = match input.partition_index {
+        Some(_) => None,
+        None => Some(deadline_partitions(vanilla.len(), config.sector_count)).filter(|&p| p > 1),
+    };
+    let pp = setup::<Tree>(setup_params(&config)?, partitions)?;
+    let pub_inputs = public_inputs::<Tree>(
+        &input.randomness,
+        input.miner_id,
+        sectors_of(&vanilla),
+        input.partition_index,
+    )?;
+    check_partitions::<Tree>(&config, &pp, &pub_inputs, &vanilla)
+}
+
+/// The vanilla proofs cut into the prover's partitions (one, as
+/// `single_partition_vanilla_proofs` makes it, where the public inputs name a partition)
+/// and checked by `FallbackPoSt::verify_all_partitions`.
+fn check_partitions<Tree: 'static + MerkleTreeTrait>(
+    config: &PoStConfig,
+    pp: &compound_proof::PublicParams<'static, FallbackPoSt<'static, Tree>>,
+    pub_inputs: &PublicInputs<Tree>,
+    vanilla: &[FallbackPoStSectorProof<Tree>],
+) -> Result<(), ProveError> {
+    let invalid = |e: anyhow::Error| ProveError::InvalidInput(format!("vanilla proofs: {e}"));
+    let partitioned = match pub_inputs.k {
+        Some(_) => {
+            vec![
+                single_partition_vanilla_proofs(config, &pp.vanilla_params, pub_inputs, vanilla)
+                    .map_err(invalid)?,
+            ]
+        }
+        None => partition_vanilla_proofs(
+            config,
+            &pp.vanilla_params,
+            pub_inputs,
+            pp.partitions.unwrap_or(1),
+            vanilla,
+        )
+        .map_err(invalid)?,
+    };
+    let ok =
+        FallbackPoSt::<Tree>::verify_all_partitions(&pp.vanilla_params, pub_inputs, &partitioned)
+            .map_err(invalid)?;
+    if ok {
+        Ok(())
+    } else {
+        Err(ProveError::InvalidInput(
+            "PoSt input: its vanilla proofs do not verify against its randomness and sectors \
+             (made for other randomness, or corrupt)"
+                .into(),
+        ))
+    }
 }
 
 type Compound<Tree> = FallbackPoStCompound<Tree>;

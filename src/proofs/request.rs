@@ -53,6 +53,21 @@ impl ProofRequest {
 }
 
 impl ProofRequest {
+    /// Whether the request's vanilla proofs verify against its public inputs, as the
+    /// storage-proofs crates' own vanilla verifiers say (no parameters needed; about the cost
+    /// of the vanilla check the C1 or PoSt vanilla phase already made, far below proving).
+    /// The service runs it after a proof failed verification: an `InvalidInput` error says
+    /// the input itself is bad, so proving it again on other devices could not help; `Ok`
+    /// leaves a wrong device result as the suspect.
+    pub fn check_vanilla(&self) -> Result<(), ProveError> {
+        super::pipeline::catch_panic("the vanilla proofs' check", || match self {
+            ProofRequest::PoRep(r) => super::porep::check_vanilla(r),
+            ProofRequest::SnapDeals { input } => super::snap::check_vanilla(input),
+            ProofRequest::WindowPoSt { input } => super::post::check_vanilla_window(input),
+            ProofRequest::WinningPoSt { input } => super::post::check_vanilla_winning(input),
+        })
+    }
+
     /// The parameter set proving this request needs, read from the proof type its input
     /// names. A partial parse, cheaper than [`Self::check`]: the rest of the input is
     /// skipped, not checked, so an `Ok` says nothing of the input's validity. For the

@@ -603,9 +603,13 @@ impl ProvingService {
         if control.is_cancelled() {
             return first;
         }
-        // A device may have returned a wrong result, or the input may not fit together:
-        // proved once more without the devices that made this proof (on the others, or the
-        // CPU prover), a proof that verifies shows it was them.
+        // Bad input (vanilla proofs that do not verify) fails here, typed, without a second
+        // proof and without a charge against the devices.
+        request.check_vanilla()?;
+        // A device may have returned a wrong result, or the input may not fit together in a
+        // way the vanilla check cannot see: proved once more without the devices that made
+        // this proof (on the others, or the CPU prover), a proof that verifies shows it was
+        // them.
         let used = control.prove_again_without_used();
         if used.is_empty() {
             return first;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::multi_proof::MultiProof;
 use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::{
     EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof,
     PublicInputs, PublicParams, SetupParams,
@@ -183,6 +184,41 @@ fn check_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     input: &SnapInput,
 ) -> Result<(), ProveError> {
     decode::<Tree>(input).map(drop)
+}
+
+/// Whether the input's partition vanilla proofs verify against its commitments, as
+/// storage-proofs-update's own verifier says (see `porep::check_vanilla`: after a proof
+/// failed verification, bad input is told from a wrong device result this way).
+pub(crate) fn check_vanilla(bytes: &[u8]) -> Result<(), ProveError> {
+    let input = parse_input(bytes)?;
+    with_shape!(
+        u64::from(input.registered_proof.sector_size()),
+        check_vanilla_shape,
+        &input
+    )
+}
+
+fn check_vanilla_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    input: &SnapInput,
+) -> Result<(), ProveError> {
+    let config = SectorUpdateConfig::from_porep_config(&porep_config(input.registered_proof));
+    let (vanilla, public_inputs) = decode::<Tree>(input)?;
+    let pp = compound_params::<Tree>(&config)?;
+    let ok = EmptySectorUpdate::<Tree>::verify_all_partitions(
+        &pp.vanilla_params,
+        &public_inputs,
+        &vanilla,
+    )
+    .map_err(|e| ProveError::InvalidInput(format!("SnapDeals input: vanilla proofs: {e}")))?;
+    if ok {
+        Ok(())
+    } else {
+        Err(ProveError::InvalidInput(
+            "SnapDeals input: its partition vanilla proofs do not verify against its \
+             commitments (another sector's or update's, or corrupt)"
+                .into(),
+        ))
+    }
 }
 
 fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(

@@ -185,8 +185,9 @@ fn job<Tree: 'static + MerkleTreeTrait>(
                 .collect()
         })
         .collect();
+    let replica_id = Domain::random(&mut rng);
     let public_inputs = stacked::PublicInputs {
-        replica_id: Domain::random(&mut rng),
+        replica_id,
         tau: Some(stacked::Tau {
             comm_d: Domain::random(&mut rng),
             comm_r: Domain::random(&mut rng),
@@ -204,6 +205,7 @@ fn job<Tree: 'static + MerkleTreeTrait>(
         comm_d: [1; 32],
         seed: [1; 32],
         ticket: [1; 32],
+        replica_id: replica_id.into(),
     })
 }
 
