@@ -34,7 +34,7 @@ use crate::proofs::{
 use crate::srs::ParamsId;
 use journal::format::{self as jformat, Accepted, Finished};
 use journal::{Journal, Record, Recorder};
-use state::{NewJob, Outcome, State};
+use state::{Cancelled, NewJob, Outcome, State};
 
 /// Runs one proof. Called on a worker thread; may block for minutes.
 pub trait Runner: Send + Sync + 'static {
@@ -375,11 +375,22 @@ impl Engine {
     pub fn cancel(&self, id: JobId) -> Result<bool, CancelError> {
         let now = Instant::now();
         let mut st = self.shared.lock();
-        let cancelled = st.cancel(id, now)?;
-        let Some(result) = cancelled else {
-            drop(st);
-            self.shared.changed();
-            return Ok(true);
+        let result = match st.cancel(id, now)? {
+            Cancelled::Queued(result) => result,
+            Cancelled::Running { record } => {
+                // Its result is decided ("cancelled") and durable before the answer: a
+                // crash before the job stops must not queue it again.
+                if record {
+                    self.shared
+                        .record(|| Some(finished_record(id, &state::cancelled_while_running())));
+                }
+                drop(st);
+                if record {
+                    self.shared.sync();
+                }
+                self.shared.changed();
+                return Ok(true);
+            }
         };
         self.shared.record(|| Some(finished_record(id, &result)));
         let snap = st.snapshot(id, now);
@@ -563,10 +574,15 @@ fn worker_loop(shared: &Shared, lane: Lane) {
         drop(assignment.request);
         let now = Instant::now();
         let id = assignment.id;
-        let result = shared.lock().final_result(id, result, now);
-        if let Some(result) = &result {
+        let (result, recorded) = {
+            let mut st = shared.lock();
+            let result = st.final_result(id, result, now);
+            (result, st.cancel_recorded(id))
+        };
+        if let Some(result) = result.as_ref().filter(|_| !recorded) {
             // Durable before anyone sees it: a client that got the proof gets it again
             // after a crash. Outside the lock; the job's other records are all before it.
+            // (A job a Cancel reached has its result recorded already, by the Cancel.)
             shared.record(|| {
                 Some(Record::Finished(Finished {
                     id,

@@ -41,6 +41,31 @@ pub(super) struct Job {
     pub lane: Option<Lane>,
     pub finished: Option<Instant>,
     pub error: Option<String>,
+    /// A Cancel reached it while it ran: its result is "cancelled" whatever its proof does,
+    /// and the journal has it already (recorded before the Cancel was answered).
+    pub cancel_recorded: bool,
+    /// Its worker has made its result ([`State::final_result`]): a Cancel comes too late to
+    /// change it.
+    pub result_made: bool,
+}
+
+/// What [`State::cancel`] did.
+#[derive(Debug)]
+pub enum Cancelled {
+    /// A queued job, finished at once with this result.
+    Queued(JobResult),
+    /// A running job, asked to stop. `record`: this Cancel decided its result ("cancelled",
+    /// [`cancelled_while_running`]), which the engine makes durable before answering; false
+    /// when an earlier Cancel did, or its worker had made its result already.
+    Running { record: bool },
+}
+
+/// The result of a job a Cancel reached while it ran.
+pub fn cancelled_while_running() -> JobResult {
+    Err(Failure::new(
+        FailureKind::Cancelled,
+        "cancelled while running",
+    ))
 }
 
 /// Which jobs a worker takes.
@@ -221,6 +246,8 @@ impl State {
                     lane: None,
                     finished: finished_at,
                     error,
+                    cancel_recorded: false,
+                    result_made: false,
                 },
             );
         }
@@ -314,6 +341,8 @@ impl State {
                 lane: None,
                 finished: None,
                 error: None,
+                cancel_recorded: false,
+                result_made: false,
             },
         );
         self.stats.queued += 1;
@@ -412,19 +441,26 @@ impl State {
     /// cancellation by the drain reported as "shutting down"), without recording it: the
     /// journal makes it durable before [`State::complete_running`] lets waiters see it.
     pub fn final_result(
-        &self,
+        &mut self,
         id: JobId,
         result: Result<crate::proofs::ProofOutput, Failure>,
         now: Instant,
     ) -> Option<JobResult> {
-        let job = self.jobs.get(&id)?;
+        let drain_cancelled = self.drain_cancelled;
+        let job = self.jobs.get_mut(&id)?;
+        job.result_made = true;
+        if job.cancel_recorded {
+            // What the Cancel recorded and promised: "cancelled", even where the proof was
+            // done before the job saw it.
+            return Some(cancelled_while_running());
+        }
         let queue_wait = job
             .started
             .unwrap_or(now)
             .saturating_duration_since(job.submitted);
         let total = now.saturating_duration_since(job.submitted);
         let result = result.map_err(|f| {
-            if self.drain_cancelled && f.kind == FailureKind::Cancelled {
+            if drain_cancelled && f.kind == FailureKind::Cancelled {
                 Failure::new(
                     FailureKind::ShuttingDown,
                     "stopped: the drain grace ran out",
@@ -445,6 +481,11 @@ impl State {
             };
             Arc::new(JobOutput { output, timings })
         }))
+    }
+
+    /// Whether a Cancel recorded the job's result while it ran.
+    pub fn cancel_recorded(&self, id: JobId) -> bool {
+        self.jobs.get(&id).is_some_and(|j| j.cancel_recorded)
     }
 
     /// Finishes a running job with a result [`State::final_result`] made.
@@ -513,12 +554,14 @@ impl State {
     }
 
     /// Cancels a job: a queued one is removed at once, a running one is asked to stop at
-    /// its next partition boundary. Returns `None` when it was running, or the result of
-    /// the queued job it finished: its waiters see it only once the engine [`State::publish`]es
-    /// it, after the journal made it durable (an Await answered "cancelled" must not find
-    /// the job queued again after a crash).
-    pub fn cancel(&mut self, id: JobId, now: Instant) -> Result<Option<JobResult>, CancelError> {
-        let job = self.jobs.get(&id).ok_or(CancelError::UnknownJob(id))?;
+    /// its next partition boundary and its result is "cancelled" from now on. For a queued
+    /// job, the result: its waiters see it only once the engine [`State::publish`]es it,
+    /// after the journal made it durable (an Await answered "cancelled" must not find the
+    /// job queued again after a crash); for a running one, whether the engine must record
+    /// its result now (same reason: a Cancel answered `was_running` must not find it queued
+    /// again).
+    pub fn cancel(&mut self, id: JobId, now: Instant) -> Result<Cancelled, CancelError> {
+        let job = self.jobs.get_mut(&id).ok_or(CancelError::UnknownJob(id))?;
         let (control, state) = (job.control.clone(), job.state);
         match state {
             JobState::Queued => {
@@ -529,11 +572,13 @@ impl State {
                     "cancelled while queued",
                 ));
                 self.settle(id, &result, now);
-                Ok(Some(result))
+                Ok(Cancelled::Queued(result))
             }
             JobState::Running => {
                 control.cancel();
-                Ok(None)
+                let record = !job.cancel_recorded && !job.result_made;
+                job.cancel_recorded |= record;
+                Ok(Cancelled::Running { record })
             }
             s => Err(CancelError::AlreadyFinished(id, s.as_str())),
         }

@@ -899,3 +899,99 @@ fn cancellations_are_durable_before_anyone_hears_of_them() {
         FailureKind::ShuttingDown
     );
 }
+
+/// A Cancel of a running job records its result ("cancelled") and syncs it before it is
+/// answered: a daemon started from the journal at that moment, before the job stopped,
+/// takes it up finished, not queued. The job then ends "cancelled" with no second result
+/// recorded.
+#[test]
+fn a_running_jobs_cancellation_is_durable_before_the_answer() {
+    let recorder = Arc::new(MemoryRecorder::default());
+    let e = Engine::start_with(
+        config(1, 8, 1),
+        FakeRunner::new(20, 1000),
+        Arc::new(|_| {}),
+        Some(journal::Journal {
+            recorder: recorder.clone(),
+            next_id: 1,
+            jobs: Vec::new(),
+        }),
+    )
+    .unwrap();
+    let running = e.submit(UID, window("r"), None, None).unwrap();
+    wait_state(&e, running.id, JobState::Running);
+    assert_eq!(e.cancel(running.id), Ok(true));
+    let recovered = recorder.recovered();
+    let job = recovered
+        .jobs
+        .iter()
+        .find(|j| j.id == running.id)
+        .expect("the job is in the journal");
+    match &job.state {
+        journal::RecoveredState::Finished { result, .. } => {
+            assert_eq!(result.as_ref().unwrap_err().kind, FailureKind::Cancelled)
+        }
+        other => panic!("taken up as {other:?}"),
+    }
+    assert_eq!(
+        wait(&e, running.id).unwrap_err().kind,
+        FailureKind::Cancelled
+    );
+    let results = recorder
+        .records
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| matches!(r, journal::Record::Finished(f) if f.id == running.id))
+        .count();
+    assert_eq!(results, 1);
+    e.shut_down();
+}
+
+/// A running job a Cancel reached ends "cancelled" even where its proof was done first (the
+/// result the Cancel recorded and promised); one whose result was made before the Cancel
+/// keeps it, and the Cancel records nothing.
+#[test]
+fn a_cancel_decides_a_running_jobs_result_unless_it_was_made() {
+    let mut st = State::new(config(1, 8, 1));
+    let t0 = Instant::now();
+    let job = |label: &str| {
+        let request = window(label);
+        NewJob {
+            digest: state::digest(&request),
+            request,
+            owner: UID,
+            params: None,
+            priority: None,
+            request_id: None,
+        }
+    };
+    let output = |label: &str| ProofOutput {
+        kind: ProofKind::WindowPoSt,
+        proof: label.as_bytes().to_vec(),
+        partitions: 1,
+        timings: StageTimings::default(),
+        backend: "fake".into(),
+    };
+    let (a, _) = st.submit(job("a"), t0).unwrap();
+    assert_eq!(st.next_assignment(t0, Lane::Any).map(|x| x.id), Some(a));
+    assert!(matches!(
+        st.cancel(a, t0),
+        Ok(state::Cancelled::Running { record: true })
+    ));
+    assert!(matches!(
+        st.cancel(a, t0),
+        Ok(state::Cancelled::Running { record: false })
+    ));
+    let result = st.final_result(a, Ok(output("a")), t0).unwrap();
+    assert_eq!(result.unwrap_err().kind, FailureKind::Cancelled);
+
+    let (b, _) = st.submit(job("b"), t0).unwrap();
+    assert_eq!(st.next_assignment(t0, Lane::Any).map(|x| x.id), Some(b));
+    let made = st.final_result(b, Ok(output("b")), t0).unwrap();
+    assert!(matches!(
+        st.cancel(b, t0),
+        Ok(state::Cancelled::Running { record: false })
+    ));
+    assert!(made.is_ok());
+}

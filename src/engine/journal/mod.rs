@@ -8,8 +8,10 @@
 //! before the job is queued (outside the engine's lock: it may be large), the acceptance,
 //! start, priority change and result are recorded under the lock (so in the order they
 //! happened; buffered, no disk wait), and [`Recorder::sync`] makes them durable outside the
-//! lock, before a submission is answered, after a job finishes, and before a queued job
-//! cancelled or stopped by the shutdown is answered so (to the Cancel and to its waiters).
+//! lock, before a submission is answered, after a job finishes, before a queued job
+//! cancelled or stopped by the shutdown is answered so (to the Cancel and to its waiters), and
+//! before a Cancel of a running job is answered (its result, "cancelled", is recorded by the
+//! Cancel; the job's worker records nothing more).
 
 pub mod format;
 pub mod replay;
