@@ -203,16 +203,9 @@ fn lookup_finds_the_newest_job_under_a_request_id() {
     c.result_retention = Duration::from_secs(10);
     let mut st = State::new(c);
     let t0 = Instant::now();
-    let job = |label: &str| {
-        let request = window(label);
-        NewJob {
-            digest: state::digest(&request),
-            request,
-            owner: UID,
-            params: None,
-            priority: None,
-            request_id: Some("sector-7".into()),
-        }
+    let job = |label: &str| NewJob {
+        request_id: Some("sector-7".into()),
+        ..window_job(label)
     };
     assert!(st.lookup("sector-7", Some(UID), t0).is_none());
     let (a, _) = st.submit(job("a"), t0).unwrap();
@@ -251,16 +244,11 @@ fn request_ids_are_each_owners_and_needing_lists_the_unfinished_jobs_of_a_set() 
         sector_size: 2048,
         cache_id: "window-2k".into(),
     };
-    let job = |owner: Owner, label: &str| {
-        let request = window(label);
-        NewJob {
-            digest: state::digest(&request),
-            request,
-            owner,
-            params: Some(set.clone()),
-            priority: None,
-            request_id: Some("s-1".into()),
-        }
+    let job = |owner: Owner, label: &str| NewJob {
+        owner,
+        params: Some(set.clone()),
+        request_id: Some("s-1".into()),
+        ..window_job(label)
     };
     let (a, _) = st.submit(job(1000, "x"), t0).unwrap();
     let (b, outcome) = st.submit(job(1001, "x"), t0).unwrap();
@@ -541,16 +529,10 @@ fn pure_request_id_release_and_priority() {
     c.result_retention = Duration::from_secs(10);
     let mut st = State::new(c);
     let t0 = Instant::now();
-    let job = |label: &str, priority: Option<Priority>| {
-        let request = window(label);
-        NewJob {
-            digest: state::digest(&request),
-            request,
-            owner: UID,
-            params: None,
-            priority,
-            request_id: Some("rid".into()),
-        }
+    let job = |label: &str, priority: Option<Priority>| NewJob {
+        priority,
+        request_id: Some("rid".into()),
+        ..window_job(label)
     };
     let (a, outcome) = st.submit(job("a", Some(Priority::Low)), t0).unwrap();
     assert_eq!(outcome, state::Outcome::Queued);
@@ -708,16 +690,9 @@ fn capacity_plays_the_queue_forward_with_measured_times() {
     let mut st = State::new(config(1, 10, 2));
     let t0 = Instant::now();
     let at = |s: u64| t0 + Duration::from_secs(s);
-    let job = |label: &str, priority: Option<Priority>| {
-        let request = window(label);
-        NewJob {
-            digest: state::digest(&request),
-            request,
-            owner: UID,
-            params: None,
-            priority,
-            request_id: None,
-        }
+    let job = |label: &str, priority: Option<Priority>| NewJob {
+        priority,
+        ..window_job(label)
     };
     let ok = |kind| {
         Ok(ProofOutput {
@@ -955,17 +930,7 @@ fn a_running_jobs_cancellation_is_durable_before_the_answer() {
 fn a_cancel_decides_a_running_jobs_result_unless_it_was_made() {
     let mut st = State::new(config(1, 8, 1));
     let t0 = Instant::now();
-    let job = |label: &str| {
-        let request = window(label);
-        NewJob {
-            digest: state::digest(&request),
-            request,
-            owner: UID,
-            params: None,
-            priority: None,
-            request_id: None,
-        }
-    };
+    let job = window_job;
     let output = |label: &str| ProofOutput {
         kind: ProofKind::WindowPoSt,
         proof: label.as_bytes().to_vec(),
@@ -994,4 +959,18 @@ fn a_cancel_decides_a_running_jobs_result_unless_it_was_made() {
         Ok(state::Cancelled::Running { record: false })
     ));
     assert!(made.is_ok());
+}
+
+/// A WindowPoSt job of `label` for [`State::submit`]: the test uid, no parameter set,
+/// priority or request id.
+fn window_job(label: &str) -> NewJob {
+    let request = window(label);
+    NewJob {
+        digest: state::digest(&request),
+        request,
+        owner: UID,
+        params: None,
+        priority: None,
+        request_id: None,
+    }
 }
