@@ -626,17 +626,7 @@ impl MemoryRecorder {
 fn a_journal_carries_jobs_into_a_new_engine() {
     let recorder = Arc::new(MemoryRecorder::default());
     let runner = FakeRunner::new(20, 1000);
-    let e = Engine::start_with(
-        config(1, 8, 1),
-        runner.clone(),
-        Arc::new(|_| {}),
-        Some(journal::Journal {
-            recorder: recorder.clone(),
-            next_id: 1,
-            jobs: Vec::new(),
-        }),
-    )
-    .unwrap();
+    let e = journaled_engine(runner.clone(), recorder.clone());
     let quick = e
         .submit(UID, winning("quick-1"), None, Some("w".into()))
         .unwrap();
@@ -811,19 +801,10 @@ impl GatedRecorder {
 #[test]
 fn cancellations_are_durable_before_anyone_hears_of_them() {
     let recorder = Arc::new(GatedRecorder::default());
-    let e = Arc::new(
-        Engine::start_with(
-            config(1, 8, 1),
-            FakeRunner::new(10, 1000),
-            Arc::new(|_| {}),
-            Some(journal::Journal {
-                recorder: recorder.clone(),
-                next_id: 1,
-                jobs: Vec::new(),
-            }),
-        )
-        .unwrap(),
-    );
+    let e = Arc::new(journaled_engine(
+        FakeRunner::new(10, 1000),
+        recorder.clone(),
+    ));
     let running = e.submit(UID, window("r"), None, None).unwrap();
     wait_state(&e, running.id, JobState::Running);
     let unfinished =
@@ -882,17 +863,7 @@ fn cancellations_are_durable_before_anyone_hears_of_them() {
 #[test]
 fn a_running_jobs_cancellation_is_durable_before_the_answer() {
     let recorder = Arc::new(MemoryRecorder::default());
-    let e = Engine::start_with(
-        config(1, 8, 1),
-        FakeRunner::new(20, 1000),
-        Arc::new(|_| {}),
-        Some(journal::Journal {
-            recorder: recorder.clone(),
-            next_id: 1,
-            jobs: Vec::new(),
-        }),
-    )
-    .unwrap();
+    let e = journaled_engine(FakeRunner::new(20, 1000), recorder.clone());
     let running = e.submit(UID, window("r"), None, None).unwrap();
     wait_state(&e, running.id, JobState::Running);
     assert_eq!(e.cancel(running.id), Ok(true));
@@ -973,4 +944,19 @@ fn window_job(label: &str) -> NewJob {
         priority: None,
         request_id: None,
     }
+}
+
+/// An engine of one worker over `runner` with an empty journal kept by `recorder`.
+fn journaled_engine(runner: Arc<FakeRunner>, recorder: Arc<dyn journal::Recorder>) -> Engine {
+    Engine::start_with(
+        config(1, 8, 1),
+        runner,
+        Arc::new(|_| {}),
+        Some(journal::Journal {
+            recorder,
+            next_id: 1,
+            jobs: Vec::new(),
+        }),
+    )
+    .unwrap()
 }
