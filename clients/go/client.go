@@ -361,8 +361,9 @@ func (c *Client) Prove(ctx context.Context, s Submit) (*ProofResult, error) {
 
 // Cancel cancels a job: a queued one at once, a running one at its next partition
 // boundary. Either way its result is decided when Cancel returns (Await gives
-// ErrCancelled, also after a daemon restart), unless a running job's result was made
-// before the Cancel arrived. Unknown jobs give ErrUnknownJob, finished ones ErrJobFinished.
+// ErrCancelled, after a restart too where the daemon keeps a job journal), unless a
+// running job's result was made before the Cancel arrived. Unknown jobs give
+// ErrUnknownJob, finished ones ErrJobFinished.
 func (c *Client) Cancel(ctx context.Context, jobID uint64) (*Cancelled, error) {
 	resp, err := c.Call(ctx, CancelRequest{JobRef{jobID}})
 	if err != nil {
