@@ -378,16 +378,16 @@ impl Engine {
         let result = match st.cancel(id, now)? {
             Cancelled::Queued(result) => result,
             Cancelled::Running { record } => {
-                // Its result is decided ("cancelled") and durable before the answer: a
-                // crash before the job stops must not queue it again.
+                // Its result is decided and durable before the answer: a crash before the
+                // job stops must not queue it again. Synced even where this Cancel records
+                // nothing: the result it found decided (an earlier Cancel's, or the one its
+                // worker recorded under the lock) may still be on its way to the disk.
                 if record {
                     self.shared
                         .record(|| Some(finished_record(id, &state::cancelled_while_running())));
                 }
                 drop(st);
-                if record {
-                    self.shared.sync();
-                }
+                self.shared.sync();
                 self.shared.changed();
                 return Ok(true);
             }
@@ -574,22 +574,26 @@ fn worker_loop(shared: &Shared, lane: Lane) {
         drop(assignment.request);
         let now = Instant::now();
         let id = assignment.id;
-        let (result, recorded) = {
+        let result = {
             let mut st = shared.lock();
             let result = st.final_result(id, result, now);
-            (result, st.cancel_recorded(id))
+            // Recorded under the lock, with the result: a Cancel that finds it made records
+            // nothing and relies on its sync to cover this record. (A job a Cancel reached
+            // has its result recorded already, by the Cancel.)
+            if let Some(result) = result.as_ref().filter(|_| !st.cancel_recorded(id)) {
+                shared.record(|| {
+                    Some(Record::Finished(Finished {
+                        id,
+                        finished_ms: unix_ms(),
+                        outcome: jformat::Outcome::of(result),
+                    }))
+                });
+            }
+            result
         };
-        if let Some(result) = result.as_ref().filter(|_| !recorded) {
+        if result.is_some() {
             // Durable before anyone sees it: a client that got the proof gets it again
-            // after a crash. Outside the lock; the job's other records are all before it.
-            // (A job a Cancel reached has its result recorded already, by the Cancel.)
-            shared.record(|| {
-                Some(Record::Finished(Finished {
-                    id,
-                    finished_ms: unix_ms(),
-                    outcome: jformat::Outcome::of(result),
-                }))
-            });
+            // after a crash. Also where the Cancel recorded it: its sync may not be done.
             shared.sync();
         }
         let mut st = shared.lock();

@@ -49,6 +49,13 @@ pub(super) struct Job {
     pub result_made: bool,
 }
 
+impl Job {
+    /// Whether its waiters have been shown its result ([`State::publish`]).
+    fn is_published(&self) -> bool {
+        matches!(*self.phase.borrow(), JobPhase::Finished(_))
+    }
+}
+
 /// What [`State::cancel`] did.
 #[derive(Debug)]
 pub enum Cancelled {
@@ -617,6 +624,11 @@ impl State {
     /// Drops finished jobs older than the retention time, and the oldest beyond the cap.
     pub fn reap(&mut self, now: Instant) {
         while let Some(&id) = self.finished.front() {
+            if self.jobs.get(&id).is_some_and(|j| !j.is_published()) {
+                // Settled, its result not yet durable and shown ([`State::publish`]): its
+                // waiters must still find it. The ones behind it wait for it.
+                break;
+            }
             let expired =
                 self.jobs.get(&id).and_then(|j| j.finished).is_none_or(|f| {
                     now.saturating_duration_since(f) >= self.config.result_retention

@@ -960,3 +960,69 @@ fn journaled_engine(runner: Arc<FakeRunner>, recorder: Arc<dyn journal::Recorder
     )
     .unwrap()
 }
+
+/// A running job's cancellation reaches nobody before the journal has synced it: neither
+/// a second Cancel (which records nothing) nor the job's waiters, once its worker stopped,
+/// hear of it while the first Cancel's sync waits.
+#[test]
+fn a_running_jobs_cancellation_is_told_only_once_synced() {
+    let recorder = Arc::new(GatedRecorder::default());
+    let e = Arc::new(journaled_engine(
+        FakeRunner::new(10, 1000),
+        recorder.clone(),
+    ));
+    let running = e.submit(UID, window("r"), None, None).unwrap();
+    wait_state(&e, running.id, JobState::Running);
+    let phase = e.watch(running.id).unwrap();
+    recorder.set_closed(true);
+    let cancel = || {
+        let e = e.clone();
+        std::thread::spawn(move || e.cancel(running.id))
+    };
+    let before = recorder.syncs();
+    let first = cancel();
+    recorder.wait_for_sync(before);
+    let before = recorder.syncs();
+    let second = cancel();
+    recorder.wait_for_sync(before);
+    // The worker sees the cancellation at its next step (10 ms) and stops.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!first.is_finished(), "the Cancel was answered first");
+    assert!(
+        !second.is_finished(),
+        "the second Cancel was answered first"
+    );
+    assert!(
+        !matches!(&*phase.borrow(), JobPhase::Finished(_)),
+        "a waiter heard of the cancellation first"
+    );
+    recorder.set_closed(false);
+    assert_eq!(first.join().unwrap(), Ok(true));
+    assert_eq!(second.join().unwrap(), Ok(true));
+    assert_eq!(
+        wait(&e, running.id).unwrap_err().kind,
+        FailureKind::Cancelled
+    );
+}
+
+/// A settled job whose result is not yet durable (and so not shown to its waiters) is not
+/// reaped, even with no retention: its waiters must find it when it is published.
+#[test]
+fn a_settled_job_is_reaped_only_once_published() {
+    let mut c = config(1, 8, 1);
+    c.result_retention = Duration::ZERO;
+    let mut st = State::new(c);
+    let t0 = Instant::now();
+    let (a, _) = st.submit(window_job("a"), t0).unwrap();
+    let Ok(state::Cancelled::Queued(result)) = st.cancel(a, t0) else {
+        panic!("a queued job's cancel");
+    };
+    st.reap(t0);
+    assert!(
+        st.snapshot(a, t0).is_some(),
+        "reaped before it was published"
+    );
+    st.publish(a, result);
+    st.reap(t0);
+    assert!(st.snapshot(a, t0).is_none(), "kept after it was published");
+}
