@@ -606,6 +606,10 @@ impl ProvingService {
         // Bad input (vanilla proofs that do not verify) fails here, typed, without a second
         // proof and without a charge against the devices.
         request.check_vanilla()?;
+        if control.is_cancelled() {
+            // Cancelled while the vanilla proofs were checked (seconds for a 32 GiB C1).
+            return first;
+        }
         // A device may have returned a wrong result, or the input may not fit together in a
         // way the vanilla check cannot see: proved once more without the devices that made
         // this proof (on the others, or the CPU prover), a proof that verifies shows it was
