@@ -100,13 +100,13 @@ fn porep_v1_1_proof_verifies_with_filecoin_proofs_and_bad_inputs_are_errors() {
     // proof is made and fails verification, and the vanilla proofs' check then names the
     // input as the cause (InvalidInput) instead of proving it again without the device.
     let mut c1: serde_json::Value = serde_json::from_slice(&sealed.c1_json).unwrap();
-    let proofs = c1["vanilla_proofs"].as_object_mut().unwrap();
-    let leaf = proofs.values_mut().next().unwrap()[0][0]["comm_d_proofs"]["data"]["Single"]["leaf"]
-        [0]
-    .take();
-    let changed = (leaf.as_u64().unwrap() ^ 1).into();
-    proofs.values_mut().next().unwrap()[0][0]["comm_d_proofs"]["data"]["Single"]["leaf"][0] =
-        changed;
+    let first = c1["vanilla_proofs"]
+        .as_object_mut()
+        .unwrap()
+        .values_mut()
+        .next();
+    let leaf = &mut first.unwrap()[0][0]["comm_d_proofs"]["data"]["Single"]["leaf"][0];
+    *leaf = (leaf.as_u64().unwrap() ^ 1).into();
     let bad = ProofRequest::PoRep(PoRepRequest {
         c1: serde_json::to_vec(&c1).unwrap(),
         miner_id: MINER,

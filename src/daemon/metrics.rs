@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use super::Context;
-use crate::proofs::{DeviceHealth, HealthState, PipelineStats};
+use crate::proofs::{DeviceHealth, PipelineStats};
 
 /// Writes a metric family's HELP and TYPE lines.
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -319,7 +319,7 @@ fn health(out: &mut String, health: &[DeviceHealth]) {
          proving.quarantine_after, proving.quarantine_time).",
     );
     for (i, d) in health.iter().enumerate() {
-        let q = u8::from(d.state != HealthState::Healthy);
+        let q = u8::from(d.is_quarantined());
         let _ = writeln!(out, "cuzk_device_quarantined{{device=\"{i}\"}} {q}");
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use sd_notify::NotifyState;
 
 use crate::engine::{Engine, JobState};
-use crate::proofs::{HealthState, ProvingService};
+use crate::proofs::ProvingService;
 
 /// Sends notifications to systemd, or nowhere.
 ///
@@ -93,13 +93,12 @@ pub fn status_line(engine: &Engine, service: &ProvingService) -> String {
     line
 }
 
-/// Devices quarantined now (a probe in progress included), as `cuzk_device_quarantined`
-/// counts them.
+/// Devices quarantined now (a probe in progress included).
 fn quarantined(service: &ProvingService) -> usize {
     service
         .health()
         .iter()
-        .filter(|d| d.state != HealthState::Healthy)
+        .filter(|d| d.is_quarantined())
         .count()
 }
 

@@ -581,13 +581,7 @@ fn worker_loop(shared: &Shared, lane: Lane) {
             // nothing and relies on its sync to cover this record. (A job a Cancel reached
             // has its result recorded already, by the Cancel.)
             if let Some(result) = result.as_ref().filter(|_| !st.cancel_recorded(id)) {
-                shared.record(|| {
-                    Some(Record::Finished(Finished {
-                        id,
-                        finished_ms: unix_ms(),
-                        outcome: jformat::Outcome::of(result),
-                    }))
-                });
+                shared.record(|| Some(finished_record(id, result)));
             }
             result
         };

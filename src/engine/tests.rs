@@ -800,13 +800,7 @@ impl GatedRecorder {
 /// crash then would queue the job again, and nobody was told otherwise.
 #[test]
 fn cancellations_are_durable_before_anyone_hears_of_them() {
-    let recorder = Arc::new(GatedRecorder::default());
-    let e = Arc::new(journaled_engine(
-        FakeRunner::new(10, 1000),
-        recorder.clone(),
-    ));
-    let running = e.submit(UID, window("r"), None, None).unwrap();
-    wait_state(&e, running.id, JobState::Running);
+    let (recorder, e, running) = gated_engine_running_a_job();
     let unfinished =
         |rx: &watch::Receiver<JobPhase>| !matches!(&*rx.borrow(), JobPhase::Finished(_));
 
@@ -966,13 +960,7 @@ fn journaled_engine(runner: Arc<FakeRunner>, recorder: Arc<dyn journal::Recorder
 /// hear of it while the first Cancel's sync waits.
 #[test]
 fn a_running_jobs_cancellation_is_told_only_once_synced() {
-    let recorder = Arc::new(GatedRecorder::default());
-    let e = Arc::new(journaled_engine(
-        FakeRunner::new(10, 1000),
-        recorder.clone(),
-    ));
-    let running = e.submit(UID, window("r"), None, None).unwrap();
-    wait_state(&e, running.id, JobState::Running);
+    let (recorder, e, running) = gated_engine_running_a_job();
     let phase = e.watch(running.id).unwrap();
     recorder.set_closed(true);
     let cancel = || {
@@ -1025,4 +1013,17 @@ fn a_settled_job_is_reaped_only_once_published() {
     st.publish(a, result);
     st.reap(t0);
     assert!(st.snapshot(a, t0).is_none(), "kept after it was published");
+}
+
+/// An engine of one worker with a [`GatedRecorder`] journal, and the job it runs (10 s
+/// of 10 ms steps, so a Cancel stops it within one step).
+fn gated_engine_running_a_job() -> (Arc<GatedRecorder>, Arc<Engine>, Submitted) {
+    let recorder = Arc::new(GatedRecorder::default());
+    let e = Arc::new(journaled_engine(
+        FakeRunner::new(10, 1000),
+        recorder.clone(),
+    ));
+    let running = e.submit(UID, window("r"), None, None).unwrap();
+    wait_state(&e, running.id, JobState::Running);
+    (recorder, e, running)
 }

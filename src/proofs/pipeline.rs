@@ -458,6 +458,23 @@ pub(crate) fn catch_panic<T>(
     })
 }
 
+/// A storage-proofs vanilla verifier's answer (`verify_all_partitions`) as an input error:
+/// `Ok(true)` passes; `Ok(false)` is `refused`, and the verifier's own error is named, both
+/// prefixed with what the input is (`input`).
+pub(crate) fn vanilla_verdict(
+    verified: anyhow::Result<bool>,
+    input: &str,
+    refused: &str,
+) -> Result<(), ProveError> {
+    match verified {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(ProveError::InvalidInput(format!("{input}: {refused}"))),
+        Err(e) => Err(ProveError::InvalidInput(format!(
+            "{input}: vanilla proofs: {e}"
+        ))),
+    }
+}
+
 /// Verifies `proofs` against `inputs` (one input vector per proof) with the verifying key.
 pub(crate) fn verify(
     srs: &Srs,

@@ -14,7 +14,9 @@ use storage_proofs_porep::stacked::{
     self, generate_replica_id, StackedCircuit, StackedCompound, StackedDrg,
 };
 
-use super::pipeline::{proof_bytes, prove_split_partitions, verify, PartitionCircuit};
+use super::pipeline::{
+    proof_bytes, prove_split_partitions, vanilla_verdict, verify, PartitionCircuit,
+};
 use super::shapes::with_shape;
 use super::{JobControl, PoRepRequest, ProofKind, ProofOutput, ProveError, ProvingService};
 use crate::srs::ParamsId;
@@ -255,21 +257,16 @@ fn check_vanilla_shape<Tree: 'static + MerkleTreeTrait>(
 ) -> Result<(), ProveError> {
     let job = PoRepJob::<Tree>::new(c1)?;
     job.check_replica(miner_id, sector_number)?;
-    let ok = StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(
-        &job.pp.vanilla_params,
-        &job.public_inputs,
-        &job.vanilla,
+    vanilla_verdict(
+        StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(
+            &job.pp.vanilla_params,
+            &job.public_inputs,
+            &job.vanilla,
+        ),
+        "C1 output",
+        "its vanilla proofs do not verify against its commitments, seed and replica id (a \
+         corrupt C1 output, or parts of different ones)",
     )
-    .map_err(|e| ProveError::InvalidInput(format!("C1 output: vanilla proofs: {e}")))?;
-    if ok {
-        Ok(())
-    } else {
-        Err(ProveError::InvalidInput(
-            "C1 output: its vanilla proofs do not verify against its commitments, seed and \
-             replica id (a corrupt C1 output, or parts of different ones)"
-                .into(),
-        ))
-    }
 }
 
 /// Everything needed to build the partition circuits of one C1 output.
@@ -286,8 +283,6 @@ struct PoRepJob<Tree: 'static + MerkleTreeTrait> {
     comm_d: [u8; 32],
     seed: [u8; 32],
     ticket: [u8; 32],
-    /// The C1 output's replica id (also in `public_inputs`).
-    replica_id: blstrs::Scalar,
 }
 
 impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
@@ -329,7 +324,6 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
             seed: Some(seed),
         };
         let pp = compound_params::<Tree>(&config)?;
-        let replica_id = replica_fr;
         let partitions = usize::from(config.partitions);
         if vanilla.len() != partitions || vanilla.iter().any(|p| p.is_empty()) {
             return Err(ProveError::InvalidInput(format!(
@@ -347,7 +341,6 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
             comm_d,
             seed,
             ticket,
-            replica_id,
         })
     }
 
@@ -355,15 +348,14 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepJob<Tree> {
     /// the replica id from the miner id, sector number, ticket, comm_d and proof type
     /// (filecoin-proofs' `get_seal_inputs`), so a proof over any other id cannot verify.
     fn check_replica(&self, miner_id: u64, sector_number: u64) -> Result<(), ProveError> {
-        let expected: blstrs::Scalar = generate_replica_id::<Tree::Hasher, _>(
+        let expected = generate_replica_id::<Tree::Hasher, _>(
             &prover_id(miner_id),
             sector_number,
             &self.ticket,
             self.comm_d,
             &self.config.porep_id,
-        )
-        .into();
-        if expected == self.replica_id {
+        );
+        if expected == self.public_inputs.replica_id {
             return Ok(());
         }
         Err(ProveError::InvalidInput(format!(

@@ -203,16 +203,16 @@ pub(crate) fn check_vanilla_winning(bytes: &[u8]) -> Result<(), ProveError> {
 fn check_vanilla_winning_shape<Tree: 'static + MerkleTreeTrait>(
     input: &WinningPostInput,
 ) -> Result<(), ProveError> {
-    let config = input.registered_proof.as_v1_config();
     let vanilla = winning_vanilla::<Tree>(input)?;
-    let pp = setup::<Tree>(setup_params(&config)?, None)?;
-    let pub_inputs = public_inputs::<Tree>(
+    let config = input.registered_proof.as_v1_config();
+    check_partitions::<Tree>(
+        &config,
+        &vanilla,
         &input.randomness,
         input.miner_id,
-        sectors_of(&vanilla),
         None,
-    )?;
-    check_partitions::<Tree>(&config, &pp, &pub_inputs, &vanilla)
+        None,
+    )
 }
 
 /// [`check_vanilla_winning`] for a WindowPoSt partition or a whole deadline.
@@ -236,54 +236,47 @@ fn check_vanilla_window_shape<Tree: 'static + MerkleTreeTrait>(
         Some(_) => None,
         None => Some(deadline_partitions(vanilla.len(), config.sector_count)).filter(|&p| p > 1),
     };
-    let pp = setup::<Tree>(setup_params(&config)?, partitions)?;
-    let pub_inputs = public_inputs::<Tree>(
+    check_partitions::<Tree>(
+        &config,
+        &vanilla,
         &input.randomness,
         input.miner_id,
-        sectors_of(&vanilla),
         input.partition_index,
-    )?;
-    check_partitions::<Tree>(&config, &pp, &pub_inputs, &vanilla)
+        partitions,
+    )
 }
 
-/// The vanilla proofs cut into the prover's partitions (one, as
-/// `single_partition_vanilla_proofs` makes it, where the public inputs name a partition)
-/// and checked by `FallbackPoSt::verify_all_partitions`.
+/// The vanilla proofs cut into the prover's partitions and checked by
+/// `FallbackPoSt::verify_all_partitions`: partition `k` alone, as
+/// `single_partition_vanilla_proofs` makes it, or all of them, as `partition_vanilla_proofs`
+/// makes them (it verifies them itself).
 fn check_partitions<Tree: 'static + MerkleTreeTrait>(
     config: &PoStConfig,
-    pp: &compound_proof::PublicParams<'static, FallbackPoSt<'static, Tree>>,
-    pub_inputs: &PublicInputs<Tree>,
     vanilla: &[FallbackPoStSectorProof<Tree>],
+    randomness: &[u8; 32],
+    miner_id: u64,
+    k: Option<usize>,
+    partitions: Option<usize>,
 ) -> Result<(), ProveError> {
-    let invalid = |e: anyhow::Error| ProveError::InvalidInput(format!("vanilla proofs: {e}"));
-    let partitioned = match pub_inputs.k {
-        Some(_) => {
-            vec![
-                single_partition_vanilla_proofs(config, &pp.vanilla_params, pub_inputs, vanilla)
-                    .map_err(invalid)?,
-            ]
-        }
-        None => partition_vanilla_proofs(
-            config,
-            &pp.vanilla_params,
-            pub_inputs,
-            pp.partitions.unwrap_or(1),
-            vanilla,
-        )
-        .map_err(invalid)?,
-    };
-    let ok =
-        FallbackPoSt::<Tree>::verify_all_partitions(&pp.vanilla_params, pub_inputs, &partitioned)
-            .map_err(invalid)?;
-    if ok {
-        Ok(())
-    } else {
-        Err(ProveError::InvalidInput(
-            "PoSt input: its vanilla proofs do not verify against its randomness and sectors \
-             (made for other randomness, or corrupt)"
-                .into(),
-        ))
+    let invalid =
+        |e: anyhow::Error| ProveError::InvalidInput(format!("PoSt input: vanilla proofs: {e}"));
+    let pp = setup::<Tree>(setup_params(config)?, partitions)?;
+    let pub_inputs = public_inputs::<Tree>(randomness, miner_id, sectors_of(vanilla), k)?;
+    let vp = &pp.vanilla_params;
+    if k.is_none() {
+        let count = pp.partitions.unwrap_or(1);
+        return partition_vanilla_proofs(config, vp, &pub_inputs, count, vanilla)
+            .map(drop)
+            .map_err(invalid);
     }
+    let single =
+        single_partition_vanilla_proofs(config, vp, &pub_inputs, vanilla).map_err(invalid)?;
+    super::pipeline::vanilla_verdict(
+        FallbackPoSt::<Tree>::verify_all_partitions(vp, &pub_inputs, &[single]),
+        "PoSt input",
+        "its vanilla proofs do not verify against its randomness and sectors (made for other \
+         randomness, or corrupt)",
+    )
 }
 
 type Compound<Tree> = FallbackPoStCompound<Tree>;

@@ -204,21 +204,16 @@ fn check_vanilla_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let config = SectorUpdateConfig::from_porep_config(&porep_config(input.registered_proof));
     let (vanilla, public_inputs) = decode::<Tree>(input)?;
     let pp = compound_params::<Tree>(&config)?;
-    let ok = EmptySectorUpdate::<Tree>::verify_all_partitions(
-        &pp.vanilla_params,
-        &public_inputs,
-        &vanilla,
+    super::pipeline::vanilla_verdict(
+        EmptySectorUpdate::<Tree>::verify_all_partitions(
+            &pp.vanilla_params,
+            &public_inputs,
+            &vanilla,
+        ),
+        "SnapDeals input",
+        "its partition vanilla proofs do not verify against its commitments (another \
+         sector's or update's, or corrupt)",
     )
-    .map_err(|e| ProveError::InvalidInput(format!("SnapDeals input: vanilla proofs: {e}")))?;
-    if ok {
-        Ok(())
-    } else {
-        Err(ProveError::InvalidInput(
-            "SnapDeals input: its partition vanilla proofs do not verify against its \
-             commitments (another sector's or update's, or corrupt)"
-                .into(),
-        ))
-    }
 }
 
 fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(

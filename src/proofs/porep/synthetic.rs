@@ -185,9 +185,8 @@ fn job<Tree: 'static + MerkleTreeTrait>(
                 .collect()
         })
         .collect();
-    let replica_id = Domain::random(&mut rng);
     let public_inputs = stacked::PublicInputs {
-        replica_id,
+        replica_id: Domain::random(&mut rng),
         tau: Some(stacked::Tau {
             comm_d: Domain::random(&mut rng),
             comm_r: Domain::random(&mut rng),
@@ -205,7 +204,6 @@ fn job<Tree: 'static + MerkleTreeTrait>(
         comm_d: [1; 32],
         seed: [1; 32],
         ticket: [1; 32],
-        replica_id: replica_id.into(),
     })
 }
 

@@ -64,6 +64,14 @@ pub struct DeviceHealth {
     pub last_error: Option<String>,
 }
 
+impl DeviceHealth {
+    /// Whether it is quarantined (a probe in progress included): what the status line and
+    /// `cuzk_device_quarantined` count.
+    pub fn is_quarantined(&self) -> bool {
+        self.state != HealthState::Healthy
+    }
+}
+
 /// The most bytes of a device's last error kept (and logged).
 pub const MAX_ERROR: usize = 256;
 
