@@ -315,7 +315,7 @@ mod tests {
 
     fn bench_args(line: &[&str]) -> BenchArgs {
         match Cli::try_parse_from(line).expect("parses").command {
-            Command::Bench(b) => b,
+            Command::Bench(b) => *b,
             other => panic!("not a bench command: {other:?}"),
         }
     }

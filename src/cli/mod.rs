@@ -70,7 +70,7 @@ pub enum Command {
     #[command(subcommand)]
     Params(params::ParamsCommand),
     /// Benchmarks against filecoin-proofs' own prover and sppark's GPU figures.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Seal a fresh 2 KiB test sector and write an input file for every proof kind.
     Sample(sample::SampleArgs),
     /// Predict a batch's wall time, proofs/min, GPU busy and host memory from per-partition
@@ -101,7 +101,7 @@ pub fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
     match cli.command {
         Command::Prove(args) => prove::run(args, env),
         Command::Params(cmd) => params::run(cmd, env),
-        Command::Bench(cmd) => bench::run(cmd, env),
+        Command::Bench(cmd) => bench::run(*cmd, env),
         Command::Sample(args) => sample::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Client(client::ClientCommand::Demo(args)) => client::demo::run_with(args, env),

@@ -600,7 +600,8 @@ pub static KEYS: &[KeyDoc] = &[
         default: "\"0\"",
         description: "Device memory cuzk holds at most on each GPU, so that a card can be \
                       shared with other GPU work (a PC2 or TreeR on the same card). \"0\" = \
-                      what is free when the device is opened, less a margin of 512MiB. From this budget and each parameter set's sizes, cuzk plans \
+                      what is free when the device is opened, less a margin of 1GiB (and before \
+                      each proof, what is free then). From this budget and each parameter set's sizes, cuzk plans \
                       where every stage of a proof runs (logged at start, shown by cuzk \
                       status): what does not fit is streamed from host memory — the points of \
                       the queries not kept resident, the recorded constraints, the \
