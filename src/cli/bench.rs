@@ -49,7 +49,8 @@ pub enum BenchWhat {
     /// one's peak RSS.
     #[command(flatten)]
     Proof(ProveWhat),
-    /// GPU kernels (MSM, NTT) against sppark's figures on the H200.
+    /// GPU kernels (MSM, NTT) beside sppark's figures on the H200 from ANCHORS.md (another
+    /// day and process: provenance printed beside the ratio).
     Gpu(super::bench_gpu::GpuBenchArgs),
     /// The CPU backend's multi-scalar multiplication against blst's Pippenger.
     Msm(super::bench_msm::MsmBenchArgs),
