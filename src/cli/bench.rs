@@ -201,7 +201,7 @@ fn proof_bench(
 
 /// The rows, each with its ratio to the reference, and the reference's own row last.
 fn print_table(what: &ProveWhat, rows: &[Row], reference: &ReferenceRun) {
-    let (prove_call, verify_call) = super::bench_reference::calls(what);
+    let (prove_call, verify_call) = (&reference.call, super::bench_reference::verifier(what));
     let (base, compared) = match reference.checked {
         Checked::Not => (
             reference.prove,

@@ -31,6 +31,8 @@ pub(super) enum Checked {
 /// What the reference took, in its own process.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct ReferenceRun {
+    /// The filecoin-proofs-api function that proved.
+    pub call: String,
     /// Its proving call.
     pub prove: Duration,
     /// Its verification.
@@ -57,7 +59,8 @@ impl ReferenceRun {
             Checked::Apart(v) => format!("{:.6}", v.as_secs_f64()),
         };
         format!(
-            "{PREFIX} prove_s={:.6} verify={checked} peak_rss={}",
+            "{PREFIX} call={} prove_s={:.6} verify={checked} peak_rss={}",
+            self.call,
             self.prove.as_secs_f64(),
             self.peak
         )
@@ -73,6 +76,7 @@ impl ReferenceRun {
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(Duration::from_secs_f64)
         };
+        let call = field("call")?.to_string();
         let prove = secs(field("prove_s")?)?;
         let checked = match field("verify")? {
             "inside" => Checked::Inside,
@@ -81,6 +85,7 @@ impl ReferenceRun {
         };
         let peak = field("peak_rss")?.parse().ok()?;
         Some(ReferenceRun {
+            call,
             prove,
             checked,
             peak,
@@ -90,18 +95,13 @@ impl ReferenceRun {
 
 const PREFIX: &str = "cuzk-bench-reference:";
 
-/// The names of the reference's proving and verifying calls for `what`.
-pub(super) fn calls(what: &ProveWhat) -> (&'static str, &'static str) {
+/// The name of filecoin-proofs' verifier for `what`'s proofs.
+pub(super) fn verifier(what: &ProveWhat) -> &'static str {
     match what {
-        ProveWhat::Porep { .. } => ("seal_commit_phase2", "verify_seal"),
-        ProveWhat::Snap { .. } => (
-            "generate_empty_sector_update_proof_with_vanilla",
-            "verify_empty_sector_update_proof",
-        ),
-        ProveWhat::WindowPost { .. } => ("generate_*window_post_with_vanilla", "verify_window_post"),
-        ProveWhat::WinningPost { .. } => {
-            ("generate_winning_post_with_vanilla", "verify_winning_post")
-        }
+        ProveWhat::Porep { .. } => "verify_seal",
+        ProveWhat::Snap { .. } => "verify_empty_sector_update_proof",
+        ProveWhat::WindowPost { .. } => "verify_window_post",
+        ProveWhat::WinningPost { .. } => "verify_winning_post",
     }
 }
 
@@ -161,8 +161,9 @@ pub(super) fn measure(what: &ProveWhat, dir: &Path) -> anyhow::Result<ReferenceR
 pub(super) fn run_child(what: &ProveWhat) -> anyhow::Result<()> {
     let request = request_of(what)?;
     super::bench::reset_peak_rss();
-    let (prove, checked) = reference(&request)?;
+    let (call, prove, checked) = reference(&request)?;
     let run = ReferenceRun {
+        call: call.to_string(),
         prove,
         checked,
         peak: super::bench::peak_rss(),
@@ -172,9 +173,9 @@ pub(super) fn run_child(what: &ProveWhat) -> anyhow::Result<()> {
 }
 
 /// filecoin-proofs' own proving function on the same input, then its verifier where the
-/// proving function does not verify; the proving call's time and how it was checked. A proof
-/// its verifier rejects is an error.
-fn reference(request: &ProofRequest) -> anyhow::Result<(Duration, Checked)> {
+/// proving function does not verify: the function's name, its time and how its proof was
+/// checked. A proof its verifier rejects is an error.
+fn reference(request: &ProofRequest) -> anyhow::Result<(&'static str, Duration, Checked)> {
     use filecoin_proofs_api::{post as api_post, update, PartitionProofBytes};
     let start = Instant::now();
     let verified = |ok: bool, t: Instant| -> anyhow::Result<Checked> {
@@ -190,7 +191,7 @@ fn reference(request: &ProofRequest) -> anyhow::Result<(Duration, Checked)> {
                 porep::prover_id(r.miner_id),
                 sector.into(),
             )?;
-            Ok((start.elapsed(), Checked::Inside))
+            Ok(("seal_commit_phase2", start.elapsed(), Checked::Inside))
         }
         ProofRequest::SnapDeals { input } => {
             let i: crate::proofs::snap::SnapInput = serde_json::from_slice(input)?;
@@ -211,11 +212,16 @@ fn reference(request: &ProofRequest) -> anyhow::Result<(Duration, Checked)> {
                 i.comm_r_new,
                 i.comm_d_new,
             )?;
-            Ok((prove, verified(ok, t)?))
+            let call = "generate_empty_sector_update_proof_with_vanilla";
+            Ok((call, prove, verified(ok, t)?))
         }
         ProofRequest::WindowPoSt { input } => {
             let i: post::WindowPostInput = serde_json::from_slice(input)?;
             let prover = porep::prover_id(i.miner_id);
+            let call = match i.partition_index {
+                Some(_) => "generate_single_window_post_with_vanilla",
+                None => "generate_window_post_with_vanilla",
+            };
             let proof = match i.partition_index {
                 Some(k) => {
                     api_post::generate_single_window_post_with_vanilla(
@@ -245,7 +251,7 @@ fn reference(request: &ProofRequest) -> anyhow::Result<(Duration, Checked)> {
             // partition cannot be verified alone through the API.
             let several = replicas.len() > i.registered_proof.sector_count();
             if matches!(i.partition_index, Some(k) if k > 0 || several) {
-                return Ok((prove, Checked::Not));
+                return Ok((call, prove, Checked::Not));
             }
             let ok = api_post::verify_window_post(
                 &i.randomness,
@@ -253,7 +259,7 @@ fn reference(request: &ProofRequest) -> anyhow::Result<(Duration, Checked)> {
                 &replicas,
                 prover,
             )?;
-            Ok((prove, verified(ok, t)?))
+            Ok((call, prove, verified(ok, t)?))
         }
         ProofRequest::WinningPoSt { input } => {
             let i: post::WinningPostInput = serde_json::from_slice(input)?;
@@ -271,7 +277,7 @@ fn reference(request: &ProofRequest) -> anyhow::Result<(Duration, Checked)> {
             let t = Instant::now();
             let replicas = replicas(i.registered_proof, &i.vanilla_proofs)?;
             let ok = api_post::verify_winning_post(&i.randomness, proof, &replicas, prover)?;
-            Ok((prove, verified(ok, t)?))
+            Ok(("generate_winning_post_with_vanilla", prove, verified(ok, t)?))
         }
     }
 }
@@ -308,15 +314,18 @@ mod tests {
             Checked::Apart(Duration::from_millis(12)),
         ] {
             let run = ReferenceRun {
+                call: "seal_commit_phase2".into(),
                 prove: Duration::from_millis(1234),
                 checked,
                 peak: 3_100_000_000,
             };
             assert_eq!(ReferenceRun::parse(&run.line()), Some(run.clone()));
         }
-        assert_eq!(ReferenceRun::parse("cuzk-bench-reference: prove_s=-1 verify=not peak_rss=1"), None);
-        assert_eq!(ReferenceRun::parse("prove_s=1 verify=not peak_rss=1"), None);
+        let bad = "cuzk-bench-reference: call=f prove_s=-1 verify=not peak_rss=1";
+        assert_eq!(ReferenceRun::parse(bad), None);
+        assert_eq!(ReferenceRun::parse("call=f prove_s=1 verify=not peak_rss=1"), None);
         let apart = ReferenceRun {
+            call: "f".into(),
             prove: Duration::from_secs(2),
             checked: Checked::Apart(Duration::from_secs(1)),
             peak: 0,
