@@ -63,7 +63,10 @@ fn no_device_is_a_typed_error() {
         Err(GpuError::NoDevice(why)) => match cuzk::gpu::try_backend(&options) {
             Err(GpuError::NoDevice(again)) => assert!(!again.is_empty(), "{why}"),
             Err(e) => panic!("unexpected error without a device: {e}"),
-            Ok(b) => panic!("a backend ({}) where no device was counted: {why}", b.name()),
+            Ok(b) => panic!(
+                "a backend ({}) where no device was counted: {why}",
+                b.name()
+            ),
         },
         Err(e) => panic!("counting devices failed with another error than NoDevice: {e}"),
         Ok(n) => {

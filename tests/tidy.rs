@@ -97,7 +97,7 @@ impl Rule {
             Rule::Vacuous,
         ]
         .into_iter()
-            .find(|r| r.name() == s)
+        .find(|r| r.name() == s)
     }
 }
 
@@ -829,7 +829,8 @@ fn test_bodies(toks: &[Tok]) -> Vec<(usize, usize)> {
 fn check_vacuous(ctx: &FileCtx, text: &str, toks: &[Tok], out: &mut Vec<Violation>) {
     let raw: Vec<&str> = text.lines().collect();
     let bodies = test_bodies(toks);
-    let all_test = ctx.test_file || ctx.path.starts_with("tests/") || ctx.path.starts_with("benches/");
+    let all_test =
+        ctx.test_file || ctx.path.starts_with("tests/") || ctx.path.starts_with("benches/");
     for (i, t) in toks.iter().enumerate() {
         let is_print = PRINT_MACROS.contains(&t.text.as_str())
             && toks.get(i + 1).is_some_and(|n| n.text == "!")

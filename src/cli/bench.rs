@@ -236,7 +236,13 @@ fn print_table(what: &ProveWhat, rows: &[Row], reference: &ReferenceRun) {
             Checked::Not => r.time.saturating_sub(r.verification),
             Checked::Inside | Checked::Apart(_) => r.time,
         };
-        line(&r.label, r.time, ours.as_secs_f64() / base, r.peak, &r.detail);
+        line(
+            &r.label,
+            r.time,
+            ours.as_secs_f64() / base,
+            r.peak,
+            &r.detail,
+        );
     }
     let detail = match reference.checked {
         Checked::Inside => format!("{prove_call}, which runs {verify_call} inside"),

@@ -296,7 +296,11 @@ fn bench_msm(
                 }
                 _ => false,
             };
-            note.push_str(if ok { " blst check ok" } else { " blst check FAIL" });
+            note.push_str(if ok {
+                " blst check ok"
+            } else {
+                " blst check FAIL"
+            });
             if !ok {
                 anyhow::bail!("{op} 2^{lg}: GPU result differs from blst's Pippenger");
             }

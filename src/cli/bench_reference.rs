@@ -277,7 +277,11 @@ fn reference(request: &ProofRequest) -> anyhow::Result<(&'static str, Duration, 
             let t = Instant::now();
             let replicas = replicas(i.registered_proof, &i.vanilla_proofs)?;
             let ok = api_post::verify_winning_post(&i.randomness, proof, &replicas, prover)?;
-            Ok(("generate_winning_post_with_vanilla", prove, verified(ok, t)?))
+            Ok((
+                "generate_winning_post_with_vanilla",
+                prove,
+                verified(ok, t)?,
+            ))
         }
     }
 }
@@ -287,7 +291,10 @@ fn replicas(
     proof: filecoin_proofs_api::RegisteredPoStProof,
     vanilla: &[Vec<u8>],
 ) -> anyhow::Result<
-    std::collections::BTreeMap<filecoin_proofs_api::SectorId, filecoin_proofs_api::PublicReplicaInfo>,
+    std::collections::BTreeMap<
+        filecoin_proofs_api::SectorId,
+        filecoin_proofs_api::PublicReplicaInfo,
+    >,
 > {
     Ok(post::public_replicas(proof, vanilla)?
         .into_iter()
@@ -323,7 +330,10 @@ mod tests {
         }
         let bad = "cuzk-bench-reference: call=f prove_s=-1 verify=not peak_rss=1";
         assert_eq!(ReferenceRun::parse(bad), None);
-        assert_eq!(ReferenceRun::parse("call=f prove_s=1 verify=not peak_rss=1"), None);
+        assert_eq!(
+            ReferenceRun::parse("call=f prove_s=1 verify=not peak_rss=1"),
+            None
+        );
         let apart = ReferenceRun {
             call: "f".into(),
             prove: Duration::from_secs(2),
@@ -336,7 +346,15 @@ mod tests {
     #[test]
     fn the_child_is_asked_for_the_same_input() {
         let whats = [
-            vec!["porep", "--c1", "c1.json", "--miner-id", "1000", "--sector-number", "7"],
+            vec![
+                "porep",
+                "--c1",
+                "c1.json",
+                "--miner-id",
+                "1000",
+                "--sector-number",
+                "7",
+            ],
             vec!["porep", "--c1", "c1.json", "--miner-id", "1000"],
             vec!["snap", "--input", "snap.json"],
             vec!["window-post", "--input", "w.json"],

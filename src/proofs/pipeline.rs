@@ -58,7 +58,10 @@ impl ProvedOn {
             .devices
             .iter()
             .map(|(&d, &n)| {
-                let name = names.get(d).cloned().unwrap_or_else(|| format!("device {d}"));
+                let name = names
+                    .get(d)
+                    .cloned()
+                    .unwrap_or_else(|| format!("device {d}"));
                 (name, n)
             })
             .collect();
@@ -574,7 +577,10 @@ mod tests {
             p.describe(&names, "cpu (16 threads)")
         };
         assert_eq!(describe(&[]), None);
-        assert_eq!(describe(&[Some(1), Some(1)]).as_deref(), Some("cuda:1 H200"));
+        assert_eq!(
+            describe(&[Some(1), Some(1)]).as_deref(),
+            Some("cuda:1 H200")
+        );
         assert_eq!(
             describe(&[None]).as_deref(),
             Some("fallback cpu (16 threads)")

@@ -436,7 +436,8 @@ mod tests {
     use rand::SeedableRng;
 
     /// What an eight-lane test says when it was asked for on a CPU without the instructions.
-    const NO_IFMA: &str = "this CPU lacks AVX-512 IFMA: run the ignored `ifma_` tests where it has it";
+    const NO_IFMA: &str =
+        "this CPU lacks AVX-512 IFMA: run the ignored `ifma_` tests where it has it";
 
     /// Edge cases and random values, a multiple of eight of them.
     fn values() -> Vec<Scalar> {

@@ -206,7 +206,10 @@ macro_rules! blst_msm {
                 // blst's `mult` needs at least one point.
                 return <$proj>::identity();
             }
-            let bytes: Vec<u8> = scalars.par_iter().flat_map_iter(|s| s.to_bytes_le()).collect();
+            let bytes: Vec<u8> = scalars
+                .par_iter()
+                .flat_map_iter(|s| s.to_bytes_le())
+                .collect();
             // SAFETY: the blstrs affine type is `#[repr(transparent)]` over blst's raw affine
             // point; the slice keeps its length.
             let raw = unsafe {
@@ -220,20 +223,8 @@ macro_rules! blst_msm {
     };
 }
 
-blst_msm!(
-    blst_msm_g1,
-    G1Affine,
-    G1Projective,
-    blst_p1_affine,
-    blst_p1
-);
-blst_msm!(
-    blst_msm_g2,
-    G2Affine,
-    G2Projective,
-    blst_p2_affine,
-    blst_p2
-);
+blst_msm!(blst_msm_g1, G1Affine, G1Projective, blst_p1_affine, blst_p1);
+blst_msm!(blst_msm_g2, G2Affine, G2Projective, blst_p2_affine, blst_p2);
 
 #[cfg(test)]
 mod tests {
@@ -404,7 +395,11 @@ mod tests {
                 })
                 .collect();
             let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
-            assert_eq!(blst_msm_g1(&bases, &scalars), naive(&bases, &scalars), "n = {n}");
+            assert_eq!(
+                blst_msm_g1(&bases, &scalars),
+                naive(&bases, &scalars),
+                "n = {n}"
+            );
         }
     }
 

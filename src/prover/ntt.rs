@@ -1015,7 +1015,8 @@ mod tests {
     }
 
     /// What an eight-lane test says when it was asked for on a CPU without the instructions.
-    const NO_IFMA: &str = "this CPU lacks AVX-512 IFMA: run the ignored `ifma_` tests where it has it";
+    const NO_IFMA: &str =
+        "this CPU lacks AVX-512 IFMA: run the ignored `ifma_` tests where it has it";
 
     #[test]
     fn quotient_equals_bellpersons() {

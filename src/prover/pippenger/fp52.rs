@@ -516,7 +516,8 @@ mod tests {
     use rand::SeedableRng;
 
     /// What an eight-lane test says when it was asked for on a CPU without the instructions.
-    const NO_IFMA: &str = "this CPU lacks AVX-512 IFMA: run the ignored `ifma_` tests where it has it";
+    const NO_IFMA: &str =
+        "this CPU lacks AVX-512 IFMA: run the ignored `ifma_` tests where it has it";
 
     fn raw(x: Fp) -> blst_fp {
         // SAFETY: blstrs' Fp is a transparent wrapper over blst_fp.
