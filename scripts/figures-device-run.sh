@@ -10,8 +10,10 @@
 #      (ANCHORS.md, 2026-11-29, printed beside it).
 # The 2 KiB parameters are generated in /tmp/params (`cuzk params generate --kind all`, about
 # 2 minutes) and a sealed sample is made in /tmp/s where they are missing. About 5 to 6
-# minutes in all; every step has a deadline. Logs go to $OUT (default /tmp), one file per
-# step; exits non-zero when a step failed (the others still run).
+# minutes in all: every step has a limit of its own and the whole run a deadline (DEADLINE
+# seconds, default 345); a step the deadline leaves no time for is not started and counts
+# as failed. Logs go to $OUT (default /tmp), one file per step; exits non-zero when a step
+# failed (the others still run).
 #   scripts/figures-device-run.sh
 set -uo pipefail
 OUT="${OUT:-/tmp}"
@@ -19,13 +21,20 @@ export CUZK_GPU_CACHE="$PWD/carry/cache"
 params=/tmp/params
 sample=/tmp/s
 export FIL_PROOFS_PARAMETER_CACHE="$params"
+deadline=${DEADLINE:-345}
 failed=0
-# step NAME LIMIT COMMAND...: runs COMMAND under LIMIT seconds into $OUT/NAME.txt and prints
-# its table (or its tail); a failure is counted.
+# step NAME LIMIT COMMAND...: runs COMMAND under LIMIT seconds (less where the deadline is
+# nearer) into $OUT/NAME.txt and prints its table (or its tail); a failure is counted.
 step() {
-    local name=$1 limit=$2 rc=0
+    local name=$1 limit=$2 rc=0 left=$((deadline - SECONDS))
     shift 2
-    echo "== $name (at ${SECONDS} s)"
+    if [ "$left" -lt 5 ]; then
+        echo "figures-device-run: $name not started: the deadline (${deadline} s) has come" >&2
+        failed=1
+        return
+    fi
+    [ "$left" -lt "$limit" ] && limit=$left
+    echo "== $name (at ${SECONDS} s, limit ${limit} s)"
     timeout "$limit" "$@" >"$OUT/$name.txt" 2>&1 || rc=$?
     grep -aE "^(reference|run|cuzk|filecoin-proofs|op|NTT|coset|G1|G2|device|[0-9]+ timed)" "$OUT/$name.txt" ||
         tail -5 "$OUT/$name.txt"
@@ -53,6 +62,14 @@ for backend in gpu cpu; do
         winning-post --input "$sample/winning-post.json"
     step "$backend-window-post" 60 carry/cuzk bench ${flag[@]+"${flag[@]}"} --param-dir "$params" --runs 3 \
         window-post --input "$sample/window-post.json"
+done
+# The GPU rows must have been proved on the GPU: a backend that fell back to the CPU names
+# itself `cpu` in the rows' labels.
+for kind in porep snap winning-post window-post; do
+    if [ -e "$OUT/gpu-$kind.txt" ] && ! grep -q "^cuzk warm (cuda:" "$OUT/gpu-$kind.txt"; then
+        echo "figures-device-run: gpu-$kind was not proved on a GPU" >&2
+        failed=1
+    fi
 done
 step bench-gpu 150 carry/cuzk bench gpu --g1 24,26,27 --g2 24,26 --ntt 24,26,27 --h --aux \
     --upload --check
