@@ -371,6 +371,9 @@ type Timings struct {
 }
 
 // ProofResult is a finished job's verified proof: 192 bytes per partition, in order.
+// Backend names the provers that made its partitions: the device's name where one proved
+// them all, else each device and the CPU fallback with its count of partitions
+// ("cuda:0 NVIDIA H200 ×8, fallback cpu (16 threads) ×2").
 type ProofResult struct {
 	JobID      uint64
 	Kind       ProofKind

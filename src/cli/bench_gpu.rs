@@ -1,5 +1,7 @@
-//! `cuzk bench gpu`: our MSM and NTT times on this GPU next to sppark's reference figures
-//! (ANCHORS.md, same H200). Bases are random points tiled on the device from 4096; scalars are
+//! `cuzk bench gpu`: our MSM and NTT times on this GPU next to sppark's figures, which are
+//! not measured in this run: sppark 0.1.15 on the project's H200 on 2026-11-29, best of 3
+//! (ANCHORS.md); the ratio is our best of this run's timed runs to that best. Bases are
+//! random points tiled on the device from 4096; scalars are
 //! uniformly random, read from pinned host memory; NTT data is on the device. Also the quotient
 //! with its H-query MSM, H through host memory against H left on the device, and the four aux
 //! MSMs with the assignment sent once against once per query.
@@ -168,12 +170,16 @@ pub struct GpuBenchArgs {
     /// which counts proof runs).
     #[arg(long = "timed-runs", default_value_t = 3)]
     pub runs: usize,
-    /// Also check each MSM's smallest size against the CPU (blst).
+    /// Also check each MSM's smallest size against blst's own Pippenger on the CPU.
     #[arg(long)]
     pub check: bool,
 }
 
-/// sppark 0.1.15 on the project's H200 (ANCHORS.md), milliseconds.
+/// Where [`sppark_ms`]'s figures come from: printed beside every ratio to them.
+const SPPARK_SOURCE: &str = "sppark 0.1.15 on the project's H200, measured 2026-11-29 in \
+     another process (ANCHORS.md), best of 3";
+
+/// sppark 0.1.15 on the project's H200 (ANCHORS.md, [`SPPARK_SOURCE`]), milliseconds.
 fn sppark_ms(op: &str, lg: u32) -> Option<f64> {
     let t: &[(u32, f64)] = match op {
         "G1 MSM" => &[
@@ -297,17 +303,21 @@ fn bench_msm(
             let ok = match (curve, result) {
                 (Curve::G1, Some((Some(got), _))) => {
                     let b: Vec<G1Affine> = (0..n).map(|k| g1[k % TILE]).collect();
-                    crate::prover::msm::msm_g1(&b, &host) == got
+                    crate::prover::msm::blst_msm_g1(&b, &host) == got
                 }
                 (Curve::G2, Some((_, Some(got)))) => {
                     let b: Vec<G2Affine> = (0..n).map(|k| g2[k % TILE]).collect();
-                    crate::prover::msm::msm_g2(&b, &host) == got
+                    crate::prover::msm::blst_msm_g2(&b, &host) == got
                 }
                 _ => false,
             };
-            note.push_str(if ok { " check=ok" } else { " check=FAIL" });
+            note.push_str(if ok {
+                " blst check ok"
+            } else {
+                " blst check FAIL"
+            });
             if !ok {
-                anyhow::bail!("{op} 2^{lg}: GPU result differs from the CPU");
+                anyhow::bail!("{op} 2^{lg}: GPU result differs from blst's Pippenger");
             }
         }
         eprintln!("{op} 2^{lg}: {ms:.1?} ms {note}");
@@ -652,7 +662,8 @@ pub fn run(args: GpuBenchArgs, options: &GpuOptions) -> anyhow::Result<()> {
     bench_aux(options, &args.aux, &args, &mut rows)?;
     bench_upload(&gpu, &args.upload, &args, &mut rows)?;
     println!(
-        "{} timed runs each after a warm-up; ours = median (min–max)",
+        "{} timed runs each after a warm-up; ours = median (min–max); sppark: {SPPARK_SOURCE}; \
+         ratio = our min / sppark's best (not measured side by side)",
         args.runs
     );
     println!(
@@ -662,7 +673,7 @@ pub fn run(args: GpuBenchArgs, options: &GpuOptions) -> anyhow::Result<()> {
     for r in &rows {
         let (med, lo, hi) = stats(&r.ms);
         let (sp, ratio) = match sppark_ms(r.op, r.lg) {
-            Some(s) => (format!("{s:.2}"), format!("{:.2}", med / s)),
+            Some(s) => (format!("{s:.2}"), format!("{:.2}", lo / s)),
             None => ("–".into(), "–".into()),
         };
         println!(

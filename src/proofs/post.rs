@@ -153,6 +153,39 @@ fn window_vanilla<Tree: 'static + MerkleTreeTrait>(
     }
 }
 
+/// The sectors a PoSt input's vanilla proofs are of, each with its replica commitment, in
+/// sector order and each once: the public replica information a verifier takes from the
+/// chain. For benchmarks that verify filecoin-proofs' own proof of the same input with its
+/// `verify_winning_post` / `verify_window_post`.
+pub fn public_replicas(
+    proof: RegisteredPoStProof,
+    vanilla: &[Vec<u8>],
+) -> Result<Vec<(u64, [u8; 32])>, ProveError> {
+    with_shape!(
+        u64::from(proof.sector_size()),
+        public_replicas_shape,
+        vanilla
+    )
+}
+
+fn public_replicas_shape<Tree: 'static + MerkleTreeTrait>(
+    vanilla: &[Vec<u8>],
+) -> Result<Vec<(u64, [u8; 32])>, ProveError> {
+    use filecoin_hashers::Domain;
+    let mut out: Vec<(u64, [u8; 32])> = decode_vanilla::<Tree>(vanilla)?
+        .iter()
+        .map(|p| {
+            let comm_r: [u8; 32] = p.comm_r.into_bytes().try_into().map_err(|_| {
+                ProveError::InvalidInput("a replica commitment is not 32 bytes".into())
+            })?;
+            Ok((u64::from(p.sector_id), comm_r))
+        })
+        .collect::<Result<_, ProveError>>()?;
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 /// The partitions a whole deadline of `sectors` sectors has, `sector_count` sectors each
 /// (filecoin-proofs' `get_partitions_for_window_post`, which says `None` for one).
 pub fn deadline_partitions(sectors: usize, sector_count: usize) -> usize {
@@ -412,6 +445,7 @@ fn output(
     proved: Proved,
     verification: std::time::Duration,
 ) -> ProofOutput {
+    let backend = svc.proved_by(&proved.on);
     let mut timings = proved.timings;
     timings.verification = verification;
     ProofOutput {
@@ -419,7 +453,7 @@ fn output(
         proof: proof_bytes(&proved.proofs),
         partitions: proved.proofs.len(),
         timings,
-        backend: svc.backend_name(),
+        backend,
     }
 }
 

@@ -258,6 +258,6 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         proof: proof_bytes(&proved.proofs),
         partitions,
         timings,
-        backend: svc.backend_name(),
+        backend: svc.proved_by(&proved.on),
     })
 }

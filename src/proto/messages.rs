@@ -543,7 +543,8 @@ pub struct ProofResult {
     pub proof: Vec<u8>,
     /// Partition proofs in `proof`.
     pub partitions: u32,
-    /// The backend that proved it.
+    /// The provers that made its partitions: the device's name where one proved them all,
+    /// else each device and the CPU fallback with its count (docs/protocol.md).
     pub backend: String,
     /// Per-stage timings.
     pub timings: Timings,
