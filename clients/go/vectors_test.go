@@ -97,6 +97,8 @@ func vectorTable() map[string]vector {
 		"capacity-report-unmeasured": {resp: CapacityResponse{CapacityReport{Priority: High, Queued: []uint32{0, 0, 2, 0},
 			Running: []uint32{0, 0, 1, 0}, Workers: 1, BudgetFreeBytes: 1000000}}},
 		"health": {req: HealthRequest{}},
+		"submit-fd": {req: SubmitFdRequest{Submit{Input: WindowPoStInput{Input: []byte{}}}}},
+		"prove-fd": {req: ProveFdRequest{Submit{Input: PoRepInput{C1: []byte{}, MinerID: 1000, SectorNumber: u64p(7)}}}},
 		"health-report": {resp: HealthResponse{HealthReport{Devices: []DeviceHealth{{Name: "cpu",
 			State: HealthQuarantined, Failures: 3, ConsecutiveFailures: 3, QuarantinedForMs: 1500,
 			ProbeInMs: 298500, LastError: strp("boom")}}}}},
