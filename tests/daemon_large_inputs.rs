@@ -140,7 +140,8 @@ fn a_32gib_window_post_partition_is_read_from_a_memfd_and_checked() {
 #[test]
 fn a_32gib_c1_output_is_read_from_a_memfd_and_checked() {
     use base64::Engine as _;
-    let inner = cuzk::proofs::porep::synthetic::c1_json(32 << 30, 3).expect("synthetic C1");
+    let inner =
+        cuzk::proofs::porep::synthetic::c1_json(32 << 30, 3, 1000, 1).expect("synthetic C1");
     eprintln!(
         "32 GiB C1 output: {:.1} MiB of JSON",
         mib(inner.len() as u64)

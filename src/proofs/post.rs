@@ -616,41 +616,6 @@ fn prove_deadline_shape<Tree: 'static + MerkleTreeTrait>(
     Ok(output(ProofKind::WindowPoSt, svc, proved, v))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_deadline_has_a_partition_per_sector_count_started() {
-        assert_eq!(deadline_partitions(1, 2), 1);
-        assert_eq!(deadline_partitions(2, 2), 1);
-        assert_eq!(deadline_partitions(3, 2), 2);
-        assert_eq!(deadline_partitions(4, 2), 2);
-        assert_eq!(deadline_partitions(2349, 2349), 1);
-        assert_eq!(deadline_partitions(2350, 2349), 2);
-        assert_eq!(
-            deadline_partitions(0, 2),
-            1,
-            "no sectors: refused earlier, never 0"
-        );
-    }
-
-    #[test]
-    fn partition_index_is_optional_and_round_trips() {
-        let one = r#"{"registered_proof":"StackedDrgWindow2KiBV1_2","randomness":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","miner_id":1000,"partition_index":3,"vanilla_proofs":[]}"#;
-        let input: WindowPostInput = serde_json::from_str(one).unwrap();
-        assert_eq!(input.partition_index, Some(3));
-        assert_eq!(serde_json::to_string(&input).unwrap(), one);
-        let whole = one.replace(r#""partition_index":3,"#, "");
-        let input: WindowPostInput = serde_json::from_str(&whole).unwrap();
-        assert_eq!(input.partition_index, None);
-        assert_eq!(serde_json::to_string(&input).unwrap(), whole);
-        let null = one.replace("3", "null");
-        let input: WindowPostInput = serde_json::from_str(&null).unwrap();
-        assert_eq!(input.partition_index, None);
-    }
-}
-
 /// Vanilla proofs of `sectors` sectors for `proof` (filecoin-proofs-api's
 /// `generate_single_vanilla_proof` bytes: bincode of `FallbackPoStSectorProof`) with every
 /// challenge and Merkle path of the real shape and random values: they decode like real
@@ -702,4 +667,39 @@ fn synthetic_vanilla_shape<Tree: 'static + MerkleTreeTrait>(
                 .map_err(|e| ProveError::InvalidInput(format!("synthetic vanilla proof: {e}")))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_has_a_partition_per_sector_count_started() {
+        assert_eq!(deadline_partitions(1, 2), 1);
+        assert_eq!(deadline_partitions(2, 2), 1);
+        assert_eq!(deadline_partitions(3, 2), 2);
+        assert_eq!(deadline_partitions(4, 2), 2);
+        assert_eq!(deadline_partitions(2349, 2349), 1);
+        assert_eq!(deadline_partitions(2350, 2349), 2);
+        assert_eq!(
+            deadline_partitions(0, 2),
+            1,
+            "no sectors: refused earlier, never 0"
+        );
+    }
+
+    #[test]
+    fn partition_index_is_optional_and_round_trips() {
+        let one = r#"{"registered_proof":"StackedDrgWindow2KiBV1_2","randomness":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","miner_id":1000,"partition_index":3,"vanilla_proofs":[]}"#;
+        let input: WindowPostInput = serde_json::from_str(one).unwrap();
+        assert_eq!(input.partition_index, Some(3));
+        assert_eq!(serde_json::to_string(&input).unwrap(), one);
+        let whole = one.replace(r#""partition_index":3,"#, "");
+        let input: WindowPostInput = serde_json::from_str(&whole).unwrap();
+        assert_eq!(input.partition_index, None);
+        assert_eq!(serde_json::to_string(&input).unwrap(), whole);
+        let null = one.replace("3", "null");
+        let input: WindowPostInput = serde_json::from_str(&null).unwrap();
+        assert_eq!(input.partition_index, None);
+    }
 }

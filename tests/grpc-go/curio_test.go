@@ -68,8 +68,9 @@ func id(t *testing.T, name string) uint64 {
 	return v
 }
 
-// startDaemon runs $CUZKD on the CPU with its gRPC endpoint on, and returns that socket.
-func startDaemon(t *testing.T) (string, func() string) {
+// startDaemon runs $CUZKD on the CPU with its gRPC endpoint on (and the extra
+// configuration lines), and returns that socket.
+func startDaemon(t *testing.T, extra string) (string, func() string) {
 	bin, params := os.Getenv("CUZKD"), os.Getenv("CUZK_TEST_PARAMS")
 	if bin == "" || params == "" {
 		t.Fatal("CUZKD and CUZK_TEST_PARAMS must name cuzkd and the 2 KiB parameters (scripts/check-go.sh sets them)")
@@ -80,9 +81,6 @@ func startDaemon(t *testing.T) (string, func() string) {
 allow_root = %v
 drain_grace = "30s"
 
-[socket]
-path = %q
-
 [grpc]
 enabled = true
 path = %q
@@ -90,10 +88,14 @@ path = %q
 [params]
 dir = %q
 
+[socket]
+path = %q
+allowed_uids = [%s]
+
 [proving]
 backend = "cpu"
 workers = 2
-`, os.Geteuid() == 0, sock, grpcSock, params)
+`, os.Geteuid() == 0, grpcSock, params, sock, extra)
 	cfg := filepath.Join(dir, "cuzk.toml")
 	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -163,7 +165,7 @@ func TestCurioClient(t *testing.T) {
 	if cli == "" {
 		t.Fatal("CUZK must name the cuzk command line (for `cuzk sample`)")
 	}
-	sock, log := startDaemon(t)
+	sock, log := startDaemon(t, "")
 	c := dial(t, sock)
 
 	dir := t.TempDir()
@@ -278,5 +280,20 @@ func TestCurioClient(t *testing.T) {
 	}
 	if _, err := c.PreloadSRS(quick(), &pb.PreloadSrsRequest{CircuitId: "porep-3g"}); code(err) != codes.InvalidArgument {
 		t.Errorf("PreloadSRS of an unknown circuit: %v", err)
+	}
+}
+
+// A peer the allow lists leave out is refused on every call, as on the first socket.
+func TestRefusedPeer(t *testing.T) {
+	sock, log := startDaemon(t, fmt.Sprint(os.Geteuid()+12345))
+	c := dial(t, sock)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.GetStatus(ctx, &pb.GetStatusRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("GetStatus from a peer not allowed: %v; stderr:\n%s", err, log())
+	}
+	_, err := c.Prove(ctx, &pb.ProveRequest{Submit: &pb.SubmitProofRequest{ProofKind: pb.ProofKind_WINNING_POST}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Prove from a peer not allowed: %v", err)
 	}
 }

@@ -77,7 +77,12 @@ func TestThroughCuzkd(t *testing.T) {
 	var stderr strings.Builder
 	cmd := exec.Command(bin, "--config", cfg)
 	cmd.Stderr = &stderr
-	cmd.Env = append(os.Environ(), "LISTEN_FDS=", "LISTEN_PID=", "NOTIFY_SOCKET=")
+	// Not under systemd: no socket activation or notify socket inherited from the caller.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LISTEN_") && !strings.HasPrefix(kv, "NOTIFY_SOCKET=") && !strings.HasPrefix(kv, "WATCHDOG_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

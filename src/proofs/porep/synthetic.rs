@@ -209,15 +209,30 @@ fn job<Tree: 'static + MerkleTreeTrait>(
 
 /// A C1 output (filecoin-proofs-api's `SealCommitPhase1Output` JSON) of `sector_size`'s
 /// seal proof with this module's random vanilla proofs: every partition, challenge and
-/// path of the real shape (about 50 MB at 32 GiB), so that it parses and checks like a
-/// real one and fails verification. For tests of inputs of real size.
-pub fn c1_json(sector_size: u64, seed: u64) -> Result<Vec<u8>, ProveError> {
-    with_shape!(sector_size, c1_json_shape, sector_size, seed)
+/// path of the real shape (about 37 MiB of JSON at 32 GiB), and the replica id of
+/// `miner_id`'s sector `sector_number`, so that it parses and passes the checks made before
+/// queueing like a real one, and fails verification. For tests of inputs of real size.
+pub fn c1_json(
+    sector_size: u64,
+    seed: u64,
+    miner_id: u64,
+    sector_number: u64,
+) -> Result<Vec<u8>, ProveError> {
+    with_shape!(
+        sector_size,
+        c1_json_shape,
+        sector_size,
+        seed,
+        miner_id,
+        sector_number
+    )
 }
 
 fn c1_json_shape<Tree: 'static + MerkleTreeTrait>(
     sector_size: u64,
     seed: u64,
+    miner_id: u64,
+    sector_number: u64,
 ) -> Result<Vec<u8>, ProveError> {
     /// filecoin-proofs-api's `VanillaSealProof` variant of a sector size, as serde writes
     /// an externally tagged enum: `{"<variant>": proofs}`.
@@ -247,7 +262,14 @@ fn c1_json_shape<Tree: 'static + MerkleTreeTrait>(
         s if s == 32 << 30 => "StackedDrg32GiBV1",
         _ => "StackedDrg64GiBV1",
     };
-    let job = job::<Tree>(sector_size, seed)?;
+    let mut job = job::<Tree>(sector_size, seed)?;
+    job.public_inputs.replica_id = stacked::generate_replica_id::<Tree::Hasher, _>(
+        &super::prover_id(miner_id),
+        sector_number,
+        &job.ticket,
+        job.comm_d,
+        &job.config.porep_id,
+    );
     let c1 = C1 {
         registered_proof: job.registered_proof,
         vanilla_proofs: Tagged(variant, &job.vanilla),
