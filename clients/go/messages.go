@@ -561,7 +561,7 @@ func (r CapacityRequest) encodeBody(e *encoder) {
 		e.variant(uint32(*r.Query.Priority))
 	}
 }
-func (HealthRequest) encodeBody(*encoder)     {}
+func (HealthRequest) encodeBody(*encoder)       {}
 func (r SubmitFdRequest) encodeBody(e *encoder) { encodeSubmit(e, &r.Submit) }
 func (r ProveFdRequest) encodeBody(e *encoder)  { encodeSubmit(e, &r.Submit) }
 
