@@ -323,3 +323,86 @@ fn spool(path: &Path, fill: impl FnOnce(&Out) -> Result<(), GenError>) -> Result
     }
     fs::rename(&tmp, path).map_err(io_err(path))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellperson::groth16::{generate_parameters, Parameters};
+    use bellperson::{Circuit, ConstraintSystem, SynthesisError};
+
+    /// A small circuit with what the queries filter and order: an input in B, an aux
+    /// variable in no A combination, one in no B combination, a coefficient other than one,
+    /// and a constraint count that is not a power of two.
+    struct Toy;
+
+    impl Circuit<Scalar> for Toy {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let x = cs.alloc(|| "x", || Ok(Scalar::from(3u64)))?;
+            let x2 = cs.alloc(|| "x2", || Ok(Scalar::from(9u64)))?;
+            let out = cs.alloc_input(|| "out", || Ok(Scalar::from(39u64)))?;
+            let k = cs.alloc_input(|| "k", || Ok(Scalar::from(2u64)))?;
+            cs.enforce(|| "x2", |lc| lc + x, |lc| lc + x, |lc| lc + x2);
+            // 4 x2 + x = out, with x2 only in A here and k in B.
+            cs.enforce(
+                || "out",
+                |lc| lc + (Scalar::from(4u64), x2) + x,
+                |lc| lc + CS::one(),
+                |lc| lc + out,
+            );
+            cs.enforce(|| "k", |lc| lc + CS::one(), |lc| lc + k, |lc| lc + k);
+            let y = cs.alloc(|| "y", || Ok(Scalar::from(6u64)))?;
+            cs.enforce(|| "y", |lc| lc + x, |lc| lc + k, |lc| lc + y);
+            Ok(())
+        }
+    }
+
+    /// Our setup writes byte for byte what bellperson's generator makes from the same
+    /// secrets and bases.
+    #[test]
+    fn the_files_are_bellpersons_for_the_same_secrets() {
+        let (shape, _) = crate::synth::record_shape(Toy).unwrap();
+        let secrets = Secrets::from_seed([7; 32]);
+        let q = queries(&shape, &secrets).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let id = ParamsId {
+            kind: ProofKind::PoRep,
+            sector_size: 2048,
+            cache_id: "toy".into(),
+        };
+        write_set(dir.path(), &id, 2048, &secrets, &q, &CpuFixedBase::new()).unwrap();
+        let theirs: Parameters<Bls12> = generate_parameters(
+            Toy,
+            G1Projective::generator(),
+            G2Projective::generator(),
+            secrets.alpha,
+            secrets.beta,
+            secrets.gamma,
+            secrets.delta,
+            secrets.tau,
+        )
+        .unwrap();
+        let mut want = Vec::new();
+        theirs.write(&mut want).unwrap();
+        let ours = fs::read(id.params_file(dir.path())).unwrap();
+        assert_eq!(ours.len(), want.len());
+        assert!(ours == want, "the .params bytes differ from bellperson's");
+        let mut vk = Vec::new();
+        theirs.vk.write(&mut vk).unwrap();
+        assert_eq!(fs::read(id.vk_file(dir.path())).unwrap(), vk);
+        assert!(fs::read_to_string(dir.path().join("v28-toy.NOT-THE-CEREMONY.txt"))
+            .unwrap()
+            .contains("NOT from Filecoin's trusted-setup ceremony"));
+    }
+
+    /// An existing parameter file (a ceremony's, say) is never replaced.
+    #[test]
+    fn a_setup_never_replaces_a_parameter_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = registry::params_id(ProofKind::PoRep, 2048).unwrap();
+        fs::write(id.vk_file(dir.path()), b"ceremony").unwrap();
+        let r = generate_fresh(dir.path(), 2048, [7; 32], &Device::Cpu, &mut |_| {});
+        assert!(matches!(r, Err(GenError::Setup(m)) if m.contains("never replace")));
+        assert_eq!(fs::read(id.vk_file(dir.path())).unwrap(), b"ceremony");
+        assert!(!id.params_file(dir.path()).exists());
+    }
+}
