@@ -1,9 +1,10 @@
 // Fixed-base scalar multiplication for a Groth16 setup (src/params_gen, driven by src/gpu/setup.rs):
 // every scalar of a query times one base point, written as bellperson's uncompressed bytes.
 //
-// A scalar is 32 bytes; byte w of its canonical integer selects table entry d = byte (1..255) of
-// window w, which holds d * 256^w * base (affine, built on the host). The product is the sum of
-// at most 32 entries: mixed additions only, no doublings. An entry sum never meets P = ±Q by
+// A scalar is 16 digits of 16 bits; digit w of its canonical integer selects table entry
+// d = digit (1..65535) of window w, which holds d * 2^(16w) * base (affine, built on the host:
+// 96 MiB for G1, 192 MiB for G2). The product is the sum of at most 16 entries: mixed additions
+// only, no doublings. An entry sum never meets P = ±Q by
 // accident (the partial sums are distinct multiples below r), and madd handles both anyway.
 // Scalar 0 gives the point at infinity.
 //
@@ -14,8 +15,9 @@
 #include "fp2.cuh"
 #include "curve.cuh"
 
-#define SETUP_WINDOWS 32
-#define SETUP_DIGITS 255
+#define SETUP_WINDOW_BITS 16
+#define SETUP_WINDOWS 16
+#define SETUP_DIGITS 65535
 // Points per thread in the affine pass: one inversion (~570 products) per strip.
 #define SETUP_STRIP 32
 
@@ -27,8 +29,8 @@ __device__ void setup_mul(const Affine<F>* table, const Fr* scalars, u32 n, Xyzz
     Xyzz<F> acc = Xyzz<F>::inf();
 #pragma unroll 1
     for (int w = 0; w < SETUP_WINDOWS; w++) {
-        const u32 d = (s.v[w / 4] >> (8 * (w % 4))) & 0xff;
-        if (d) acc = Xyzz<F>::madd(acc, load_affine(table + w * SETUP_DIGITS + (d - 1)));
+        const u32 d = (s.v[w / 2] >> (SETUP_WINDOW_BITS * (w % 2))) & 0xffff;
+        if (d) acc = Xyzz<F>::madd(acc, load_affine(table + (u64)w * SETUP_DIGITS + (d - 1)));
     }
     store_xyzz(out + i, acc);
 }

@@ -2,22 +2,27 @@
 //! driven by `params_gen::fresh`): every scalar of a parameter query times one generator,
 //! returned as bellperson's uncompressed point bytes (96 per G1 point, 192 per G2 point).
 //!
-//! The product is a sum of table entries, one per 8-bit window of the scalar
-//! ([`window_table`], built here on the host): no doublings. `params_gen`'s CPU path sums
+//! The product is a sum of table entries, one per 16-bit window of the scalar
+//! ([`window_table`], built here on the host): 16 mixed additions, no doublings. (8-bit
+//! windows would keep the table in the device's L2 but double the additions; the CPU path
+//! shares the table and is bound by its additions.) `params_gen`'s CPU path sums
 //! the same tables, so both paths write the same bytes.
 
 use blstrs::{G1Projective, G2Projective, Scalar};
-use group::Curve;
+use group::{Curve, Group as _};
+use rayon::prelude::*;
 
 use super::bytes::bytes;
 use super::device::{DevBuf, Gpu};
 use super::kernels::{self as k, Arg, Kernel};
 use super::{GpuError, GpuOptions};
 
-/// 8-bit windows of a 256-bit scalar.
-pub const WINDOWS: usize = 32;
+/// Bits of a window (`SETUP_WINDOW_BITS` in `cuda/setup.cu`).
+pub const WINDOW_BITS: usize = 16;
+/// Windows of a 256-bit scalar.
+pub const WINDOWS: usize = 256 / WINDOW_BITS;
 /// Non-zero digits of a window.
-pub const DIGITS: usize = 255;
+pub const DIGITS: usize = (1 << WINDOW_BITS) - 1;
 /// Bytes of an uncompressed G1 point.
 pub const G1_BYTES: usize = 96;
 /// Bytes of an uncompressed G2 point.
@@ -27,24 +32,27 @@ const STRIP: usize = 32;
 /// Scalars per launch: 16 M G2 points take 6 GiB of device memory in XYZZ form.
 const CHUNK: usize = 1 << 24;
 
-/// The fixed-base table of `base`: entry `w * DIGITS + d - 1` is `d · 256^w · base`, affine.
+/// The fixed-base table of `base`: entry `w * DIGITS + d - 1` is `d · 2^(WINDOW_BITS·w) ·
+/// base`, affine (a window per rayon task).
 pub fn window_table<G>(base: G) -> Vec<G::AffineRepr>
 where
-    G: Curve,
-    G::AffineRepr: Default + Copy,
+    G: Curve + Send + Sync,
+    G::AffineRepr: Default + Copy + Send,
 {
-    let mut proj = Vec::with_capacity(WINDOWS * DIGITS);
-    let mut b = base;
-    for _ in 0..WINDOWS {
+    let mut out = vec![G::AffineRepr::default(); WINDOWS * DIGITS];
+    out.par_chunks_mut(DIGITS).enumerate().for_each(|(w, window)| {
+        let mut b = base;
+        for _ in 0..w * WINDOW_BITS {
+            b = b.double();
+        }
+        let mut proj = Vec::with_capacity(DIGITS);
         let mut acc = b;
         for _ in 0..DIGITS {
             proj.push(acc);
             acc += b;
         }
-        b = acc; // 256 · b
-    }
-    let mut out = vec![G::AffineRepr::default(); proj.len()];
-    G::batch_normalize(&proj, &mut out);
+        G::batch_normalize(&proj, window);
+    });
     out
 }
 
@@ -145,18 +153,18 @@ mod tests {
     use super::*;
     use blstrs::G1Affine;
     use ff::Field;
-    use group::Group as _;
 
     /// The table's entries are the multiples the kernels assume.
     #[test]
-    fn the_window_table_holds_d_times_256_to_the_w() {
+    fn the_window_table_holds_d_times_2_to_the_16w() {
         let base = G1Projective::generator() * Scalar::from(7u64);
         let t = window_table(base);
         assert_eq!(t.len(), WINDOWS * DIGITS);
         let at = |w: usize, d: u64| -> G1Affine {
-            (base * (Scalar::from(256u64).pow_vartime([w as u64]) * Scalar::from(d))).to_affine()
+            (base * (Scalar::from(1u64 << WINDOW_BITS).pow_vartime([w as u64]) * Scalar::from(d)))
+                .to_affine()
         };
-        for (w, d) in [(0, 1), (0, 255), (1, 1), (5, 77), (31, 255)] {
+        for (w, d) in [(0, 1), (0, 65535), (1, 1), (5, 777), (15, 65535)] {
             assert_eq!(t[w * DIGITS + d as usize - 1], at(w, d), "window {w} digit {d}");
         }
     }

@@ -63,16 +63,17 @@ impl Default for CpuFixedBase {
     }
 }
 
-/// Σ_w table[w][byte w of s]: no doublings.
+/// Σ_w table[w][digit w of s] (little-endian 16-bit digits): no doublings.
 fn table_mul<G, A>(table: &[A], s: &Scalar) -> G
 where
     G: Group + for<'a> std::ops::AddAssign<&'a A>,
 {
     let repr = s.to_repr();
     let mut acc = G::identity();
-    for (w, &d) in repr.as_ref().iter().enumerate().take(WINDOWS) {
+    for (w, d) in repr.as_ref().chunks_exact(2).enumerate().take(WINDOWS) {
+        let d = usize::from(u16::from_le_bytes([d[0], d[1]]));
         if d != 0 {
-            acc += &table[w * DIGITS + usize::from(d) - 1];
+            acc += &table[w * DIGITS + d - 1];
         }
     }
     acc
