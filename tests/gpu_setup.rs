@@ -49,7 +49,8 @@ fn fixed_base_g1_and_g2_equal_blst_on_random_and_edge_scalars() {
     // Bases other than the generators, and more than one chunk's worth of threads per strip.
     let g1 = G1Projective::generator() * Scalar::from(5u64);
     let g2 = G2Projective::generator() * Scalar::from(7u64);
-    let gpu = FixedBaseGpu::new(&gpu_options(), g1, g2).unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"));
+    let gpu =
+        FixedBaseGpu::new(&gpu_options(), g1, g2).unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"));
     let s = scalars(3001);
     let mut out1 = vec![0u8; s.len() * G1_BYTES];
     gpu.g1(&s, &mut out1).unwrap();
@@ -57,9 +58,17 @@ fn fixed_base_g1_and_g2_equal_blst_on_random_and_edge_scalars() {
     gpu.g2(&s, &mut out2).unwrap();
     for (i, k) in s.iter().enumerate() {
         let want1 = (g1 * k).to_affine().to_uncompressed();
-        assert_eq!(&out1[i * G1_BYTES..(i + 1) * G1_BYTES], &want1[..], "G1, scalar {i}");
+        assert_eq!(
+            &out1[i * G1_BYTES..(i + 1) * G1_BYTES],
+            &want1[..],
+            "G1, scalar {i}"
+        );
         let want2 = (g2 * k).to_affine().to_uncompressed();
-        assert_eq!(&out2[i * G2_BYTES..(i + 1) * G2_BYTES], &want2[..], "G2, scalar {i}");
+        assert_eq!(
+            &out2[i * G2_BYTES..(i + 1) * G2_BYTES],
+            &want2[..],
+            "G2, scalar {i}"
+        );
     }
     // A wrong output length is an error, not a short write.
     assert!(gpu.g1(&s, &mut out1[1..]).is_err());
@@ -72,8 +81,14 @@ fn gpu_and_cpu_setups_write_the_same_2kib_files() {
     let seed = [3u8; 32];
     let mut log = |m: &str| println!("{m}");
     let a = generate_fresh(cpu.path(), 2048, seed, &Device::Cpu, &mut log).unwrap();
-    let b = generate_fresh(gpu.path(), 2048, seed, &Device::Gpu(gpu_options()), &mut log)
-        .unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"));
+    let b = generate_fresh(
+        gpu.path(),
+        2048,
+        seed,
+        &Device::Gpu(gpu_options()),
+        &mut log,
+    )
+    .unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"));
     println!(
         "2 KiB points and files: CPU {:.2} s, GPU {:.2} s",
         a.points.as_secs_f64(),
@@ -81,7 +96,10 @@ fn gpu_and_cpu_setups_write_the_same_2kib_files() {
     );
     for path in [a.id.params_file(cpu.path()), a.id.vk_file(cpu.path())] {
         let name = path.file_name().unwrap();
-        let (x, y) = (std::fs::read(&path).unwrap(), std::fs::read(gpu.path().join(name)).unwrap());
+        let (x, y) = (
+            std::fs::read(&path).unwrap(),
+            std::fs::read(gpu.path().join(name)).unwrap(),
+        );
         assert_eq!(x.len(), y.len(), "{name:?}");
         assert!(x == y, "{name:?}: the CPU and GPU files differ");
     }

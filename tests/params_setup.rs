@@ -40,7 +40,9 @@ fn fresh_2kib_parameters_prove_and_filecoin_proofs_verifies() {
         r.points.as_secs_f64(),
         r.bytes as f64 / 1e6
     );
-    assert!(r.params.ends_with(r.id.params_file(std::path::Path::new(""))));
+    assert!(r
+        .params
+        .ends_with(r.id.params_file(std::path::Path::new(""))));
 
     let s = c1_output(2048, 1000, 3, 11).unwrap();
     let svc = ProvingService::new(dir.clone(), Arc::new(CpuBackend::default()));
@@ -49,7 +51,9 @@ fn fresh_2kib_parameters_prove_and_filecoin_proofs_verifies() {
         miner_id: 1000,
         sector_number: Some(3),
     });
-    let out = svc.prove(&req, &JobControl::new()).expect("C2 with fresh parameters");
+    let out = svc
+        .prove(&req, &JobControl::new())
+        .expect("C2 with fresh parameters");
     assert!(
         verify_c1_proof(&s.c1_json, 1000, 3, &out.proof).unwrap(),
         "filecoin-proofs refuses a proof made with the fresh parameters"

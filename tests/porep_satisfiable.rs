@@ -27,7 +27,8 @@ fn request(s: &SatisfiableC1, c1: Vec<u8>) -> ProofRequest {
 /// The commitment filecoin-proofs gives a sector-sized piece of zeros (the CC sector's comm_d;
 /// its `compute_comm_d` of no pieces would hash the whole sector's zeros).
 fn cc_comm_d(size: u64) -> [u8; 32] {
-    let unpadded = filecoin_proofs::UnpaddedBytesAmount::from(filecoin_proofs::PaddedBytesAmount(size));
+    let unpadded =
+        filecoin_proofs::UnpaddedBytesAmount::from(filecoin_proofs::PaddedBytesAmount(size));
     filecoin_proofs::pieces::zero_padding(unpadded)
         .unwrap()
         .commitment
@@ -75,7 +76,9 @@ fn a_2kib_satisfiable_c1_verifies_has_a_sealed_c1s_structure_and_proves() {
     let params = common::init(&[ProofKind::PoRep]);
     let s = c1_output(2048, MINER, 5, 42).expect("a satisfiable C1 output");
     assert_eq!(s.comm_d, cc_comm_d(2048), "comm_d is the CC sector's");
-    request(&s, s.c1_json.clone()).check().expect("the input check");
+    request(&s, s.c1_json.clone())
+        .check()
+        .expect("the input check");
     request(&s, s.c1_json.clone())
         .check_vanilla()
         .expect("storage-proofs' vanilla verifier accepts it");
@@ -94,8 +97,13 @@ fn a_2kib_satisfiable_c1_verifies_has_a_sealed_c1s_structure_and_proves() {
 
     // The structure of a really sealed sector's C1 output.
     let dir = tempfile::tempdir().unwrap();
-    let sealed = seal_sector(dir.path(), RegisteredSealProof::StackedDrg2KiBV1_1, MINER, 5)
-        .expect("sealing a 2 KiB sector");
+    let sealed = seal_sector(
+        dir.path(),
+        RegisteredSealProof::StackedDrg2KiBV1_1,
+        MINER,
+        5,
+    )
+    .expect("sealing a 2 KiB sector");
     let (ours, theirs): (Value, Value) = (
         serde_json::from_slice(&s.c1_json).unwrap(),
         serde_json::from_slice(&sealed.c1_json).unwrap(),

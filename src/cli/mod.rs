@@ -95,7 +95,9 @@ impl Cli {
                 Some(client::demo::param_dir(args, env))
             }
             Command::Bench(args) => bench::filecoin_proofs_param_dir(args, env),
-            Command::Verify(args) => Some(args.param_dir.clone().unwrap_or_else(|| env.param_dir())),
+            Command::Verify(args) => {
+                Some(args.param_dir.clone().unwrap_or_else(|| env.param_dir()))
+            }
             _ => None,
         }
     }

@@ -128,7 +128,10 @@ fn setup(args: SetupArgs, env: &Environment) -> anyhow::Result<()> {
     } else {
         Device::Cpu
     };
-    eprintln!("cuzk: fresh setup, NOT the ceremony's parameters: {}", NOT_THE_CEREMONY.trim());
+    eprintln!(
+        "cuzk: fresh setup, NOT the ceremony's parameters: {}",
+        NOT_THE_CEREMONY.trim()
+    );
     eprintln!("cuzk: seed {}", hex::encode(seed));
     let mut progress = |m: &str| eprintln!("cuzk: {m}");
     let r = generate_fresh(&dir, args.sector_size, seed, &device, &mut progress)?;

@@ -102,7 +102,8 @@ fn satisfiable(args: &SampleArgs) -> anyhow::Result<()> {
     )?;
     std::fs::create_dir_all(&args.out)?;
     let c1 = args.out.join("c1.json");
-    std::fs::write(&c1, &s.c1_json).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", c1.display()))?;
+    std::fs::write(&c1, &s.c1_json)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", c1.display()))?;
     let about = serde_json::json!({
         "registered_proof": format!("{:?}", s.registered_proof),
         "miner_id": s.miner_id,

@@ -55,7 +55,11 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<bool> {
             println!(
                 "porep proof {}: {}",
                 proof.display(),
-                if ok { "accepted by filecoin-proofs' verify_seal" } else { "REFUSED" }
+                if ok {
+                    "accepted by filecoin-proofs' verify_seal"
+                } else {
+                    "REFUSED"
+                }
             );
             Ok(ok)
         }

@@ -40,19 +40,21 @@ where
     G::AffineRepr: Default + Copy + Send,
 {
     let mut out = vec![G::AffineRepr::default(); WINDOWS * DIGITS];
-    out.par_chunks_mut(DIGITS).enumerate().for_each(|(w, window)| {
-        let mut b = base;
-        for _ in 0..w * WINDOW_BITS {
-            b = b.double();
-        }
-        let mut proj = Vec::with_capacity(DIGITS);
-        let mut acc = b;
-        for _ in 0..DIGITS {
-            proj.push(acc);
-            acc += b;
-        }
-        G::batch_normalize(&proj, window);
-    });
+    out.par_chunks_mut(DIGITS)
+        .enumerate()
+        .for_each(|(w, window)| {
+            let mut b = base;
+            for _ in 0..w * WINDOW_BITS {
+                b = b.double();
+            }
+            let mut proj = Vec::with_capacity(DIGITS);
+            let mut acc = b;
+            for _ in 0..DIGITS {
+                proj.push(acc);
+                acc += b;
+            }
+            G::batch_normalize(&proj, window);
+        });
     out
 }
 
@@ -137,7 +139,12 @@ impl FixedBaseGpu {
         for (chunk, out) in scalars.chunks(CHUNK).zip(out.chunks_mut(CHUNK * group.out)) {
             let n = chunk.len();
             g.upload(&mut dev_scalars, bytes(chunk))?;
-            let args = [table.into(), (&dev_scalars).into(), Arg::u32(n)?, (&points).into()];
+            let args = [
+                table.into(),
+                (&dev_scalars).into(),
+                Arg::u32(n)?,
+                (&points).into(),
+            ];
             g.launch(group.mul, (n as u64).div_ceil(128), 128, &args)?;
             let threads = n.div_ceil(STRIP) as u64;
             let args = [(&points).into(), Arg::u32(n)?, (&encoded).into()];
@@ -165,7 +172,11 @@ mod tests {
                 .to_affine()
         };
         for (w, d) in [(0, 1), (0, 65535), (1, 1), (5, 777), (15, 65535)] {
-            assert_eq!(t[w * DIGITS + d as usize - 1], at(w, d), "window {w} digit {d}");
+            assert_eq!(
+                t[w * DIGITS + d as usize - 1],
+                at(w, d),
+                "window {w} digit {d}"
+            );
         }
     }
 }

@@ -85,12 +85,19 @@ const CPU_TASK: usize = 1 << 12;
 macro_rules! cpu_points {
     ($table:expr, $scalars:expr, $out:expr, $proj:ty, $affine:ty, $bytes:expr) => {{
         if $out.len() != $scalars.len() * $bytes {
-            return Err(GenError::Setup(format!("{} bytes for {} points", $out.len(), $scalars.len())));
+            return Err(GenError::Setup(format!(
+                "{} bytes for {} points",
+                $out.len(),
+                $scalars.len()
+            )));
         }
         $out.par_chunks_mut(CPU_TASK * $bytes)
             .zip($scalars.par_chunks(CPU_TASK))
             .for_each(|(out, s)| {
-                let proj: Vec<$proj> = s.iter().map(|s| table_mul::<$proj, $affine>($table, s)).collect();
+                let proj: Vec<$proj> = s
+                    .iter()
+                    .map(|s| table_mul::<$proj, $affine>($table, s))
+                    .collect();
                 let mut aff = vec![<$affine>::default(); proj.len()];
                 <$proj>::batch_normalize(&proj, &mut aff);
                 for (a, o) in aff.iter().zip(out.chunks_mut($bytes)) {
@@ -166,7 +173,9 @@ pub fn generate_fresh(
         }
     }
     fs::create_dir_all(dir).map_err(io_err(dir))?;
-    progress(&format!("recording the circuit of a {sector_size}-byte PoRep partition …"));
+    progress(&format!(
+        "recording the circuit of a {sector_size}-byte PoRep partition …"
+    ));
     let start = Instant::now();
     let shape = record_porep_shape(sector_size)?;
     let record = start.elapsed();
@@ -196,8 +205,12 @@ pub fn generate_fresh(
     let maker: Box<dyn FixedBase> = match device {
         Device::Cpu => Box::new(CpuFixedBase::new()),
         Device::Gpu(options) => Box::new(
-            FixedBaseGpu::new(options, G1Projective::generator(), G2Projective::generator())
-                .map_err(|e| GenError::Setup(format!("GPU: {e}")))?,
+            FixedBaseGpu::new(
+                options,
+                G1Projective::generator(),
+                G2Projective::generator(),
+            )
+            .map_err(|e| GenError::Setup(format!("GPU: {e}")))?,
         ),
     };
     write_set(dir, &id, sector_size, &secrets, &q, maker.as_ref())?;
@@ -286,8 +299,12 @@ fn query(
     size: usize,
     make: impl Fn(&[Scalar], &mut [u8]) -> Result<(), GenError>,
 ) -> Result<(), GenError> {
-    let len = u32::try_from(scalars.len())
-        .map_err(|_| GenError::Setup(format!("{} points do not fit the file's u32 count", scalars.len())))?;
+    let len = u32::try_from(scalars.len()).map_err(|_| {
+        GenError::Setup(format!(
+            "{} points do not fit the file's u32 count",
+            scalars.len()
+        ))
+    })?;
     send(out, len.to_be_bytes().to_vec())?;
     for chunk in scalars.chunks(WRITE_CHUNK) {
         let mut buf = vec![0u8; chunk.len() * size];
@@ -337,7 +354,10 @@ mod tests {
     struct Toy;
 
     impl Circuit<Scalar> for Toy {
-        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> Result<(), SynthesisError> {
             let x = cs.alloc(|| "x", || Ok(Scalar::from(3u64)))?;
             let x2 = cs.alloc(|| "x2", || Ok(Scalar::from(9u64)))?;
             let out = cs.alloc_input(|| "out", || Ok(Scalar::from(39u64)))?;
@@ -390,9 +410,11 @@ mod tests {
         let mut vk = Vec::new();
         theirs.vk.write(&mut vk).unwrap();
         assert_eq!(fs::read(id.vk_file(dir.path())).unwrap(), vk);
-        assert!(fs::read_to_string(dir.path().join("v28-toy.NOT-THE-CEREMONY.txt"))
-            .unwrap()
-            .contains("NOT from Filecoin's trusted-setup ceremony"));
+        assert!(
+            fs::read_to_string(dir.path().join("v28-toy.NOT-THE-CEREMONY.txt"))
+                .unwrap()
+                .contains("NOT from Filecoin's trusted-setup ceremony")
+        );
     }
 
     /// An existing parameter file (a ceremony's, say) is never replaced.

@@ -118,7 +118,8 @@ fn c1_output_shape<Tree: 'static + MerkleTreeTrait>(
         .map(|k| public_inputs.challenges(&v.challenges, nodes, Some(k)))
         .collect();
     let sector = Sector::<Tree>::label(v, &replica_id, &challenges, &mut rng)?;
-    let comm_r = <Tree::Hasher as Hasher>::Function::hash2(&sector.tree_c.root(), &sector.tree_r.root());
+    let comm_r =
+        <Tree::Hasher as Hasher>::Function::hash2(&sector.tree_c.root(), &sector.tree_r.root());
     if let Some(tau) = public_inputs.tau.as_mut() {
         tau.comm_r = comm_r;
     }
@@ -179,8 +180,7 @@ fn vanilla_seal_proof<Tree: 'static + MerkleTreeTrait>(
     // `Tree` is the shape `with_shape!` chose for `sector_size`, so the cast cannot fail.
     macro_rules! cast {
         ($shape:ty) => {
-            *any
-                .downcast::<Vec<Vec<stacked::Proof<$shape, DefaultPieceHasher>>>>()
+            *any.downcast::<Vec<Vec<stacked::Proof<$shape, DefaultPieceHasher>>>>()
                 .map_err(|_| {
                     ProveError::InvalidInput(format!("no vanilla proof variant for {sector_size}"))
                 })?
@@ -281,12 +281,24 @@ impl<Tree: 'static + MerkleTreeTrait> Sector<Tree> {
     /// The parents' labels a label at `layer` hashes, as storage-proofs' `Proof::from_parts`
     /// lays them out: base parents at `layer`, then (above layer 1) expansion parents at the
     /// layer below, repeated to [`TOTAL_PARENTS`].
-    fn parent_labels(&self, node: usize, layer: usize) -> Result<Vec<TreeDomain<Tree>>, ProveError> {
+    fn parent_labels(
+        &self,
+        node: usize,
+        layer: usize,
+    ) -> Result<Vec<TreeDomain<Tree>>, ProveError> {
         let parents = &self.parents[&node];
-        let used = if layer == 1 { self.base_degree } else { parents.len() };
+        let used = if layer == 1 {
+            self.base_degree
+        } else {
+            parents.len()
+        };
         let mut labels = Vec::with_capacity(used);
         for (i, &p) in parents.iter().take(used).enumerate() {
-            let at = if i < self.base_degree { layer } else { layer - 1 };
+            let at = if i < self.base_degree {
+                layer
+            } else {
+                layer - 1
+            };
             let label = self
                 .columns
                 .get(&(p as usize))
@@ -302,9 +314,11 @@ impl<Tree: 'static + MerkleTreeTrait> Sector<Tree> {
     }
 
     fn column_proof(&self, node: usize) -> Result<ColumnProof<TreeProof<Tree>>, ProveError> {
-        let rows = self.columns.get(&node).cloned().ok_or_else(|| {
-            ProveError::Synthesis(format!("node {node} has no column"))
-        })?;
+        let rows = self
+            .columns
+            .get(&node)
+            .cloned()
+            .ok_or_else(|| ProveError::Synthesis(format!("node {node} has no column")))?;
         let path = MerkleProof::from_parts(
             self.tree_c.leaf(node),
             self.tree_c.root(),
@@ -381,7 +395,9 @@ fn column_hash<Tree: 'static + MerkleTreeTrait>(
 
 /// The levels of a binary tree over `nodes` leaves (tree D): (arity, height in its path).
 fn binary_levels(nodes: usize) -> Vec<(usize, usize)> {
-    (0..nodes.trailing_zeros() as usize).map(|h| (2, h)).collect()
+    (0..nodes.trailing_zeros() as usize)
+        .map(|h| (2, h))
+        .collect()
 }
 
 /// The levels of a tree of `Tree`'s shape over `nodes` leaves: base levels of its arity, then
@@ -391,7 +407,10 @@ fn tree_levels<Tree: 'static + MerkleTreeTrait>(nodes: usize) -> Vec<(usize, usi
     let base = Tree::Arity::to_usize();
     let levels = base_path_length::<Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity>(nodes);
     let mut out: Vec<(usize, usize)> = (0..levels).map(|h| (base, h)).collect();
-    let (sub, top) = (Tree::SubTreeArity::to_usize(), Tree::TopTreeArity::to_usize());
+    let (sub, top) = (
+        Tree::SubTreeArity::to_usize(),
+        Tree::TopTreeArity::to_usize(),
+    );
     out.extend([sub, top].into_iter().filter(|&a| a > 0).map(|a| (a, 0)));
     out
 }
@@ -491,6 +510,9 @@ mod tests {
             h = <PoseidonHasher as Hasher>::Function::default().multi_node(&nodes, *height);
         }
         assert_eq!(h, one.root());
-        assert_eq!(one.path(77).iter().map(|p| p.1).collect::<Vec<_>>(), [5, 1, 1]);
+        assert_eq!(
+            one.path(77).iter().map(|p| p.1).collect::<Vec<_>>(),
+            [5, 1, 1]
+        );
     }
 }
