@@ -9,7 +9,7 @@
 //! the same tables, so both paths write the same bytes.
 
 use blstrs::{G1Projective, G2Projective, Scalar};
-use group::{Curve, Group as _};
+use group::Curve;
 use rayon::prelude::*;
 
 use super::bytes::bytes;
@@ -160,6 +160,7 @@ mod tests {
     use super::*;
     use blstrs::G1Affine;
     use ff::Field;
+    use group::Group;
 
     /// The table's entries are the multiples the kernels assume.
     #[test]
