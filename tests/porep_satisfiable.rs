@@ -55,7 +55,10 @@ fn structure_diff(a: &Value, b: &Value, at: &str) -> Option<String> {
                 .enumerate()
                 .find_map(|(i, (v, w))| structure_diff(v, w, &format!("{at}[{i}]")))
         }
-        (Value::Number(_), Value::Number(_)) | (Value::String(_), Value::String(_)) => None,
+        (Value::Number(_), Value::Number(_))
+        | (Value::String(_), Value::String(_))
+        | (Value::Bool(_), Value::Bool(_))
+        | (Value::Null, Value::Null) => None,
         _ => Some(format!("{at}: {a} against {b}")),
     }
 }
@@ -75,7 +78,7 @@ fn with_changed_label(c1: &[u8]) -> Vec<u8> {
 fn a_2kib_satisfiable_c1_verifies_has_a_sealed_c1s_structure_and_proves() {
     let params = common::init(&[ProofKind::PoRep]);
     let s = c1_output(2048, MINER, 5, 42).expect("a satisfiable C1 output");
-    assert_eq!(s.comm_d, cc_comm_d(2048), "comm_d is the CC sector's");
+    assert_eq!(s.c1.comm_d, cc_comm_d(2048), "comm_d is the CC sector's");
     request(&s, s.c1_json.clone())
         .check()
         .expect("the input check");
@@ -84,7 +87,10 @@ fn a_2kib_satisfiable_c1_verifies_has_a_sealed_c1s_structure_and_proves() {
         .expect("storage-proofs' vanilla verifier accepts it");
     // Deterministic from the seed; another seed gives another output.
     assert_eq!(c1_output(2048, MINER, 5, 42).unwrap().c1_json, s.c1_json);
-    assert_ne!(c1_output(2048, MINER, 5, 43).unwrap().comm_r, s.comm_r);
+    assert_ne!(
+        c1_output(2048, MINER, 5, 43).unwrap().c1.comm_r,
+        s.c1.comm_r
+    );
     // A changed label is caught, and so is another miner.
     let bad = request(&s, with_changed_label(&s.c1_json)).check_vanilla();
     assert!(bad.is_err(), "a changed column verified");
@@ -123,14 +129,15 @@ fn a_2kib_satisfiable_c1_verifies_has_a_sealed_c1s_structure_and_proves() {
     assert!(!verify_c1_proof(&s.c1_json, MINER, 6, &out.proof).unwrap_or(false));
 }
 
-/// 12 s on the 2-core dev machine (3 s to build, 9 s to verify, 38 MB of JSON).
+/// 4-12 s on the 2-core dev machine (built in 1.7-3.0 s, verified in 2.6-9.1 s, by load;
+/// 38 MB of JSON).
 #[test]
 fn a_32gib_satisfiable_c1_passes_the_vanilla_verifier() {
     let size = 32u64 << 30;
     let start = Instant::now();
     let s = c1_output(size, MINER, 9, 7).expect("a 32 GiB satisfiable C1 output");
     let built = start.elapsed();
-    assert_eq!(s.comm_d, cc_comm_d(size));
+    assert_eq!(s.c1.comm_d, cc_comm_d(size));
     let start = Instant::now();
     request(&s, s.c1_json.clone())
         .check_vanilla()

@@ -105,13 +105,13 @@ fn satisfiable(args: &SampleArgs) -> anyhow::Result<()> {
     std::fs::write(&c1, &s.c1_json)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", c1.display()))?;
     let about = serde_json::json!({
-        "registered_proof": format!("{:?}", s.registered_proof),
+        "registered_proof": format!("{:?}", s.c1.registered_proof),
         "miner_id": s.miner_id,
         "sector_number": s.sector_number,
-        "ticket": hex::encode(s.ticket),
-        "seed": hex::encode(s.seed),
-        "comm_r": hex::encode(s.comm_r),
-        "comm_d": hex::encode(s.comm_d),
+        "ticket": hex::encode(s.c1.ticket),
+        "seed": hex::encode(s.c1.seed),
+        "comm_r": hex::encode(s.c1.comm_r),
+        "comm_d": hex::encode(s.c1.comm_d),
     });
     let meta = args.out.join("satisfiable.json");
     std::fs::write(&meta, serde_json::to_vec_pretty(&about)?)

@@ -39,24 +39,17 @@ use crate::proofs::registry::seal_proof;
 use crate::proofs::shapes::with_shape;
 use crate::proofs::ProveError;
 
-/// A satisfiable C1 output and the values it was made for.
+/// A satisfiable C1 output and the miner and sector it was made for.
 pub struct SatisfiableC1 {
-    /// The C1 output, as filecoin-proofs-api's JSON (what `cuzk prove porep --c1` takes).
+    /// The C1 output: its registered proof (interactive PoRep), comm_r (= H(comm_c,
+    /// comm_r_last)), comm_d (the committed-capacity sector's), ticket and seed.
+    pub c1: SealCommitPhase1Output,
+    /// The same as filecoin-proofs-api's JSON (what `cuzk prove porep --c1` takes).
     pub c1_json: Vec<u8>,
-    /// Its registered proof.
-    pub registered_proof: RegisteredSealProof,
     /// The miner actor id it was made for.
     pub miner_id: u64,
     /// The sector number it was made for.
     pub sector_number: u64,
-    /// The PC1 ticket.
-    pub ticket: [u8; 32],
-    /// The interactive seed.
-    pub seed: [u8; 32],
-    /// comm_r = H(comm_c, comm_r_last).
-    pub comm_r: [u8; 32],
-    /// comm_d: the committed-capacity (all-zero data) commitment of the sector size.
-    pub comm_d: [u8; 32],
 }
 
 /// A satisfiable C1 output for a `sector_size` sector of `miner_id`, number `sector_number`;
@@ -105,7 +98,8 @@ fn c1_output_shape<Tree: 'static + MerkleTreeTrait>(
         comm_d_bytes,
         &config.porep_id,
     );
-    let mut public_inputs = stacked::PublicInputs {
+    // comm_r is not known yet: interactive challenges depend on the replica id and seed only.
+    let public_inputs = stacked::PublicInputs {
         replica_id,
         tau: Some(stacked::Tau {
             comm_d,
@@ -120,9 +114,6 @@ fn c1_output_shape<Tree: 'static + MerkleTreeTrait>(
     let sector = Sector::<Tree>::label(v, &replica_id, &challenges, &mut rng)?;
     let comm_r =
         <Tree::Hasher as Hasher>::Function::hash2(&sector.tree_c.root(), &sector.tree_r.root());
-    if let Some(tau) = public_inputs.tau.as_mut() {
-        tau.comm_r = comm_r;
-    }
     let vanilla: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>> = challenges
         .iter()
         .map(|cs| cs.iter().map(|&c| sector.proof(c, &tree_d)).collect())
@@ -139,14 +130,10 @@ fn c1_output_shape<Tree: 'static + MerkleTreeTrait>(
     let c1_json = serde_json::to_vec(&c1)
         .map_err(|e| ProveError::Synthesis(format!("C1 output to JSON: {e}")))?;
     Ok(SatisfiableC1 {
+        c1,
         c1_json,
-        registered_proof,
         miner_id,
         sector_number,
-        ticket,
-        seed,
-        comm_r: c1.comm_r,
-        comm_d: comm_d_bytes,
     })
 }
 
