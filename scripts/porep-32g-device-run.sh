@@ -20,12 +20,15 @@
 # Disk: only the 47.5 GB .params file and the 38 MB C1 output are written (64 GiB disk).
 #   scripts/porep-32g-device-run.sh [setup|prove|all]   (default all; `prove` reuses
 #   /tmp/p32 and /tmp/s32 from an earlier `setup` on the same machine)
+# SIZE=2KiB P=DIR scripts/porep-32g-device-run.sh prove tries the same steps at 2 KiB with the
+# parameters in DIR, on any machine (cuzkd proves on the CPU where no GPU is found).
 set -uo pipefail
 OUT="${OUT:-/tmp}"
 deadline=${DEADLINE:-540}
 what=${1:-all}
 export CUZK_GPU_CACHE="$PWD/carry/cache"
-P=/tmp/p32 S=/tmp/s32 D=/tmp/d32
+SIZE=${SIZE:-32GiB}
+P=${P:-/tmp/p32} S=/tmp/s32-$SIZE D=/tmp/d32
 SOCK=$D/cuzk.sock
 MINER=1000 SECTOR=1
 left() { echo $((deadline - SECONDS > 1 ? deadline - SECONDS : 1)); }
@@ -41,20 +44,24 @@ summary() {
     done
 }
 trap summary EXIT
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || exit 1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
+    [ "$SIZE" != 32GiB ] || exit 1
 echo "host: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; disk free: $(df -h /tmp | awk 'NR==2 {print $4}')"
 ms() { date +%s%3N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f s", (b - a) / 1000 }'; }
 
-if [ "$what" = all ] || [ "$what" = setup ]; then
-    rm -rf "$P" "$S"
+if [ "$what" = all ] || [ "$what" = setup ] || [ ! -e "$S/c1.json" ]; then
+    rm -rf "$S"
     t=$(ms)
-    carry/cuzk sample --satisfiable --sector-size 32GiB --miner-id $MINER --sector-number $SECTOR \
+    carry/cuzk sample --satisfiable --sector-size "$SIZE" --miner-id $MINER --sector-number $SECTOR \
         --out "$S" >"$OUT/sample.txt" 2>&1 || { cat "$OUT/sample.txt"; exit 1; }
     note "satisfiable C1" "$(secs "$t" "$(ms)"), $(du -m "$S/c1.json" | cut -f1) MB"
+fi
+if [ "$what" = all ] || [ "$what" = setup ]; then
+    rm -rf "$P"
     t=$(ms)
     timed=; [ -x /usr/bin/time ] && timed="/usr/bin/time -v"
-    timeout "$(left)" $timed carry/cuzk params setup --gpu --sector-size 32GiB \
+    timeout "$(left)" $timed carry/cuzk params setup --gpu --sector-size "$SIZE" \
         --dir "$P" >"$OUT/setup.txt" 2>&1
     rc=$?
     grep -aE "cuzk:|written|Maximum resident|Elapsed" "$OUT/setup.txt" | tail -12
@@ -91,15 +98,16 @@ stop_daemon() {
 rss() { awk '/VmRSS/ {printf "%.1f GiB", $2 / 1048576}' /proc/$DAEMON/status; }
 # cuzk CMD ARGS… against the daemon, waiting for answers as long as the deadline allows.
 client() { timeout "$(left)" carry/cuzk "$@" --socket "$SOCK" --answer-timeout 0; }
-params_file=$(ls "$P"/*.params)
+params_file=$(ls "$P"/v28-stacked-proof-of-replication-*.params | head -1)
 
-# Cold: the .params file's pages dropped from the page cache (written and synced by the setup).
-sync
-python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)" "$params_file"
-echo 1 >/proc/sys/vm/drop_caches 2>/dev/null || true
+# Cold: the .params file's pages dropped from the page cache (clean once synced: the setup
+# synced it), the rest of the cache left alone.
+sync "$params_file"
+python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)" "$params_file" ||
+    echo "could not drop the file from the page cache: the cold load is not cold"
 start_daemon cold
 t=$(ms)
-client preload porep 32GiB | tee "$OUT/preload-cold.txt"
+client preload porep "$SIZE" | tee "$OUT/preload-cold.txt"
 note "cold load (preload)" "$(secs "$t" "$(ms)") ($(grep -a loaded "$OUT/preload-cold.txt"))"
 note "RSS after load" "$(rss)"
 
@@ -125,8 +133,10 @@ if [ -e "$D/proof-next.bin" ]; then
     else
         note "verify_seal" "REFUSED"
     fi
-    cp "$D/proof-next.bin" "$D/tampered.bin"
-    printf '\x01' | dd of="$D/tampered.bin" bs=1 seek=500 conv=notrunc status=none
+    # The last partition's A and C swapped: valid points, a wrong proof (a flipped bit would
+    # mostly be refused as a point off the curve, before any pairing).
+    python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); p = len(b) - 192; b[p:p + 48], b[p + 144:p + 192] = b[p + 144:p + 192], b[p:p + 48]; open(sys.argv[2], 'wb').write(b)" \
+        "$D/proof-next.bin" "$D/tampered.bin"
     if carry/cuzk verify porep --param-dir "$P" --c1 "$S/c1.json" --proof "$D/tampered.bin" \
         --miner-id $MINER --sector-number $SECTOR; then
         note "tampered proof" "ACCEPTED (wrong)"
@@ -138,6 +148,6 @@ fi
 # Warm: a second start reads the file from the page cache.
 start_daemon warm
 t=$(ms)
-client preload porep 32GiB | tee "$OUT/preload-warm.txt"
+client preload porep "$SIZE" | tee "$OUT/preload-warm.txt"
 note "warm load (page cache)" "$(secs "$t" "$(ms)") ($(grep -a loaded "$OUT/preload-warm.txt"))"
 kill "$DAEMON"; wait "$DAEMON" 2>/dev/null; DAEMON=

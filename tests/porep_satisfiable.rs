@@ -117,15 +117,16 @@ fn a_2kib_satisfiable_c1_verifies_has_a_sealed_c1s_structure_and_proves() {
     assert_eq!(structure_diff(&ours, &theirs, "c1"), None);
 
     // cuzk proves it, and filecoin-proofs' verifier accepts the proof (it could not, were
-    // the circuit not satisfied); a flipped byte is refused.
+    // the circuit not satisfied); a tampered proof is refused.
     let svc = ProvingService::new(params.clone(), Arc::new(CpuBackend::default()));
     let out = svc
         .prove(&request(&s, s.c1_json.clone()), &JobControl::new())
         .expect("C2 of the satisfiable C1 output");
     assert!(verify_c1_proof(&s.c1_json, MINER, 5, &out.proof).unwrap());
-    let mut tampered = out.proof.clone();
-    tampered[100] ^= 1;
-    assert!(!verify_c1_proof(&s.c1_json, MINER, 5, &tampered).unwrap_or(false));
+    let mut tampered = out.proof.clone(); // A and C swapped: valid points, a wrong proof
+    tampered[..48].copy_from_slice(&out.proof[144..]);
+    tampered[144..].copy_from_slice(&out.proof[..48]);
+    assert!(!verify_c1_proof(&s.c1_json, MINER, 5, &tampered).unwrap());
     assert!(!verify_c1_proof(&s.c1_json, MINER, 6, &out.proof).unwrap_or(false));
 }
 

@@ -20,7 +20,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use filecoin_hashers::{Domain, HashFunction, Hasher};
 use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait};
 use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
-use filecoin_proofs_api::RegisteredSealProof;
 use merkletree::hash::Algorithm;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
