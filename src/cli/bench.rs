@@ -9,6 +9,7 @@ use super::bench_gpu::GpuFlags;
 use super::bench_msm::CpuFlags;
 use super::prove::{request_of, select_backend, ProveWhat};
 use super::Environment;
+use crate::gpu::GpuOptions;
 use crate::proofs::{porep, JobControl, ProofRequest, ProvingService};
 
 /// `cuzk bench …`
@@ -58,6 +59,34 @@ pub enum BenchWhat {
     /// parts against one thread, host bytes per constraint, the device stage on synthetic
     /// parameters.
     Partition(super::bench_partition::PartitionBenchArgs),
+    /// Hold a GPU's memory, leaving only some of it free, until killed: a stand-in for another
+    /// program on the card, to run cuzk beside it as on a smaller one.
+    HoldGpu(HoldGpuArgs),
+}
+
+/// Options of `cuzk bench hold-gpu`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct HoldGpuArgs {
+    /// Device memory to leave free, e.g. 14.5GiB.
+    #[arg(long, value_parser = crate::config::parse_size)]
+    pub leave: u64,
+}
+
+/// Holds the memory, says so on stdout (one line, flushed), and waits to be killed.
+fn hold_gpu(args: &HoldGpuArgs, gpu: &GpuOptions) -> anyhow::Result<()> {
+    use std::io::Write;
+    let held = crate::gpu::device::hold_memory(gpu.ordinal, args.leave)?;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    println!(
+        "holding {:.2} GiB of device {}; {:.2} GiB free",
+        gib(held.held),
+        gpu.ordinal,
+        gib(held.free)
+    );
+    std::io::stdout().flush()?;
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
 }
 
 /// The parameter directory of a proof benchmark: `--param-dir`, else
@@ -71,7 +100,8 @@ pub fn filecoin_proofs_param_dir(args: &BenchArgs, env: &Environment) -> Option<
         | BenchWhat::Pipeline(_)
         | BenchWhat::Soak(_)
         | BenchWhat::Hostile(_)
-        | BenchWhat::Partition(_) => None,
+        | BenchWhat::Partition(_)
+        | BenchWhat::HoldGpu(_) => None,
     }
 }
 
@@ -82,8 +112,21 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::Gpu(g) => super::bench_gpu::run(g, &gpu),
         BenchWhat::Msm(m) => super::bench_msm::run(m, &cpu),
+        BenchWhat::HoldGpu(h) => hold_gpu(&h, &gpu),
         BenchWhat::Partition(p) => {
-            super::bench_partition::run(p, select_backend(args.cpu, &gpu, &cpu))
+            // One backend per memory limit, the device opened anew for each.
+            let limits = match args.gpu.gpu_memory_limit.as_slice() {
+                [] => vec![gpu.memory_limit],
+                l => l.iter().map(|&b| (b != 0).then_some(b)).collect(),
+            };
+            let backend = |limit| {
+                let gpu = GpuOptions {
+                    memory_limit: limit,
+                    ..gpu.clone()
+                };
+                select_backend(args.cpu, &gpu, &cpu)
+            };
+            super::bench_partition::run(p, &limits, &backend)
         }
         BenchWhat::Pipeline(p) => {
             let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());

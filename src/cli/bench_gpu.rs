@@ -71,6 +71,17 @@ pub struct GpuFlags {
     /// phase.
     #[arg(long, global = true)]
     pub trace: bool,
+    /// Device memory the backend may hold (gpu.memory_limit), e.g. 16GiB; 0: what is free
+    /// less a margin. `bench partition` takes a list (24GiB,16GiB) and runs its device stage
+    /// under each, comparing the proofs; the other benchmarks use the last.
+    #[arg(
+        long,
+        global = true,
+        value_delimiter = ',',
+        value_parser = parse_size_flag,
+        value_name = "SIZE"
+    )]
+    pub gpu_memory_limit: Vec<u64>,
 }
 
 fn parse_size_flag(s: &str) -> Result<u64, String> {
@@ -119,6 +130,9 @@ impl GpuFlags {
         }
         base.ntt.quotient_serial |= self.quotient_serial;
         base.trace |= self.trace;
+        if let Some(&limit) = self.gpu_memory_limit.last() {
+            base.memory_limit = (limit != 0).then_some(limit);
+        }
         Ok(base)
     }
 }

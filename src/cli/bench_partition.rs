@@ -20,6 +20,9 @@ use super::bench_gpu::{random_g1, random_g2, repeat, TILE};
 use crate::gpu::bytes::bytes;
 use crate::proofs::porep::{self, synthetic};
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};
+use bellperson::groth16::Proof;
+use blstrs::Bls12;
+
 use crate::prover::{
     count_set, prove_with_randomness, prove_witness_with_randomness, Backend, PreparedSrs, Witness,
     WitnessPartition,
@@ -77,8 +80,18 @@ pub struct PartitionBenchArgs {
     pub memory_budget: Option<u64>,
 }
 
-/// Runs the benchmark; `backend` proves the device stage.
-pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Result<()> {
+/// Goals of issue 31 for the 32 GiB partition's device stage under a memory limit.
+const GOAL_DEVICE_24GB_S: f64 = 2.5;
+const GOAL_DEVICE_16GB_S: f64 = 3.0;
+
+/// Runs the benchmark; `backend(limit)` opens the device (or the CPU) that proves the device
+/// stage under each memory limit of `limits` in turn (`None`: no limit), the first limit's
+/// proofs the reference of the others; the sector runs under the last.
+pub fn run(
+    args: PartitionBenchArgs,
+    limits: &[Option<u64>],
+    backend: &dyn Fn(Option<u64>) -> Arc<dyn Backend>,
+) -> anyhow::Result<()> {
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -166,22 +179,41 @@ pub fn run(args: PartitionBenchArgs, backend: Arc<dyn Backend>) -> anyhow::Resul
         );
         srs
     });
-    let device = match (&srs, args.no_device) {
-        (Some(srs), false) => Some(device_stage(
-            &ours,
-            recorded,
-            srs.clone(),
-            backend.clone(),
-            args.runs,
-        )?),
-        _ => None,
-    };
+    let mut devices = Vec::new();
+    let mut reference: Option<Vec<Proof<Bls12>>> = None;
+    let mut last = None;
+    for &limit in limits {
+        let b = backend(limit);
+        if let (Some(srs), false) = (&srs, args.no_device) {
+            let again = recorded.as_ref().map(|w| WitnessPartition {
+                witness: w.witness.clone(),
+                shape: w.shape.clone(),
+            });
+            let d = device_stage(&ours, again, srs.clone(), b.clone(), args.runs, limit)?;
+            match &reference {
+                None => reference = Some(d.proofs.clone()),
+                Some(r) if *r == d.proofs => println!(
+                    "device stage under {}: the same proofs as under {}",
+                    limit_name(limit),
+                    limit_name(limits[0])
+                ),
+                Some(_) => anyhow::bail!(
+                    "the proofs under {} differ from those under {}",
+                    limit_name(limit),
+                    limit_name(limits[0])
+                ),
+            }
+            devices.push(d);
+        }
+        last = Some(b);
+    }
     drop(ours);
-    let sector = match srs {
-        Some(srs) if args.sector => Some(sector(&args, srs, backend)?),
+    drop(recorded);
+    let sector = match (srs, last) {
+        (Some(srs), Some(b)) if args.sector => Some(sector(&args, srs, b)?),
         _ => None,
     };
-    print_table(&args, t_ours, t_ref, bytes as f64 / n as f64, peak, device);
+    print_table(&args, t_ours, t_ref, bytes as f64 / n as f64, peak, &devices);
     if let Some(t) = shape {
         t.print(&args, t_ref);
     }
@@ -465,10 +497,24 @@ fn describe(args: &PartitionBenchArgs) -> anyhow::Result<String> {
     })
 }
 
+/// A memory limit as the tables print it.
+fn limit_name(limit: Option<u64>) -> String {
+    match limit {
+        None => "no limit".into(),
+        Some(b) => format!("a {} limit", crate::config::format_size(b)),
+    }
+}
+
 /// Device stage times: the set's upload (prepare), then per timed run the quotient with the
 /// H MSM and the witness MSMs.
 struct DeviceTimes {
     backend: String,
+    limit: Option<u64>,
+    /// The device's memory plan for the set, and its budget and peak over the runs.
+    plan: Option<String>,
+    memory: Option<crate::prover::DeviceMemory>,
+    /// The proofs of the timed runs from host evaluations (fixed randomness per run).
+    proofs: Vec<Proof<Bls12>>,
     prepare: Duration,
     device_bytes: u64,
     quotient: Vec<f64>,
@@ -486,12 +532,24 @@ fn device_stage(
     srs: Arc<Srs>,
     backend: Arc<dyn Backend>,
     runs: usize,
+    limit: Option<u64>,
 ) -> anyhow::Result<DeviceTimes> {
     let start = Instant::now();
     let prepared = backend.prepare(srs)?;
     let prepare = start.elapsed();
+    let plan = prepared.memory_plan();
+    println!(
+        "device stage under {}: {}",
+        limit_name(limit),
+        plan.as_deref().unwrap_or("no device plan (CPU)")
+    );
+    backend.reset_memory_peak();
     let mut out = DeviceTimes {
         backend: backend.name(),
+        limit,
+        plan,
+        memory: None,
+        proofs: Vec::new(),
         prepare,
         device_bytes: prepared.device_bytes(),
         quotient: Vec::new(),
@@ -515,6 +573,8 @@ fn device_stage(
             out.msm.push(times.msm.as_secs_f64());
         }
     }
+    out.proofs = proofs.clone();
+    out.memory = backend.memory();
     let Some(w) = recorded.filter(|_| prepared.evaluates_shapes()) else {
         return Ok(out);
     };
@@ -544,6 +604,7 @@ fn device_stage(
     }
     out.shaped = Some(shaped);
     out.once_twice = Some(once_or_twice(prepared.as_ref(), &w, runs)?);
+    out.memory = backend.memory();
     Ok(out)
 }
 
@@ -712,7 +773,7 @@ fn print_table(
     reference: Option<Duration>,
     bytes_per_constraint: f64,
     peak: u64,
-    device: Option<DeviceTimes>,
+    devices: &[DeviceTimes],
 ) {
     let is_32 = args.c1.is_none() && args.sector_size == 32 << 30;
     let goal = |g: f64| {
@@ -740,7 +801,24 @@ fn print_table(
         "| host bytes per constraint | {bytes_per_constraint:.1} | | | ≤ {GOAL_BYTES_PER_CONSTRAINT} |"
     );
     println!("| synthesis peak RSS | {:.1} GiB | | | |", gib(peak));
-    if let Some(d) = device {
+    for d in devices {
+        let goal = |g: f64| match d.limit {
+            None => goal(g),
+            Some(l) if is_32 && l <= 16 << 30 => format!("≤ {GOAL_DEVICE_16GB_S} s (16 GB)"),
+            Some(l) if is_32 && l <= 24 << 30 => format!("≤ {GOAL_DEVICE_24GB_S} s (24 GB)"),
+            Some(_) => "–".into(),
+        };
+        println!("| **under {}** | | | | |", limit_name(d.limit));
+        if let Some(p) = &d.plan {
+            println!("| device memory plan | {p} | | | |");
+        }
+        if let Some(m) = d.memory {
+            println!(
+                "| device memory: peak / budget | {:.2} / {:.2} GiB | | | |",
+                gib(m.peak),
+                gib(m.budget)
+            );
+        }
         let (q, m) = (median(&d.quotient), median(&d.msm));
         println!(
             "| device: parameters upload | {:.2} s | | | |",

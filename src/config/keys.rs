@@ -595,6 +595,29 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::String(format_size(c.gpu.staging_memory)),
     },
     KeyDoc {
+        name: "gpu.memory_limit",
+        kind: "size",
+        default: "\"0\"",
+        description: "Device memory cuzk holds at most on each GPU, so that a card can be \
+                      shared with other GPU work (a PC2 or TreeR on the same card). \"0\" = \
+                      what is free when the device is opened, less a margin of 512MiB. From this budget and each parameter set's sizes, cuzk plans \
+                      where every stage of a proof runs (logged at start, shown by cuzk \
+                      status): what does not fit is streamed from host memory — the points of \
+                      the queries not kept resident, the recorded constraints, the \
+                      quotient's vectors parked two at a time — so a 32 GiB partition proves on \
+                      a 12 GB card. Streaming reads the parameters from their host copy, which \
+                      is page-locked for it (counted against proving.memory_budget as the \
+                      parameters already are; the parked vectors, 8GiB at 32 GiB, are \
+                      counted too). A budget too small for a parameter set's smallest form \
+                      fails its proofs with an error naming both sizes.",
+        apply: |c, v| {
+            let n = size(v)?;
+            c.gpu.memory_limit = (n != 0).then_some(n);
+            Ok(())
+        },
+        show: |c| Value::String(format_size(c.gpu.memory_limit.unwrap_or(0))),
+    },
+    KeyDoc {
         name: "daemon.drain_grace",
         kind: "duration",
         default: "\"10m\"",
@@ -1027,6 +1050,7 @@ pub(super) fn zero_config() -> Config {
         gpu: GpuConfig {
             kernel_cache: None,
             staging_memory: 0,
+            memory_limit: None,
         },
         daemon: DaemonConfig {
             drain_grace: Duration::ZERO,

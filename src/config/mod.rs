@@ -201,6 +201,9 @@ pub struct GpuConfig {
     pub kernel_cache: Option<PathBuf>,
     /// Page-locked host memory of the two upload staging buffers (half each); 0: no staging.
     pub staging_memory: u64,
+    /// Device memory each GPU's backend may hold at most; `None`: what is free when the device
+    /// is opened, less a margin.
+    pub memory_limit: Option<u64>,
 }
 
 /// Process-level settings.

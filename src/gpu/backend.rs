@@ -15,19 +15,26 @@ use std::time::{Duration, Instant};
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
 use group::Group;
+use rayon::prelude::*;
+
+use cudarc::driver::PinnedHostSlice;
 
 use super::bytes::{bytes, bytes_mut};
-use super::device::{DevBuf, DeviceInfo, Gpu};
+use super::device::{DevBuf, DeviceInfo, Gpu, Ledger, MemoryUse};
 use super::msm::{self, Curve};
 use super::ntt::{Domain, FR_BYTES};
-use super::r1cs::{self, DeviceShape};
+use super::pinned::PinnedHost;
+use super::plan::{self, Plan, Sizes};
+use super::r1cs::{self, DeviceShape, StreamedShape};
 use super::{GpuError, GpuOptions};
 use crate::prover::{
-    count_set, dense, Backend, HostAllocator, PreparedSrs, ProverError, Scalars, Sums, Witness,
-    WitnessSums,
+    count_set, dense, Backend, DeviceMemory, HostAllocator, PreparedSrs, ProverError, RawBlock,
+    Scalars, Sums, Witness, WitnessSums,
 };
 use crate::srs::Srs;
 use crate::synth::R1cs;
+
+mod planned;
 
 /// A query of a parameter set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -118,6 +125,12 @@ pub(super) struct State {
     /// Recorded shapes on the device, each with the host shape it copies; dropped when that
     /// is gone (its parameter set evicted) or to make room.
     shapes: Vec<(Weak<R1cs>, DeviceShape)>,
+    /// Recorded shapes streamed from host memory (plans that do not keep the shape), each
+    /// holding its host shape until no one else does.
+    streamed: Vec<StreamedShape>,
+    /// Page-locked host vectors for the parked cosets of plans that park them (allocated on
+    /// first use, reused by every later proof, grown for a larger domain).
+    park: Option<[PinnedHostSlice<u8>; 2]>,
     /// The id of the next set.
     next_set: u64,
 }
@@ -125,6 +138,8 @@ pub(super) struct State {
 /// The device, shared by the backend and the sets prepared on it.
 struct Shared {
     info: DeviceInfo,
+    /// The device's memory ledger, read without the lock (Status, metrics).
+    ledger: Arc<Ledger>,
     state: Mutex<State>,
     /// Whose turn on the device is next: urgent callers first ([`crate::prover::urgency`]).
     turn: Mutex<Turn>,
@@ -557,8 +572,7 @@ impl Shared {
 
     /// The four aux MSMs with the assignment uploaded once: the A and B queries' scalars are
     /// selected on the device ([`msm::compact`]) before the L query's MSM runs on the uploaded
-    /// copy (an MSM's front end rewrites its scalars in place, so the B selection is copied
-    /// once, one for each group). For a 32 GiB partition that sends 4.2 GB over PCIe instead of
+    /// copy (an MSM's front end rewrites its scalars in place). For a 32 GiB partition that sends 4.2 GB over PCIe instead of
     /// about 10 GB, and the host makes no copies of the selections. All four point ranges must
     /// be resident at once: where the free memory cannot hold the missing ones and the working
     /// buffers (estimated, see [`AUX_WORK_PER_SCALAR`]) this returns the out-of-memory error at
@@ -673,7 +687,7 @@ impl State {
     /// buffers fit in the free memory (the assignment's copy too, unless `aux_resident`);
     /// otherwise the out-of-memory error, touching nothing.
     fn fit_aux(&mut self, q: &AuxPoints<'_, '_>, aux_resident: bool) -> Result<(), GpuError> {
-        let (n, nb) = (q.aux.len(), q.b_g1.n);
+        let n = q.aux.len();
         let queries = [q.l, q.a, q.b_g1, q.b_g2];
         let missing: usize = queries
             .iter()
@@ -681,8 +695,8 @@ impl State {
             .map(|p| p.bytes.len())
             .sum();
         let aux = if aux_resident { 0 } else { n * FR_BYTES };
-        let work = aux + 2 * nb * FR_BYTES + n * AUX_WORK_PER_SCALAR + AUX_WORK_FIXED;
-        let (free, _) = self.gpu.mem_info()?;
+        let work = aux + q.a.n * FR_BYTES + n * AUX_WORK_PER_SCALAR + AUX_WORK_FIXED;
+        let free = self.gpu.available()?;
         if missing + work > free {
             return Err(GpuError::OutOfMemory(format!(
                 "the aux MSMs together need about {} MiB more, {} MiB free",
@@ -708,9 +722,8 @@ impl State {
 
 /// The four aux MSMs over `aux`, the assignment's copy on the device (consumed), the points
 /// resident ([`State::fit_aux`]); `nb` is the B queries' length. The A and B queries' scalars
-/// are selected on the device ([`msm::compact`]) before the L query's MSM runs on `aux` (an
-/// MSM's front end rewrites its scalars in place, so the B selection is copied once, one for
-/// each group).
+/// are selected on the device ([`msm::compact`]), each just before its MSM, before the L
+/// query's MSM runs on `aux` (an MSM's front end rewrites its scalars in place).
 fn aux_sums(
     s: &State,
     q: &AuxPoints<'_, '_>,
@@ -728,17 +741,13 @@ fn aux_sums(
         msm::msm_device(gpu, p.curve, s.resident(&p.key)?, p.n, scalars).map(Some)
     };
     let g1 = |p: Option<msm::MsmParts>| p.map_or(G1Projective::identity(), |p| msm::finish_g1(&p));
-    // A first, so that its selection (as large as the assignment) is freed before the others
-    // are made; the L query last of those reading `aux`.
+    // Each selection is made just before its MSM and freed by it, so that no two (the A
+    // query's is as large as the assignment) are on the device together; the L query last,
+    // its MSM rewriting `aux` in place.
     let a = sum(1, msm::compact(gpu, &aux, q.a_density, q.a.n)?)?;
-    let b1 = msm::compact(gpu, &aux, q.b_density, nb)?;
-    let mut b2 = gpu.alloc(nb.max(1) * FR_BYTES)?;
-    if nb > 0 {
-        gpu.copy(&b1, &mut b2, nb * FR_BYTES)?;
-    }
+    let b1 = sum(2, msm::compact(gpu, &aux, q.b_density, nb)?)?;
+    let b2 = sum(3, msm::compact(gpu, &aux, q.b_density, nb)?)?;
     let l = sum(0, aux)?;
-    let b1 = sum(2, b1)?;
-    let b2 = sum(3, b2)?;
     Ok(WitnessSums {
         l: g1(l),
         a: g1(a),
@@ -798,15 +807,19 @@ impl GpuBackend {
     pub fn new(options: &GpuOptions) -> Result<Self, GpuError> {
         let gpu = Gpu::open(options)?;
         let info = gpu.info.clone();
+        let ledger = gpu.ledger();
         Ok(GpuBackend {
             shared: Arc::new(Shared {
                 info,
+                ledger,
                 state: Mutex::new(State {
                     gpu,
                     bases: HashMap::new(),
                     resident: HashMap::new(),
                     domains: HashMap::new(),
                     shapes: Vec::new(),
+                    streamed: Vec::new(),
+                    park: None,
                     next_set: 0,
                 }),
                 turn: Mutex::new(Turn::default()),
@@ -842,17 +855,29 @@ impl GpuBackend {
     /// (the inputs the B queries use), so they go up with the first proof. Points that do not
     /// fit now (beside other sets, once those were evicted) go up when they are used.
     pub fn prepare_gpu(&self, srs: Arc<Srs>) -> Result<GpuPrepared, GpuError> {
+        let sizes = Sizes::from_queries(
+            srs.h.len() as u64,
+            srs.l.len() as u64,
+            srs.a.len() as u64,
+            srs.b_g1.len() as u64,
+        );
+        let plan = self.plan(&sizes, None)?;
         let set = SetGuard::new(&self.shared)?;
         let n_in = srs.vk.ic.len().min(srs.a.len());
-        {
+        let all = plan.as_ref().is_ok_and(|p| p.is_all_resident(&sizes));
+        let keep = |q| all || plan.as_ref().is_ok_and(|p| p.resident.has(q));
+        let ctx = {
             let queries = [
-                Points::g1(set.id, Query::H, &srs.h, 0..srs.h.len())?,
-                Points::g1(set.id, Query::L, &srs.l, 0..srs.l.len())?,
-                Points::g1(set.id, Query::A, &srs.a, 0..n_in)?,
-                Points::g1(set.id, Query::A, &srs.a, n_in..srs.a.len())?,
+                (plan::Query::H, Points::g1(set.id, Query::H, &srs.h, 0..srs.h.len())?),
+                (plan::Query::L, Points::g1(set.id, Query::L, &srs.l, 0..srs.l.len())?),
+                (plan::Query::A, Points::g1(set.id, Query::A, &srs.a, 0..n_in)?),
+                (
+                    plan::Query::A,
+                    Points::g1(set.id, Query::A, &srs.a, n_in..srs.a.len())?,
+                ),
             ];
             let mut s = self.lock()?;
-            for p in queries.iter().filter(|p| p.n > 0) {
+            for (_, p) in queries.iter().filter(|(q, p)| p.n > 0 && keep(*q)) {
                 match s.ensure(p) {
                     Err(e) if e.is_out_of_memory() => {
                         tracing::debug!(error = %e, params = %srs.path.display(), "parameters partly on the device");
@@ -861,8 +886,47 @@ impl GpuBackend {
                     r => r?,
                 }
             }
+            s.gpu.context()
+        };
+        let pinned = match &plan {
+            Ok(p) if !all => Some(pin_streamed(&ctx, &srs, p)),
+            _ => None,
+        };
+        match &plan {
+            Ok(p) => tracing::info!(
+                device = self.shared.info.ordinal,
+                params = %srs.path.display(),
+                plan = %p.describe(&sizes),
+                "device memory plan"
+            ),
+            Err(e) => tracing::warn!(
+                device = self.shared.info.ordinal,
+                params = %srs.path.display(),
+                error = %e,
+                "no device memory plan: proofs of this set fail over to other devices or the CPU"
+            ),
         }
-        Ok(GpuPrepared { set, srs })
+        Ok(GpuPrepared {
+            set,
+            srs,
+            sizes,
+            plan,
+            pinned,
+            staged: Mutex::new(None),
+            host_alloc: super::pinned::allocator(ctx),
+        })
+    }
+
+    /// The plan for proofs of `sizes` within `budget` (the device's budget where `None`).
+    fn plan(&self, sizes: &Sizes, budget: Option<u64>) -> Result<Result<Plan, plan::TooSmall>, GpuError> {
+        let s = self.lock()?;
+        Ok(plan_within(&s.gpu, sizes, budget.unwrap_or(s.gpu.memory().budget)))
+    }
+
+    /// The device memory this backend holds, against its budget (without waiting for the
+    /// device).
+    pub fn memory_use(&self) -> MemoryUse {
+        self.shared.ledger.snapshot()
     }
 
     /// In-place natural-order NTT of `values` (length a power of two, ≤ 2^28), with the same
@@ -1038,16 +1102,111 @@ impl Backend for GpuBackend {
         Some(self.shared.info.pci_bus_id.clone())
     }
 
+    fn memory(&self) -> Option<DeviceMemory> {
+        let m = self.shared.ledger.snapshot();
+        Some(DeviceMemory {
+            budget: m.budget,
+            used: m.used,
+            peak: m.peak,
+        })
+    }
+
+    fn reset_memory_peak(&self) {
+        self.shared.ledger.reset_peak();
+    }
+
     fn host_allocator(&self) -> Option<HostAllocator> {
         let s = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         Some(super::pinned::allocator(s.gpu.context()))
     }
 }
 
-/// A parameter set on the device ([`GpuBackend::prepare_gpu`]). Dropping it frees its points.
+/// The plan for `sizes` within `budget` on `gpu`, with its MSM window widths.
+fn plan_within(gpu: &Gpu, sizes: &Sizes, budget: u64) -> Result<Plan, plan::TooSmall> {
+    let tuning = &gpu.options().msm;
+    let bits = |n: u64, g2: bool| {
+        let curve = if g2 { Curve::G2 } else { Curve::G1 };
+        tuning.window_bits(n as usize, curve)
+    };
+    plan::plan(budget, sizes, &bits)
+}
+
+/// The host points of the queries `plan` streams, page-locked in place (the driver's refusals
+/// logged: those points go through the staging buffers).
+fn pin_streamed(ctx: &cudarc::driver::CudaContext, srs: &Arc<Srs>, plan: &Plan) -> PinnedHost<Srs> {
+    let start = Instant::now();
+    let resident = plan.resident;
+    let (pinned, refused) = PinnedHost::new(ctx, srs.clone(), |srs: &Srs| {
+        [
+            (plan::Query::H, bytes(&srs.h)),
+            (plan::Query::L, bytes(&srs.l)),
+            (plan::Query::A, bytes(&srs.a)),
+            (plan::Query::BG1, bytes(&srs.b_g1)),
+            (plan::Query::BG2, bytes(&srs.b_g2)),
+        ]
+        .into_iter()
+        .filter(|(q, _)| !resident.has(*q))
+        .map(|(_, b)| b)
+        .collect()
+    });
+    for e in refused {
+        tracing::warn!(error = %e, params = %srs.path.display(), "streamed points stay pageable: they go through the staging buffers (slower)");
+    }
+    tracing::info!(
+        params = %srs.path.display(),
+        ranges = pinned.registered(),
+        ms = start.elapsed().as_millis() as u64,
+        "streamed points page-locked in place"
+    );
+    pinned
+}
+
+/// An assignment in page-locked memory for a planned proof.
+enum StagedAux<'a> {
+    /// It was there already.
+    AsIs(&'a Scalars),
+    /// Copied into the set's staging block, held by the guard.
+    Copied {
+        guard: MutexGuard<'a, Option<Box<dyn RawBlock>>>,
+        len: usize,
+    },
+}
+
+impl StagedAux<'_> {
+    fn scalars(&self) -> &[Scalar] {
+        match self {
+            StagedAux::AsIs(s) => s,
+            StagedAux::Copied { guard, len } => match guard.as_ref() {
+                // SAFETY: the block holds `len` scalars copied in by `staged_aux` (its bytes
+                // are at least that long, page-aligned, so aligned for Scalar), and the guard
+                // keeps every other writer out while this borrow lives.
+                Some(block) => unsafe {
+                    std::slice::from_raw_parts(block.ptr().cast::<Scalar>(), *len)
+                },
+                None => &[],
+            },
+        }
+    }
+}
+
+/// A parameter set on the device ([`GpuBackend::prepare_gpu`]). Dropping it frees its points
+/// (and unlocks the pages of its streamed ones, after the points: field order).
 pub struct GpuPrepared {
     set: SetGuard,
     srs: Arc<Srs>,
+    sizes: Sizes,
+    /// How its proofs use the device; an error where even the smallest form does not fit (its
+    /// proofs then fail with it, as out of memory, and go to another device or the CPU).
+    plan: Result<Plan, plan::TooSmall>,
+    /// The streamed queries' host points, page-locked (plans that stream some).
+    #[allow(dead_code)]
+    pinned: Option<PinnedHost<Srs>>,
+    /// A page-locked block the assignment is copied into before a planned proof takes its turn
+    /// on the device (made on first use, reused): it goes up once or more per proof, at the
+    /// bus's rate instead of the staging copies'.
+    staged: Mutex<Option<Box<dyn RawBlock>>>,
+    /// Makes that block.
+    host_alloc: HostAllocator,
 }
 
 /// The points of a proof's witness queries, split where the inputs' parts end.
@@ -1063,6 +1222,157 @@ struct WitnessPoints<'p> {
 }
 
 impl GpuPrepared {
+    /// The plan's forms where they differ from holding everything; `None` where the set's proofs
+    /// take the paths that hold everything; its error where no form fits.
+    fn planned(&self) -> Result<Option<&Plan>, GpuError> {
+        match &self.plan {
+            Ok(p) if p.is_all_resident(&self.sizes) => Ok(None),
+            Ok(p) => Ok(Some(p)),
+            Err(e) => Err(GpuError::OutOfMemory(e.to_string())),
+        }
+    }
+
+    /// The domain's log2 size.
+    fn lg(&self) -> u32 {
+        self.sizes.domain.trailing_zeros()
+    }
+
+    /// Runs `f` on the device under `plan`, after freeing what the plan does not keep; where it
+    /// runs out of memory (the device has less free than when the plan was made: another
+    /// process took some), once more under a plan for what is free now.
+    fn run_planned<T>(
+        &self,
+        plan: &Plan,
+        shape: Option<&Arc<R1cs>>,
+        f: impl Fn(&mut State, &Plan) -> Result<T, GpuError>,
+    ) -> Result<T, GpuError> {
+        let (id, lg) = (self.set.id, self.lg());
+        let mut s = self.set.shared.lock()?;
+        s.make_room(id, plan, lg, shape);
+        match f(&mut s, plan) {
+            Err(e) if e.is_out_of_memory() => {
+                s.evict_except(None);
+                let (free, _) = s.gpu.mem_info()?;
+                let now = plan::device_budget(free as u64, Some(plan.budget));
+                let smaller = (now < plan.budget)
+                    .then(|| plan_within(&s.gpu, &self.sizes, now).ok())
+                    .flatten();
+                let Some(smaller) = smaller else {
+                    return Err(e);
+                };
+                tracing::warn!(error = %e, plan = %smaller.describe(&self.sizes), "out of device memory: proving again under a smaller plan");
+                s.make_room(id, &smaller, lg, shape);
+                f(&mut s, &smaller)
+            }
+            r => r,
+        }
+    }
+
+    /// `aux` in page-locked memory: as it is where it is there already (a partition pinned by
+    /// the stages), else copied (on every core, before the proof's turn on the device) into
+    /// the set's staging block, which the guard holds for the proof.
+    fn staged_aux<'a>(&'a self, aux: &'a Scalars) -> Result<StagedAux<'a>, GpuError> {
+        if let Scalars::Pinned(_) = aux {
+            return Ok(StagedAux::AsIs(aux));
+        }
+        let bytes_in = bytes(aux);
+        let mut guard = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.as_ref().is_none_or(|b| b.bytes() < bytes_in.len()) {
+            *guard = None;
+            match (self.host_alloc)(bytes_in.len()) {
+                Ok(block) => *guard = Some(block),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no page-locked block for the assignment: it goes up through the staging buffers");
+                    return Ok(StagedAux::AsIs(aux));
+                }
+            }
+        }
+        let Some(block) = guard.as_ref() else {
+            return Ok(StagedAux::AsIs(aux));
+        };
+        // SAFETY: the block is at least `bytes_in.len()` bytes of host memory that only this
+        // set's guard (held until the proof is done with it) reads or writes.
+        let dst = unsafe { std::slice::from_raw_parts_mut(block.ptr(), bytes_in.len()) };
+        dst.par_chunks_mut(1 << 20)
+            .zip(bytes_in.par_chunks(1 << 20))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        Ok(StagedAux::Copied {
+            guard,
+            len: aux.len(),
+        })
+    }
+
+    /// The aux sums under `plan` over `x` where given (the assignment kept on the device
+    /// since the evaluations), else over a fresh upload of `aux` (`w.aux`, or its staged
+    /// copy).
+    fn aux_sums_planned(
+        &self,
+        plan: &Plan,
+        q: &AuxPoints<'_, '_>,
+        x: Option<DevBuf>,
+        aux: &[Scalar],
+    ) -> Result<WitnessSums, GpuError> {
+        if check_aux(q)?.is_none() {
+            return Ok(WitnessSums::identity());
+        }
+        let x = Mutex::new(x);
+        self.run_planned(plan, None, |s, pl| {
+            let kept = x.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let x = match kept {
+                Some(x) => x,
+                None => s.gpu.upload_new(bytes(aux))?,
+            };
+            s.aux_planned(pl, q, x)
+        })
+    }
+
+    /// The witness sums under `plan` (see [`GpuPrepared::aux_sums_planned`]), the inputs'
+    /// parts added.
+    fn witness_planned(
+        &self,
+        plan: &Plan,
+        w: Witness,
+        x: Option<DevBuf>,
+        aux: &[Scalar],
+    ) -> Result<WitnessSums, GpuError> {
+        let p = self.witness_points(w.input.len(), w.b_in)?;
+        let b_input = dense(&w.input, &w.b_input_density);
+        // `w.aux` may have been moved out for staging: the aux values are `aux`.
+        let q = AuxPoints {
+            aux,
+            ..aux_points(&w, &p)
+        };
+        let sums = self.aux_sums_planned(plan, &q, x, aux)?;
+        self.with_inputs(sums, w, &p, &b_input)
+    }
+
+    /// The H sum of a shaped proof under `plan`, and the assignment's copy on the device where
+    /// the plan keeps it for the witness sums.
+    fn h_shaped_planned(
+        &self,
+        plan: &Plan,
+        shape: &Arc<R1cs>,
+        input: &[Scalar],
+        aux: &[Scalar],
+    ) -> Result<(G1Projective, Option<DevBuf>), GpuError> {
+        let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
+        let n = shape.num_constraints();
+        let m = domain_size(n);
+        self.run_planned(plan, Some(shape), |s, pl| {
+            let input = s.gpu.upload_new(bytes(input))?;
+            if pl.keep_assignment {
+                let x = s.gpu.upload_new(bytes(aux))?;
+                let fill = planned::Assignment::Kept(&x);
+                let sum = s.h_shaped_planned(pl, &h, shape, &input, fill, n, m)?;
+                Ok((sum, Some(x)))
+            } else {
+                let fill = planned::Assignment::Reload(aux);
+                let sum = s.h_shaped_planned(pl, &h, shape, &input, fill, n, m)?;
+                Ok((sum, None))
+            }
+        })
+    }
+
     /// The witness queries' points for `n_in` inputs of which the B queries use `b_in`.
     fn witness_points(&self, n_in: usize, b_in: usize) -> Result<WitnessPoints<'_>, GpuError> {
         let (srs, id) = (&*self.srs, self.set.id);
@@ -1147,12 +1457,26 @@ impl PreparedSrs for GpuPrepared {
     fn h_sum(&self, a: Scalars, b: Scalars, c: Scalars) -> Result<G1Projective, ProverError> {
         let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
         let t = Instant::now();
+        if let Some(plan) = self.planned()? {
+            let n = a.len();
+            if b.len() != n || c.len() != n {
+                return Err(GpuError::Input("A, B and C have different lengths".into()).into());
+            }
+            let fill = planned::Fill::Host([&a, &b, &c]);
+            let m = domain_size(n);
+            return Ok(self.run_planned(plan, None, |s, pl| s.h_planned(pl, &h, &fill, n, m))?);
+        }
         let sum = self.set.shared.h_sum(&a, &b, &c, &h)?;
         tracing::trace!(msm = "h", ms = t.elapsed().as_millis() as u64, "msm done");
         Ok(sum)
     }
 
-    fn witness_sums(&self, w: Witness) -> Result<WitnessSums, ProverError> {
+    fn witness_sums(&self, mut w: Witness) -> Result<WitnessSums, ProverError> {
+        if let Some(plan) = self.planned()? {
+            let aux = std::mem::replace(&mut w.aux, Scalars::Heap(Vec::new()));
+            let staged = self.staged_aux(&aux)?;
+            return Ok(self.witness_planned(plan, w, None, staged.scalars())?);
+        }
         Ok(self.witness(w)?)
     }
 
@@ -1166,6 +1490,9 @@ impl PreparedSrs for GpuPrepared {
         input: &[Scalar],
         aux: &[Scalar],
     ) -> Result<G1Projective, ProverError> {
+        if let Some(plan) = self.planned()? {
+            return Ok(self.h_shaped_planned(plan, shape, input, aux)?.0);
+        }
         let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
         let t = Instant::now();
         let sum = self.set.shared.h_sum_shaped(shape, input, aux, &h)?;
@@ -1178,6 +1505,19 @@ impl PreparedSrs for GpuPrepared {
     }
 
     fn sums_shaped(&self, shape: &Arc<R1cs>, w: Witness) -> Result<Sums, ProverError> {
+        if let Some(plan) = self.planned()? {
+            // The assignment copied once into page-locked memory, for every upload of it. Two
+            // turns on the device: an urgent caller waiting takes its turn between them
+            // (beside the kept assignment, where the plan keeps it).
+            let mut w = w;
+            let aux = std::mem::replace(&mut w.aux, Scalars::Heap(Vec::new()));
+            let staged = self.staged_aux(&aux)?;
+            let start = Instant::now();
+            let (h, x) = self.h_shaped_planned(plan, shape, &w.input, staged.scalars())?;
+            let h_done = start.elapsed();
+            let witness = self.witness_planned(plan, w, x, staged.scalars())?;
+            return Ok(Sums { h, witness, h_done });
+        }
         let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
         let p = self.witness_points(w.input.len(), w.b_in)?;
         let joint = self
@@ -1212,5 +1552,20 @@ impl PreparedSrs for GpuPrepared {
 
     fn device_bytes(&self) -> u64 {
         self.set.bytes.load(Ordering::Relaxed)
+    }
+
+    fn memory_plan(&self) -> Option<String> {
+        Some(match &self.plan {
+            Ok(p) => p.describe(&self.sizes),
+            Err(e) => e.to_string(),
+        })
+    }
+
+    fn host_bytes(&self) -> u64 {
+        match self.planned() {
+            // The parked cosets, and the block the assignment is staged in.
+            Ok(Some(p)) => p.parked_bytes(&self.sizes) + self.sizes.aux * FR_BYTES as u64,
+            _ => 0,
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! device buffers and pinned host buffers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -45,10 +46,12 @@ pub struct DeviceInfo {
     pub pci_bus_id: String,
 }
 
-/// A device buffer of raw bytes; kernels get its address.
+/// A device buffer of raw bytes; kernels get its address. Its bytes count against the device
+/// handle's [`Ledger`] until it is dropped.
 pub struct DevBuf {
     slice: CudaSlice<u8>,
     ptr: u64,
+    ledger: Arc<Ledger>,
 }
 
 impl DevBuf {
@@ -64,6 +67,136 @@ impl DevBuf {
     pub fn is_empty(&self) -> bool {
         self.slice.len() == 0
     }
+    /// The whole buffer as a view.
+    pub fn view(&self) -> DevView {
+        DevView {
+            ptr: self.ptr,
+            len: self.len(),
+        }
+    }
+    /// Bytes `range` of the buffer as a view, or an error where it does not lie inside.
+    pub fn view_of(&self, range: std::ops::Range<usize>) -> Result<DevView, GpuError> {
+        self.view().sub(range)
+    }
+}
+
+impl Drop for DevBuf {
+    fn drop(&mut self) {
+        // The memory itself is freed in stream order after the work already issued on it; the
+        // ledger counts it free now, which is what a later allocation (ordered after that
+        // work on the same stream) may reuse.
+        self.ledger.release(self.slice.len() as u64);
+    }
+}
+
+/// A range of a live device buffer: an address and a length. It borrows nothing, so the
+/// caller keeps the buffer it came from alive (and unmoved on the device: buffers never move)
+/// for as long as work issued on the view may run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevView {
+    ptr: u64,
+    len: usize,
+}
+
+impl DevView {
+    /// The device address.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Bytes `range` of this view, or an error where it does not lie inside.
+    pub fn sub(self, range: std::ops::Range<usize>) -> Result<DevView, GpuError> {
+        if range.start > range.end || range.end > self.len {
+            return Err(GpuError::Input(format!(
+                "device range {range:?} of a view of {} bytes",
+                self.len
+            )));
+        }
+        Ok(DevView {
+            ptr: self.ptr + range.start as u64,
+            len: range.end - range.start,
+        })
+    }
+}
+
+/// The device memory a handle's buffers hold, against its cap (`gpu.memory_limit`, else the
+/// memory free when the device was opened, less a margin), and the most they held at once.
+/// An allocation that would pass the cap fails as the driver's out-of-memory does, so that a
+/// large card can stand in for a small one and a card can be shared with other work.
+pub struct Ledger {
+    cap: u64,
+    used: AtomicU64,
+    peak: AtomicU64,
+}
+
+impl Ledger {
+    fn new(cap: u64) -> Self {
+        Ledger {
+            cap,
+            used: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes `bytes` where they fit under the cap.
+    fn take(&self, bytes: u64) -> Result<(), GpuError> {
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            let after = used.saturating_add(bytes);
+            if after > self.cap {
+                return Err(GpuError::OutOfMemory(format!(
+                    "{bytes} bytes more would pass the device's memory budget of {} bytes ({used} held)",
+                    self.cap
+                )));
+            }
+            match self.used.compare_exchange_weak(used, after, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    self.peak.fetch_max(after, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    fn release(&self, bytes: u64) {
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
+
+impl Ledger {
+    /// What it holds now, against its cap.
+    pub fn snapshot(&self) -> MemoryUse {
+        MemoryUse {
+            budget: self.cap,
+            used: self.used.load(Ordering::Relaxed),
+            peak: self.peak.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Starts the peak again from what is held now.
+    pub fn reset_peak(&self) {
+        let used = self.used.load(Ordering::Relaxed);
+        self.peak.store(used, Ordering::Relaxed);
+    }
+}
+
+/// What [`Gpu::memory`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// The cap.
+    pub budget: u64,
+    /// Bytes held now.
+    pub used: u64,
+    /// The most held at once since the last [`Gpu::reset_peak`].
+    pub peak: u64,
 }
 
 /// A context, its streams and the loaded kernels. All work — allocations, frees, kernels,
@@ -89,6 +222,8 @@ pub struct Gpu {
     stage_bytes: usize,
     /// What the device was opened with; the host drivers read their tuning from it.
     options: GpuOptions,
+    /// The device memory this handle's buffers hold, against its cap.
+    ledger: Arc<Ledger>,
 }
 
 /// Host copies into a staging buffer go in parallel pieces of this size (also the smallest
@@ -157,6 +292,42 @@ fn stage_bytes(total: usize) -> usize {
 
 /// A point in the main stream's work, for `Gpu::upload_after`.
 pub(crate) struct StreamMark(CudaEvent);
+
+/// Device memory held by this process for nothing but to leave less to others: a stand-in for
+/// another program using the card (`cuzk bench hold-gpu`). Freed when dropped.
+pub struct HeldMemory {
+    _blocks: Vec<CudaSlice<u8>>,
+    /// Bytes held.
+    pub held: u64,
+    /// Bytes the driver reported free once they were taken.
+    pub free: u64,
+}
+
+/// Takes device `ordinal`'s memory, 256 MiB at a time, until about `leave` bytes stay free.
+pub fn hold_memory(ordinal: usize, leave: u64) -> Result<HeldMemory, GpuError> {
+    const BLOCK: u64 = 256 << 20;
+    device_count()?;
+    let ctx = CudaContext::new(ordinal).ctx("cuCtxCreate")?;
+    let stream = ctx.default_stream();
+    let mut blocks = Vec::new();
+    let mut held = 0;
+    loop {
+        let (free, _) = ctx.mem_get_info().ctx("cuMemGetInfo")?;
+        let free = free as u64;
+        let take = free.saturating_sub(leave).min(BLOCK);
+        if take < (1 << 20) {
+            return Ok(HeldMemory {
+                _blocks: blocks,
+                held,
+                free,
+            });
+        }
+        blocks.push(stream.alloc_zeros::<u8>(take as usize).ctx("cuMemAlloc")?);
+        // Synchronized so that the pool hands the memory out now, not at the next sync.
+        stream.synchronize().ctx("cuStreamSynchronize")?;
+        held += take;
+    }
+}
 
 /// Number of CUDA devices, or why there are none. Never panics, also without libcuda.
 pub fn device_count() -> Result<usize, GpuError> {
@@ -249,6 +420,18 @@ impl Gpu {
             }
             funcs.insert(k.name, f);
         }
+        // Measured after the context and the module took theirs: what is left is what the
+        // proofs may use, less the margin, or the configured limit where that is lower.
+        let (free, _) = ctx.mem_get_info().ctx("cuMemGetInfo")?;
+        let budget = super::plan::device_budget(free as u64, options.memory_limit);
+        if options.memory_limit.is_some_and(|l| l > budget) {
+            tracing::warn!(
+                ordinal,
+                limit = options.memory_limit.unwrap_or(0),
+                budget,
+                "gpu.memory_limit exceeds the device's free memory; using what is free"
+            );
+        }
         let info = DeviceInfo {
             ordinal,
             name,
@@ -270,6 +453,7 @@ impl Gpu {
             staging: Mutex::new(StagingState::Untried),
             stage_bytes: stage_bytes(options.staging_bytes),
             options: options.clone(),
+            ledger: Arc::new(Ledger::new(budget)),
         })
     }
 
@@ -296,22 +480,69 @@ impl Gpu {
         self.ctx.mem_get_info().ctx("cuMemGetInfo")
     }
 
-    /// Uninitialised device buffer of `bytes` bytes (at least 1, so that its address is valid).
-    pub fn alloc(&self, bytes: usize) -> Result<DevBuf, GpuError> {
-        // SAFETY: the contents are uninitialised device memory; every user writes before reading.
-        let slice = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.ctx("cuMemAlloc")?;
+    /// The device memory this handle's buffers hold, against its cap.
+    pub fn memory(&self) -> MemoryUse {
+        self.ledger.snapshot()
+    }
+
+    /// The ledger, for reading the memory without the device's lock.
+    pub fn ledger(&self) -> Arc<Ledger> {
+        self.ledger.clone()
+    }
+
+    /// Bytes an allocation may take now: the driver's free memory, or what the cap leaves,
+    /// whichever is less.
+    pub fn available(&self) -> Result<usize, GpuError> {
+        let (free, _) = self.mem_info()?;
+        let m = self.memory();
+        Ok(free.min(m.budget.saturating_sub(m.used) as usize))
+    }
+
+    /// Starts the peak of [`Gpu::memory`] again from what is held now.
+    pub fn reset_peak(&self) {
+        self.ledger.reset_peak();
+    }
+
+    /// `slice` counted in the ledger (the bytes were taken from it before the allocation).
+    fn counted(&self, slice: CudaSlice<u8>) -> DevBuf {
         let ptr = slice.device_ptr(&self.stream).0;
-        Ok(DevBuf { slice, ptr })
+        DevBuf {
+            slice,
+            ptr,
+            ledger: self.ledger.clone(),
+        }
+    }
+
+    /// Takes `bytes` from the ledger for `alloc`, giving them back where it fails.
+    fn alloc_with(
+        &self,
+        bytes: usize,
+        alloc: impl FnOnce(usize) -> Result<CudaSlice<u8>, GpuError>,
+    ) -> Result<DevBuf, GpuError> {
+        let bytes = bytes.max(1);
+        self.ledger.take(bytes as u64)?;
+        match alloc(bytes) {
+            Ok(slice) => Ok(self.counted(slice)),
+            Err(e) => {
+                self.ledger.release(bytes as u64);
+                Err(e)
+            }
+        }
+    }
+
+    /// Uninitialised device buffer of `bytes` bytes (at least 1, so that its address is valid).
+    /// Out of memory where the driver has none, or where it would pass the ledger's cap.
+    pub fn alloc(&self, bytes: usize) -> Result<DevBuf, GpuError> {
+        self.alloc_with(bytes, |b| {
+            // SAFETY: the contents are uninitialised device memory; every user writes before
+            // reading.
+            unsafe { self.stream.alloc::<u8>(b) }.ctx("cuMemAlloc")
+        })
     }
 
     /// Zero-filled device buffer.
     pub fn alloc_zeroed(&self, bytes: usize) -> Result<DevBuf, GpuError> {
-        let slice = self
-            .stream
-            .alloc_zeros::<u8>(bytes.max(1))
-            .ctx("cuMemAlloc")?;
-        let ptr = slice.device_ptr(&self.stream).0;
-        Ok(DevBuf { slice, ptr })
+        self.alloc_with(bytes, |b| self.stream.alloc_zeros::<u8>(b).ctx("cuMemAlloc"))
     }
 
     /// Copies `src` to the start of `dst`. A large pageable `src` goes through the staging
@@ -557,6 +788,152 @@ impl Gpu {
             st.done[j] = Some(self.copy.record_event(None).ctx("cuEventRecord")?);
         }
         Ok(true)
+    }
+
+    /// Streams host memory through the two device buffers `slots` in `pieces` pieces: piece k
+    /// is `parts(k)`, host slices copied back to back into slot k mod 2 on the copy stream, and
+    /// once it is there `consume(k, view)` issues the work on it on the main stream (the view
+    /// covers the piece's bytes). The copy of piece k + 1 is issued before the work on piece k,
+    /// so it travels while that work runs; a slot is written again only after the work on its
+    /// last piece (an event the copy stream waits for). From page-locked memory the copies are
+    /// asynchronous; pageable parts go through the staging buffers. On return (also on error) no
+    /// copy is in flight. The slots must have been allocated before the call.
+    pub fn stream_ring<'s>(
+        &self,
+        pieces: usize,
+        mut parts: impl FnMut(usize) -> Vec<&'s [u8]>,
+        slots: [&DevBuf; 2],
+        mut consume: impl FnMut(usize, DevView) -> Result<(), GpuError>,
+    ) -> Result<(), GpuError> {
+        let fence = CopyFence {
+            stream: &self.copy,
+            armed: true,
+        };
+        let allocated: CudaEvent = self.stream.record_event(None).ctx("cuEventRecord")?;
+        self.copy.wait(&allocated).ctx("cuStreamWaitEvent")?;
+        let mut consumed: [Option<CudaEvent>; 2] = [None, None];
+        let mut issue = |k: usize,
+                         consumed: &mut [Option<CudaEvent>; 2]|
+         -> Result<(CudaEvent, usize), GpuError> {
+            let slot = slots[k % 2];
+            if let Some(ev) = consumed[k % 2].take() {
+                self.copy.wait(&ev).ctx("cuStreamWaitEvent")?;
+            }
+            let mut at = 0usize;
+            for part in parts(k) {
+                if at + part.len() > slot.len() {
+                    return Err(GpuError::Input(format!(
+                        "piece {k} of {} bytes or more for a slot of {}",
+                        at + part.len(),
+                        slot.len()
+                    )));
+                }
+                self.copy_to(slot.ptr() + at as u64, part)?;
+                at += part.len();
+            }
+            Ok((self.copy.record_event(None).ctx("cuEventRecord")?, at))
+        };
+        let mut next = if pieces > 0 {
+            Some(issue(0, &mut consumed)?)
+        } else {
+            None
+        };
+        for k in 0..pieces {
+            let Some((copied, len)) = next.take() else {
+                break;
+            };
+            self.stream.wait(&copied).ctx("cuStreamWaitEvent")?;
+            if k + 1 < pieces {
+                next = Some(issue(k + 1, &mut consumed)?);
+            }
+            consume(
+                k,
+                DevView {
+                    ptr: slots[k % 2].ptr(),
+                    len,
+                },
+            )?;
+            consumed[k % 2] = Some(self.stream.record_event(None).ctx("cuEventRecord")?);
+        }
+        fence.finish()
+    }
+
+    /// Issues the copy of `src` to device address `dst` on the copy stream: through the staging
+    /// buffers where `src` is pageable (and staging is on), else directly. The caller orders
+    /// it against the main stream and keeps `src` alive until the copy stream is synchronized.
+    fn copy_to(&self, dst: u64, src: &[u8]) -> Result<(), GpuError> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        if self.needs_staging(src) && self.copy_staged(dst, src)? {
+            return Ok(());
+        }
+        // SAFETY: `dst` lies inside a live device buffer of the caller's (checked against the
+        // slot's length), ordered against the main stream by the caller's events; `src` stays
+        // borrowed until the caller synchronizes the copy stream (stream_ring's fence).
+        unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, self.copy.cu_stream()) }
+            .ctx("cuMemcpyHtoDAsync")
+    }
+
+    /// Copies the bytes of the device view `src` to the host slice `dst` of the same length
+    /// (synchronous: after all work issued so far).
+    pub fn download_view(&self, src: DevView, dst: &mut [u8]) -> Result<(), GpuError> {
+        if dst.len() != src.len() {
+            return Err(GpuError::Input(format!(
+                "download of a view of {} bytes into {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the view lies inside a live device buffer (its maker's promise); `dst` is a
+        // host slice of the same length that stays borrowed until the stream is synchronized
+        // below.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src.ptr, self.stream.cu_stream()) }
+            .ctx("cuMemcpyDtoHAsync")?;
+        self.sync()
+    }
+
+    /// Device-to-device copy of the view `src` into the start of `dst` (at least as long),
+    /// in stream order.
+    pub fn copy_view(&self, src: DevView, dst: DevView) -> Result<(), GpuError> {
+        if src.len() > dst.len() {
+            return Err(GpuError::Input(format!(
+                "device copy of {} bytes into {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: both views lie inside live device buffers (their makers' promise), the
+        // destination at least as long as the source; ordered on the main stream like every
+        // other use of them.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                dst.ptr,
+                src.ptr,
+                src.len(),
+                self.stream.cu_stream(),
+            )
+        }
+        .ctx("cuMemcpyDtoDAsync")
+    }
+
+    /// Sets the bytes of `view` to zero, in stream order.
+    pub fn zero_view(&self, view: DevView) -> Result<(), GpuError> {
+        if view.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the view lies inside a live device buffer (its maker's promise); the memset
+        // is ordered on the main stream like every other use of it.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(view.ptr, 0, view.len(), self.stream.cu_stream())
+        }
+        .ctx("cuMemsetD8Async")
     }
 
     /// Copies the first `dst.len()` bytes of `src` to the host (synchronous).

@@ -6,7 +6,7 @@
 //! [`super::device::Gpu::launch`] refuses arguments that do not match them, and a test reads
 //! the `extern "C" __global__` declarations in `cuda/` and checks that this table says the same.
 
-use super::device::DevBuf;
+use super::device::{DevBuf, DevView};
 use super::GpuError;
 
 /// A kernel parameter's type, as the launch passes it.
@@ -64,6 +64,12 @@ impl Arg {
 impl From<&DevBuf> for Arg {
     fn from(b: &DevBuf) -> Arg {
         Arg::Ptr(b.ptr())
+    }
+}
+
+impl From<DevView> for Arg {
+    fn from(v: DevView) -> Arg {
+        Arg::Ptr(v.ptr())
     }
 }
 

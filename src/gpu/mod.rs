@@ -27,6 +27,7 @@ mod error;
 pub mod kernels;
 pub mod msm;
 pub mod ntt;
+pub mod plan;
 mod options;
 pub(crate) mod pinned;
 pub mod r1cs;

@@ -26,7 +26,7 @@ use blstrs::{G1Projective, G2Projective};
 use group::Group;
 
 use super::bytes::{bytes, bytes_mut};
-use super::device::{DevBuf, Gpu};
+use super::device::{DevBuf, DevView, Gpu};
 use super::kernels::{self as k, Arg};
 use super::GpuError;
 
@@ -236,17 +236,31 @@ fn to_jacobian(
 /// make the kernel write past the buffer); the buffer holds at least one scalar so that it is
 /// never empty.
 pub fn compact(gpu: &Gpu, src: &DevBuf, flags: &[bool], count: usize) -> Result<DevBuf, GpuError> {
+    let dst = gpu.alloc(count.max(1) * 32)?;
+    compact_into(gpu, src.view(), flags, count, dst.view())?;
+    Ok(dst)
+}
+
+/// [`compact`] of the scalars of the view `src` into the start of the view `dst` (at least
+/// `count` scalars long).
+pub fn compact_into(
+    gpu: &Gpu,
+    src: DevView,
+    flags: &[bool],
+    count: usize,
+    dst: DevView,
+) -> Result<(), GpuError> {
     let n = flags.len();
     let set = crate::prover::count_set(flags);
-    if src.len() < n * 32 || count != set || n >= (1usize << 32) {
+    if src.len() < n * 32 || count != set || n >= (1usize << 32) || dst.len() < count * 32 {
         return Err(GpuError::Input(format!(
-            "compaction of {n} flags ({set} set) over {} scalar bytes into {count}",
-            src.len()
+            "compaction of {n} flags ({set} set) over {} scalar bytes into {count} ({} bytes)",
+            src.len(),
+            dst.len()
         )));
     }
-    let dst = gpu.alloc(count.max(1) * 32)?;
     if count == 0 {
-        return Ok(dst);
+        return Ok(());
     }
     let flags_dev = gpu.upload_new(bytes(flags))?;
     let blocks = (n as u64).div_ceil(1024);
@@ -267,11 +281,10 @@ pub fn compact(gpu: &Gpu, src: &DevBuf, flags: &[bool], count: usize) -> Result<
             (&flags_dev).into(),
             Arg::u32(n)?,
             (&offsets).into(),
-            (&dst).into(),
+            dst.into(),
         ],
     )?;
-    gpu.sync()?;
-    Ok(dst)
+    gpu.sync()
 }
 
 /// Exclusive prefix sum of `n` u32 values at `ptr`, in place.
@@ -295,7 +308,7 @@ fn exclusive_scan(gpu: &Gpu, ptr: u64, n: u64) -> Result<(), GpuError> {
 fn accumulate(
     gpu: &Gpu,
     curve: Curve,
-    bases: &DevBuf,
+    bases: DevView,
     list: &DevBuf,
     offsets: &DevBuf,
     nb: u64,
@@ -381,7 +394,7 @@ pub fn msm_chunked(
         )));
     }
     let chunk = chunk.clamp(1, n.max(1));
-    msm_from(gpu, curve, bases, n, Source::Host { scalars, chunk })
+    msm_from(gpu, curve, bases.view(), n, Source::Host { scalars, chunk })
 }
 
 /// [`msm`] of the first `n` scalars of `scalars`, a device buffer (blst_fr Montgomery form, 32
@@ -400,22 +413,57 @@ pub fn msm_device(
             scalars.len()
         )));
     }
-    msm_from(gpu, curve, bases, n, Source::Device(scalars))
+    msm_from(gpu, curve, bases.view(), n, Source::Device(scalars))
+}
+
+/// [`msm_device`] over views: `n` bases at the start of `bases` and their scalars at the start
+/// of `scalars`, which the MSM leaves out of Montgomery form (the caller reads them no more).
+pub fn msm_view(
+    gpu: &Gpu,
+    curve: Curve,
+    bases: DevView,
+    n: usize,
+    scalars: DevView,
+) -> Result<MsmParts, GpuError> {
+    if scalars.len() < n * 32 {
+        return Err(GpuError::Input(format!(
+            "{} scalar bytes on the device for {n} bases",
+            scalars.len()
+        )));
+    }
+    msm_from(gpu, curve, bases, n, Source::View(scalars))
 }
 
 /// Where the scalars of an MSM are.
 enum Source<'a> {
     /// Host bytes, uploaded in pieces of `chunk` (≥ 1) scalars overlapped with `msm_front`.
     Host { scalars: &'a [u8], chunk: usize },
-    /// A device buffer of at least n scalars.
+    /// A device buffer of at least n scalars (freed once read).
     Device(DevBuf),
+    /// Part of a device buffer the caller keeps.
+    View(DevView),
+}
+
+/// The scalars on the device: a buffer the MSM owns (freed when dropped) or a caller's view.
+enum OnDevice {
+    Owned(DevBuf),
+    View(DevView),
+}
+
+impl OnDevice {
+    fn view(&self) -> DevView {
+        match self {
+            OnDevice::Owned(b) => b.view(),
+            OnDevice::View(v) => *v,
+        }
+    }
 }
 
 /// The MSM's phases in order (see the module's documentation), each its own function below.
 fn msm_from(
     gpu: &Gpu,
     curve: Curve,
-    bases: &DevBuf,
+    bases: DevView,
     n: usize,
     source: Source<'_>,
 ) -> Result<MsmParts, GpuError> {
@@ -423,7 +471,7 @@ fn msm_from(
     let mut tr = Trace::new(gpu);
     let pieces = match &source {
         Source::Host { chunk, .. } => format!("upload chunk={chunk}"),
-        Source::Device(_) => "scalars on the device".to_string(),
+        Source::Device(_) | Source::View(_) => "scalars on the device".to_string(),
     };
     let front = classify(gpu, curve, n, source)?;
     tr.mark(gpu, "front")?;
@@ -472,7 +520,7 @@ fn msm_from(
 }
 
 /// Refuses bases shorter than `n` points and sizes the kernels' u32 indices cannot hold.
-fn check_lengths(curve: Curve, bases: &DevBuf, n: usize) -> Result<(), GpuError> {
+fn check_lengths(curve: Curve, bases: DevView, n: usize) -> Result<(), GpuError> {
     if bases.len() < n * curve.affine_bytes() {
         return Err(GpuError::Input(format!(
             "{} bytes of bases for {n} points",
@@ -521,7 +569,7 @@ impl Digits {
 /// What the front end leaves on the device.
 struct Front {
     /// The scalars, left canonical (out of Montgomery form) for `redigits`.
-    scalars: DevBuf,
+    scalars: OnDevice,
     /// Indices of the points whose scalar is 1 (`n_ones` of them).
     ones_idx: DevBuf,
     /// Indices of the points whose scalar is full (`m` of them).
@@ -539,13 +587,17 @@ fn classify(gpu: &Gpu, curve: Curve, n: usize, source: Source<'_>) -> Result<Fro
     let nn = n as u64;
     let digits = Digits::alloc(gpu, gpu.options().msm.window_bits(n, curve), nn)?;
     let (mut scalars, upload) = match source {
-        Source::Host { scalars, chunk } => (gpu.alloc(n * 32)?, Some((scalars, chunk))),
-        Source::Device(buf) => (buf, None),
+        Source::Host { scalars, chunk } => (
+            OnDevice::Owned(gpu.alloc(n * 32)?),
+            Some((scalars, chunk)),
+        ),
+        Source::Device(buf) => (OnDevice::Owned(buf), None),
+        Source::View(v) => (OnDevice::View(v), None),
     };
     let ones_idx = gpu.alloc(n * 4)?;
     let rest_idx = gpu.alloc(n * 4)?;
     let counts = gpu.alloc_zeroed(8)?;
-    let sc_ptr = scalars.ptr();
+    let sc_ptr = scalars.view().ptr();
     // msm_front on scalars [first, first + count).
     let front = |first: u64, count: u64| {
         gpu.launch(
@@ -567,14 +619,17 @@ fn classify(gpu: &Gpu, curve: Curve, n: usize, source: Source<'_>) -> Result<Fro
             ],
         )
     };
-    match upload {
-        Some((host, chunk)) => {
-            gpu.upload_overlapped(&mut scalars, host, chunk * 32, |offset, len| {
+    match (upload, &mut scalars) {
+        (Some((host, chunk)), OnDevice::Owned(buf)) => {
+            gpu.upload_overlapped(buf, host, chunk * 32, |offset, len| {
                 front((offset / 32) as u64, (len / 32) as u64)
             })?
         }
-        None if n > 0 => front(0, nn)?,
-        None => {}
+        (Some(_), OnDevice::View(_)) => {
+            return Err(GpuError::Input("host scalars need a buffer of their own".into()))
+        }
+        (None, _) if n > 0 => front(0, nn)?,
+        (None, _) => {}
     }
     let mut cnt = [0u32; 2];
     gpu.download(&counts, bytes_mut(&mut cnt))?;
@@ -592,7 +647,7 @@ fn classify(gpu: &Gpu, curve: Curve, n: usize, source: Source<'_>) -> Result<Fro
 fn sum_ones(
     gpu: &Gpu,
     curve: Curve,
-    bases: &DevBuf,
+    bases: DevView,
     ones_idx: DevBuf,
     n_ones: u64,
 ) -> Result<Option<Vec<u64>>, GpuError> {
@@ -625,7 +680,7 @@ fn redigit_if_sparse(
     gpu: &Gpu,
     curve: Curve,
     front: Digits,
-    scalars: &DevBuf,
+    scalars: &OnDevice,
     rest_idx: &DevBuf,
     m: u64,
     tr: &mut Trace,
@@ -641,7 +696,7 @@ fn redigit_if_sparse(
         m.div_ceil(256),
         256,
         &[
-            scalars.into(),
+            scalars.view().into(),
             rest_idx.into(),
             Arg::u32(m)?,
             Arg::u32(c_m)?,

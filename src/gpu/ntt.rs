@@ -5,7 +5,7 @@ use blstrs::Scalar;
 use ff::{Field, PrimeField};
 
 use super::bytes::{bytes, bytes_mut};
-use super::device::{DevBuf, Gpu};
+use super::device::{DevBuf, DevView, Gpu};
 use super::kernels::{self as k, Arg};
 use super::GpuError;
 use crate::prover::ntt::root_of_unity;
@@ -377,9 +377,57 @@ impl Domain {
 
     /// Evaluations on H → coefficients times g^i/n (the polynomial of the coset) → evaluations
     /// on gH, in place (through `scratch`).
-    fn to_coset(&self, gpu: &Gpu, v: &mut DevBuf, scratch: &mut DevBuf) -> Result<(), GpuError> {
+    pub(super) fn to_coset(
+        &self,
+        gpu: &Gpu,
+        v: &mut DevBuf,
+        scratch: &mut DevBuf,
+    ) -> Result<(), GpuError> {
         self.run(gpu, v, scratch, true, Scale::Post(&self.coset_n_inv))?;
         self.run(gpu, scratch, v, false, Scale::None)
+    }
+
+    /// The quotient's last step: `dst` ← the coefficients of the quotient from its
+    /// evaluations on gH in `src` (the quotient's inverse coset transform).
+    pub(super) fn from_coset(
+        &self,
+        gpu: &Gpu,
+        src: &DevBuf,
+        dst: &mut DevBuf,
+    ) -> Result<(), GpuError> {
+        self.run(gpu, src, dst, true, Scale::Post(&self.coset_inv_n_inv))
+    }
+
+    /// The pointwise step of the quotient on `n` elements: a ← (a·b − c)/Z, for parts of the
+    /// vectors (views of at least `n` elements each).
+    pub(super) fn pointwise(
+        &self,
+        gpu: &Gpu,
+        a: DevView,
+        b: DevView,
+        c: DevView,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        if [a, b, c].iter().any(|v| v.len() < n * FR_BYTES) {
+            return Err(GpuError::Input(format!(
+                "pointwise quotient step of {n} elements over views of {} / {} / {} bytes",
+                a.len(),
+                b.len(),
+                c.len()
+            )));
+        }
+        gpu.launch(
+            &k::QUOTIENT_POINTWISE,
+            (n as u64).div_ceil(256),
+            256,
+            &[
+                a.into(),
+                b.into(),
+                c.into(),
+                (&self.z_inv).into(),
+                Arg::U64(n as u64),
+            ],
+        )
     }
 
     /// From A, B, C evaluated on gH (`bufs[0..3]`, `bufs[3]` scratch): H's coefficients in

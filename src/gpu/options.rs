@@ -38,6 +38,9 @@ pub struct GpuOptions {
     /// Per-phase timings as `tracing` debug events (`debug.gpu_trace`). Synchronizes the device
     /// after every phase, so only for diagnosis.
     pub trace: bool,
+    /// Device memory the backend may hold at most (`gpu.memory_limit`), in bytes; `None`: what
+    /// is free when the device is opened, less a margin ([`super::plan::device_budget`]).
+    pub memory_limit: Option<u64>,
 }
 
 impl Default for GpuOptions {
@@ -50,6 +53,7 @@ impl Default for GpuOptions {
             msm: MsmTuning::default(),
             ntt: NttTuning::default(),
             trace: false,
+            memory_limit: None,
         }
     }
 }
@@ -136,6 +140,7 @@ impl GpuOptions {
                 quotient_serial: debug.gpu_quotient_serial,
             },
             trace: debug.gpu_trace,
+            memory_limit: gpu.memory_limit,
         }
     }
 }

@@ -25,10 +25,12 @@ use ff::Field;
 use rayon::prelude::*;
 
 use super::bytes::{bytes, bytes_mut};
-use super::device::{DevBuf, Gpu};
+use super::device::{DevBuf, DevView, Gpu};
 use super::kernels::{self as k, Arg};
 use super::ntt::FR_BYTES;
+use super::pinned::PinnedHost;
 use super::GpuError;
+use crate::synth::{Matrix, R1cs};
 
 /// Bit 31 of [`ShapeTerm::var`]: set for an input (index in the low 31 bits into the input
 /// vector), clear for an aux variable (index into the aux vector). `R1CS_INPUT_BIT` in
@@ -348,6 +350,205 @@ impl DeviceShape {
     }
 }
 
+impl DeviceShape {
+    /// Matrix `k` (0 = A, 1 = B, 2 = C) of [`DeviceShape::evaluate_into`] alone, into the
+    /// first [`DeviceShape::rows`] elements of `out`.
+    pub fn evaluate_matrix(
+        &self,
+        gpu: &Gpu,
+        k: usize,
+        input: &DevBuf,
+        aux: &DevBuf,
+        out: DevView,
+    ) -> Result<(), GpuError> {
+        self.check_device(gpu)?;
+        self.check_assignment(input.len() / FR_BYTES, aux.len() / FR_BYTES)?;
+        let m = self
+            .matrices
+            .get(k)
+            .ok_or_else(|| GpuError::Input(format!("no matrix {k}")))?;
+        let rows = self.needs.rows;
+        launch_rows(gpu, m.starts.ptr(), m.terms.ptr(), &self.coeffs, input, aux, out, rows)
+    }
+}
+
+/// `r1cs_rows` over `rows` rows whose starts are at `starts` and whose terms, indexed as the
+/// starts say, at `terms`, into the first `rows` elements of `out`.
+#[allow(clippy::too_many_arguments)]
+fn launch_rows(
+    gpu: &Gpu,
+    starts: u64,
+    terms: u64,
+    coeffs: &DevBuf,
+    input: &DevBuf,
+    aux: &DevBuf,
+    out: DevView,
+    rows: usize,
+) -> Result<(), GpuError> {
+    if out.len() < rows * FR_BYTES {
+        return Err(GpuError::Input(format!(
+            "R1CS output of {} bytes for {rows} rows",
+            out.len()
+        )));
+    }
+    gpu.launch(
+        &k::R1CS_ROWS,
+        (rows as u64).div_ceil(BLOCK as u64),
+        BLOCK,
+        &[
+            Arg::Ptr(starts),
+            Arg::Ptr(terms),
+            coeffs.into(),
+            input.into(),
+            aux.into(),
+            out.into(),
+            Arg::u32(rows)?,
+        ],
+    )
+}
+
+/// A recorded shape that stays in host memory and is streamed to the device in pieces of rows
+/// for each evaluation, for a device whose memory plan does not keep the shape: checked once
+/// (as [`DeviceShape::upload`] checks), its row arrays page-locked in place where the driver
+/// allows, its coefficient table (a few thousand elements) on the device.
+pub struct StreamedShape {
+    needs: Needs,
+    coeffs: DevBuf,
+    host: PinnedHost<R1cs>,
+    ctx: Arc<CudaContext>,
+}
+
+impl StreamedShape {
+    /// Checks `shape` and registers its rows; a registration the driver refuses leaves those
+    /// rows pageable (slower, through the staging buffers) and is logged.
+    pub fn new(gpu: &Gpu, shape: Arc<R1cs>) -> Result<Self, GpuError> {
+        fn csr(m: &Matrix) -> Csr<'_> {
+            Csr {
+                starts: &m.starts,
+                terms: &m.terms,
+            }
+        }
+        let needs = check_shape([csr(&shape.a), csr(&shape.b), csr(&shape.c)], shape.coeffs())?;
+        let coeffs = upload_bytes(gpu, bytes(shape.coeffs()))?;
+        let ctx = gpu.context();
+        let (host, refused) = PinnedHost::new(&ctx, shape, |s: &R1cs| {
+            [&s.a, &s.b, &s.c]
+                .into_iter()
+                .flat_map(|m| [bytes(&m.starts), bytes(&m.terms)])
+                .collect()
+        });
+        for e in refused {
+            tracing::warn!(error = %e, "a recorded shape's rows stay pageable: streamed through the staging buffers");
+        }
+        Ok(StreamedShape {
+            needs,
+            coeffs,
+            host,
+            ctx,
+        })
+    }
+
+    /// The host shape it streams.
+    pub fn shape(&self) -> &Arc<R1cs> {
+        self.host.owner()
+    }
+
+    /// Matrix `k` (0 = A, 1 = B, 2 = C) evaluated on the assignment `input`, `aux` into the
+    /// first [`StreamedShape::rows`] elements of `out`, its rows streamed through two device
+    /// buffers of `slot_bytes` each (allocated here, freed on return).
+    pub fn evaluate_matrix(
+        &self,
+        gpu: &Gpu,
+        k: usize,
+        input: &DevBuf,
+        aux: &DevBuf,
+        out: DevView,
+        slot_bytes: usize,
+    ) -> Result<(), GpuError> {
+        if !Arc::ptr_eq(&self.ctx, &gpu.context()) {
+            return Err(GpuError::Input(
+                "R1CS shape streamed to another device handle than it was checked for".into(),
+            ));
+        }
+        let (inputs, aux_len) = (input.len() / FR_BYTES, aux.len() / FR_BYTES);
+        if inputs < self.needs.inputs || aux_len < self.needs.aux {
+            return Err(GpuError::Input(format!(
+                "R1CS assignment of {inputs} inputs and {aux_len} aux values; the shape uses {} and {}",
+                self.needs.inputs, self.needs.aux
+            )));
+        }
+        let shape = self.shape();
+        let m = [&shape.a, &shape.b, &shape.c]
+            .get(k)
+            .copied()
+            .ok_or_else(|| GpuError::Input(format!("no matrix {k}")))?;
+        let bounds = row_pieces(&m.starts, slot_bytes)?;
+        let slots = [gpu.alloc(slot_bytes)?, gpu.alloc(slot_bytes)?];
+        let piece = |p: usize| {
+            let (r0, r1) = (bounds[p], bounds[p + 1]);
+            (r0, r1, m.starts[r0] as usize, m.starts[r1] as usize)
+        };
+        gpu.stream_ring(
+            bounds.len() - 1,
+            |p| {
+                let (r0, r1, t0, t1) = piece(p);
+                vec![bytes(&m.terms[t0..t1]), bytes(&m.starts[r0..=r1])]
+            },
+            [&slots[0], &slots[1]],
+            |p, view| {
+                let (r0, r1, t0, t1) = piece(p);
+                // The piece's terms start the slot and its starts follow them; the kernel indexes
+                // terms by the starts' absolute values, so it is given the address where term 0
+                // would be (an address it never reads below the piece).
+                let terms = view.ptr().wrapping_sub(t0 as u64 * 8);
+                let starts = view.ptr() + ((t1 - t0) * 8) as u64;
+                let out = out.sub(r0 * FR_BYTES..r1 * FR_BYTES)?;
+                launch_rows(gpu, starts, terms, &self.coeffs, input, aux, out, r1 - r0)
+            },
+        )
+    }
+
+    /// Rows of each matrix.
+    pub fn rows(&self) -> usize {
+        self.needs.rows
+    }
+
+    /// How many of its row arrays are page-locked (of six).
+    pub fn registered(&self) -> usize {
+        self.host.registered()
+    }
+}
+
+/// Row boundaries (0 first, `starts.len() − 1` last) of pieces whose terms (8 bytes each) and
+/// row starts (4 bytes each, one more than rows) fit `slot_bytes`, each piece as long as fits.
+fn row_pieces(starts: &[u32], slot_bytes: usize) -> Result<Vec<usize>, GpuError> {
+    let rows = starts.len().saturating_sub(1);
+    let bytes = |r0: usize, r1: usize| (starts[r1] - starts[r0]) as usize * 8 + (r1 - r0 + 1) * 4;
+    let mut bounds = vec![0];
+    let mut r0 = 0;
+    while r0 < rows {
+        if bytes(r0, r0 + 1) > slot_bytes {
+            return Err(GpuError::Input(format!(
+                "row {r0} of {} terms does not fit a streaming buffer of {slot_bytes} bytes",
+                starts[r0 + 1] - starts[r0]
+            )));
+        }
+        // The last row end r1 in (r0, rows] that fits: the bytes grow with r1.
+        let (mut lo, mut hi) = (r0 + 1, rows);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if bytes(r0, mid) <= slot_bytes {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        bounds.push(lo);
+        r0 = lo;
+    }
+    Ok(bounds)
+}
+
 /// A new device buffer holding `bytes`; for none, a buffer of one byte (a valid address that
 /// nothing reads) without a copy.
 fn upload_bytes(gpu: &Gpu, bytes: &[u8]) -> Result<DevBuf, GpuError> {
@@ -430,6 +631,28 @@ mod tests {
                 aux: 0
             }
         );
+    }
+
+    /// Row pieces cover every row once, in order, each within the slot, each as long as fits;
+    /// a row too long for the slot is refused.
+    #[test]
+    fn row_pieces_cut_the_rows_to_the_slot() {
+        // Rows of 0, 3, 1, 5, 2 terms.
+        let starts = [0u32, 0, 3, 4, 9, 11];
+        let bytes = |r0: usize, r1: usize| (starts[r1] - starts[r0]) as usize * 8 + (r1 - r0 + 1) * 4;
+        for slot in [52, 60, 64, 100, 1000] {
+            let b = row_pieces(&starts, slot).unwrap();
+            assert_eq!((b[0], *b.last().unwrap()), (0, 5), "{slot}: {b:?}");
+            for w in b.windows(2) {
+                assert!(w[0] < w[1] && bytes(w[0], w[1]) <= slot, "{slot}: {b:?}");
+                if w[1] < 5 {
+                    assert!(bytes(w[0], w[1] + 1) > slot, "{slot}: {b:?} not greedy");
+                }
+            }
+        }
+        assert_eq!(row_pieces(&starts, 1000).unwrap(), vec![0, 5]);
+        assert!(matches!(row_pieces(&starts, 40), Err(GpuError::Input(_))));
+        assert_eq!(row_pieces(&[0], 64).unwrap(), vec![0]);
     }
 
     /// Everything the kernel would read out of bounds on is refused with a typed error.

@@ -19,7 +19,8 @@ mod stages;
 pub use progress::{ProgressSink, Step, StepEvent};
 pub use request::{PoRepRequest, ProofKind, ProofRequest};
 pub use service::{
-    Device, JobControl, ProofOutput, ProveError, ProvingService, ResidentParams, StageTimings,
+    Device, DeviceMemoryReport, JobControl, ProofOutput, ProveError, ProvingService,
+    ResidentParams, SetPlan, StageTimings,
 };
 pub use stages::{
     bounded, sim, DeviceHealth, DeviceSpec, DeviceStats, HealthPolicy, HealthState,

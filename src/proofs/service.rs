@@ -266,6 +266,31 @@ impl ResidentParams {
     }
 }
 
+/// One device's memory, and the plans of the parameter sets prepared on it
+/// ([`ProvingService::device_memory`]).
+#[derive(Clone, Debug)]
+pub struct DeviceMemoryReport {
+    /// The backend's name.
+    pub name: String,
+    /// Its memory budget, what it holds and the most it held; `None` for the CPU.
+    pub memory: Option<crate::prover::DeviceMemory>,
+    /// The resident sets' plans on it (none for the CPU).
+    pub plans: Vec<SetPlan>,
+}
+
+/// How one parameter set's proofs use a device.
+#[derive(Clone, Debug)]
+pub struct SetPlan {
+    /// The set.
+    pub id: ParamsId,
+    /// The device's memory plan for it, in a line.
+    pub plan: String,
+    /// Bytes of its points held on the device now.
+    pub device_bytes: u64,
+    /// Host bytes the device holds for it beside the parameters (page-locked).
+    pub host_bytes: u64,
+}
+
 /// A proving device: its backend, and the CPUs its workers run on.
 #[derive(Clone)]
 pub struct Device {
@@ -487,7 +512,14 @@ impl ProvingService {
     /// Records the resident parameters' host bytes with the stages' budget.
     fn update_params_bytes(&self) {
         let _one_at_a_time = self.params_bytes.lock().unwrap_or_else(|p| p.into_inner());
-        let params: u64 = self.srs.loaded().iter().map(|p| p.resident_bytes).sum();
+        let loaded = self.srs.loaded_prepared();
+        let params: u64 = loaded.iter().map(|(p, _)| p.resident_bytes).sum();
+        // Page-locked blocks the devices keep for the sets (the parked quotient vectors).
+        let devices: u64 = loaded
+            .iter()
+            .flat_map(|(_, prepared)| prepared.iter().map(|p| p.host_bytes()))
+            .sum();
+        let params = params.saturating_add(devices);
         let pinned = self.pinned.as_ref().map_or(0, |p| p.stats().limit);
         let shapes = self.shapes.bytes(self.evaluating_workers);
         self.stages
@@ -557,6 +589,32 @@ impl ProvingService {
             .map(|(params, prepared)| ResidentParams {
                 params,
                 per_device: prepared.iter().map(|p| p.device_bytes()).collect(),
+            })
+            .collect()
+    }
+
+    /// Every device's memory as its backend accounts for it, and the plan each resident
+    /// parameter set's proofs follow on it (read without waiting for the devices).
+    pub fn device_memory(&self) -> Vec<DeviceMemoryReport> {
+        let resident = self.srs.loaded_prepared();
+        self.devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| DeviceMemoryReport {
+                name: d.backend.name(),
+                memory: d.backend.memory(),
+                plans: resident
+                    .iter()
+                    .filter_map(|(params, prepared)| {
+                        let p = prepared.get(i)?;
+                        Some(SetPlan {
+                            id: params.id.clone(),
+                            plan: p.memory_plan()?,
+                            device_bytes: p.device_bytes(),
+                            host_bytes: p.host_bytes(),
+                        })
+                    })
+                    .collect(),
             })
             .collect()
     }

@@ -49,6 +49,27 @@ pub trait Backend: Send + Sync {
     fn host_allocator(&self) -> Option<super::HostAllocator> {
         None
     }
+
+    /// The device's memory as the backend accounts for it, read without waiting for the
+    /// device; `None` for the CPU.
+    fn memory(&self) -> Option<DeviceMemory> {
+        None
+    }
+
+    /// Starts the peak of [`Backend::memory`] again from what is held now.
+    fn reset_memory_peak(&self) {}
+}
+
+/// A device's memory as its backend accounts for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMemory {
+    /// What the backend may hold at most (`gpu.memory_limit`, or what was free at start less a
+    /// margin).
+    pub budget: u64,
+    /// Bytes held now.
+    pub used: u64,
+    /// The most held at once since the start or the last reset.
+    pub peak: u64,
 }
 
 /// A parameter set prepared by a [`Backend`]: the two sums of a proof.
@@ -133,6 +154,19 @@ pub trait PreparedSrs: Send + Sync {
     /// Bytes of this set's points held on a device now (0 on the CPU), for Status. A device
     /// that ran short of memory may have dropped some of them; they go up again when used.
     fn device_bytes(&self) -> u64 {
+        0
+    }
+
+    /// How this set's proofs use the device's memory (a device's plan, in a line), for logs
+    /// and Status; `None` for the CPU.
+    fn memory_plan(&self) -> Option<String> {
+        None
+    }
+
+    /// Host bytes this backend holds for the set beside the parameters themselves (a device's
+    /// page-locked vectors for the quotient's parked cosets), counted against the memory
+    /// budget.
+    fn host_bytes(&self) -> u64 {
         0
     }
 }

@@ -114,6 +114,12 @@ impl Backend for FaultyBackend {
     fn host_allocator(&self) -> Option<HostAllocator> {
         self.inner.host_allocator()
     }
+    fn memory(&self) -> Option<super::DeviceMemory> {
+        self.inner.memory()
+    }
+    fn reset_memory_peak(&self) {
+        self.inner.reset_memory_peak()
+    }
 }
 
 struct FaultyPrepared {
@@ -215,6 +221,12 @@ impl PreparedSrs for FaultyPrepared {
 
     fn device_bytes(&self) -> u64 {
         self.inner.device_bytes()
+    }
+    fn memory_plan(&self) -> Option<String> {
+        self.inner.memory_plan()
+    }
+    fn host_bytes(&self) -> u64 {
+        self.inner.host_bytes()
     }
 }
 

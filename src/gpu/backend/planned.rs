@@ -1,0 +1,511 @@
+//! A proof's device work in the forms of a memory plan that does not hold everything
+//! ([`crate::gpu::plan`]): the quotient with its vectors parked in host memory, A, B and C
+//! evaluated from a shape streamed in pieces of rows, and MSMs cut into pieces whose points are
+//! resident or streamed from host memory through two device buffers. A device whose plan holds
+//! everything keeps the paths of the parent module.
+
+use std::sync::Arc;
+
+use blstrs::{G1Projective, G2Projective, Scalar};
+use cudarc::driver::PinnedHostSlice;
+use rayon::prelude::*;
+
+use super::super::bytes::bytes;
+use super::super::device::{DevBuf, DevView, Gpu};
+use super::super::msm::{self, MsmParts};
+use super::super::ntt::{Domain, FR_BYTES};
+use super::super::plan::{self, Plan, Quotient, SHAPE_SLOT_BYTES};
+use super::super::r1cs::{DeviceShape, StreamedShape};
+use super::super::GpuError;
+use super::{AuxPoints, Points, Query, SlotKey, State};
+use crate::prover::WitnessSums;
+use crate::synth::R1cs;
+
+/// The plan's name for a query of the parent module (none for the tests' named points).
+fn plan_query(q: Query) -> Option<plan::Query> {
+    match q {
+        Query::H => Some(plan::Query::H),
+        Query::L => Some(plan::Query::L),
+        Query::A => Some(plan::Query::A),
+        Query::BG1 => Some(plan::Query::BG1),
+        Query::BG2 => Some(plan::Query::BG2),
+        Query::Named(_) => None,
+    }
+}
+
+/// Whether the plan keeps `key`'s points resident.
+fn kept(plan: &Plan, set: u64, key: &SlotKey) -> bool {
+    key.set == set && plan_query(key.query).is_some_and(|q| plan.resident.has(q))
+}
+
+/// The assignment the evaluations read: on the device for the whole proof, or uploaded for
+/// each evaluation (and freed after it).
+pub(super) enum Assignment<'a> {
+    Kept(&'a DevBuf),
+    Reload(&'a [Scalar]),
+}
+
+/// How A, B and C are made on the device.
+pub(super) enum Fill<'a> {
+    /// Uploaded from host evaluations.
+    Host([&'a [Scalar]; 3]),
+    /// Evaluated from the shape kept on the device.
+    Resident {
+        shape: &'a DeviceShape,
+        input: &'a DevBuf,
+        aux: Assignment<'a>,
+    },
+    /// Evaluated from the shape's rows streamed from host memory.
+    Streamed {
+        shape: &'a StreamedShape,
+        input: &'a DevBuf,
+        aux: Assignment<'a>,
+    },
+}
+
+impl Fill<'_> {
+    /// Vector `v` (0 = A, 1 = B, 2 = C) into the first `n` elements of `out`.
+    fn fill(&self, gpu: &Gpu, v: usize, out: &mut DevBuf) -> Result<(), GpuError> {
+        let with_aux = |aux: &Assignment<'_>, eval: &dyn Fn(&DevBuf) -> Result<(), GpuError>| {
+            match aux {
+                Assignment::Kept(buf) => eval(buf),
+                // Freed in stream order after the evaluation that reads it.
+                Assignment::Reload(host) => eval(&gpu.upload_new(bytes(host))?),
+            }
+        };
+        match self {
+            Fill::Host(vs) => gpu.upload(out, bytes(vs[v])),
+            Fill::Resident { shape, input, aux } => with_aux(aux, &|a| {
+                shape.evaluate_matrix(gpu, v, input, a, out.view())
+            }),
+            Fill::Streamed { shape, input, aux } => with_aux(aux, &|a| {
+                shape.evaluate_matrix(gpu, v, input, a, out.view(), SHAPE_SLOT_BYTES as usize)
+            }),
+        }
+    }
+}
+
+impl State {
+    /// Frees what the plan of set `set` does not keep beside its proofs: other sets' points and
+    /// this set's streamed ones, the NTT tables unless the plan keeps them (those of domain
+    /// `lg` only), the device copies of shapes unless the plan keeps `shape`'s, and the
+    /// streamed shapes nobody else holds any more. The plan assumes the whole budget.
+    pub(super) fn make_room(
+        &mut self,
+        set: u64,
+        plan: &Plan,
+        lg: u32,
+        shape: Option<&Arc<R1cs>>,
+    ) {
+        self.drop_bases(|k| !kept(plan, set, k));
+        self.domains.retain(|l, _| plan.keep_tables && *l == lg);
+        match shape.filter(|_| plan.shape_resident) {
+            Some(s) => self
+                .shapes
+                .retain(|(host, _)| std::ptr::eq(host.as_ptr(), Arc::as_ptr(s))),
+            None => self.shapes.clear(),
+        }
+        // A streamed shape holds its host shape (and its pages locked): it is the last holder
+        // once the set that recorded it is gone.
+        self.streamed.retain(|s| Arc::strong_count(s.shape()) > 1);
+    }
+
+    /// The streamed form of `shape` (checked and registered once).
+    pub(super) fn streamed_shape(&mut self, shape: &Arc<R1cs>) -> Result<usize, GpuError> {
+        if let Some(i) = self.streamed.iter().position(|s| Arc::ptr_eq(s.shape(), shape)) {
+            return Ok(i);
+        }
+        let s = StreamedShape::new(&self.gpu, shape.clone())?;
+        tracing::debug!(registered = s.registered(), rows = s.rows(), "recorded shape streamed from host memory");
+        self.streamed.push(s);
+        Ok(self.streamed.len() - 1)
+    }
+
+    /// The two page-locked host vectors of `bytes` each that parked cosets go to.
+    fn take_park(&mut self, bytes: usize) -> Result<[PinnedHostSlice<u8>; 2], GpuError> {
+        match self.park.take() {
+            Some(p) if p[0].len() >= bytes => Ok(p),
+            old => {
+                drop(old);
+                Ok([self.gpu.pinned(bytes)?, self.gpu.pinned(bytes)?])
+            }
+        }
+    }
+
+    /// The quotient's m coefficients in a new device buffer, in the plan's form, from `fill`'s
+    /// A, B and C (n values each).
+    pub(super) fn quotient_planned(
+        &mut self,
+        plan: &Plan,
+        fill: &Fill<'_>,
+        n: usize,
+        m: usize,
+    ) -> Result<DevBuf, GpuError> {
+        let lg = m.trailing_zeros();
+        self.domain(lg)?;
+        let mut park = match plan.quotient {
+            Quotient::Parked => Some(self.take_park(m * FR_BYTES)?),
+            Quotient::Resident => None,
+        };
+        let result = {
+            let d = self
+                .domains
+                .get(&lg)
+                .ok_or_else(|| GpuError::Input("domain not resident".into()))?;
+            match park.as_mut() {
+                None => resident_quotient(&self.gpu, d, fill, n, m),
+                Some(park) => parked_quotient(&self.gpu, d, park, fill, n, m),
+            }
+        };
+        self.park = park;
+        if !plan.keep_tables {
+            self.domains.remove(&lg);
+        }
+        result
+    }
+
+    /// The parts of Σ scalars·points over query `p` in pieces of `piece` points, its points
+    /// resident where `resident` (made so now; streamed instead where they do not fit) or
+    /// streamed from host memory.
+    pub(super) fn msm_planned(
+        &mut self,
+        p: &Points<'_>,
+        resident: bool,
+        piece: usize,
+        scalars: Selection<'_>,
+    ) -> Result<Vec<MsmParts>, GpuError> {
+        let n = p.n;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let piece = piece.clamp(1, n);
+        let pieces = n.div_ceil(piece);
+        let bounds = match scalars {
+            Selection::Of { flags, .. } => Some(selection_bounds(flags, piece, n)?),
+            Selection::Dense(v) if v.len() < n * FR_BYTES => {
+                return Err(GpuError::Input(format!(
+                    "{} scalar bytes for {n} points",
+                    v.len()
+                )))
+            }
+            Selection::Dense(_) => None,
+        };
+        let resident = resident
+            && match self.ensure(p) {
+                Ok(()) => true,
+                Err(e) if e.is_out_of_memory() => {
+                    tracing::debug!(error = %e, query = ?p.key.query, "points streamed: they do not fit now");
+                    false
+                }
+                Err(e) => return Err(e),
+            };
+        let gpu = &self.gpu;
+        let selected = match scalars {
+            Selection::Of { .. } => Some(gpu.alloc(piece * FR_BYTES)?),
+            Selection::Dense(_) => None,
+        };
+        let affine = p.curve.affine_bytes();
+        let range = |k: usize| (k * piece, ((k + 1) * piece).min(n));
+        let mut parts = Vec::with_capacity(pieces);
+        let mut run = |k: usize, bases: DevView| -> Result<(), GpuError> {
+            let (q0, q1) = range(k);
+            let sc = match (scalars, &bounds, &selected) {
+                (Selection::Dense(v), _, _) => v.sub(q0 * FR_BYTES..q1 * FR_BYTES)?,
+                (Selection::Of { aux, flags }, Some(b), Some(buf)) => {
+                    let (f0, f1) = (b[k], b[k + 1]);
+                    let src = aux.sub(f0 * FR_BYTES..f1 * FR_BYTES)?;
+                    msm::compact_into(gpu, src, &flags[f0..f1], q1 - q0, buf.view())?;
+                    buf.view()
+                }
+                _ => return Err(GpuError::Input("selection without its bounds".into())),
+            };
+            parts.push(msm::msm_view(gpu, p.curve, bases, q1 - q0, sc)?);
+            Ok(())
+        };
+        if resident {
+            let all = self.resident(&p.key)?.view();
+            for k in 0..pieces {
+                let (q0, q1) = range(k);
+                run(k, all.sub(q0 * affine..q1 * affine)?)?;
+            }
+        } else {
+            let slots = [gpu.alloc(piece * affine)?, gpu.alloc(piece * affine)?];
+            gpu.stream_ring(
+                pieces,
+                |k| {
+                    let (q0, q1) = range(k);
+                    vec![&p.bytes[q0 * affine..q1 * affine]]
+                },
+                [&slots[0], &slots[1]],
+                &mut run,
+            )?;
+        }
+        Ok(parts)
+    }
+
+    /// The four aux MSMs of the plan over the assignment `aux` on the device (consumed: the L
+    /// query's MSM, last, rewrites it): the A and B queries' scalars selected from it piece by
+    /// piece.
+    pub(super) fn aux_planned(
+        &mut self,
+        plan: &Plan,
+        q: &AuxPoints<'_, '_>,
+        aux: DevBuf,
+    ) -> Result<WitnessSums, GpuError> {
+        let has = |query| plan.resident.has(query);
+        let (p1, p2) = (plan.piece_g1 as usize, plan.piece_g2 as usize);
+        let x = aux.view();
+        let sel = |flags| Selection::Of { aux: x, flags };
+        let a = self.msm_planned(&q.a, has(plan::Query::A), p1, sel(q.a_density))?;
+        let b1 = self.msm_planned(&q.b_g1, has(plan::Query::BG1), p1, sel(q.b_density))?;
+        let b2 = self.msm_planned(&q.b_g2, has(plan::Query::BG2), p2, sel(q.b_density))?;
+        let l = self.msm_planned(&q.l, has(plan::Query::L), p1, Selection::Dense(x))?;
+        drop(aux);
+        Ok(WitnessSums {
+            l: sum_g1(&l),
+            a: sum_g1(&a),
+            b_g1: sum_g1(&b1),
+            b_g2: parts_g2(&b2),
+        })
+    }
+
+    /// Σ h_i·H_i for the quotient of `fill`'s A, B and C (n constraints, a domain of m), in the
+    /// plan's forms.
+    pub(super) fn h_planned(
+        &mut self,
+        plan: &Plan,
+        h: &Points<'_>,
+        fill: &Fill<'_>,
+        n: usize,
+        m: usize,
+    ) -> Result<G1Projective, GpuError> {
+        if h.n != m - 1 {
+            return Err(GpuError::Input(format!(
+                "{} H bases for a domain of {m}",
+                h.n
+            )));
+        }
+        let coeffs = self.quotient_planned(plan, fill, n, m)?;
+        let scalars = Selection::Dense(coeffs.view_of(0..(m - 1) * FR_BYTES)?);
+        let resident = plan.resident.has(plan::Query::H);
+        let parts = self.msm_planned(h, resident, plan.piece_g1 as usize, scalars)?;
+        drop(coeffs);
+        Ok(sum_g1(&parts))
+    }
+}
+
+impl State {
+    /// [`State::h_planned`] of a shaped proof: A, B and C evaluated from `shape`, kept on the
+    /// device where the plan says so and it fits, else streamed from host memory.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn h_shaped_planned(
+        &mut self,
+        plan: &Plan,
+        h: &Points<'_>,
+        shape: &Arc<R1cs>,
+        input: &DevBuf,
+        aux: Assignment<'_>,
+        n: usize,
+        m: usize,
+    ) -> Result<G1Projective, GpuError> {
+        let resident = plan.shape_resident
+            && match self.ensure_shape(shape, &h.key) {
+                Ok(()) => true,
+                Err(e) if e.is_out_of_memory() => {
+                    tracing::debug!(error = %e, "recorded shape streamed: it does not fit now");
+                    false
+                }
+                Err(e) => return Err(e),
+            };
+        // The shape's form is taken out of the state while the sum runs (which borrows the
+        // state mutably), and put back after.
+        if resident {
+            let i = self
+                .shapes
+                .iter()
+                .position(|(host, _)| std::ptr::eq(host.as_ptr(), Arc::as_ptr(shape)))
+                .ok_or_else(|| GpuError::Input("shape not resident".into()))?;
+            let (host, copy) = self.shapes.swap_remove(i);
+            let fill = Fill::Resident {
+                shape: &copy,
+                input,
+                aux,
+            };
+            let sum = self.h_planned(plan, h, &fill, n, m);
+            self.shapes.push((host, copy));
+            sum
+        } else {
+            let i = self.streamed_shape(shape)?;
+            let streamed = self.streamed.swap_remove(i);
+            let fill = Fill::Streamed {
+                shape: &streamed,
+                input,
+                aux,
+            };
+            let sum = self.h_planned(plan, h, &fill, n, m);
+            self.streamed.push(streamed);
+            sum
+        }
+    }
+}
+
+/// The scalars of an MSM over a query.
+#[derive(Clone, Copy)]
+pub(super) enum Selection<'a> {
+    /// One per point, at the start of a device view (rewritten by the MSM).
+    Dense(DevView),
+    /// The values of the assignment `aux` (one per flag) whose flag is set, one per point.
+    Of { aux: DevView, flags: &'a [bool] },
+}
+
+fn sum_g1(parts: &[MsmParts]) -> G1Projective {
+    parts.iter().map(msm::finish_g1).sum()
+}
+
+fn parts_g2(parts: &[MsmParts]) -> G2Projective {
+    parts.iter().map(msm::finish_g2).sum()
+}
+
+/// Where each piece of `piece` selected values begins in `flags` (one more entry: the end of
+/// the flags): entry k is the index of set flag number k·piece. `count` must be the number of
+/// set flags.
+fn selection_bounds(flags: &[bool], piece: usize, count: usize) -> Result<Vec<usize>, GpuError> {
+    const CHUNK: usize = 1 << 16;
+    let per_chunk: Vec<usize> = flags
+        .par_chunks(CHUNK)
+        .map(|c| c.iter().filter(|&&f| f).count())
+        .collect();
+    let set: usize = per_chunk.iter().sum();
+    if set != count {
+        return Err(GpuError::Input(format!(
+            "{set} set flags select scalars for {count} points"
+        )));
+    }
+    let pieces = count.div_ceil(piece.max(1));
+    let mut bounds = Vec::with_capacity(pieces + 1);
+    bounds.push(0);
+    let (mut chunk, mut before) = (0, 0);
+    for k in 1..pieces {
+        let target = k * piece;
+        while before + per_chunk[chunk] <= target {
+            before += per_chunk[chunk];
+            chunk += 1;
+        }
+        // Set flag number `target` lies in `chunk`, after `before` set flags.
+        let start = chunk * CHUNK;
+        let mut seen = before;
+        let mut at = start;
+        for (i, &f) in flags[start..].iter().enumerate() {
+            if f {
+                if seen == target {
+                    at = start + i;
+                    break;
+                }
+                seen += 1;
+            }
+        }
+        bounds.push(at);
+    }
+    bounds.push(flags.len());
+    Ok(bounds)
+}
+
+/// The quotient with its four vectors on the device together.
+fn resident_quotient(
+    gpu: &Gpu,
+    d: &Domain,
+    fill: &Fill<'_>,
+    n: usize,
+    m: usize,
+) -> Result<DevBuf, GpuError> {
+    let mut bufs = [
+        gpu.alloc(m * FR_BYTES)?,
+        gpu.alloc(m * FR_BYTES)?,
+        gpu.alloc(m * FR_BYTES)?,
+        gpu.alloc(m * FR_BYTES)?,
+    ];
+    for (v, buf) in bufs.iter_mut().take(3).enumerate() {
+        fill.fill(gpu, v, buf)?;
+    }
+    d.quotient_from_device(gpu, bufs, n)
+}
+
+/// The quotient with two vectors on the device: A and B each made, taken to the coset and
+/// parked in `park`; C made and taken to the coset; then A and B streamed back in pieces for
+/// the pointwise step, which writes into C's vector; then the inverse transform.
+fn parked_quotient(
+    gpu: &Gpu,
+    d: &Domain,
+    park: &mut [PinnedHostSlice<u8>; 2],
+    fill: &Fill<'_>,
+    n: usize,
+    m: usize,
+) -> Result<DevBuf, GpuError> {
+    let bytes_v = m * FR_BYTES;
+    let coset = |v: usize| -> Result<DevBuf, GpuError> {
+        let mut x = gpu.alloc(bytes_v)?;
+        fill.fill(gpu, v, &mut x)?;
+        gpu.zero_range(&mut x, n * FR_BYTES, (m - n) * FR_BYTES)?;
+        let mut scratch = gpu.alloc(bytes_v)?;
+        d.to_coset(gpu, &mut x, &mut scratch)?;
+        Ok(x)
+    };
+    for (v, host) in park.iter_mut().enumerate() {
+        let x = coset(v)?;
+        let host = host.as_mut_slice().map_err(|e| GpuError::driver("pinned buffer", e))?;
+        gpu.download_view(x.view(), &mut host[..bytes_v])?;
+    }
+    let c = coset(2)?;
+    // A piece of A and the same piece of B share a slot: two slots hold as much as one vector.
+    let per = (m / 4).max(1);
+    let slots = [gpu.alloc(2 * per * FR_BYTES)?, gpu.alloc(2 * per * FR_BYTES)?];
+    let [pa, pb] = park;
+    let pa = &pa.as_slice().map_err(|e| GpuError::driver("pinned buffer", e))?[..bytes_v];
+    let pb = &pb.as_slice().map_err(|e| GpuError::driver("pinned buffer", e))?[..bytes_v];
+    let range = |k: usize| k * per * FR_BYTES..((k + 1) * per).min(m) * FR_BYTES;
+    gpu.stream_ring(
+        m.div_ceil(per),
+        |k| vec![&pa[range(k)], &pb[range(k)]],
+        [&slots[0], &slots[1]],
+        |k, view| {
+            let len = view.len() / 2;
+            let (a, b) = (view.sub(0..len)?, view.sub(len..2 * len)?);
+            let c_part = c.view_of(range(k))?;
+            d.pointwise(gpu, a, b, c_part, len / FR_BYTES)?;
+            gpu.copy_view(a, c_part)
+        },
+    )?;
+    drop(slots);
+    let mut h = gpu.alloc(bytes_v)?;
+    d.from_coset(gpu, &c, &mut h)?;
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bounds put exactly `piece` set flags in every piece but the last, whatever the chunk
+    /// borders, and refuse a count that is not the flags'.
+    #[test]
+    fn selection_bounds_cut_at_every_piece_of_set_flags() {
+        let n = 300_007;
+        let flags: Vec<bool> = (0..n).map(|i| (i * 2_654_435_761usize) % 1000 < 254).collect();
+        let count = flags.iter().filter(|&&f| f).count();
+        for piece in [1, 7, 1000, 65_536, count - 1, count, count + 5] {
+            let b = selection_bounds(&flags, piece, count).unwrap();
+            assert_eq!(b.len(), count.div_ceil(piece) + 1, "{piece}");
+            assert_eq!((b[0], *b.last().unwrap()), (0, n));
+            for (k, w) in b.windows(2).enumerate() {
+                let set = flags[w[0]..w[1]].iter().filter(|&&f| f).count();
+                let want = piece.min(count - k * piece);
+                assert_eq!(set, want, "piece {piece}, part {k}");
+                if k > 0 {
+                    assert!(flags[w[0]], "a piece starts at a set flag");
+                }
+            }
+        }
+        assert!(selection_bounds(&flags, 10, count + 1).is_err());
+        assert_eq!(selection_bounds(&[], 4, 0).unwrap(), vec![0, 0]);
+    }
+}

@@ -1,0 +1,722 @@
+//! The device memory plan: which form each stage of a proof takes on a device of a given
+//! memory budget. A pure function of the budget and the parameter set's sizes ([`plan`]), so
+//! that what a 16 GB card does can be decided and tested on any machine.
+//!
+//! A proof's device work runs in phases, each holding its own buffers beside whatever stays
+//! resident (points kept between proofs, the recorded shape, the NTT tables):
+//!
+//! * **fill**: A, B or C evaluated on the device from the recorded shape (or uploaded from host
+//!   evaluations), into a domain-long vector;
+//! * **transforms**: the quotient's NTTs: all three vectors and a scratch vector on the device
+//!   ([`Quotient::Resident`]), or one vector and its scratch at a time, the cosets of A and B
+//!   parked in page-locked host memory and streamed back for the pointwise step
+//!   ([`Quotient::Parked`]);
+//! * **H**: the H query's MSM over the quotient's coefficients;
+//! * **aux G1**, **aux G2**: the L, A and B queries' MSMs over the assignment.
+//!
+//! An MSM whose points are not resident streams them from host memory in pieces through two
+//! device buffers (one fills while the other is summed); every MSM may be cut into pieces so
+//! that its working buffers fit. [`plan`] tries every form and every set of resident queries,
+//! keeps those whose every phase fits the budget, and picks the one with the least estimated
+//! extra time ([`Plan::cost`]): a model of bytes over the bus, not a measurement.
+
+use std::fmt;
+
+/// Bytes of a G1 affine point, and of G1 / G2 XYZZ bucket points.
+const G1_AFFINE: u64 = 96;
+const G2_AFFINE: u64 = 192;
+const G1_XYZZ: u64 = 192;
+const G2_XYZZ: u64 = 384;
+/// Bytes of an Fr element on the device.
+const FR: u64 = 32;
+/// Bytes of one of the two buffers a streamed shape's rows go through.
+pub const SHAPE_SLOT_BYTES: u64 = 128 << 20;
+/// Fewest points in a piece of a cut MSM: below this, the fixed costs of each piece dominate.
+pub const MIN_PIECE: u64 = 1 << 12;
+/// Room kept for what the estimate does not count: the allocator's rounding, small buffers,
+/// a critical proof's turn between two phases. Added to every phase's estimate.
+const SLACK: u64 = 64 << 20;
+/// The bus rate the cost model assumes, bytes per second (page-locked host memory to an
+/// H200 reaches about 50 GB/s; half of that allows for transfers that stall compute).
+const BUS_BYTES_PER_S: f64 = 25e9;
+/// Fraction of the H query's streamed bytes the model charges: its upload runs beside an MSM
+/// whose arithmetic takes several times longer.
+const H_STREAM_CHARGE: f64 = 0.3;
+/// Seconds the model charges for each piece an MSM is cut into beyond the first (the window
+/// sums of each piece; about 12 ms for a G1 MSM of 20-bit windows on the H200).
+const PIECE_S: f64 = 0.012;
+
+/// Device memory kept free for the driver beside a budget taken from the free memory: its own
+/// allocations while kernels run, the stream-ordered pool's rounding.
+pub const MARGIN: u64 = 512 << 20;
+
+/// The memory budget of a device with `free` bytes free when it was opened: `limit`
+/// (`gpu.memory_limit`) where given and lower, else the free memory less the [`MARGIN`].
+pub fn device_budget(free: u64, limit: Option<u64>) -> u64 {
+    let available = free.saturating_sub(MARGIN);
+    limit.map_or(available, |l| l.min(available))
+}
+
+/// A query of the parameter set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Query {
+    /// H (G1, domain − 1 points).
+    H,
+    /// L (G1, one per aux variable).
+    L,
+    /// A (G1).
+    A,
+    /// B in G1.
+    BG1,
+    /// B in G2.
+    BG2,
+}
+
+impl Query {
+    /// Every query, in the order the cost model prefers to keep them resident in.
+    pub const ALL: [Query; 5] = [Query::L, Query::A, Query::BG2, Query::BG1, Query::H];
+
+    fn bit(self) -> u8 {
+        match self {
+            Query::H => 1,
+            Query::L => 2,
+            Query::A => 4,
+            Query::BG1 => 8,
+            Query::BG2 => 16,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Query::H => "H",
+            Query::L => "L",
+            Query::A => "A",
+            Query::BG1 => "B G1",
+            Query::BG2 => "B G2",
+        }
+    }
+}
+
+/// A set of queries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Queries(u8);
+
+impl Queries {
+    /// Every query.
+    pub const ALL: Queries = Queries(31);
+    /// None.
+    pub const NONE: Queries = Queries(0);
+
+    /// Whether `q` is in the set.
+    pub fn has(self, q: Query) -> bool {
+        self.0 & q.bit() != 0
+    }
+
+}
+
+/// The counts a plan needs of a parameter set's proofs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// The quotient's domain (a power of two): `h + 1`.
+    pub domain: u64,
+    /// Aux variables (points of L).
+    pub aux: u64,
+    /// Points of the A query (inputs and aux).
+    pub a: u64,
+    /// Points of each B query (G1 and G2).
+    pub b: u64,
+    /// Device bytes of the circuit's recorded shape (an estimate until it is recorded; 0 for
+    /// proofs from host evaluations only).
+    pub shape: u64,
+}
+
+impl Sizes {
+    /// The sizes of a set whose queries have these many points: `h` (domain − 1), `l`, `a`,
+    /// `b` (each of G1 and G2), with the shape estimated from the domain.
+    pub fn from_queries(h: u64, l: u64, a: u64, b: u64) -> Sizes {
+        let domain = (h + 1).next_power_of_two().max(2);
+        Sizes {
+            domain,
+            aux: l,
+            a,
+            b,
+            shape: estimated_shape_bytes(domain),
+        }
+    }
+
+    fn points(&self, q: Query) -> u64 {
+        match q {
+            Query::H => self.domain - 1,
+            Query::L => self.aux,
+            Query::A => self.a,
+            Query::BG1 | Query::BG2 => self.b,
+        }
+    }
+
+    /// Host bytes of a query's points (as the device holds them).
+    pub fn point_bytes(&self, q: Query) -> u64 {
+        self.points(q) * point_size(q)
+    }
+
+    /// The most points of one MSM of G1 (the H, L or A query) or of G2 (B).
+    pub fn longest(&self, g2: bool) -> u64 {
+        if g2 {
+            self.b
+        } else {
+            (self.domain - 1).max(self.aux).max(self.a)
+        }
+    }
+
+    /// One domain-long vector of Fr.
+    fn vector(&self) -> u64 {
+        self.domain * FR
+    }
+
+    /// The aux assignment.
+    fn assignment(&self) -> u64 {
+        self.aux * FR
+    }
+}
+
+/// A recorded shape's device bytes, before it is recorded: three row-start arrays of 4 bytes
+/// per constraint and about six terms of 8 bytes per constraint (a 32 GiB PoRep partition has
+/// 5.54 terms per constraint, docs/benchmarks.md), the domain taken as the constraint count.
+pub fn estimated_shape_bytes(domain: u64) -> u64 {
+    domain * (3 * 4 + 6 * 8)
+}
+
+fn point_size(q: Query) -> u64 {
+    if q == Query::BG2 {
+        G2_AFFINE
+    } else {
+        G1_AFFINE
+    }
+}
+
+/// Where the quotient's vectors are during the transforms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quotient {
+    /// A, B, C and a scratch vector on the device together.
+    Resident,
+    /// One vector and its scratch at a time; the cosets of A and B parked in page-locked host
+    /// memory, streamed back for the pointwise step.
+    Parked,
+}
+
+/// The NTT tables' bytes for a domain: the twiddle table (16 bytes per element) and the
+/// power tables (five pairs of 2^14 elements).
+pub fn tables_bytes(domain: u64) -> u64 {
+    16 * domain + 10 * (1 << 14) * FR
+}
+
+/// Device bytes an MSM of `n` points with `c`-bit windows takes beyond its points and its
+/// scalars (which its caller holds), at the most (every scalar taken as neither 0 nor 1), from
+/// msm.rs's allocations: the signed digits and their bucket-sorted list (4 bytes per point and
+/// window each), the 0 / 1 / other index lists, the bucket counts, the batch addition of the
+/// ones, the buckets and the chunk sums of the accumulation.
+pub fn msm_work_bytes(g2: bool, n: u64, c: u32) -> u64 {
+    let xyzz = if g2 { G2_XYZZ } else { G1_XYZZ };
+    let windows = u64::from(255 / c + 1);
+    let buckets = windows << (c - 1);
+    let counts = 4 * (buckets + 1);
+    let digits = 4 * windows * n;
+    let front = digits + counts + 8 * n + 8;
+    let ones = front + (n / 32 + 1) * xyzz * 9 / 8;
+    let sort = 2 * digits + 2 * counts + 4 * n;
+    let chunks = windows * n / 128 + 1;
+    let accumulate = digits + counts + buckets * xyzz + 2 * chunks * xyzz;
+    let sums = buckets * xyzz + counts + (buckets / 16 + windows) * xyzz * 9 / 8;
+    ones.max(sort).max(accumulate).max(sums)
+}
+
+/// The window width the MSM driver picks for `n` points (G2 when true).
+pub type WindowBits<'a> = &'a dyn Fn(u64, bool) -> u32;
+
+/// Which form each stage takes. See the module's documentation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Plan {
+    /// The memory the plan fits in.
+    pub budget: u64,
+    /// The quotient's form.
+    pub quotient: Quotient,
+    /// Whether the recorded shape stays on the device; else its rows are streamed in pieces
+    /// from page-locked host memory for each evaluation.
+    pub shape_resident: bool,
+    /// Whether the aux assignment stays on the device from the evaluations to the aux MSMs;
+    /// else it goes up for each evaluation and once more for the MSMs.
+    pub keep_assignment: bool,
+    /// Whether the NTT tables stay on the device between proofs.
+    pub keep_tables: bool,
+    /// The queries whose points stay on the device; the others are streamed.
+    pub resident: Queries,
+    /// Points per piece of a G1 MSM (the whole query where it is not cut).
+    pub piece_g1: u64,
+    /// Points per piece of a G2 MSM.
+    pub piece_g2: u64,
+    /// The largest phase's estimated bytes, resident ones included.
+    pub peak: u64,
+    /// The model's extra seconds per proof against everything resident (see the module).
+    pub cost: f64,
+}
+
+impl Plan {
+    /// Whether this is the plan of a device that holds everything: points, shape, all four
+    /// quotient vectors, no MSM cut.
+    pub fn is_all_resident(&self, sizes: &Sizes) -> bool {
+        self.quotient == Quotient::Resident
+            && self.shape_resident
+            && self.keep_assignment
+            && self.resident == Queries::ALL
+            && self.piece_g1 >= sizes.longest(false)
+            && self.piece_g2 >= sizes.longest(true)
+    }
+
+    /// Bytes of points kept resident.
+    pub fn resident_bytes(&self, sizes: &Sizes) -> u64 {
+        Query::ALL
+            .iter()
+            .filter(|q| self.resident.has(**q))
+            .map(|q| sizes.point_bytes(*q))
+            .sum()
+    }
+
+    /// Bytes of points streamed per proof.
+    pub fn streamed_bytes(&self, sizes: &Sizes) -> u64 {
+        Query::ALL
+            .iter()
+            .filter(|q| !self.resident.has(**q))
+            .map(|q| sizes.point_bytes(*q))
+            .sum()
+    }
+
+    /// Pieces `n` points are cut into for `curve`'s piece size.
+    pub fn pieces(&self, n: u64, g2: bool) -> u64 {
+        let piece = if g2 { self.piece_g2 } else { self.piece_g1 };
+        n.div_ceil(piece.max(1)).max(1)
+    }
+
+    /// Page-locked host bytes the plan needs beside the parameters: the two parked cosets.
+    pub fn parked_bytes(&self, sizes: &Sizes) -> u64 {
+        match self.quotient {
+            Quotient::Parked => 2 * sizes.vector(),
+            Quotient::Resident => 0,
+        }
+    }
+
+    /// A one-line description for logs and `cuzk status`.
+    pub fn describe(&self, sizes: &Sizes) -> String {
+        format!("{}", Described(self, sizes))
+    }
+}
+
+struct Described<'a>(&'a Plan, &'a Sizes);
+
+impl fmt::Display for Described<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (p, s) = (self.0, self.1);
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let streamed: Vec<&str> = Query::ALL
+            .iter()
+            .filter(|q| !p.resident.has(**q))
+            .map(|q| q.name())
+            .collect();
+        write!(
+            f,
+            "quotient {}, shape {}, assignment {}, points resident {:.1} GiB",
+            match p.quotient {
+                Quotient::Resident => "resident",
+                Quotient::Parked => "parked",
+            },
+            if p.shape_resident {
+                "resident"
+            } else {
+                "streamed"
+            },
+            if p.keep_assignment {
+                "kept"
+            } else {
+                "reloaded"
+            },
+            gib(p.resident_bytes(s)),
+        )?;
+        if !streamed.is_empty() {
+            write!(
+                f,
+                ", streamed {} ({:.1} GiB)",
+                streamed.join(", "),
+                gib(p.streamed_bytes(s))
+            )?;
+        }
+        if s.longest(false) > p.piece_g1 || s.longest(true) > p.piece_g2 {
+            write!(f, ", pieces of {} / {} points", p.piece_g1, p.piece_g2)?;
+        }
+        write!(
+            f,
+            ", peak {:.1} of {:.1} GiB",
+            gib(p.peak),
+            gib(p.budget)
+        )
+    }
+}
+
+/// Why no plan fits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the device's memory budget of {have} bytes cannot hold a proof of this parameter set: \
+     its smallest form needs about {need} bytes (raise gpu.memory_limit, free the device, or \
+     prove this size on a larger card or the CPU)"
+)]
+pub struct TooSmall {
+    /// The budget.
+    pub have: u64,
+    /// What the smallest form needs.
+    pub need: u64,
+}
+
+/// The forms [`plan`] tries, fastest first: (quotient, shape resident, keep the assignment,
+/// keep the tables).
+const FORMS: [(Quotient, bool, bool, bool); 4] = [
+    (Quotient::Resident, true, true, true),
+    (Quotient::Resident, false, true, true),
+    (Quotient::Parked, false, true, false),
+    (Quotient::Parked, false, false, false),
+];
+
+/// The plan with the least estimated cost whose every phase fits `budget` bytes, for proofs of
+/// `sizes`; `window_bits` gives the MSM driver's window width for n points (G2 when true).
+pub fn plan(budget: u64, sizes: &Sizes, window_bits: WindowBits<'_>) -> Result<Plan, TooSmall> {
+    let mut best: Option<Plan> = None;
+    let mut least_need = u64::MAX;
+    for &(quotient, shape_resident, keep_assignment, keep_tables) in &FORMS {
+        for set in 0..32u8 {
+            let resident = Queries(set);
+            let form = Form {
+                sizes,
+                quotient,
+                shape_resident,
+                keep_assignment,
+                keep_tables,
+                resident,
+                window_bits,
+            };
+            let smallest = form.peak(MIN_PIECE, MIN_PIECE);
+            least_need = least_need.min(smallest);
+            if smallest > budget {
+                continue;
+            }
+            let piece_g1 = form.largest_piece(budget, false);
+            let piece_g2 = form.largest_piece(budget, true);
+            let candidate = Plan {
+                budget,
+                quotient,
+                shape_resident,
+                keep_assignment,
+                keep_tables,
+                resident,
+                piece_g1,
+                piece_g2,
+                peak: form.peak(piece_g1, piece_g2),
+                cost: 0.0,
+            };
+            let candidate = Plan {
+                cost: cost(&candidate, sizes),
+                ..candidate
+            };
+            if best.is_none_or(|b| candidate.cost < b.cost) {
+                best = Some(candidate);
+            }
+        }
+    }
+    best.ok_or(TooSmall {
+        have: budget,
+        need: least_need,
+    })
+}
+
+/// The model's extra seconds of a plan (see the module).
+fn cost(p: &Plan, s: &Sizes) -> f64 {
+    let bus = |bytes: u64| bytes as f64 / BUS_BYTES_PER_S;
+    let mut t = 0.0;
+    if !p.shape_resident {
+        t += bus(s.shape);
+    }
+    if p.quotient == Quotient::Parked {
+        t += bus(4 * s.vector());
+    }
+    if !p.keep_assignment {
+        t += bus(3 * s.assignment());
+    }
+    for q in Query::ALL {
+        if !p.resident.has(q) {
+            let charge = if q == Query::H { H_STREAM_CHARGE } else { 1.0 };
+            t += charge * bus(s.point_bytes(q));
+        }
+        let g2 = q == Query::BG2;
+        t += PIECE_S * (p.pieces(s.points(q), g2) - 1) as f64;
+    }
+    t
+}
+
+/// One form with one set of resident queries, whose phases' bytes [`Form::peak`] adds up.
+struct Form<'a> {
+    sizes: &'a Sizes,
+    quotient: Quotient,
+    shape_resident: bool,
+    keep_assignment: bool,
+    keep_tables: bool,
+    resident: Queries,
+    window_bits: WindowBits<'a>,
+}
+
+impl Form<'_> {
+    /// The largest piece (at most the longest query, at least [`MIN_PIECE`]) for which every
+    /// phase fits `budget`, for G1 or G2 MSMs (the other curve's piece at its smallest).
+    fn largest_piece(&self, budget: u64, g2: bool) -> u64 {
+        let longest = self.sizes.longest(g2).max(MIN_PIECE);
+        let fits = |piece: u64| {
+            let (p1, p2) = if g2 {
+                (MIN_PIECE, piece)
+            } else {
+                (piece, MIN_PIECE)
+            };
+            self.peak(p1, p2) <= budget
+        };
+        if fits(longest) {
+            return longest;
+        }
+        // Largest multiple of MIN_PIECE that fits (MIN_PIECE itself fits: the caller checked).
+        let (mut lo, mut hi) = (1, longest / MIN_PIECE);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if fits(mid * MIN_PIECE) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo * MIN_PIECE
+    }
+
+    /// The largest phase's bytes with MSM pieces of `p1` G1 and `p2` G2 points.
+    fn peak(&self, p1: u64, p2: u64) -> u64 {
+        let s = self.sizes;
+        let (v, x, t) = (s.vector(), s.assignment(), tables_bytes(s.domain));
+        let resident: u64 = Query::ALL
+            .iter()
+            .filter(|q| self.resident.has(**q))
+            .map(|q| s.point_bytes(*q))
+            .sum();
+        let shape_kept = if self.shape_resident { s.shape } else { 0 };
+        let shape_now = if self.shape_resident {
+            0
+        } else {
+            (2 * SHAPE_SLOT_BYTES).min(s.shape)
+        };
+        let x_kept = if self.keep_assignment { x } else { 0 };
+        let (t_kept, t_built) = if self.keep_tables { (t, 0) } else { (0, t) };
+        // Always there: resident points and shape, and the tables where kept (else they are
+        // built for the transforms and dropped after them).
+        let base = resident + shape_kept + t_kept;
+        let transforms = match self.quotient {
+            Quotient::Resident => 4 * v,
+            Quotient::Parked => 2 * v,
+        };
+        let fill = match self.quotient {
+            Quotient::Resident => 4 * v,
+            Quotient::Parked => v,
+        } + x
+            + shape_now
+            + t_built;
+        let ntt = transforms + x_kept + t_built;
+        // The tables go once the quotient is done where they are not kept.
+        let h = v + x_kept + self.msm(Query::H, p1);
+        let aux_g1 = [Query::L, Query::A, Query::BG1]
+            .iter()
+            .map(|q| x + self.msm(*q, p1))
+            .max()
+            .unwrap_or(0);
+        let aux_g2 = x + self.msm(Query::BG2, p2);
+        let phases = [fill, ntt, h, aux_g1, aux_g2];
+        base + phases.into_iter().max().unwrap_or(0) + SLACK
+    }
+
+    /// An MSM of query `q` in pieces of `piece` points: its working buffers, the piece's
+    /// scalars where they are selected from the assignment (A and B), and the two buffers
+    /// its points stream through where they are not resident.
+    fn msm(&self, q: Query, piece: u64) -> u64 {
+        let n = self.sizes.points(q).min(piece).max(1);
+        let g2 = q == Query::BG2;
+        let c = (self.window_bits)(n, g2);
+        let selected = match q {
+            Query::A | Query::BG1 | Query::BG2 => n * FR + n,
+            Query::H | Query::L => 0,
+        };
+        let stream = if self.resident.has(q) {
+            0
+        } else {
+            2 * n * point_size(q)
+        };
+        msm_work_bytes(g2, n, c) + selected + stream
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GB: u64 = 1_000_000_000;
+    const GIB: u64 = 1 << 30;
+
+    /// msm.rs's table, as the driver uses it.
+    fn bits(n: u64, g2: bool) -> u32 {
+        let curve = if g2 {
+            crate::gpu::msm::Curve::G2
+        } else {
+            crate::gpu::msm::Curve::G1
+        };
+        crate::gpu::msm::window_bits(n as usize, curve)
+    }
+
+    /// A 32 GiB PoRep partition (ANCHORS.md): 130,169,893 aux, A density 99.7 %, B 33.1 M.
+    fn porep_32g() -> Sizes {
+        Sizes {
+            shape: 7_618_000_000,
+            ..Sizes::from_queries((1 << 27) - 1, 130_169_893, 129_778_000, 33_112_609)
+        }
+    }
+
+    /// A 64 GiB partition: the same domain and about the same counts.
+    fn porep_64g() -> Sizes {
+        Sizes::from_queries((1 << 27) - 1, 130_300_000, 129_900_000, 33_200_000)
+    }
+
+    /// A 512 MiB partition (2^23 domain) and a 2 KiB one (2^22).
+    fn porep_512m() -> Sizes {
+        Sizes::from_queries((1 << 23) - 1, 4_420_837, 4_410_000, 1_130_000)
+    }
+
+    fn porep_2k() -> Sizes {
+        Sizes::from_queries((1 << 22) - 1, 2_685_673, 2_674_948, 685_522)
+    }
+
+    /// Cards as miners have them: the memory a process can allocate on an idle card, about
+    /// 93 % of the marketing figure in bytes.
+    fn card(gb: u64) -> u64 {
+        gb * GB * 93 / 100
+    }
+
+    #[test]
+    fn the_budget_is_the_free_memory_less_a_margin_or_the_limit() {
+        let free = 140_000_000_000;
+        assert_eq!(device_budget(free, None), free - MARGIN);
+        assert_eq!(device_budget(free, Some(16 * GIB)), 16 * GIB);
+        assert_eq!(device_budget(free, Some(200 * GIB)), free - MARGIN);
+        assert_eq!(device_budget(100, None), 0);
+    }
+
+    #[test]
+    fn every_plan_fits_its_budget() {
+        for sizes in [porep_32g(), porep_64g(), porep_512m(), porep_2k()] {
+            for gb in [8, 12, 16, 24, 32, 48, 80, 141] {
+                let Ok(p) = plan(card(gb), &sizes, &bits) else {
+                    continue;
+                };
+                assert!(p.peak <= p.budget, "{gb} GB: {p:?}");
+                assert!(p.piece_g1 >= MIN_PIECE && p.piece_g2 >= MIN_PIECE);
+            }
+        }
+    }
+
+    #[test]
+    fn the_h200_keeps_everything_as_today() {
+        let s = porep_32g();
+        let p = plan(card(141), &s, &bits).unwrap();
+        assert!(p.is_all_resident(&s), "{}", p.describe(&s));
+        assert_eq!(p.cost, 0.0);
+    }
+
+    #[test]
+    fn a_32gib_partition_fits_the_cards_miners_have() {
+        let s = porep_32g();
+        for gb in [12, 16, 24, 32, 48, 80] {
+            let p = plan(card(gb), &s, &bits).unwrap_or_else(|e| panic!("{gb} GB: {e}"));
+            println!("{gb} GB: {}", p.describe(&s));
+        }
+        // 16 GB: nothing but the two transform vectors fits; 24 GB keeps the assignment.
+        let p16 = plan(card(16), &s, &bits).unwrap();
+        assert_eq!(p16.quotient, Quotient::Parked);
+        assert!(!p16.shape_resident);
+        let p24 = plan(card(24), &s, &bits).unwrap();
+        assert_eq!(p24.quotient, Quotient::Parked);
+        assert!(p24.keep_assignment);
+        // 80 GB holds the four quotient vectors.
+        assert_eq!(plan(card(80), &s, &bits).unwrap().quotient, Quotient::Resident);
+    }
+
+    #[test]
+    fn an_8gb_card_is_refused_with_what_it_would_need() {
+        let e = plan(card(8), &porep_32g(), &bits).unwrap_err();
+        assert_eq!(e.have, card(8));
+        // Two domain vectors (8 GiB) and the twiddles (2 GiB) at the least.
+        assert!(e.need > 10 * GIB, "{e}");
+        assert!(e.to_string().contains("gpu.memory_limit"));
+        // A 512 MiB partition proves on it.
+        assert!(plan(card(8), &porep_512m(), &bits).is_ok());
+    }
+
+    /// More memory never costs more: the plans of larger budgets are at least as good.
+    #[test]
+    fn the_cost_falls_as_the_budget_grows() {
+        for sizes in [porep_32g(), porep_512m(), porep_2k()] {
+            let mut last = f64::INFINITY;
+            let mut budget = 256 << 20;
+            while budget < 150 * GIB {
+                if let Ok(p) = plan(budget, &sizes, &bits) {
+                    assert!(p.cost <= last + 1e-12, "{budget}: {}", p.describe(&sizes));
+                    last = p.cost;
+                }
+                budget = budget * 9 / 8;
+            }
+            assert_eq!(last, 0.0, "the largest budget keeps everything");
+        }
+    }
+
+    /// A budget below the smallest form's need fails; one just above it succeeds with every
+    /// query streamed and MSMs cut.
+    #[test]
+    fn the_smallest_form_streams_everything() {
+        let s = porep_2k();
+        let need = plan(1 << 20, &s, &bits).unwrap_err().need;
+        let p = plan(need, &s, &bits).unwrap();
+        assert_eq!(p.resident, Queries::NONE);
+        assert!(!p.keep_assignment && p.quotient == Quotient::Parked);
+        assert!(p.piece_g1 < s.domain, "{}", p.describe(&s));
+        assert!(p.peak <= need);
+    }
+
+    /// The MSM's working estimate grows with the points and matches hand-counted bytes for
+    /// one case: 2^20 G1 points at 16-bit windows (16 windows of 2^15 buckets).
+    #[test]
+    fn msm_work_counts_the_drivers_buffers() {
+        let n = 1u64 << 20;
+        let (windows, buckets) = (16u64, 16u64 << 15);
+        let sort = 2 * 4 * windows * n + 2 * 4 * (buckets + 1) + 4 * n;
+        let accumulate = 4 * windows * n
+            + 4 * (buckets + 1)
+            + buckets * 192
+            + 2 * (windows * n / 128 + 1) * 192;
+        assert_eq!(msm_work_bytes(false, n, 16), sort.max(accumulate));
+        assert!(msm_work_bytes(true, n, 16) > msm_work_bytes(false, n, 16));
+        assert!(msm_work_bytes(false, 2 * n, 16) > msm_work_bytes(false, n, 16));
+    }
+
+    #[test]
+    fn the_description_names_the_forms() {
+        let s = porep_32g();
+        let d = plan(card(16), &s, &bits).unwrap().describe(&s);
+        assert!(d.contains("quotient parked"), "{d}");
+        assert!(d.contains("streamed"), "{d}");
+        let d = plan(card(141), &s, &bits).unwrap().describe(&s);
+        assert!(!d.contains("streamed"), "{d}");
+    }
+}
