@@ -199,7 +199,7 @@ done
 check "man finds the installed pages" sh -c 'man -w cuzk >/dev/null && man -w 8 cuzkd >/dev/null && man -w 5 cuzk.toml >/dev/null'
 
 step "systemd units"
-units="/usr/lib/systemd/system/cuzkd.service /usr/lib/systemd/system/cuzkd.socket"
+units="/usr/lib/systemd/system/cuzkd.service /usr/lib/systemd/system/cuzkd.socket /usr/lib/systemd/system/cuzkd-grpc.socket"
 check "systemd-analyze verify (installed units)" sh -c "out=\$(systemd-analyze verify $units 2>&1); echo \"\$out\"; [ -z \"\$out\" ]"
 security=$(systemd-analyze security --offline=yes --threshold=10 /usr/lib/systemd/system/cuzkd.service 2>&1) && rc=0 || rc=$?
 score=$(echo "$security" | sed -n 's/.*Overall exposure level for cuzkd.service: \([0-9.]*\).*/\1/p')

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The metrics under Prometheus's own parser: starts a real cuzkd (CPU backend) with
-# metrics.textfile set, waits for the file, and runs `promtool check metrics` on it, on
+# metrics.textfile set, waits for the file, and runs `promtool check metrics` on it (also with
+# the 2 KiB PoRep parameters resident, which must be in $CUZK_TEST_PARAMS), on
 # `cuzk metrics --prometheus` and on the file cuzkd leaves at shutdown. Any promtool error or
 # lint problem (a missing HELP, a counter without _total, a non-base unit, ...) fails the
 # script. .ci/run calls it after the Go client's check.
@@ -105,16 +106,17 @@ pid=$!
 wait_for "cuzk_uptime_seconds"
 check "metrics.textfile at start" "$textfile"
 
-# A resident parameter set gives the labelled families samples (where the 2 KiB test
-# parameters are there, as scripts/test.sh makes sure).
+# A resident parameter set gives the labelled families samples. The 2 KiB test parameters
+# must be there (scripts/test.sh, which .ci/run calls first, makes sure); a preload that
+# fails for any reason fails the check, with what the daemon said.
 export CUZK_SOCKET="$work/cuzk.sock"
-if "$cuzk" preload porep 2KiB >"$work/preload.log" 2>&1; then
-  wait_for "cuzk_params_resident_bytes{"
-  cp "$textfile" "$work/resident.prom"
-  check "metrics.textfile with a resident parameter set" "$work/resident.prom"
-else
-  echo "note: no 2 KiB PoRep parameters in $CUZK_TEST_PARAMS; checked without a resident set"
+if ! "$cuzk" preload porep 2KiB >"$work/preload.log" 2>&1; then
+  cat "$work/preload.log" >&2
+  fail "cuzk preload porep 2KiB failed (the 2 KiB test parameters belong in $CUZK_TEST_PARAMS: scripts/test.sh makes them), so the labelled families could not be checked"
 fi
+wait_for "cuzk_params_resident_bytes{"
+cp "$textfile" "$work/resident.prom"
+check "metrics.textfile with a resident parameter set" "$work/resident.prom"
 
 "$cuzk" metrics --prometheus >"$work/client.prom" || fail "cuzk metrics --prometheus failed"
 check "cuzk metrics --prometheus" "$work/client.prom"

@@ -13,7 +13,9 @@
 #   6. systemctl stop during a running job: it drains, the client gets its proof, exit 0;
 #   7. a configuration error: status 78, no restart loop, the waiting client gets a clear
 #      error instead of hanging, and the documented recovery brings the socket back;
-#   8. systemd-analyze security: exposure at most 1.0.
+#   8. the gRPC endpoint: cuzkd-grpc.socket off after install, then enabled with
+#      grpc.enabled = true and passed to cuzkd beside cuzkd.socket;
+#   9. systemd-analyze security: exposure at most 1.0.
 #
 # Usage: scripts/check-systemd.sh [DEB]   (default: the .deb check-packaging.sh built)
 # Needs root. Installs what it lacks (systemd-container, mmdebstrap). Caches the root file
@@ -135,6 +137,8 @@ check "systemd is PID 1 and the system is up ($state)" \
 unit() { inside systemctl show "$1" -p "$2" --value; }
 # says RC OUTPUT TEXT: the command failed and its output contains TEXT (any case).
 says() { [ "$1" != 0 ] && grep -qi -- "$3" <<<"$2"; }
+# holds OUTPUT TEXT: the output contains TEXT (any case).
+holds() { grep -qi -- "$2" <<<"$1"; }
 
 step "install with apt"
 check "apt-get install ./cuzk_*.deb" \
@@ -286,6 +290,22 @@ check "recovery: systemctl reset-failed + restart cuzkd.socket" \
 rc=0
 as alice timeout 60 cuzk status >/dev/null 2>&1 || rc=$?
 check "cuzk status works again after the recovery (exit $rc)" test "$rc" = 0
+
+step "the gRPC endpoint, socket-activated"
+expect "cuzkd-grpc.socket after install (off by default)" inactive \
+    "$(inside systemctl is-active cuzkd-grpc.socket || true)"
+inside sh -c 'printf "[socket]\nallowed_uids = [1000]\n\n[grpc]\nenabled = true\n" >/etc/cuzk/cuzk.toml'
+check "cuzkd --check-config accepts grpc.enabled" inside cuzkd --check-config --config /etc/cuzk/cuzk.toml >/dev/null
+check "systemctl enable --now cuzkd-grpc.socket" inside systemctl enable --now cuzkd-grpc.socket
+expect "gRPC socket owner and mode" "root:cuzk:660" "$(inside stat -c %U:%G:%a /run/cuzk/cuzk-grpc.sock)"
+check "systemctl restart cuzkd" inside systemctl restart cuzkd.service
+sleep 2
+grpc_log=$(inside journalctl -u cuzkd -b --no-pager -o verbose 2>/dev/null | tail -400)
+check "cuzkd took the gRPC socket from systemd" holds "$grpc_log" 'cuzk-grpc.sock'
+check "cuzkd serves the gRPC endpoint" holds "$grpc_log" 'serving the gRPC endpoint'
+rc=0
+as alice timeout 60 cuzk status >/dev/null 2>&1 || rc=$?
+check "the first socket still answers beside it (exit $rc)" test "$rc" = 0
 
 step "systemd-analyze security"
 security=$(inside systemd-analyze security --no-pager cuzkd.service 2>&1 || true)

@@ -36,8 +36,8 @@ fn sector() -> &'static SealedSector {
 }
 
 /// Proves the sector through `daemon` and checks the proof with filecoin-proofs: a fault
-/// must never get an invalid proof out.
-fn prove_and_verify(daemon: &Daemon, what: &str) {
+/// must never get an invalid proof out. Returns the result (its `backend` names who proved).
+fn prove_and_verify(daemon: &Daemon, what: &str) -> cuzk::proto::ProofResult {
     let sector = sector();
     let r = daemon
         .client()
@@ -51,6 +51,7 @@ fn prove_and_verify(daemon: &Daemon, what: &str) {
         "{what}: job {} returned a proof filecoin-proofs rejects",
         r.job_id
     );
+    r
 }
 
 /// Every `STATUS=` line cuzkd sends to its NOTIFY_SOCKET, read as they come on a thread of
@@ -241,7 +242,13 @@ fn a_wrong_result_is_never_returned_and_the_device_is_probed_again() {
         ("debug.check_input", "true"),
     ]);
     let status = StatusLines::collect(&daemon.env);
-    prove_and_verify(&daemon, "the job with a wrong result");
+    let r = prove_and_verify(&daemon, "the job with a wrong result");
+    // The result names who made the proof returned: the CPU fallback, not the device.
+    assert!(
+        r.backend.starts_with("fallback cpu (") && !r.backend.contains('×'),
+        "{}",
+        r.backend
+    );
     let health = daemon.client().health().expect("Health");
     let d = &health.devices[0];
     assert_eq!(d.state, HealthState::Quarantined, "{health:?}");
@@ -254,7 +261,8 @@ fn a_wrong_result_is_never_returned_and_the_device_is_probed_again() {
 
     // The back-off ends; the next partition probes the device, which is healthy now.
     std::thread::sleep(Duration::from_millis(1500));
-    prove_and_verify(&daemon, "the probe");
+    let r = prove_and_verify(&daemon, "the probe");
+    assert!(!r.backend.contains("fallback"), "{}", r.backend);
     let health = daemon.client().health().expect("Health");
     let d = &health.devices[0];
     assert_eq!(d.state, HealthState::Healthy, "{health:?}");

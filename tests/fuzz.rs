@@ -364,10 +364,12 @@ fn request_index(r: &Request) -> u8 {
         Request::Watch(_) => 18,
         Request::Capacity(_) => 19,
         Request::Health => 20,
+        Request::SubmitFd(_) => 21,
+        Request::ProveFd(_) => 22,
     }
 }
 
-const REQUEST_VARIANTS: u8 = 21;
+const REQUEST_VARIANTS: u8 = 23;
 
 /// One request of every variant, and every proof input.
 fn requests() -> Vec<Request> {
@@ -434,6 +436,17 @@ fn requests() -> Vec<Request> {
             priority: None,
         }),
         Request::Health,
+        // Fuzzed without a descriptor: refused as invalid input, the connection kept.
+        Request::SubmitFd(Submit {
+            request_id: None,
+            priority: None,
+            input: ProofInput::WindowPoSt { input: vec![] },
+        }),
+        Request::ProveFd(submit(ProofInput::PoRep {
+            c1: vec![],
+            miner_id: 1000,
+            sector_number: Some(7),
+        })),
     ]
 }
 

@@ -1,5 +1,6 @@
-//! GPU kernels against the CPU reference (blst / the CPU NTT) on fresh random inputs and edge
-//! cases. Every test needs a CUDA device, so every one is `#[ignore]`d: a machine without one
+//! GPU kernels against CPU references on fresh random inputs and edge cases: blst's own
+//! Pippenger (`prover::msm::blst_msm_*`) in the `*_matches_blst` tests and at large sizes,
+//! our CPU prover's MSM (`cpu_msm::msm_*`) where a test says so, the CPU NTT. Every test needs a CUDA device, so every one is `#[ignore]`d: a machine without one
 //! reports them as ignored, never as passed. Where a device is expected they run with
 //! `--ignored` (`scripts/gpu-device-run.sh tests`), and a missing device fails them.
 
@@ -135,7 +136,7 @@ fn msm_g1_matches_blst() {
         }
         let s = edgy_scalars(&mut rng, n);
         let got = gpu.msm_g1_gpu(&bases, &s).expect("gpu msm");
-        assert_eq!(got, cpu_msm::msm_g1(&bases, &s), "G1 MSM of {n}");
+        assert_eq!(got, cpu_msm::blst_msm_g1(&bases, &s), "G1 MSM of {n}");
     }
 }
 
@@ -266,7 +267,7 @@ fn msm_g1_large_sizes() {
                 edgy_scalars(&mut rng, n)
             };
             let got = gpu.msm_g1_gpu(&bases, &s).expect("gpu msm");
-            assert_eq!(got, cpu_msm::msm_g1(&bases, &s), "G1 MSM of {n}");
+            assert_eq!(got, cpu_msm::blst_msm_g1(&bases, &s), "G1 MSM of {n}");
             if lg == 24 {
                 break;
             }
@@ -328,13 +329,13 @@ fn msm_g2_matches_blst() {
         }
         let s = edgy_scalars(&mut rng, n);
         let got = gpu.msm_g2_gpu(&bases, &s).expect("gpu msm");
-        assert_eq!(got, cpu_msm::msm_g2(&bases, &s), "G2 MSM of {n}");
+        assert_eq!(got, cpu_msm::blst_msm_g2(&bases, &s), "G2 MSM of {n}");
     }
     let bases = g2_bases(&mut rng, 3000, 1);
     let s = vec![Scalar::from(77u64); 3000];
     assert_eq!(
         gpu.msm_g2_gpu(&bases, &s).unwrap(),
-        cpu_msm::msm_g2(&bases, &s),
+        cpu_msm::blst_msm_g2(&bases, &s),
         "G2 equal scalars"
     );
 }

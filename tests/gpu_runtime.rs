@@ -49,6 +49,9 @@ fn window_bits_stay_in_range() {
     }
 }
 
+/// A device that is not there is a typed error, never a panic, on every machine: without a
+/// CUDA device, the default one (`NoDevice`, the error that sends callers to the CPU); with
+/// devices, the ordinal one past the last of them.
 #[test]
 fn no_device_is_a_typed_error() {
     // The kernel cache scripts/gpu-device-run.sh names, where a device is present.
@@ -56,11 +59,29 @@ fn no_device_is_a_typed_error() {
         kernel_cache: std::env::var_os("CUZK_GPU_CACHE").map(Into::into),
         ..cuzk::gpu::GpuOptions::default()
     };
-    match cuzk::gpu::try_backend(&options) {
-        Ok(b) => println!("GPU present: {}", b.name()),
-        // Without a device this is the case under test, not a skip.
-        Err(GpuError::NoDevice(why)) => println!("no CUDA device, a typed error: {why}"),
-        Err(e) => panic!("unexpected error without a device: {e}"),
+    match cuzk::gpu::device_count() {
+        Err(GpuError::NoDevice(why)) => match cuzk::gpu::try_backend(&options) {
+            Err(GpuError::NoDevice(again)) => assert!(!again.is_empty(), "{why}"),
+            Err(e) => panic!("unexpected error without a device: {e}"),
+            Ok(b) => panic!(
+                "a backend ({}) where no device was counted: {why}",
+                b.name()
+            ),
+        },
+        Err(e) => panic!("counting devices failed with another error than NoDevice: {e}"),
+        Ok(n) => {
+            let missing = cuzk::gpu::GpuOptions {
+                ordinal: n,
+                ..options
+            };
+            match cuzk::gpu::try_backend(&missing) {
+                Ok(b) => panic!("device {n} of {n} opened: {}", b.name()),
+                Err(e) => assert!(
+                    !e.to_string().is_empty() && !e.is_out_of_memory(),
+                    "device {n} of {n}: {e}"
+                ),
+            }
+        }
     }
 }
 

@@ -24,7 +24,9 @@ use cuzk::proofs::{
     registry, Device, JobControl, PipelineOptions, PoRepRequest, ProofKind, ProofRequest,
     ProvingService,
 };
-use cuzk::prover::{prove_with_randomness, prove_witness_with_randomness, Backend, WitnessPartition};
+use cuzk::prover::{
+    prove_with_randomness, prove_witness_with_randomness, Backend, WitnessPartition,
+};
 use cuzk::sealing::seal_sector;
 use cuzk::srs::load_srs;
 use cuzk::synth::{Recorded, Recording};
@@ -196,7 +198,9 @@ fn a_device_too_small_for_the_set_hands_its_partitions_to_the_cpu() {
         miner_id: 1000,
         sector_number: Some(sealed.sector_number),
     });
-    let out = svc.prove(&request, &JobControl::new()).expect("proved on the CPU");
+    let out = svc
+        .prove(&request, &JobControl::new())
+        .expect("proved on the CPU");
     assert!(sealed.verify_porep(&out.proof, &params).unwrap());
     assert_eq!(svc.pipeline().fallback_proved, 1);
 }

@@ -349,6 +349,26 @@ fn vectors() -> Vec<(&'static str, Message)> {
         ("watch", Q(Request::Watch(JobRef { job_id: 42 }))),
         ("health", Q(Request::Health)),
         (
+            "submit-fd",
+            Q(Request::SubmitFd(Submit {
+                request_id: None,
+                priority: None,
+                input: ProofInput::WindowPoSt { input: vec![] },
+            })),
+        ),
+        (
+            "prove-fd",
+            Q(Request::ProveFd(Submit {
+                request_id: None,
+                priority: None,
+                input: ProofInput::PoRep {
+                    c1: vec![],
+                    miner_id: 1000,
+                    sector_number: Some(7),
+                },
+            })),
+        ),
+        (
             "health-report",
             A(Response::Health(HealthReport {
                 devices: vec![DeviceHealth {

@@ -91,18 +91,14 @@ fn write_params(params: &Parameters<Bls12>) -> tempfile::TempDir {
     dir
 }
 
-/// The CPU backend with `CUZK_CPU_SIMD=off` honoured (scripts/test.sh runs this test again
-/// with it, so that the portable paths prove the whole circuit on an IFMA machine too). The
-/// variable is read here, in the test: the library takes [`CpuOptions`].
+/// The CPU backend as production runs it (the eight-lane AVX-512 IFMA paths where the CPU
+/// has them).
 fn cpu() -> CpuBackend {
-    let simd = std::env::var("CUZK_CPU_SIMD").map_or(true, |v| v != "off");
-    CpuBackend::new(CpuOptions {
-        simd,
-        ..CpuOptions::default()
-    })
+    CpuBackend::new(CpuOptions::default())
 }
 
-/// The CPU backend on its portable paths whatever the CPU has.
+/// The CPU backend on its portable paths whatever the CPU has (`CpuOptions::simd` off, the
+/// typed option the library takes), so that both prove the whole circuit on an IFMA machine.
 fn portable_cpu() -> CpuBackend {
     CpuBackend::new(CpuOptions {
         simd: false,

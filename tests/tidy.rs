@@ -1,5 +1,5 @@
 //! Tidy: rules about the source tree that the compiler does not enforce, checked by reading
-//! the sources (rust-analyzer keeps its own rules the same way). Four rules:
+//! the sources (rust-analyzer keeps its own rules the same way). Five rules:
 //!
 //! * **layering** — a module of `src/` may only use modules of its own top-level module or of
 //!   a lower layer of [`LAYERS`], read from `crate::…` paths (in `use` lines and in code,
@@ -21,6 +21,11 @@
 //!   may not). An `unsafe fn` or `unsafe trait` may instead carry a `# Safety` section in its
 //!   doc comment; an `unsafe fn` inside a trait, a trait impl or a `macro_rules!` body is
 //!   covered by the trait's own `# Safety` section. Checked in `src/`, `tests/` and `benches/`.
+//! * **vacuous** — a `#[test]` function never prints and then returns (`eprintln!("skipped:
+//!   …"); return;`), and never prints that it skipped anything: such a test passes without
+//!   testing. A test that cannot run here is `#[ignore = "reason"]`d and asserts what it
+//!   needs, so that it is reported as ignored, and fails where it is asked for and cannot run.
+//!   Checked in `src/`, `tests/` and `benches/`.
 //!
 //! Code inside `#[cfg(test)]` items (and in files declared by `#[cfg(test)] mod x;`) is test
 //! code: the env and print rules do not apply to it; the layering and safety rules do.
@@ -69,6 +74,7 @@ enum Rule {
     Env,
     Print,
     Safety,
+    Vacuous,
 }
 
 impl Rule {
@@ -78,13 +84,20 @@ impl Rule {
             Rule::Env => "env",
             Rule::Print => "print",
             Rule::Safety => "safety",
+            Rule::Vacuous => "vacuous",
         }
     }
 
     fn parse(s: &str) -> Option<Rule> {
-        [Rule::Layering, Rule::Env, Rule::Print, Rule::Safety]
-            .into_iter()
-            .find(|r| r.name() == s)
+        [
+            Rule::Layering,
+            Rule::Env,
+            Rule::Print,
+            Rule::Safety,
+            Rule::Vacuous,
+        ]
+        .into_iter()
+        .find(|r| r.name() == s)
     }
 }
 
@@ -770,6 +783,89 @@ fn check_safety(ctx: &FileCtx, lexed: &Lexed, toks: &[Tok], out: &mut Vec<Violat
     }
 }
 
+/// The index of the token that closes the bracket opened at `open` (`(`, `[` or `{`), or the
+/// last token where it is never closed.
+fn closing(toks: &[Tok], open: usize) -> usize {
+    let mut depth = 0usize;
+    for (k, t) in toks.iter().enumerate().skip(open) {
+        match t.text.as_str() {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return k;
+                }
+            }
+            _ => {}
+        }
+    }
+    toks.len().saturating_sub(1)
+}
+
+/// The bodies of the `#[test]` functions: the indices of their `{` and `}`.
+fn test_bodies(toks: &[Tok]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for i in 0..toks.len().saturating_sub(3) {
+        let attr = ["#", "[", "test", "]"];
+        if !(0..4).all(|k| toks[i + k].text == attr[k]) {
+            continue;
+        }
+        let Some(f) = (i + 4..toks.len()).find(|&k| toks[k].text == "fn") else {
+            continue;
+        };
+        let Some(open) = (f..toks.len()).find(|&k| matches!(toks[k].text.as_str(), "{" | ";"))
+        else {
+            continue;
+        };
+        if toks[open].text == "{" {
+            out.push((open, closing(toks, open)));
+        }
+    }
+    out
+}
+
+/// Tests that pass without testing: in a `#[test]` body, a print followed by `return`; in
+/// any test code (a test's helpers too), a print whose text says it skipped.
+fn check_vacuous(ctx: &FileCtx, text: &str, toks: &[Tok], out: &mut Vec<Violation>) {
+    let raw: Vec<&str> = text.lines().collect();
+    let bodies = test_bodies(toks);
+    let all_test =
+        ctx.test_file || ctx.path.starts_with("tests/") || ctx.path.starts_with("benches/");
+    for (i, t) in toks.iter().enumerate() {
+        let is_print = PRINT_MACROS.contains(&t.text.as_str())
+            && toks.get(i + 1).is_some_and(|n| n.text == "!")
+            && toks.get(i + 2).is_some_and(|n| n.text == "(");
+        if !is_print {
+            continue;
+        }
+        let end = closing(toks, i + 2);
+        let said: String = raw
+            .get(t.line..=toks[end].line)
+            .unwrap_or_default()
+            .join("\n")
+            .to_lowercase();
+        let in_test_body = bodies.iter().any(|&(open, close)| open < i && i < close);
+        let then_returns = toks.get(end + 1).is_some_and(|x| x.text == ";")
+            && toks.get(end + 2).is_some_and(|x| x.text == "return");
+        let what = if in_test_body && then_returns {
+            "a test prints and returns: it passes without testing"
+        } else if (all_test || t.test) && said.contains("skip") {
+            "test code prints that it skipped: its test passes without testing"
+        } else {
+            continue;
+        };
+        out.push(Violation {
+            path: ctx.path.to_string(),
+            line: t.line + 1,
+            rule: Rule::Vacuous,
+            what: format!(
+                "{what}; `#[ignore = \"reason\"]` the test and assert what it needs, so that \
+                 it is reported as ignored and fails where it is asked for and cannot run"
+            ),
+        });
+    }
+}
+
 /// Every rule on one file.
 fn check_file(ctx: &FileCtx, text: &str) -> Vec<Violation> {
     let lexed = lex(text);
@@ -778,6 +874,7 @@ fn check_file(ctx: &FileCtx, text: &str) -> Vec<Violation> {
     check_layering(ctx, &toks, &mut out);
     check_env_and_print(ctx, &toks, &mut out);
     check_safety(ctx, &lexed, &toks, &mut out);
+    check_vacuous(ctx, text, &toks, &mut out);
     out.sort();
     out.dedup();
     out
@@ -1012,7 +1109,13 @@ fn planted_violations_are_found() {
         "the checker is wrong:\n{}",
         problems.join("\n")
     );
-    for rule in [Rule::Layering, Rule::Env, Rule::Print, Rule::Safety] {
+    for rule in [
+        Rule::Layering,
+        Rule::Env,
+        Rule::Print,
+        Rule::Safety,
+        Rule::Vacuous,
+    ] {
         assert!(
             rules_planted.contains(&rule),
             "no fixture plants a [{}] violation",

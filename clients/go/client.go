@@ -126,6 +126,11 @@ func (c *Client) Call(ctx context.Context, req Request) (Response, error) {
 
 // call is Call; with onProgress set, Progress frames before the answer go to it (Watch).
 func (c *Client) call(ctx context.Context, req Request, onProgress func(ProgressEvent)) (Response, error) {
+	return c.callWith(ctx, req, onProgress, nil)
+}
+
+// callWith is call, passing file with the request's frame (SCM_RIGHTS) where it is set.
+func (c *Client) callWith(ctx context.Context, req Request, onProgress func(ProgressEvent), file *os.File) (Response, error) {
 	payload, err := EncodeRequest(req)
 	if err != nil {
 		return nil, err
@@ -166,7 +171,7 @@ func (c *Client) call(ctx context.Context, req Request, onProgress func(Progress
 		case <-stop:
 		}
 	}()
-	resp, err := c.exchange(frame, onProgress)
+	resp, err := c.exchange(frame, onProgress, file)
 	close(stop)
 	<-watcher
 
@@ -199,8 +204,8 @@ func (c *Client) call(ctx context.Context, req Request, onProgress func(Progress
 // exchange writes a frame and reads its response; with onProgress set, the Progress
 // frames before it go to onProgress (a Progress frame that does not decode, a stage newer
 // than this package, is skipped).
-func (c *Client) exchange(frame []byte, onProgress func(ProgressEvent)) (Response, error) {
-	if _, err := c.conn.Write(frame); err != nil {
+func (c *Client) exchange(frame []byte, onProgress func(ProgressEvent), file *os.File) (Response, error) {
+	if _, err := c.write(frame, file); err != nil {
 		// A daemon refusing the connection (Busy, PermissionDenied) answers and closes
 		// before reading: its error is still waiting to be read, and says more than EPIPE.
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -231,6 +236,37 @@ func (c *Client) exchange(frame []byte, onProgress func(ProgressEvent)) (Respons
 		}
 		return resp, err
 	}
+}
+
+// write sends a frame; with file set, in one sendmsg that passes the file's descriptor with
+// the frame's bytes, as the daemon expects of SubmitFd and ProveFd (docs/protocol.md
+// section 8).
+func (c *Client) write(frame []byte, file *os.File) (int, error) {
+	if file == nil {
+		return c.conn.Write(frame)
+	}
+	uc, ok := c.conn.(*net.UnixConn)
+	if !ok {
+		return 0, fmt.Errorf("passing a file needs a Unix socket connection")
+	}
+	raw, err := file.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var werr error
+	if err := raw.Control(func(fd uintptr) {
+		n, _, werr = uc.WriteMsgUnix(frame, syscall.UnixRights(int(fd)), nil)
+	}); err != nil {
+		return n, err
+	}
+	if werr == nil && n < len(frame) {
+		// The rest goes without the descriptor, which came with the frame's first bytes.
+		var m int
+		m, werr = c.conn.Write(frame[n:])
+		n += m
+	}
+	return n, werr
 }
 
 // progressVariant is the first byte of a Progress frame's payload (its variant index).
@@ -344,6 +380,52 @@ func (c *Client) Watch(ctx context.Context, jobID uint64, onEvent func(ProgressE
 		return &p.Proof, nil
 	}
 	return nil, &UnexpectedResponseError{"Watch", resp}
+}
+
+// SubmitFile queues a proof whose input the daemon reads from file (SubmitFd, docs/protocol.md
+// section 8): s.Input's payload (PoRepInput.C1, the others' Input) must be empty, and file
+// is a regular file holding the input — the C1 file itself, or one made by InputFile. The
+// input never passes through this process's memory or a frame, whatever its size (up to the
+// daemon's protocol.max_input_size). The file may be closed once SubmitFile returns. A
+// daemon that predates SubmitFd answers ErrMalformedFrame: send the bytes with Submit.
+func (c *Client) SubmitFile(ctx context.Context, s Submit, file *os.File) (*Accepted, error) {
+	resp, err := c.callWith(ctx, SubmitFdRequest{s}, nil, file)
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := resp.(AcceptedResponse); ok {
+		return &a.Accepted, nil
+	}
+	return nil, &UnexpectedResponseError{"SubmitFd", resp}
+}
+
+// ProveFile is Prove with the input read from file, as SubmitFile.
+func (c *Client) ProveFile(ctx context.Context, s Submit, file *os.File) (*ProofResult, error) {
+	resp, err := c.callWith(ctx, ProveFdRequest{s}, nil, file)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := resp.(ProofResponse); ok {
+		return &p.Proof, nil
+	}
+	return nil, &UnexpectedResponseError{"ProveFd", resp}
+}
+
+// InputFile returns an unlinked temporary file holding data, positioned at its start, for
+// SubmitFile and ProveFile when the input is in memory: the daemon reads it from the file
+// rather than from a frame. Close it once the call returned.
+func InputFile(data []byte) (*os.File, error) {
+	f, err := os.CreateTemp("", "cuzk-input-*")
+	if err != nil {
+		return nil, err
+	}
+	// Unlinked at once: the descriptor keeps the data, nothing is left behind.
+	_ = os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // Prove submits and awaits in one round trip, holding the connection until the job ends.

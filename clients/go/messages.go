@@ -371,6 +371,9 @@ type Timings struct {
 }
 
 // ProofResult is a finished job's verified proof: 192 bytes per partition, in order.
+// Backend names the provers that made its partitions: the device's name where one proved
+// them all, else each device and the CPU fallback with its count of partitions
+// ("cuda:0 NVIDIA H200 ×8, fallback cpu (16 threads) ×2").
 type ProofResult struct {
 	JobID      uint64
 	Kind       ProofKind
@@ -496,6 +499,8 @@ type (
 	WatchRequest        struct{ Job JobRef }            // 18
 	CapacityRequest     struct{ Query CapacityQuery }   // 19
 	HealthRequest       struct{}                        // 20
+	SubmitFdRequest     struct{ Submit Submit }         // 21: the payload comes from a passed descriptor
+	ProveFdRequest      struct{ Submit Submit }         // 22: likewise
 )
 
 func (HelloRequest) Index() uint32        { return 0 }
@@ -519,6 +524,8 @@ func (EvictProofRequest) Index() uint32   { return 17 }
 func (WatchRequest) Index() uint32        { return 18 }
 func (CapacityRequest) Index() uint32     { return 19 }
 func (HealthRequest) Index() uint32       { return 20 }
+func (SubmitFdRequest) Index() uint32     { return 21 }
+func (ProveFdRequest) Index() uint32      { return 22 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -557,7 +564,9 @@ func (r CapacityRequest) encodeBody(e *encoder) {
 		e.variant(uint32(*r.Query.Priority))
 	}
 }
-func (HealthRequest) encodeBody(*encoder) {}
+func (HealthRequest) encodeBody(*encoder)       {}
+func (r SubmitFdRequest) encodeBody(e *encoder) { encodeSubmit(e, &r.Submit) }
+func (r ProveFdRequest) encodeBody(e *encoder)  { encodeSubmit(e, &r.Submit) }
 
 func encodeRegisteredProof(e *encoder, p RegisteredProof) {
 	e.variant(uint32(p.Family))
@@ -662,6 +671,10 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = CapacityRequest{q}
 	case i == 20:
 		r = HealthRequest{}
+	case i == 21:
+		r = SubmitFdRequest{decodeSubmit(d)}
+	case i == 22:
+		r = ProveFdRequest{decodeSubmit(d)}
 	default:
 		d.unknown("Request", i)
 	}

@@ -1,4 +1,5 @@
-//! `cuzk bench`: our prover against filecoin-proofs' on the same input, in one process.
+//! `cuzk bench`: our prover against filecoin-proofs' on the same input; the reference runs in
+//! a process of its own (`bench_reference.rs`).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -7,10 +8,11 @@ use clap::Subcommand;
 
 use super::bench_gpu::GpuFlags;
 use super::bench_msm::CpuFlags;
+use super::bench_reference::{Checked, ReferenceRun};
 use super::prove::{request_of, select_backend, ProveWhat};
 use super::Environment;
 use crate::gpu::GpuOptions;
-use crate::proofs::{porep, JobControl, ProofRequest, ProvingService};
+use crate::proofs::{JobControl, ProvingService};
 
 /// `cuzk bench …`
 #[derive(Debug, clap::Args)]
@@ -34,15 +36,22 @@ pub struct BenchArgs {
     /// The CPU options of the run.
     #[command(flatten)]
     pub cpu_options: CpuFlags,
+    /// Run only filecoin-proofs' prover on the input and print one result line: the process
+    /// `cuzk bench <kind>` starts for its reference.
+    #[arg(long, global = true, hide = true)]
+    pub reference_only: bool,
 }
 
 /// The benchmarks.
 #[derive(Debug, Subcommand)]
 pub enum BenchWhat {
-    /// Prove the same input with cuzk and with filecoin-proofs; print both times and the ratio.
+    /// Prove the same input with cuzk and with filecoin-proofs' CPU prover (in a process of its
+    /// own, verified by filecoin-proofs' verifier); print both times, the ratio and each
+    /// one's peak RSS.
     #[command(flatten)]
     Proof(ProveWhat),
-    /// GPU kernels (MSM, NTT) against sppark's figures on the H200.
+    /// GPU kernels (MSM, NTT) beside sppark's figures on the H200 from ANCHORS.md (another
+    /// day and process: provenance printed beside the ratio).
     Gpu(super::bench_gpu::GpuBenchArgs),
     /// The CPU backend's multi-scalar multiplication against blst's Pippenger.
     Msm(super::bench_msm::MsmBenchArgs),
@@ -107,6 +116,12 @@ pub fn filecoin_proofs_param_dir(args: &BenchArgs, env: &Environment) -> Option<
 
 /// Runs `cuzk bench …`: the options `cuzk` started with, changed by the flags.
 pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
+    if args.reference_only {
+        let BenchWhat::Proof(what) = &args.what else {
+            anyhow::bail!("--reference-only is for the proof benchmarks");
+        };
+        return super::bench_reference::run_child(what);
+    }
     let gpu = args.gpu.apply(env.gpu.clone())?;
     let cpu = args.cpu_options.apply(env.cpu.clone())?;
     match args.what {
@@ -176,13 +191,15 @@ pub(super) fn status_bytes(pid: &str, field: &str) -> Option<u64> {
 struct Row {
     label: String,
     time: Duration,
+    /// Its verification's share of `time` (cuzk's runs).
+    verification: Duration,
     peak: u64,
     detail: String,
 }
 
-/// Our prover on `backend` against filecoin-proofs' on the same input. filecoin-proofs reads
-/// its parameter directory from `FIL_PROOFS_PARAMETER_CACHE` once, on first use: `cuzk`'s
-/// `main` set it to `dir` before any thread existed.
+/// Our prover on `backend` against filecoin-proofs' on the same input. The reference runs
+/// after our service is dropped, in a child process (`bench_reference`), so that each peak
+/// RSS is the prover's own.
 fn proof_bench(
     what: &ProveWhat,
     b: &BenchArgs,
@@ -190,12 +207,14 @@ fn proof_bench(
     backend: std::sync::Arc<dyn crate::prover::Backend>,
 ) -> anyhow::Result<()> {
     let request = request_of(what)?;
-    let svc = ProvingService::new(dir, backend);
+    let svc = ProvingService::new(dir.clone(), backend);
     let mut rows = Vec::new();
     for run in 0..=b.runs {
+        let fallback_before = svc.pipeline().fallback_proved;
         reset_peak_rss();
         let start = Instant::now();
         let out = svc.prove(&request, &JobControl::new())?;
+        let time = start.elapsed();
         let t = &out.timings;
         rows.push(Row {
             label: format!(
@@ -203,107 +222,90 @@ fn proof_bench(
                 if run == 0 { "cold" } else { "warm" },
                 out.backend
             ),
-            time: start.elapsed(),
+            time,
+            verification: t.verification,
             peak: peak_rss(),
             detail: format!(
-                "params {:.2}s synth {:.2}s prove {:.2}s verify {:.3}s",
+                "params {:.2}s synth {:.2}s prove {:.2}s verify {:.3}s (its verifier); \
+                 fallback partitions {}",
                 t.param_load.as_secs_f64(),
                 t.synthesis.as_secs_f64(),
                 t.proving.as_secs_f64(),
-                t.verification.as_secs_f64()
+                t.verification.as_secs_f64(),
+                svc.pipeline().fallback_proved - fallback_before
             ),
         });
     }
-    reset_peak_rss();
-    let start = Instant::now();
-    reference(&request)?;
-    rows.push(Row {
-        label: "filecoin-proofs".into(),
-        time: start.elapsed(),
-        peak: peak_rss(),
-        detail: "its own synthesis, prover and verification".into(),
-    });
-    print_table(&rows);
+    drop(svc);
+    let reference = super::bench_reference::measure(what, &dir)?;
+    print_table(what, &rows, &reference);
     Ok(())
 }
 
-fn print_table(rows: &[Row]) {
-    let reference = rows.last().map(|r| r.time.as_secs_f64()).unwrap_or(1.0);
+/// The rows, each with its ratio to the reference, and the reference's own row last.
+fn print_table(what: &ProveWhat, rows: &[Row], reference: &ReferenceRun) {
+    let (prove_call, verify_call) = (&reference.call, super::bench_reference::verifier(what));
+    let (base, compared) = match reference.checked {
+        Checked::Not => (
+            reference.prove,
+            "cuzk less its verification against the reference's prover: it could not verify",
+        ),
+        Checked::Inside | Checked::Apart(_) => (
+            reference.total(),
+            "both include proving and verifying the proof",
+        ),
+    };
+    println!(
+        "reference: filecoin-proofs' CPU prover (built without its GPU features), alone in a \
+         process of its own; ratio = cuzk / reference, {compared}"
+    );
     println!(
         "{:<34} {:>9} {:>7} {:>10}  detail",
         "run", "time", "ratio", "peak RSS"
     );
-    for r in rows {
+    let line = |label: &str, time: Duration, ratio: f64, peak: u64, detail: &str| {
         println!(
             "{:<34} {:>8.2}s {:>6.3}x {:>8.2}GB  {}",
-            r.label,
-            r.time.as_secs_f64(),
-            r.time.as_secs_f64() / reference,
-            r.peak as f64 / 1e9,
-            r.detail
+            label,
+            time.as_secs_f64(),
+            ratio,
+            peak as f64 / 1e9,
+            detail
+        );
+    };
+    let base = base.as_secs_f64().max(f64::MIN_POSITIVE);
+    for r in rows {
+        let ours = match reference.checked {
+            Checked::Not => r.time.saturating_sub(r.verification),
+            Checked::Inside | Checked::Apart(_) => r.time,
+        };
+        line(
+            &r.label,
+            r.time,
+            ours.as_secs_f64() / base,
+            r.peak,
+            &r.detail,
         );
     }
-}
-
-/// filecoin-proofs' own proving function on the same input (it verifies its output too).
-fn reference(request: &ProofRequest) -> anyhow::Result<()> {
-    match request {
-        ProofRequest::PoRep(r) => {
-            let parsed = porep::parse_c1(&r.c1)?;
-            let sector = r.sector_number.or(parsed.sector_number).unwrap_or(0);
-            filecoin_proofs_api::seal::seal_commit_phase2(
-                parsed.output,
-                porep::prover_id(r.miner_id),
-                sector.into(),
-            )?;
-        }
-        ProofRequest::SnapDeals { input } => {
-            let i: crate::proofs::snap::SnapInput = serde_json::from_slice(input)?;
-            filecoin_proofs_api::update::generate_empty_sector_update_proof_with_vanilla(
-                i.registered_proof,
-                i.vanilla_proofs
-                    .into_iter()
-                    .map(filecoin_proofs_api::PartitionProofBytes)
-                    .collect(),
-                i.comm_r_old,
-                i.comm_r_new,
-                i.comm_d_new,
-            )?;
-        }
-        ProofRequest::WindowPoSt { input } => {
-            let i: crate::proofs::post::WindowPostInput = serde_json::from_slice(input)?;
-            let prover = porep::prover_id(i.miner_id);
-            match i.partition_index {
-                Some(k) => {
-                    filecoin_proofs_api::post::generate_single_window_post_with_vanilla(
-                        i.registered_proof,
-                        &i.randomness,
-                        prover,
-                        &i.vanilla_proofs,
-                        k,
-                    )?;
-                }
-                None => {
-                    filecoin_proofs_api::post::generate_window_post_with_vanilla(
-                        i.registered_proof,
-                        &i.randomness,
-                        prover,
-                        &i.vanilla_proofs,
-                    )?;
-                }
-            }
-        }
-        ProofRequest::WinningPoSt { input } => {
-            let i: crate::proofs::post::WinningPostInput = serde_json::from_slice(input)?;
-            filecoin_proofs_api::post::generate_winning_post_with_vanilla(
-                i.registered_proof,
-                &i.randomness,
-                porep::prover_id(i.miner_id),
-                &i.vanilla_proofs,
-            )?;
-        }
-    }
-    Ok(())
+    let detail = match reference.checked {
+        Checked::Inside => format!("{prove_call}, which runs {verify_call} inside"),
+        Checked::Apart(v) => format!(
+            "{prove_call} {:.2}s + {verify_call} {:.3}s",
+            reference.prove.as_secs_f64(),
+            v.as_secs_f64()
+        ),
+        Checked::Not => format!(
+            "{prove_call}; not verified ({verify_call} takes whole deadlines, this is one \
+             partition of several)"
+        ),
+    };
+    line(
+        "filecoin-proofs (CPU, own process)",
+        reference.total(),
+        reference.total().as_secs_f64() / base,
+        reference.peak,
+        &detail,
+    );
 }
 
 #[cfg(test)]
@@ -315,7 +317,7 @@ mod tests {
 
     fn bench_args(line: &[&str]) -> BenchArgs {
         match Cli::try_parse_from(line).expect("parses").command {
-            Command::Bench(b) => b,
+            Command::Bench(b) => *b,
             other => panic!("not a bench command: {other:?}"),
         }
     }

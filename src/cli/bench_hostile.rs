@@ -456,7 +456,7 @@ pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
 
     let frames = counters.frames.load(Ordering::Relaxed);
     println!(
-        "cuzk bench hostile: {} hostile clients, seed {}, backend {backend}; {} honest proofs ({} during the attack), {} failed",
+        "cuzk bench hostile: {} hostile clients, seed {}, devices configured: {backend}; {} honest proofs ({} during the attack), {} failed",
         args.clients,
         args.seed,
         i,

@@ -78,6 +78,55 @@ pub struct PartitionBenchArgs {
     /// less an eighth].
     #[arg(long, value_parser = crate::config::parse_size)]
     pub memory_budget: Option<u64>,
+    /// After the runs under `--gpu-memory-limit`, the device stage again with no limit beside
+    /// another process (`cuzk bench hold-gpu`) that holds all of the card's memory but each of
+    /// these sizes, e.g. 22GiB,14.5GiB; proofs compared with the first run's.
+    #[arg(long, value_delimiter = ',', value_parser = crate::config::parse_size)]
+    pub beside_held: Vec<u64>,
+}
+
+/// Another process holding a GPU's memory (`cuzk bench hold-gpu`), killed when dropped.
+struct Hog(std::process::Child);
+
+impl Hog {
+    /// Starts `cuzk bench hold-gpu --leave LEAVE` and waits until it holds the memory.
+    fn start(leave: u64) -> anyhow::Result<Self> {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .args(["bench", "hold-gpu", "--leave", &leave.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        // SAFETY: runs in the forked child before exec; prctl(PR_SET_PDEATHSIG) is
+        // async-signal-safe and changes only the child's own death signal, so that the holder
+        // dies with this benchmark however it ends.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command.spawn()?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdout of the holder"))?;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        let hog = Hog(child);
+        anyhow::ensure!(line.starts_with("holding"), "the holder said {line:?}");
+        println!("another process: {}", line.trim());
+        Ok(hog)
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Goals of issue 31 for the 32 GiB partition's device stage under a memory limit.
@@ -181,45 +230,76 @@ pub fn run(
     });
     let mut devices = Vec::new();
     let mut reference: Option<Vec<Proof<Bls12>>> = None;
-    let mut last = None;
-    for &limit in limits {
-        let b = backend(limit);
-        if let (Some(srs), false) = (&srs, args.no_device) {
+    // The runs: under each limit, then with no limit beside a process holding the memory.
+    let runs = limits
+        .iter()
+        .map(|&l| (l, None))
+        .chain(args.beside_held.iter().map(|&f| (None, Some(f))));
+    // A run that fails is reported and the others go on (the sector too); the benchmark
+    // fails at the end.
+    let mut failed = Vec::new();
+    if let (Some(srs), false) = (&srs, args.no_device) {
+        for (limit, held) in runs {
+            let _hog = held.map(Hog::start).transpose()?;
+            let b = backend(limit);
             let again = recorded.as_ref().map(|w| WitnessPartition {
                 witness: w.witness.clone(),
                 shape: w.shape.clone(),
             });
-            let d = device_stage(&ours, again, srs.clone(), b.clone(), args.runs, limit)?;
+            let mut d = match device_stage(&ours, again, srs.clone(), b, args.runs, limit) {
+                Ok(d) => d,
+                Err(e) => {
+                    let what = match held {
+                        Some(f) => format!("beside a process leaving {f} bytes free"),
+                        None => limit_name(limit),
+                    };
+                    println!("device stage under {what} FAILED: {e:#}");
+                    failed.push(what);
+                    continue;
+                }
+            };
+            d.held = held;
             match &reference {
                 None => reference = Some(d.proofs.clone()),
                 Some(r) if *r == d.proofs => println!(
-                    "device stage under {}: the same proofs as under {}",
-                    limit_name(limit),
-                    limit_name(limits[0])
+                    "device stage under {}: the same proofs as the first run's",
+                    d.name()
                 ),
-                Some(_) => anyhow::bail!(
-                    "the proofs under {} differ from those under {}",
-                    limit_name(limit),
-                    limit_name(limits[0])
-                ),
+                Some(_) => {
+                    anyhow::bail!("the proofs under {} differ from the first run's", d.name())
+                }
             }
             devices.push(d);
         }
-        last = Some(b);
     }
     drop(ours);
     drop(recorded);
-    let sector = match (srs, last) {
-        (Some(srs), Some(b)) if args.sector => Some(sector(&args, srs, b)?),
+    let sector = match srs {
+        Some(srs) if args.sector => {
+            let limit = limits.last().copied().flatten();
+            Some(sector(&args, srs, backend(limit), limit)?)
+        }
         _ => None,
     };
-    print_table(&args, t_ours, t_ref, bytes as f64 / n as f64, peak, &devices);
+    print_table(
+        &args,
+        t_ours,
+        t_ref,
+        bytes as f64 / n as f64,
+        peak,
+        &devices,
+    );
     if let Some(t) = shape {
         t.print(&args, t_ref);
     }
     if let Some(s) = sector {
         s.print(&args);
     }
+    anyhow::ensure!(
+        failed.is_empty(),
+        "device stages failed: {}",
+        failed.join("; ")
+    );
     Ok(())
 }
 
@@ -385,6 +465,9 @@ fn shape_path(
 
 /// A whole synthetic sector through the stages.
 struct SectorRun {
+    /// The device's memory limit, and its budget and peak.
+    limit: Option<u64>,
+    memory: Option<crate::prover::DeviceMemory>,
     /// The first sector's wall time (it records the shape, where shapes are used).
     first: Duration,
     /// The second's.
@@ -401,8 +484,9 @@ impl SectorRun {
         let s = &self.stats;
         let proved = s.partitions_proved.max(1) as f64;
         println!(
-            "whole synthetic {} sector through the stages (budget {:.1} GiB, parameters {:.1} GiB on the host, uploaded in {:.1} s):",
+            "whole synthetic {} sector through the stages under {} (budget {:.1} GiB, parameters {:.1} GiB on the host, uploaded in {:.1} s):",
             format_sector_size(args.sector_size),
+            limit_name(self.limit),
             gib(self.budget),
             gib(self.params_bytes),
             self.params_upload.as_secs_f64()
@@ -415,11 +499,23 @@ impl SectorRun {
             "| first sector wall (records the circuit's shape) | {:.1} s | |",
             self.first.as_secs_f64()
         );
+        let wall_goal = match self.limit {
+            Some(l) if l <= 16 << 30 => "≤ 35 s (16 GB)",
+            Some(_) => "–",
+            None => "≤ 15 s",
+        };
         println!(
             "| next sector wall | {:.1} s | {} |",
             self.wall.as_secs_f64(),
-            goal("≤ 15 s")
+            goal(wall_goal)
         );
+        if let Some(m) = self.memory {
+            println!(
+                "| device memory: peak / budget | {:.2} / {:.2} GiB | |",
+                gib(m.peak),
+                gib(m.budget)
+            );
+        }
         println!(
             "| peak RSS (parameters included) | {:.1} GiB | {} |",
             gib(self.peak_rss),
@@ -442,6 +538,7 @@ fn sector(
     args: &PartitionBenchArgs,
     srs: Arc<Srs>,
     backend: Arc<dyn Backend>,
+    limit: Option<u64>,
 ) -> anyhow::Result<SectorRun> {
     use crate::proofs::{JobControl, PipelineOptions, ProvingService};
     let budget = match args.memory_budget {
@@ -456,7 +553,8 @@ fn sector(
         memory_budget: budget,
         ..PipelineOptions::default()
     };
-    let svc = ProvingService::with_pipeline(PathBuf::from("/nonexistent"), backend, &options)?;
+    let svc =
+        ProvingService::with_pipeline(PathBuf::from("/nonexistent"), backend.clone(), &options)?;
     let id = synthetic::params_id(args.sector_size);
     let params_bytes = srs.resident_bytes();
     let params_upload = svc.preload_built(&id, srs)?;
@@ -469,6 +567,8 @@ fn sector(
     let start = Instant::now();
     synthetic::prove_sector(&svc, args.sector_size, args.seed + 1, &JobControl::new())?;
     Ok(SectorRun {
+        limit,
+        memory: backend.memory(),
         first,
         wall: start.elapsed(),
         params_upload,
@@ -497,6 +597,19 @@ fn describe(args: &PartitionBenchArgs) -> anyhow::Result<String> {
     })
 }
 
+impl DeviceTimes {
+    /// How the run was limited, as the tables print it.
+    fn name(&self) -> String {
+        match self.held {
+            Some(free) => format!(
+                "no limit, another process holding all but {}",
+                crate::config::format_size(free)
+            ),
+            None => limit_name(self.limit),
+        }
+    }
+}
+
 /// A memory limit as the tables print it.
 fn limit_name(limit: Option<u64>) -> String {
     match limit {
@@ -510,6 +623,8 @@ fn limit_name(limit: Option<u64>) -> String {
 struct DeviceTimes {
     backend: String,
     limit: Option<u64>,
+    /// Bytes another process left free on the card, where one held the rest.
+    held: Option<u64>,
     /// The device's memory plan for the set, and its budget and peak over the runs.
     plan: Option<String>,
     memory: Option<crate::prover::DeviceMemory>,
@@ -547,6 +662,7 @@ fn device_stage(
     let mut out = DeviceTimes {
         backend: backend.name(),
         limit,
+        held: None,
         plan,
         memory: None,
         proofs: Vec::new(),
@@ -802,13 +918,13 @@ fn print_table(
     );
     println!("| synthesis peak RSS | {:.1} GiB | | | |", gib(peak));
     for d in devices {
-        let goal = |g: f64| match d.limit {
+        let goal = |g: f64| match d.limit.or(d.held) {
             None => goal(g),
             Some(l) if is_32 && l <= 16 << 30 => format!("≤ {GOAL_DEVICE_16GB_S} s (16 GB)"),
             Some(l) if is_32 && l <= 24 << 30 => format!("≤ {GOAL_DEVICE_24GB_S} s (24 GB)"),
             Some(_) => "–".into(),
         };
-        println!("| **under {}** | | | | |", limit_name(d.limit));
+        println!("| **under {}** | | | | |", d.name());
         if let Some(p) = &d.plan {
             println!("| device memory plan | {p} | | | |");
         }

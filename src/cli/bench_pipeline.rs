@@ -174,7 +174,7 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
     let serial = 60.0 / alone.as_secs_f64();
     let (idle50, idle_max) = p50_max(&mut idle.iter().map(|s| s.latency).collect::<Vec<_>>());
     println!(
-        "cuzk bench pipeline: {} {} jobs, backend {}, {} jobs in flight, {} failed",
+        "cuzk bench pipeline: {} {} jobs, devices configured: {}, {} jobs in flight, {} failed",
         args.jobs, args.kind, welcome.backend, welcome.workers, failed
     );
     println!("| measure | this run | reference (same run) | ratio | goal |");
@@ -187,6 +187,12 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
         rate / serial
     );
     println!("| device busy | {:.1} % | | | |", busy * 100.0);
+    // Partitions no device proved (every device quarantined, or each failed them): the CPU
+    // prover made them, and the figures above include that.
+    println!(
+        "| partitions proved on the CPU fallback | {:.0} | | | 0 |",
+        delta("cuzk_partitions_fallback_total")
+    );
     // Each device's share, where the daemon has several (its per-device metrics).
     let devices: Vec<String> = (0..)
         .map_while(|i| {

@@ -271,7 +271,7 @@ pub fn run(args: SoakBenchArgs, params: &Path) -> anyhow::Result<()> {
         .filter(|&i| is_winning(i, args.winning_every))
         .count();
     println!(
-        "cuzk bench soak: {n} proofs ({} PoRep C2, {winning} WinningPoSt), backend {}, {} in flight, {failed} failed, {:.1} s ({:.1} proofs/min)",
+        "cuzk bench soak: {n} proofs ({} PoRep C2, {winning} WinningPoSt), devices configured: {}, {} in flight, {failed} failed, {:.1} s ({:.1} proofs/min)",
         n - winning,
         welcome.backend,
         args.in_flight,

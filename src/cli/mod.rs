@@ -11,6 +11,7 @@ mod bench_hostile;
 mod bench_msm;
 mod bench_partition;
 mod bench_pipeline;
+mod bench_reference;
 mod bench_soak;
 pub mod client;
 pub mod params;
@@ -71,7 +72,7 @@ pub enum Command {
     #[command(subcommand)]
     Params(params::ParamsCommand),
     /// Benchmarks against filecoin-proofs' own prover and sppark's GPU figures.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Seal a fresh 2 KiB test sector and write an input file for every proof kind, or write a
     /// satisfiable PoRep C1 output of any size made without sealing (--satisfiable).
     Sample(sample::SampleArgs),
@@ -108,7 +109,7 @@ pub fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
     match cli.command {
         Command::Prove(args) => prove::run(args, env),
         Command::Params(cmd) => params::run(cmd, env),
-        Command::Bench(cmd) => bench::run(cmd, env),
+        Command::Bench(cmd) => bench::run(*cmd, env),
         Command::Sample(args) => sample::run(args),
         Command::Verify(args) => match verify::run(args)? {
             true => Ok(()),

@@ -11,7 +11,7 @@ use toml::Value;
 use super::units::{format_duration, format_size, parse_duration, parse_size};
 use super::{
     BackendChoice, Config, ConfigError, DaemonConfig, DebugConfig, FaultConfig, FaultKind,
-    FaultStage, GpuConfig, GpuSelection, MetricsConfig, ParamsConfig, ProtocolConfig,
+    FaultStage, GpuConfig, GpuSelection, GrpcConfig, MetricsConfig, ParamsConfig, ProtocolConfig,
     ProvingConfig, QueueConfig, SocketConfig, MAX_QUARANTINE,
 };
 
@@ -188,6 +188,87 @@ pub static KEYS: &[KeyDoc] = &[
             Ok(())
         },
         show: |c| Value::String(format_duration(c.protocol.idle_timeout.unwrap_or_default())),
+    },
+    KeyDoc {
+        name: "protocol.max_input_size",
+        kind: "size",
+        default: "\"256MiB\"",
+        description: "Largest input a client may pass as a file descriptor (SubmitFd and \
+                      ProveFd: a memfd or the C1 file itself, read by cuzkd rather than sent \
+                      in a frame); a larger one is refused before a byte of it is read.",
+        apply: |c, v| {
+            c.protocol.max_input_size = size(v)?.max(1);
+            Ok(())
+        },
+        show: |c| Value::String(format_size(c.protocol.max_input_size)),
+    },
+    KeyDoc {
+        name: "protocol.input_memory",
+        kind: "size",
+        default: "\"1GiB\"",
+        description: "Bytes of passed inputs (file descriptors) being read at once, all \
+                      clients together: a read that does not fit waits until earlier ones \
+                      have been handed to the queue. At least protocol.max_input_size is \
+                      used, so that one input of the largest size always fits.",
+        apply: |c, v| {
+            c.protocol.input_memory = size(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(format_size(c.protocol.input_memory)),
+    },
+    KeyDoc {
+        name: "grpc.enabled",
+        kind: "boolean",
+        default: "false",
+        description: "Serve cuzk.v1.ProvingEngine, the gRPC protocol of Curio's proving client \
+                      (Curio's [Cuzk] section), on a second Unix socket: the same engine, \
+                      queue, journal, allow lists and admins as the first. Curio's Address \
+                      is then unix://<grpc.path>. Under systemd, enable cuzkd-grpc.socket \
+                      too.",
+        apply: |c, v| {
+            c.grpc.enabled = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.grpc.enabled),
+    },
+    KeyDoc {
+        name: "grpc.path",
+        kind: "path",
+        default: "\"/run/cuzk/cuzk-grpc.sock\"",
+        description: "The gRPC endpoint's Unix socket. Ignored when systemd passes it \
+                      (cuzkd-grpc.socket, FileDescriptorName=grpc).",
+        apply: |c, v| {
+            c.grpc.path = PathBuf::from(string(v)?);
+            Ok(())
+        },
+        show: |c| Value::String(c.grpc.path.display().to_string()),
+    },
+    KeyDoc {
+        name: "grpc.mode",
+        kind: "octal string",
+        default: "\"0660\"",
+        description: "Permission bits of the gRPC socket file; its group is socket.group.",
+        apply: |c, v| {
+            c.grpc.mode = mode(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(format!("{:04o}", c.grpc.mode)),
+    },
+    KeyDoc {
+        name: "grpc.max_message_size",
+        kind: "size",
+        default: "\"256MiB\"",
+        description: "Largest gRPC message accepted or sent (Curio's client allows 256 MiB \
+                      each way). A message is held whole in memory while it is decoded.",
+        apply: |c, v| {
+            let n = size(v)?;
+            if !(1024..=1 << 31).contains(&n) {
+                return Err("must be between 1KiB and 2GiB".into());
+            }
+            c.grpc.max_message_size = n;
+            Ok(())
+        },
+        show: |c| Value::String(format_size(c.grpc.max_message_size)),
     },
     KeyDoc {
         name: "params.dir",
@@ -600,7 +681,8 @@ pub static KEYS: &[KeyDoc] = &[
         default: "\"0\"",
         description: "Device memory cuzk holds at most on each GPU, so that a card can be \
                       shared with other GPU work (a PC2 or TreeR on the same card). \"0\" = \
-                      what is free when the device is opened, less a margin of 512MiB. From this budget and each parameter set's sizes, cuzk plans \
+                      what is free when the device is opened, less a margin of 1GiB (and before \
+                      each proof, what is free then). From this budget and each parameter set's sizes, cuzk plans \
                       where every stage of a proof runs (logged at start, shown by cuzk \
                       status): what does not fit is streamed from host memory — the points of \
                       the queries not kept resident, the recorded constraints, the \
@@ -1019,6 +1101,14 @@ pub(super) fn zero_config() -> Config {
             max_frame_size: 0,
             hello_timeout: Duration::ZERO,
             idle_timeout: None,
+            max_input_size: 0,
+            input_memory: 0,
+        },
+        grpc: GrpcConfig {
+            enabled: false,
+            path: PathBuf::new(),
+            mode: 0,
+            max_message_size: 0,
         },
         params: ParamsConfig {
             dir: PathBuf::new(),

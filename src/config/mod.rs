@@ -125,6 +125,24 @@ pub struct ProtocolConfig {
     /// How long a connection past Hello may go without a request (none in progress) before
     /// it is closed; `None`: never.
     pub idle_timeout: Option<Duration>,
+    /// Largest input read from a file descriptor passed with a request (SubmitFd, ProveFd).
+    pub max_input_size: u64,
+    /// Bytes of passed inputs being read at once, all connections together; a read waits
+    /// for room.
+    pub input_memory: u64,
+}
+
+/// The gRPC endpoint (`cuzk.v1.ProvingEngine`, Curio's proving client's protocol).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GrpcConfig {
+    /// Whether cuzkd serves it.
+    pub enabled: bool,
+    /// Its Unix socket (ignored when systemd passes one named `grpc`).
+    pub path: PathBuf,
+    /// Permission bits of its socket file (its group is `socket.group`'s).
+    pub mode: u32,
+    /// Largest message accepted or sent.
+    pub max_message_size: u64,
 }
 
 /// The parameter cache.
@@ -328,6 +346,8 @@ pub struct Config {
     pub socket: SocketConfig,
     /// `[protocol]`
     pub protocol: ProtocolConfig,
+    /// `[grpc]`
+    pub grpc: GrpcConfig,
     /// `[params]`
     pub params: ParamsConfig,
     /// `[queue]`

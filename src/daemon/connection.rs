@@ -14,10 +14,12 @@ use tokio::sync::watch;
 use tokio_util::codec::Framed;
 
 use super::access::Access;
+use super::fdinput::{self, FdInputError, FdStream};
 use super::handler::{handle, Session};
 use super::{ratelimit, wire, Context};
 use crate::proto::{
     decode_payload, encode_payload, ErrorCode, FrameCodec, FrameError, Request, Response,
+    LENGTH_PREFIX,
 };
 
 /// How long a refusal (busy, permission denied) may take to write before the socket is
@@ -27,6 +29,9 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often a connection whose request waits on a job checks that its peer is still there,
 /// once its socket has turned readable (see [`hung_up`]).
 const HANGUP_POLL: Duration = Duration::from_secs(1);
+
+/// A client connection, framed, its passed descriptors kept (`fdinput`).
+pub(super) type Conn = Framed<FdStream, FrameCodec>;
 
 /// Connections open per peer uid, for `socket.max_connections_per_uid`.
 #[derive(Debug, Default)]
@@ -62,26 +67,53 @@ impl UidSlots {
     }
 }
 
-impl Drop for UidSlot<'_> {
-    fn drop(&mut self) {
-        let mut open = self
-            .slots
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(held) = open.get_mut(&self.uid) {
+impl UidSlots {
+    fn release(&self, uid: u32) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(held) = open.get_mut(&uid) {
             *held = held.saturating_sub(1);
             // No entry per uid that ever connected: the map stays as small as the open
             // connections.
             if *held == 0 {
-                open.remove(&self.uid);
+                open.remove(&uid);
             }
         }
     }
 }
 
+impl Drop for UidSlot<'_> {
+    fn drop(&mut self) {
+        self.slots.release(self.uid);
+    }
+}
+
+/// One of a uid's slots held by a connection that the context outlives by no borrow (the
+/// gRPC endpoint's, which tonic owns); given back when dropped.
+pub struct SharedUidSlot {
+    ctx: Arc<Context>,
+    uid: u32,
+}
+
+impl SharedUidSlot {
+    /// Takes one of `uid`'s `limit` slots in `ctx`, or `None` when it holds all of them.
+    pub fn take(ctx: &Arc<Context>, uid: u32, limit: usize) -> Option<Self> {
+        let slot = ctx.uid_slots.take(uid, limit)?;
+        std::mem::forget(slot);
+        Some(Self {
+            ctx: ctx.clone(),
+            uid,
+        })
+    }
+}
+
+impl Drop for SharedUidSlot {
+    fn drop(&mut self) {
+        self.ctx.uid_slots.release(self.uid);
+    }
+}
+
 /// Whether the peer may connect under the allow-lists.
-fn allowed(ctx: &Context, uid: u32, gid: u32) -> bool {
+pub(super) fn allowed(ctx: &Context, uid: u32, gid: u32) -> bool {
     let s = &ctx.config.socket;
     (s.allowed_uids.is_empty() && s.allowed_gids.is_empty())
         || s.allowed_uids.contains(&uid)
@@ -161,7 +193,9 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
         client: String::new(),
         access,
     };
-    let mut framed = Framed::new(stream, FrameCodec::new(max));
+    let mut framed = Framed::new(FdStream::new(stream), FrameCodec::new(max));
+    // Stream bytes taken by the frames read so far: where the next frame starts.
+    let mut consumed: u64 = 0;
     let hello_deadline = tokio::time::Instant::now() + ctx.config.protocol.hello_timeout;
     let idle_timeout = ctx.config.protocol.idle_timeout;
     // Idle time counts from the last answer (Welcome, after Hello): a request in progress
@@ -214,31 +248,44 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
                 tracing::debug!(uid, "connection error: {e}");
                 break;
             }
-            Some(Ok(payload)) => match decode_payload::<Request>(&payload) {
-                // A Watch pushes events on the connection before its answer; `None` as below.
-                Ok(Request::Watch(w)) if session.hello => {
-                    match super::watchers::serve(w.job_id, session.access, &ctx, &mut framed).await
-                    {
-                        Some(response) => response,
-                        None => break,
+            Some(Ok(payload)) => {
+                let start = consumed;
+                consumed += (LENGTH_PREFIX + payload.len()) as u64;
+                let passed = framed.get_mut().take_fd(start, consumed);
+                match decode_payload::<Request>(&payload) {
+                    // A Watch pushes events on the connection before its answer; `None` as below.
+                    Ok(Request::Watch(w)) if session.hello => {
+                        match super::watchers::serve(w.job_id, session.access, &ctx, &mut framed)
+                            .await
+                        {
+                            Some(response) => response,
+                            None => break,
+                        }
+                    }
+                    Ok(request @ (Request::SubmitFd(_) | Request::ProveFd(_))) if session.hello => {
+                        match passed_input(request, passed, &mut session, &ctx, &framed).await {
+                            Some(response) => response,
+                            None => break,
+                        }
+                    }
+                    // `None`: the client hung up while its Await or Prove waited for a job, for
+                    // hours where the job queues behind others; its slot must not wait that long.
+                    Ok(request) => {
+                        let hang_up = hung_up(framed.get_ref().get_ref());
+                        match handle(request, &mut session, &ctx, hang_up).await {
+                            Some(response) => response,
+                            None => break,
+                        }
+                    }
+                    Err(e) => {
+                        let e = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
+                        if let Some(suppressed) = ratelimit::MALFORMED.allow(Instant::now()) {
+                            tracing::info!(uid, client = %session.client, suppressed, "malformed frame: {e}");
+                        }
+                        wire::error(ErrorCode::MalformedFrame, e.to_string(), None)
                     }
                 }
-                // `None`: the client hung up while its Await or Prove waited for a job, for
-                // hours where the job queues behind others; its slot must not wait that long.
-                Ok(request) => {
-                    match handle(request, &mut session, &ctx, hung_up(framed.get_ref())).await {
-                        Some(response) => response,
-                        None => break,
-                    }
-                }
-                Err(e) => {
-                    let e = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
-                    if let Some(suppressed) = ratelimit::MALFORMED.allow(Instant::now()) {
-                        tracing::info!(uid, client = %session.client, suppressed, "malformed frame: {e}");
-                    }
-                    wire::error(ErrorCode::MalformedFrame, e.to_string(), None)
-                }
-            },
+            }
         };
         if let Err(e) = send(&mut framed, &response).await {
             tracing::debug!(uid, "cannot answer: {e}");
@@ -247,6 +294,77 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
         answered = tokio::time::Instant::now();
     }
     tracing::debug!(uid, client = %session.client, "client disconnected");
+}
+
+/// Answers a SubmitFd or ProveFd: reads the passed input (within `protocol.input_memory`,
+/// waiting for room), submits it as a Submit with that payload, and for ProveFd then waits
+/// for the job as Prove does. The memory is given back once the job is queued (or refused):
+/// the engine holds the input from there. `None`: the client hung up while waiting.
+async fn passed_input(
+    request: Request,
+    fd: Option<std::os::fd::OwnedFd>,
+    session: &mut Session,
+    ctx: &Arc<Context>,
+    framed: &Conn,
+) -> Option<Response> {
+    let (mut submit, prove) = match request {
+        Request::SubmitFd(s) => (s, false),
+        Request::ProveFd(s) => (s, true),
+        other => return handle(other, session, ctx, hung_up(framed.get_ref().get_ref())).await,
+    };
+    let refuse = |e: FdInputError| {
+        let why = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
+        if let Some(suppressed) = ratelimit::SUBMISSION.allow(Instant::now()) {
+            tracing::warn!(client = %session.client, suppressed, "passed input refused: {why}");
+        }
+        Some(wire::error(ErrorCode::InvalidInput, why, None))
+    };
+    let payload = match &mut submit.input {
+        crate::proto::ProofInput::PoRep { c1, .. } => c1,
+        crate::proto::ProofInput::SnapDeals { input }
+        | crate::proto::ProofInput::WindowPoSt { input }
+        | crate::proto::ProofInput::WinningPoSt { input } => input,
+    };
+    if !payload.is_empty() {
+        return refuse(FdInputError::Payload);
+    }
+    let Some(fd) = fd else {
+        return refuse(FdInputError::Missing);
+    };
+    let len = match fdinput::input_size(&fd, ctx.config.protocol.max_input_size) {
+        Ok(len) => len,
+        Err(e) => return refuse(e),
+    };
+    let room = tokio::select! {
+        room = ctx.input_memory.reserve(len) => room,
+        _ = hung_up(framed.get_ref().get_ref()) => return None,
+    };
+    let read = tokio::task::spawn_blocking(move || fdinput::read_input(fd, len)).await;
+    match read {
+        Ok(Ok(bytes)) => *payload = bytes,
+        Ok(Err(e)) => return refuse(e),
+        Err(e) => {
+            return Some(wire::error(
+                ErrorCode::Internal,
+                format!("read task failed: {e}"),
+                None,
+            ))
+        }
+    }
+    let hang_up = hung_up(framed.get_ref().get_ref());
+    let accepted = handle(Request::Submit(submit), session, ctx, hang_up).await;
+    drop(room);
+    match accepted {
+        Some(Response::Accepted(a)) if prove => {
+            let wait = crate::proto::AwaitJob {
+                job_id: a.job_id,
+                timeout_ms: None,
+            };
+            let hang_up = hung_up(framed.get_ref().get_ref());
+            handle(Request::Await(wait), session, ctx, hang_up).await
+        }
+        other => other,
+    }
 }
 
 /// Sleeps until `deadline`; forever where there is none.
@@ -296,10 +414,7 @@ async fn wait_closing(closing: &mut watch::Receiver<bool>) {
     let _ = closing.wait_for(|c| *c).await;
 }
 
-pub(super) async fn send(
-    framed: &mut Framed<UnixStream, FrameCodec>,
-    response: &Response,
-) -> Result<(), FrameError> {
+pub(super) async fn send(framed: &mut Conn, response: &Response) -> Result<(), FrameError> {
     let payload = match encode_payload(response) {
         Ok(p) => p,
         Err(e) => encode_payload(&wire::error(

@@ -93,6 +93,14 @@ pub async fn handle(
         Request::Info => Response::Info(info(ctx)),
         Request::Capacity(q) => Response::Capacity(capacity(q, ctx)),
         Request::Health => Response::Health(health(ctx)),
+        // The connection reads a passed input itself (`connection::passed_input`); one that
+        // reaches here came another way, with no descriptor.
+        Request::SubmitFd(_) | Request::ProveFd(_) => wire::error(
+            ErrorCode::InvalidInput,
+            "SubmitFd and ProveFd take their input from a file descriptor passed on the Unix \
+             socket",
+            None,
+        ),
         // The connection serves a Watch itself (it pushes events on the socket:
         // `watchers::serve`); without one to push on, a Watch is an Await without a timeout.
         Request::Watch(j) => {

@@ -54,20 +54,42 @@ pub fn remove_socket_file(origin: &SocketOrigin) {
     }
 }
 
-/// The socket systemd passed (socket activation), if any. Must be called before any thread
-/// is started: it reads and clears `LISTEN_PID`/`LISTEN_FDS`.
-pub fn take_activated() -> Result<Option<UnixListener>, DaemonError> {
+/// The sockets systemd passed (socket activation).
+#[derive(Debug, Default)]
+pub struct Activated {
+    /// The protocol's socket (cuzkd.socket).
+    pub main: Option<UnixListener>,
+    /// The gRPC endpoint's (cuzkd-grpc.socket, `FileDescriptorName=grpc`).
+    pub grpc: Option<UnixListener>,
+}
+
+/// Whether a passed descriptor's name (`FileDescriptorName=`, by default the socket unit's
+/// name) is the gRPC endpoint's.
+fn is_grpc_name(name: &str) -> bool {
+    name == "grpc" || name == "cuzkd-grpc.socket"
+}
+
+/// The sockets systemd passed (socket activation), if any. Must be called before any thread
+/// is started: it reads and clears `LISTEN_PID`/`LISTEN_FDS`/`LISTEN_FDNAMES`.
+pub fn take_activated() -> Result<Activated, DaemonError> {
     let activation = |m: String| DaemonError::Activation(m);
-    let mut fds = sd_notify::listen_fds().map_err(|e| activation(e.to_string()))?;
-    let Some(fd) = fds.next() else {
-        return Ok(None);
-    };
-    if fds.next().is_some() {
-        return Err(activation(
-            "more than one socket passed; cuzkd uses exactly one".into(),
-        ));
+    let fds = sd_notify::listen_fds_with_names(true).map_err(|e| activation(e.to_string()))?;
+    let mut out = Activated::default();
+    for (fd, name) in fds {
+        let slot = if is_grpc_name(&name) {
+            &mut out.grpc
+        } else {
+            &mut out.main
+        };
+        if slot.is_some() {
+            return Err(activation(format!(
+                "more than one socket passed as {name:?}; cuzkd takes one for its protocol \
+                 and one named \"grpc\""
+            )));
+        }
+        *slot = Some(listener_from_fd(fd)?);
     }
-    Ok(Some(listener_from_fd(fd)?))
+    Ok(out)
 }
 
 fn listener_from_fd(fd: RawFd) -> Result<UnixListener, DaemonError> {

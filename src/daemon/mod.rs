@@ -13,6 +13,8 @@
 mod access;
 pub mod cli;
 mod connection;
+mod fdinput;
+mod grpc;
 mod handler;
 pub(crate) mod host;
 pub mod journal;
@@ -194,6 +196,8 @@ pub struct Context {
     pub watchers: Arc<watchers::Hub>,
     /// The job journal's files, where there is a journal (for the metrics).
     pub journal: Option<Arc<journal::FileJournal>>,
+    /// `protocol.input_memory`: room for inputs passed as file descriptors.
+    pub input_memory: fdinput::InputMemory,
 }
 
 impl Context {
@@ -233,6 +237,8 @@ impl Context {
                     source,
                 }
             })?;
+        let input_memory =
+            fdinput::InputMemory::new(config.protocol.input_memory, config.protocol.max_input_size);
         Ok(Arc::new(Context {
             backend: service.backend_name(),
             devices,
@@ -246,6 +252,7 @@ impl Context {
             connections_refused: AtomicU64::new(0),
             uid_slots: connection::UidSlots::default(),
             own_uid: nix::unistd::geteuid().as_raw(),
+            input_memory,
             watchers,
             journal: journal_files,
         }))
@@ -451,7 +458,8 @@ fn run(config: Config, env: &Environment, journal_explicit: bool) -> Result<(), 
     let watchdog =
         notify::watchdog_interval(env.watchdog_usec.as_deref(), env.watchdog_pid.as_deref());
     let notifier = Notifier::new(env.notify_socket.as_deref());
-    let listener = match listener::take_activated()? {
+    let activated = listener::take_activated()?;
+    let listener = match activated.main {
         Some(socket) => Listener {
             socket,
             origin: SocketOrigin::Activated,
@@ -466,15 +474,68 @@ fn run(config: Config, env: &Environment, journal_explicit: bool) -> Result<(), 
             }
         }
     };
+    let grpc = match grpc_listener(&config, activated.grpc) {
+        Ok(grpc) => grpc,
+        Err(e) => {
+            listener::remove_socket_file(&listener.origin);
+            return Err(e);
+        }
+    };
     let Listener { socket, origin } = listener;
-    let result = run_bound(config, socket, watchdog, notifier, journal_explicit);
+    let (grpc_socket, grpc_origin) = grpc.map(|l| (l.socket, l.origin)).unzip();
+    let result = run_bound(
+        config,
+        socket,
+        grpc_socket,
+        watchdog,
+        notifier,
+        journal_explicit,
+    );
     listener::remove_socket_file(&origin);
+    if let Some(origin) = grpc_origin {
+        listener::remove_socket_file(&origin);
+    }
     result
+}
+
+/// The gRPC endpoint's socket where `grpc.enabled`: systemd's, or bound at `grpc.path`
+/// (with `grpc.mode` and `socket.group`). One systemd passes while it is off is closed.
+fn grpc_listener(
+    config: &Config,
+    activated: Option<std::os::unix::net::UnixListener>,
+) -> Result<Option<Listener>, DaemonError> {
+    if !config.grpc.enabled {
+        if activated.is_some() {
+            tracing::warn!(
+                "systemd passed the gRPC socket but grpc.enabled is false: not serving it \
+                 (set grpc.enabled = true, or disable cuzkd-grpc.socket)"
+            );
+        }
+        return Ok(None);
+    }
+    if let Some(socket) = activated {
+        return Ok(Some(Listener {
+            socket,
+            origin: SocketOrigin::Activated,
+        }));
+    }
+    let socket_config = crate::config::SocketConfig {
+        path: config.grpc.path.clone(),
+        mode: config.grpc.mode,
+        ..config.socket.clone()
+    };
+    let socket = listener::bind(&socket_config)?;
+    let id = listener::file_id(&socket_config.path);
+    Ok(Some(Listener {
+        socket,
+        origin: SocketOrigin::Bound(socket_config.path, id),
+    }))
 }
 
 fn run_bound(
     config: Config,
     socket: std::os::unix::net::UnixListener,
+    grpc: Option<std::os::unix::net::UnixListener>,
     watchdog: Option<Duration>,
     notifier: Notifier,
     journal_explicit: bool,
@@ -501,6 +562,17 @@ fn run_bound(
             .map_err(io("configuring the socket"))?;
         let socket =
             tokio::net::UnixListener::from_std(socket).map_err(io("registering the socket"))?;
+        let grpc = match grpc {
+            Some(g) => {
+                g.set_nonblocking(true)
+                    .map_err(io("configuring the gRPC socket"))?;
+                Some(
+                    tokio::net::UnixListener::from_std(g)
+                        .map_err(io("registering the gRPC socket"))?,
+                )
+            }
+            None => None,
+        };
         let mut term =
             signal(SignalKind::terminate()).map_err(io("installing the SIGTERM handler"))?;
         let mut int =
@@ -538,7 +610,7 @@ fn run_bound(
                 force_on_second.store(true, Ordering::SeqCst);
             });
         };
-        server::serve(ctx, socket, shutdown, force, notifier).await;
+        server::serve(ctx, socket, grpc, shutdown, force, notifier).await;
         Ok::<(), DaemonError>(())
     })?;
     runtime.shutdown_timeout(Duration::from_secs(1));
@@ -767,7 +839,7 @@ impl InProcess {
                         let _ = stop_rx.await;
                     };
                     let force = Arc::new(AtomicBool::new(false));
-                    server::serve(ctx, socket, shutdown, force, Notifier::new(None)).await;
+                    server::serve(ctx, socket, None, shutdown, force, Notifier::new(None)).await;
                 })
             })
             .map_err(|source| DaemonError::Io {

@@ -28,6 +28,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 pub async fn serve(
     ctx: Arc<Context>,
     listener: UnixListener,
+    grpc: Option<UnixListener>,
     shutdown: impl Future<Output = ()>,
     force: Arc<AtomicBool>,
     notifier: Notifier,
@@ -37,6 +38,16 @@ pub async fn serve(
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     let slots = Arc::new(Semaphore::new(ctx.config.socket.max_connections));
     let textfile = textfile::start(&ctx);
+    // The gRPC endpoint stops taking calls when the drain starts; the calls in progress are
+    // answered by it (queued jobs "shutting down", running ones their result).
+    let (stop_grpc, grpc_stopped) = tokio::sync::oneshot::channel::<()>();
+    let grpc = grpc.map(|l| {
+        let stop = async move {
+            let _ = grpc_stopped.await;
+        };
+        tracing::info!("serving the gRPC endpoint (cuzk.v1.ProvingEngine)");
+        tokio::spawn(super::grpc::serve(ctx.clone(), l, stop))
+    });
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -70,10 +81,14 @@ pub async fn serve(
         }
     }
     drop(listener);
+    let _ = stop_grpc.send(());
     drain(&ctx, &force, &notifier).await;
     let _ = closing_tx.send(true);
     drop(alive_tx);
     let _ = tokio::time::timeout(CLOSE_GRACE, alive_rx.recv()).await;
+    if let Some(grpc) = grpc {
+        let _ = tokio::time::timeout(CLOSE_GRACE, grpc).await;
+    }
     if let Some(writer) = textfile {
         writer.finish(&ctx).await;
     }

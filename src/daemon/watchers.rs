@@ -17,15 +17,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::net::UnixStream;
 use tokio::sync::Notify;
-use tokio_util::codec::Framed;
 
 use super::access::Access;
 use super::{connection, handler, wire, Context};
 use crate::engine::{JobEvent, JobId, JobPhase, JobState};
 use crate::proofs::Step;
-use crate::proto::{FrameCodec, ProgressEvent, ProgressStage, Response};
+use crate::proto::{ProgressEvent, ProgressStage, Response};
 
 /// Events a watcher's buffer holds at most (about 64 bytes each).
 pub(super) const BUFFER: usize = 64;
@@ -226,7 +224,7 @@ pub(super) async fn serve(
     job: JobId,
     access: Access,
     ctx: &Context,
-    framed: &mut Framed<UnixStream, FrameCodec>,
+    framed: &mut connection::Conn,
 ) -> Option<Response> {
     if handler::visible_job(job, access, ctx).is_none() {
         return Some(handler::unknown_job(job));
@@ -279,7 +277,7 @@ pub(super) async fn serve(
         let wake = tokio::select! {
             _ = watcher.ready() => Wake::Events,
             changed = phase.changed() => Wake::Phase(changed.is_ok()),
-            _ = connection::hung_up(framed.get_ref()) => Wake::HungUp,
+            _ = connection::hung_up(framed.get_ref().get_ref()) => Wake::HungUp,
         };
         match wake {
             Wake::Events => {

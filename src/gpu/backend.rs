@@ -868,9 +868,18 @@ impl GpuBackend {
         let keep = |q| all || plan.as_ref().is_ok_and(|p| p.resident.has(q));
         let ctx = {
             let queries = [
-                (plan::Query::H, Points::g1(set.id, Query::H, &srs.h, 0..srs.h.len())?),
-                (plan::Query::L, Points::g1(set.id, Query::L, &srs.l, 0..srs.l.len())?),
-                (plan::Query::A, Points::g1(set.id, Query::A, &srs.a, 0..n_in)?),
+                (
+                    plan::Query::H,
+                    Points::g1(set.id, Query::H, &srs.h, 0..srs.h.len())?,
+                ),
+                (
+                    plan::Query::L,
+                    Points::g1(set.id, Query::L, &srs.l, 0..srs.l.len())?,
+                ),
+                (
+                    plan::Query::A,
+                    Points::g1(set.id, Query::A, &srs.a, 0..n_in)?,
+                ),
                 (
                     plan::Query::A,
                     Points::g1(set.id, Query::A, &srs.a, n_in..srs.a.len())?,
@@ -912,15 +921,24 @@ impl GpuBackend {
             sizes,
             plan,
             pinned,
+            lowered: AtomicU64::new(u64::MAX),
             staged: Mutex::new(None),
             host_alloc: super::pinned::allocator(ctx),
         })
     }
 
     /// The plan for proofs of `sizes` within `budget` (the device's budget where `None`).
-    fn plan(&self, sizes: &Sizes, budget: Option<u64>) -> Result<Result<Plan, plan::TooSmall>, GpuError> {
+    fn plan(
+        &self,
+        sizes: &Sizes,
+        budget: Option<u64>,
+    ) -> Result<Result<Plan, plan::TooSmall>, GpuError> {
         let s = self.lock()?;
-        Ok(plan_within(&s.gpu, sizes, budget.unwrap_or(s.gpu.memory().budget)))
+        Ok(plan_within(
+            &s.gpu,
+            sizes,
+            budget.unwrap_or(s.gpu.memory().budget),
+        ))
     }
 
     /// The device memory this backend holds, against its budget (without waiting for the
@@ -1201,6 +1219,10 @@ pub struct GpuPrepared {
     /// The streamed queries' host points, page-locked (plans that stream some).
     #[allow(dead_code)]
     pinned: Option<PinnedHost<Srs>>,
+    /// The budget a proof had to be retried under after running out of memory (a plan's
+    /// estimate short of what the device took, or memory another process took); `u64::MAX`
+    /// until then.
+    lowered: AtomicU64,
     /// A page-locked block the assignment is copied into before a planned proof takes its turn
     /// on the device (made on first use, reused): it goes up once or more per proof, at the
     /// bus's rate instead of the staging copies'.
@@ -1237,9 +1259,10 @@ impl GpuPrepared {
         self.sizes.domain.trailing_zeros()
     }
 
-    /// Runs `f` on the device under `plan`, after freeing what the plan does not keep; where it
-    /// runs out of memory (the device has less free than when the plan was made: another
-    /// process took some), once more under a plan for what is free now.
+    /// Runs `f` on the device under `plan`, after freeing what the plan does not keep, or under
+    /// a plan for less where the device has less free now than the plan's budget (another
+    /// process took some, or the driver's own allocations grew); where it runs out of memory
+    /// even so, once more under a plan for what is free then, less a further margin.
     fn run_planned<T>(
         &self,
         plan: &Plan,
@@ -1249,23 +1272,57 @@ impl GpuPrepared {
         let (id, lg) = (self.set.id, self.lg());
         let mut s = self.set.shared.lock()?;
         s.make_room(id, plan, lg, shape);
-        match f(&mut s, plan) {
+        // A budget a retry had to lower, remembered: the next proofs start from it.
+        let lowered = self.lowered.load(Ordering::Relaxed);
+        let now = self.fitted(&s, plan, lowered, 0)?;
+        let plan = now.as_ref().unwrap_or(plan);
+        s.gpu.set_tight(true);
+        let result = match f(&mut s, plan) {
             Err(e) if e.is_out_of_memory() => {
                 s.evict_except(None);
-                let (free, _) = s.gpu.mem_info()?;
-                let now = plan::device_budget(free as u64, Some(plan.budget));
-                let smaller = (now < plan.budget)
-                    .then(|| plan_within(&s.gpu, &self.sizes, now).ok())
-                    .flatten();
-                let Some(smaller) = smaller else {
-                    return Err(e);
-                };
-                tracing::warn!(error = %e, plan = %smaller.describe(&self.sizes), "out of device memory: proving again under a smaller plan");
-                s.make_room(id, &smaller, lg, shape);
-                f(&mut s, &smaller)
+                match self.fitted(&s, plan, u64::MAX, plan.budget / 16)? {
+                    None => Err(e),
+                    Some(smaller) => {
+                        tracing::warn!(error = %e, plan = %smaller.describe(&self.sizes), "out of device memory: proving again under a smaller plan (kept for the next proofs)");
+                        s.make_room(id, &smaller, lg, shape);
+                        let r = f(&mut s, &smaller);
+                        if r.is_ok() {
+                            self.lowered.store(smaller.budget, Ordering::Relaxed);
+                        }
+                        r
+                    }
+                }
             }
             r => r,
+        };
+        s.gpu.set_tight(false);
+        result
+    }
+
+    /// A plan for what the device can give now (what this handle holds, and what the driver
+    /// has free after the work so far, less the margin and `spare`; at most `cap`), where that
+    /// is less than `plan`'s budget; `None` where `plan` fits, or where nothing does (`plan` is
+    /// tried).
+    fn fitted(
+        &self,
+        s: &State,
+        plan: &Plan,
+        cap: u64,
+        spare: u64,
+    ) -> Result<Option<Plan>, GpuError> {
+        s.gpu.settle()?;
+        let (free, _) = s.gpu.mem_info()?;
+        let now = plan::device_budget(free as u64 + s.gpu.memory().used, None)
+            .saturating_sub(spare)
+            .min(cap);
+        if now >= plan.budget {
+            return Ok(None);
         }
+        let smaller = plan_within(&s.gpu, &self.sizes, now).ok();
+        if let Some(p) = &smaller {
+            tracing::debug!(budget = now, plan = %p.describe(&self.sizes), "less device memory free than planned");
+        }
+        Ok(smaller)
     }
 
     /// `aux` in page-locked memory: as it is where it is there already (a partition pinned by

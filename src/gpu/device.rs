@@ -76,7 +76,7 @@ impl DevBuf {
     }
     /// Bytes `range` of the buffer as a view, or an error where it does not lie inside.
     pub fn view_of(&self, range: std::ops::Range<usize>) -> Result<DevView, GpuError> {
-        self.view().sub(range)
+        self.view().range(range)
     }
 }
 
@@ -112,7 +112,7 @@ impl DevView {
         self.len == 0
     }
     /// Bytes `range` of this view, or an error where it does not lie inside.
-    pub fn sub(self, range: std::ops::Range<usize>) -> Result<DevView, GpuError> {
+    pub fn range(self, range: std::ops::Range<usize>) -> Result<DevView, GpuError> {
         if range.start > range.end || range.end > self.len {
             return Err(GpuError::Input(format!(
                 "device range {range:?} of a view of {} bytes",
@@ -156,7 +156,10 @@ impl Ledger {
                     self.cap
                 )));
             }
-            match self.used.compare_exchange_weak(used, after, Ordering::Relaxed, Ordering::Relaxed) {
+            match self
+                .used
+                .compare_exchange_weak(used, after, Ordering::Relaxed, Ordering::Relaxed)
+            {
                 Ok(_) => {
                     self.peak.fetch_max(after, Ordering::Relaxed);
                     return Ok(());
@@ -185,6 +188,27 @@ impl Ledger {
     pub fn reset_peak(&self) {
         let used = self.used.load(Ordering::Relaxed);
         self.peak.store(used, Ordering::Relaxed);
+    }
+}
+
+/// Two device buffers that host memory streams through in pieces ([`Gpu::stream`]), with
+/// the events that order their reuse; kept across several streams (the rows of A, B and C
+/// one after the other) so that each stream's first copy waits only for its slot's last
+/// reader.
+pub struct Ring {
+    slots: [DevBuf; 2],
+    /// Recorded when the ring was made: its slots' allocation is done.
+    ready: CudaEvent,
+    /// Recorded on the main stream after the work on each slot's last piece.
+    consumed: [Option<CudaEvent>; 2],
+    /// The slot the next piece goes to.
+    next: usize,
+}
+
+impl Ring {
+    /// Bytes of each slot.
+    pub fn slot_bytes(&self) -> usize {
+        self.slots[0].len()
     }
 }
 
@@ -224,7 +248,12 @@ pub struct Gpu {
     options: GpuOptions,
     /// The device memory this handle's buffers hold, against its cap.
     ledger: Arc<Ledger>,
+    /// Whether large allocations settle the pool first ([`Gpu::set_tight`]).
+    tight: std::sync::atomic::AtomicBool,
 }
+
+/// Allocations of at least this many bytes settle the stream-ordered pool first.
+const SETTLE_BYTES: usize = 512 << 20;
 
 /// Host copies into a staging buffer go in parallel pieces of this size (also the smallest
 /// staging buffer).
@@ -454,6 +483,7 @@ impl Gpu {
             stage_bytes: stage_bytes(options.staging_bytes),
             options: options.clone(),
             ledger: Arc::new(Ledger::new(budget)),
+            tight: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -513,13 +543,46 @@ impl Gpu {
         }
     }
 
-    /// Takes `bytes` from the ledger for `alloc`, giving them back where it fails.
+    /// Waits for the work issued so far and hands the memory it freed back to the driver (the
+    /// stream-ordered pool keeps freed blocks until a synchronization, and trims to nothing
+    /// only when asked): so that a large buffer freed before a large allocation of another
+    /// size is not held beside it. Out of the ledger's sight, such blocks ran a card whose
+    /// memory another process held out of memory (docs/benchmarks.md, 2026-12-04).
+    pub fn settle(&self) -> Result<(), GpuError> {
+        self.sync()?;
+        let mut pool: cudarc::driver::sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: valid out pointer; the context is bound (sync above) and its device exists.
+        let r = unsafe {
+            cudarc::driver::sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
+        };
+        if r != CUresult::CUDA_SUCCESS || pool.is_null() {
+            // No stream-ordered pool on this device: allocations are the driver's own.
+            return Ok(());
+        }
+        // SAFETY: `pool` is the device's default pool; trimming frees only unused blocks.
+        unsafe { cudarc::driver::sys::cuMemPoolTrimTo(pool, 0) }
+            .result()
+            .ctx("cuMemPoolTrimTo")
+    }
+
+    /// Whether large allocations settle the pool first ([`Gpu::settle`]): while a proof runs
+    /// under a plan that fills the budget (a device that holds everything has room for the
+    /// pool's freed blocks, and is not slowed by the waits).
+    pub fn set_tight(&self, tight: bool) {
+        self.tight.store(tight, Ordering::Relaxed);
+    }
+
+    /// Takes `bytes` from the ledger for `alloc`, giving them back where it fails. A large
+    /// allocation settles the pool first where memory is tight ([`Gpu::set_tight`]).
     fn alloc_with(
         &self,
         bytes: usize,
         alloc: impl FnOnce(usize) -> Result<CudaSlice<u8>, GpuError>,
     ) -> Result<DevBuf, GpuError> {
         let bytes = bytes.max(1);
+        if bytes >= SETTLE_BYTES && self.tight.load(Ordering::Relaxed) {
+            self.settle()?;
+        }
         self.ledger.take(bytes as u64)?;
         match alloc(bytes) {
             Ok(slice) => Ok(self.counted(slice)),
@@ -542,7 +605,9 @@ impl Gpu {
 
     /// Zero-filled device buffer.
     pub fn alloc_zeroed(&self, bytes: usize) -> Result<DevBuf, GpuError> {
-        self.alloc_with(bytes, |b| self.stream.alloc_zeros::<u8>(b).ctx("cuMemAlloc"))
+        self.alloc_with(bytes, |b| {
+            self.stream.alloc_zeros::<u8>(b).ctx("cuMemAlloc")
+        })
     }
 
     /// Copies `src` to the start of `dst`. A large pageable `src` goes through the staging
@@ -790,35 +855,44 @@ impl Gpu {
         Ok(true)
     }
 
-    /// Streams host memory through the two device buffers `slots` in `pieces` pieces: piece k
-    /// is `parts(k)`, host slices copied back to back into slot k mod 2 on the copy stream, and
-    /// once it is there `consume(k, view)` issues the work on it on the main stream (the view
-    /// covers the piece's bytes). The copy of piece k + 1 is issued before the work on piece k,
-    /// so it travels while that work runs; a slot is written again only after the work on its
-    /// last piece (an event the copy stream waits for). From page-locked memory the copies are
-    /// asynchronous; pageable parts go through the staging buffers. On return (also on error) no
-    /// copy is in flight. The slots must have been allocated before the call.
-    pub fn stream_ring<'s>(
+    /// Two device buffers of `slot_bytes` each that host memory streams through ([`Ring`]),
+    /// ordered after the work issued so far (their allocation among it).
+    pub fn ring(&self, slot_bytes: usize) -> Result<Ring, GpuError> {
+        let slots = [self.alloc(slot_bytes)?, self.alloc(slot_bytes)?];
+        Ok(Ring {
+            slots,
+            ready: self.stream.record_event(None).ctx("cuEventRecord")?,
+            consumed: [None, None],
+            next: 0,
+        })
+    }
+
+    /// Streams host memory through `ring` in `pieces` pieces: piece k is `parts(k)`, host
+    /// slices copied back to back into the ring's next slot on the copy stream, and once it is
+    /// there `consume(k, view)` issues the work on it on the main stream (the view covers the
+    /// piece's bytes). The copy of piece k + 1 is issued before the work on piece k, so it
+    /// travels while that work runs; a slot is written again only after the work on its last
+    /// piece (an event the copy stream waits for), and the first time only after the ring was
+    /// made, not after later main-stream work: a ring made before a chain of work lets its
+    /// copies overlap that work. From page-locked memory the copies are asynchronous; pageable
+    /// parts go through the staging buffers. On return (also on error) no copy is in flight.
+    pub fn stream<'s>(
         &self,
+        ring: &mut Ring,
         pieces: usize,
         mut parts: impl FnMut(usize) -> Vec<&'s [u8]>,
-        slots: [&DevBuf; 2],
         mut consume: impl FnMut(usize, DevView) -> Result<(), GpuError>,
     ) -> Result<(), GpuError> {
         let fence = CopyFence {
             stream: &self.copy,
             armed: true,
         };
-        let allocated: CudaEvent = self.stream.record_event(None).ctx("cuEventRecord")?;
-        self.copy.wait(&allocated).ctx("cuStreamWaitEvent")?;
-        let mut consumed: [Option<CudaEvent>; 2] = [None, None];
-        let mut issue = |k: usize,
-                         consumed: &mut [Option<CudaEvent>; 2]|
-         -> Result<(CudaEvent, usize), GpuError> {
-            let slot = slots[k % 2];
-            if let Some(ev) = consumed[k % 2].take() {
-                self.copy.wait(&ev).ctx("cuStreamWaitEvent")?;
-            }
+        let mut issue = |k: usize, ring: &mut Ring| -> Result<(CudaEvent, DevView), GpuError> {
+            let j = ring.next;
+            ring.next ^= 1;
+            let after = ring.consumed[j].as_ref().unwrap_or(&ring.ready);
+            self.copy.wait(after).ctx("cuStreamWaitEvent")?;
+            let slot = &ring.slots[j];
             let mut at = 0usize;
             for part in parts(k) {
                 if at + part.len() > slot.len() {
@@ -831,31 +905,47 @@ impl Gpu {
                 self.copy_to(slot.ptr() + at as u64, part)?;
                 at += part.len();
             }
-            Ok((self.copy.record_event(None).ctx("cuEventRecord")?, at))
+            let copied = self.copy.record_event(None).ctx("cuEventRecord")?;
+            Ok((copied, slot.view().range(0..at)?))
         };
+        let start = Instant::now();
+        let (mut issuing, mut consuming, mut bytes) = (0.0, 0.0, 0usize);
         let mut next = if pieces > 0 {
-            Some(issue(0, &mut consumed)?)
+            Some(issue(0, ring)?)
         } else {
             None
         };
+        issuing += start.elapsed().as_secs_f64();
         for k in 0..pieces {
-            let Some((copied, len)) = next.take() else {
+            let Some((copied, view)) = next.take() else {
                 break;
             };
+            bytes += view.len();
             self.stream.wait(&copied).ctx("cuStreamWaitEvent")?;
+            // The slot this piece is in: the one before `next` moves on again.
+            let j = ring.next ^ 1;
+            let t = Instant::now();
             if k + 1 < pieces {
-                next = Some(issue(k + 1, &mut consumed)?);
+                next = Some(issue(k + 1, ring)?);
             }
-            consume(
-                k,
-                DevView {
-                    ptr: slots[k % 2].ptr(),
-                    len,
-                },
-            )?;
-            consumed[k % 2] = Some(self.stream.record_event(None).ctx("cuEventRecord")?);
+            issuing += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            consume(k, view)?;
+            consuming += t.elapsed().as_secs_f64();
+            ring.consumed[j] = Some(self.stream.record_event(None).ctx("cuEventRecord")?);
         }
-        fence.finish()
+        let t = Instant::now();
+        fence.finish()?;
+        tracing::debug!(
+            pieces,
+            bytes,
+            wall_ms = start.elapsed().as_secs_f64() * 1e3,
+            issuing_ms = issuing * 1e3,
+            consuming_ms = consuming * 1e3,
+            fence_ms = t.elapsed().as_secs_f64() * 1e3,
+            "stream through a ring"
+        );
+        Ok(())
     }
 
     /// Issues the copy of `src` to device address `dst` on the copy stream: through the staging
@@ -870,9 +960,33 @@ impl Gpu {
         }
         // SAFETY: `dst` lies inside a live device buffer of the caller's (checked against the
         // slot's length), ordered against the main stream by the caller's events; `src` stays
-        // borrowed until the caller synchronizes the copy stream (stream_ring's fence).
+        // borrowed until the caller synchronizes the copy stream (Gpu::stream's fence).
         unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, self.copy.cu_stream()) }
             .ctx("cuMemcpyHtoDAsync")
+    }
+
+    /// Issues the copy of the device view `src` to the host slice `dst` of the same length on
+    /// the main stream, after all work issued so far, and returns without waiting for it.
+    ///
+    /// # Safety
+    /// `dst` (page-locked, for the copy to be asynchronous) must not be read, written or freed
+    /// until the main stream has passed this point: after a [`Gpu::sync`], or by work ordered
+    /// after it (copies of a [`Ring`] made after this call).
+    pub unsafe fn download_view_async(&self, src: DevView, dst: &mut [u8]) -> Result<(), GpuError> {
+        if dst.len() != src.len() {
+            return Err(GpuError::Input(format!(
+                "download of a view of {} bytes into {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the view lies inside a live device buffer (its maker's promise); the caller
+        // keeps `dst` untouched until the stream has passed the copy (this function's contract).
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src.ptr, self.stream.cu_stream()) }
+            .ctx("cuMemcpyDtoHAsync")
     }
 
     /// Copies the bytes of the device view `src` to the host slice `dst` of the same length
@@ -931,7 +1045,12 @@ impl Gpu {
         // SAFETY: the view lies inside a live device buffer (its maker's promise); the memset
         // is ordered on the main stream like every other use of it.
         unsafe {
-            cudarc::driver::result::memset_d8_async(view.ptr, 0, view.len(), self.stream.cu_stream())
+            cudarc::driver::result::memset_d8_async(
+                view.ptr,
+                0,
+                view.len(),
+                self.stream.cu_stream(),
+            )
         }
         .ctx("cuMemsetD8Async")
     }

@@ -27,9 +27,9 @@ mod error;
 pub mod kernels;
 pub mod msm;
 pub mod ntt;
-pub mod plan;
 mod options;
 pub(crate) mod pinned;
+pub mod plan;
 pub mod r1cs;
 #[cfg(feature = "scaffolding")]
 mod selftest;

@@ -587,10 +587,9 @@ fn classify(gpu: &Gpu, curve: Curve, n: usize, source: Source<'_>) -> Result<Fro
     let nn = n as u64;
     let digits = Digits::alloc(gpu, gpu.options().msm.window_bits(n, curve), nn)?;
     let (mut scalars, upload) = match source {
-        Source::Host { scalars, chunk } => (
-            OnDevice::Owned(gpu.alloc(n * 32)?),
-            Some((scalars, chunk)),
-        ),
+        Source::Host { scalars, chunk } => {
+            (OnDevice::Owned(gpu.alloc(n * 32)?), Some((scalars, chunk)))
+        }
         Source::Device(buf) => (OnDevice::Owned(buf), None),
         Source::View(v) => (OnDevice::View(v), None),
     };
@@ -626,7 +625,9 @@ fn classify(gpu: &Gpu, curve: Curve, n: usize, source: Source<'_>) -> Result<Fro
             })?
         }
         (Some(_), OnDevice::View(_)) => {
-            return Err(GpuError::Input("host scalars need a buffer of their own".into()))
+            return Err(GpuError::Input(
+                "host scalars need a buffer of their own".into(),
+            ))
         }
         (None, _) if n > 0 => front(0, nn)?,
         (None, _) => {}

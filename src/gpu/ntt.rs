@@ -375,6 +375,18 @@ impl Domain {
         Ok(h)
     }
 
+    /// The rest of the quotient from A, B and C on the coset (`bufs[0..3]`, `bufs[3]`
+    /// scratch): H's coefficients in the returned buffer.
+    pub(super) fn quotient_from_cosets(
+        &self,
+        gpu: &Gpu,
+        mut bufs: [DevBuf; 4],
+    ) -> Result<DevBuf, GpuError> {
+        self.quotient_on_coset(gpu, &mut bufs)?;
+        let [h, ..] = bufs;
+        Ok(h)
+    }
+
     /// Evaluations on H → coefficients times g^i/n (the polynomial of the coset) → evaluations
     /// on gH, in place (through `scratch`).
     pub(super) fn to_coset(
@@ -389,7 +401,7 @@ impl Domain {
 
     /// The quotient's last step: `dst` ← the coefficients of the quotient from its
     /// evaluations on gH in `src` (the quotient's inverse coset transform).
-    pub(super) fn from_coset(
+    pub(super) fn coset_to_coefficients(
         &self,
         gpu: &Gpu,
         src: &DevBuf,

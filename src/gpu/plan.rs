@@ -31,11 +31,22 @@ const G2_XYZZ: u64 = 384;
 const FR: u64 = 32;
 /// Bytes of one of the two buffers a streamed shape's rows go through.
 pub const SHAPE_SLOT_BYTES: u64 = 128 << 20;
+/// Most points of a piece of a streamed G1 MSM over the assignment (1.5 GiB of points): the
+/// first piece's upload waits for nothing to overlap it, the others travel while the piece
+/// before is summed.
+pub const STREAM_PIECE: u64 = 1 << 24;
+/// The same for the H query, whose pieces each add a window reduction (its scalars are all
+/// full): fewer, larger pieces.
+pub const STREAM_PIECE_H: u64 = 1 << 25;
 /// Fewest points in a piece of a cut MSM: below this, the fixed costs of each piece dominate.
 pub const MIN_PIECE: u64 = 1 << 12;
 /// Room kept for what the estimate does not count: the allocator's rounding, small buffers,
-/// a critical proof's turn between two phases. Added to every phase's estimate.
+/// a critical proof's turn between two phases. Added to every phase's estimate, with
+/// [`SLACK_PER_MILLE`] of the budget: with 64 MiB alone, a plan for 22 GiB free (B in G2
+/// resident) went 0.22 GB past its budget (docs/benchmarks.md, 2026-12-04).
 const SLACK: u64 = 64 << 20;
+/// The part of the budget every phase keeps free besides [`SLACK`], in thousandths.
+const SLACK_PER_MILLE: u64 = 20;
 /// The bus rate the cost model assumes, bytes per second (page-locked host memory to an
 /// H200 reaches about 50 GB/s; half of that allows for transfers that stall compute).
 const BUS_BYTES_PER_S: f64 = 25e9;
@@ -47,8 +58,10 @@ const H_STREAM_CHARGE: f64 = 0.3;
 const PIECE_S: f64 = 0.012;
 
 /// Device memory kept free for the driver beside a budget taken from the free memory: its own
-/// allocations while kernels run, the stream-ordered pool's rounding.
-pub const MARGIN: u64 = 512 << 20;
+/// allocations while kernels run (their stacks), the stream-ordered pool's rounding. With
+/// 512 MiB, a 32 GiB partition beside another process holding all but 14.5 GiB of an H200
+/// ran the driver out of memory (docs/benchmarks.md, 2026-12-04).
+pub const MARGIN: u64 = 1 << 30;
 
 /// The memory budget of a device with `free` bytes free when it was opened: `limit`
 /// (`gpu.memory_limit`) where given and lower, else the free memory less the [`MARGIN`].
@@ -111,7 +124,6 @@ impl Queries {
     pub fn has(self, q: Query) -> bool {
         self.0 & q.bit() != 0
     }
-
 }
 
 /// The counts a plan needs of a parameter set's proofs.
@@ -289,10 +301,16 @@ impl Plan {
             .sum()
     }
 
-    /// Pieces `n` points are cut into for `curve`'s piece size.
-    pub fn pieces(&self, n: u64, g2: bool) -> u64 {
-        let piece = if g2 { self.piece_g2 } else { self.piece_g1 };
-        n.div_ceil(piece.max(1)).max(1)
+    /// Points per piece of query `q`'s MSM: the plan's piece size, and for a streamed query
+    /// at most [`STREAM_PIECE`] (G1; half as many G2), so that the first piece of each stream,
+    /// which no work overlaps, is short.
+    pub fn stream_piece(&self, q: Query) -> usize {
+        let piece = if q == Query::BG2 {
+            self.piece_g2
+        } else {
+            self.piece_g1
+        };
+        usize::try_from(capped(q, piece, self.resident)).unwrap_or(usize::MAX)
     }
 
     /// Page-locked host bytes the plan needs beside the parameters: the two parked cosets.
@@ -350,12 +368,7 @@ impl fmt::Display for Described<'_> {
         if s.longest(false) > p.piece_g1 || s.longest(true) > p.piece_g2 {
             write!(f, ", pieces of {} / {} points", p.piece_g1, p.piece_g2)?;
         }
-        write!(
-            f,
-            ", peak {:.1} of {:.1} GiB",
-            gib(p.peak),
-            gib(p.budget)
-        )
+        write!(f, ", peak {:.1} of {:.1} GiB", gib(p.peak), gib(p.budget))
     }
 }
 
@@ -400,12 +413,15 @@ pub fn plan(budget: u64, sizes: &Sizes, window_bits: WindowBits<'_>) -> Result<P
                 window_bits,
             };
             let smallest = form.peak(MIN_PIECE, MIN_PIECE);
-            least_need = least_need.min(smallest);
-            if smallest > budget {
+            least_need = least_need.min(with_slack(smallest));
+            let room = budget - budget * SLACK_PER_MILLE / 1000;
+            if smallest > room {
                 continue;
             }
-            let piece_g1 = form.largest_piece(budget, false);
-            let piece_g2 = form.largest_piece(budget, true);
+            // G1 first (with the smallest G2 pieces), then G2 beside those G1 pieces: the
+            // aux MSMs share one stream, so the two sizes meet in one phase.
+            let piece_g1 = form.largest_piece(room, false, MIN_PIECE);
+            let piece_g2 = form.largest_piece(room, true, piece_g1);
             let candidate = Plan {
                 budget,
                 quotient,
@@ -433,6 +449,25 @@ pub fn plan(budget: u64, sizes: &Sizes, window_bits: WindowBits<'_>) -> Result<P
     })
 }
 
+/// `piece`, or for a query `resident` does not keep, at most its stream cap.
+fn capped(q: Query, piece: u64, resident: Queries) -> u64 {
+    let cap = match q {
+        Query::BG2 => STREAM_PIECE / 2,
+        Query::H => STREAM_PIECE_H,
+        _ => STREAM_PIECE,
+    };
+    if resident.has(q) {
+        piece
+    } else {
+        piece.min(cap)
+    }
+}
+
+/// The smallest budget whose room ([`SLACK_PER_MILLE`] kept free) holds `peak`.
+fn with_slack(peak: u64) -> u64 {
+    (peak * 1000).div_ceil(1000 - SLACK_PER_MILLE)
+}
+
 /// The model's extra seconds of a plan (see the module).
 fn cost(p: &Plan, s: &Sizes) -> f64 {
     let bus = |bytes: u64| bytes as f64 / BUS_BYTES_PER_S;
@@ -451,8 +486,8 @@ fn cost(p: &Plan, s: &Sizes) -> f64 {
             let charge = if q == Query::H { H_STREAM_CHARGE } else { 1.0 };
             t += charge * bus(s.point_bytes(q));
         }
-        let g2 = q == Query::BG2;
-        t += PIECE_S * (p.pieces(s.points(q), g2) - 1) as f64;
+        let pieces = s.points(q).div_ceil(p.stream_piece(q).max(1) as u64).max(1);
+        t += PIECE_S * (pieces - 1) as f64;
     }
     t
 }
@@ -470,15 +505,12 @@ struct Form<'a> {
 
 impl Form<'_> {
     /// The largest piece (at most the longest query, at least [`MIN_PIECE`]) for which every
-    /// phase fits `budget`, for G1 or G2 MSMs (the other curve's piece at its smallest).
-    fn largest_piece(&self, budget: u64, g2: bool) -> u64 {
+    /// phase fits `budget`, for G1 or G2 MSMs, the other curve's pieces being of `other`
+    /// points (which must fit with the smallest pieces of this curve).
+    fn largest_piece(&self, budget: u64, g2: bool, other: u64) -> u64 {
         let longest = self.sizes.longest(g2).max(MIN_PIECE);
         let fits = |piece: u64| {
-            let (p1, p2) = if g2 {
-                (MIN_PIECE, piece)
-            } else {
-                (piece, MIN_PIECE)
-            };
+            let (p1, p2) = if g2 { (other, piece) } else { (piece, other) };
             self.peak(p1, p2) <= budget
         };
         if fits(longest) {
@@ -527,36 +559,47 @@ impl Form<'_> {
         } + x
             + shape_now
             + t_built;
-        let ntt = transforms + x_kept + t_built;
-        // The tables go once the quotient is done where they are not kept.
-        let h = v + x_kept + self.msm(Query::H, p1);
-        let aux_g1 = [Query::L, Query::A, Query::BG1]
+        // A streamed shape's ring stays for all three vectors, over their transforms too.
+        let ntt = transforms + x_kept + t_built + shape_now;
+        // The tables go once the quotient is done where they are not kept. The aux MSMs run as
+        // one stream: the two buffers and the selected scalars' buffer are sized for the
+        // largest piece of any of them, beside each one's working buffers.
+        let h = v + x_kept + self.stream(&[Query::H], p1, p2) + self.work(Query::H, p1, p2);
+        let aux = [Query::A, Query::BG1, Query::BG2, Query::L];
+        let selected = [Query::A, Query::BG1, Query::BG2]
             .iter()
-            .map(|q| x + self.msm(*q, p1))
+            .map(|q| self.piece(*q, p1, p2) * (FR + 1))
             .max()
             .unwrap_or(0);
-        let aux_g2 = x + self.msm(Query::BG2, p2);
-        let phases = [fill, ntt, h, aux_g1, aux_g2];
+        let aux_work = aux.iter().map(|q| self.work(*q, p1, p2)).max().unwrap_or(0);
+        let aux = x + self.stream(&aux, p1, p2) + selected + aux_work;
+        let phases = [fill, ntt, h, aux];
         base + phases.into_iter().max().unwrap_or(0) + SLACK
     }
 
-    /// An MSM of query `q` in pieces of `piece` points: its working buffers, the piece's
-    /// scalars where they are selected from the assignment (A and B), and the two buffers
-    /// its points stream through where they are not resident.
-    fn msm(&self, q: Query, piece: u64) -> u64 {
-        let n = self.sizes.points(q).min(piece).max(1);
+    /// Points of one piece of query `q`'s MSM with pieces of `p1` G1 and `p2` G2 points (a
+    /// streamed query's capped).
+    fn piece(&self, q: Query, p1: u64, p2: u64) -> u64 {
+        let piece = if q == Query::BG2 { p2 } else { p1 };
+        capped(q, piece, self.resident)
+            .min(self.sizes.points(q))
+            .max(1)
+    }
+
+    /// The working buffers of one piece of query `q`'s MSM.
+    fn work(&self, q: Query, p1: u64, p2: u64) -> u64 {
+        let n = self.piece(q, p1, p2);
         let g2 = q == Query::BG2;
-        let c = (self.window_bits)(n, g2);
-        let selected = match q {
-            Query::A | Query::BG1 | Query::BG2 => n * FR + n,
-            Query::H | Query::L => 0,
-        };
-        let stream = if self.resident.has(q) {
-            0
-        } else {
-            2 * n * point_size(q)
-        };
-        msm_work_bytes(g2, n, c) + selected + stream
+        msm_work_bytes(g2, n, (self.window_bits)(n, g2))
+    }
+
+    /// The two buffers the streamed queries of `qs` go through, sized for their largest piece.
+    fn stream(&self, qs: &[Query], p1: u64, p2: u64) -> u64 {
+        qs.iter()
+            .filter(|q| !self.resident.has(**q))
+            .map(|q| 2 * self.piece(*q, p1, p2) * point_size(*q))
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -650,7 +693,10 @@ mod tests {
         assert_eq!(p24.quotient, Quotient::Parked);
         assert!(p24.keep_assignment);
         // 80 GB holds the four quotient vectors.
-        assert_eq!(plan(card(80), &s, &bits).unwrap().quotient, Quotient::Resident);
+        assert_eq!(
+            plan(card(80), &s, &bits).unwrap().quotient,
+            Quotient::Resident
+        );
     }
 
     #[test]
@@ -701,10 +747,8 @@ mod tests {
         let n = 1u64 << 20;
         let (windows, buckets) = (16u64, 16u64 << 15);
         let sort = 2 * 4 * windows * n + 2 * 4 * (buckets + 1) + 4 * n;
-        let accumulate = 4 * windows * n
-            + 4 * (buckets + 1)
-            + buckets * 192
-            + 2 * (windows * n / 128 + 1) * 192;
+        let accumulate =
+            4 * windows * n + 4 * (buckets + 1) + buckets * 192 + 2 * (windows * n / 128 + 1) * 192;
         assert_eq!(msm_work_bytes(false, n, 16), sort.max(accumulate));
         assert!(msm_work_bytes(true, n, 16) > msm_work_bytes(false, n, 16));
         assert!(msm_work_bytes(false, 2 * n, 16) > msm_work_bytes(false, n, 16));

@@ -25,7 +25,7 @@ use ff::Field;
 use rayon::prelude::*;
 
 use super::bytes::{bytes, bytes_mut};
-use super::device::{DevBuf, DevView, Gpu};
+use super::device::{DevBuf, DevView, Gpu, Ring};
 use super::kernels::{self as k, Arg};
 use super::ntt::FR_BYTES;
 use super::pinned::PinnedHost;
@@ -368,7 +368,16 @@ impl DeviceShape {
             .get(k)
             .ok_or_else(|| GpuError::Input(format!("no matrix {k}")))?;
         let rows = self.needs.rows;
-        launch_rows(gpu, m.starts.ptr(), m.terms.ptr(), &self.coeffs, input, aux, out, rows)
+        launch_rows(
+            gpu,
+            m.starts.ptr(),
+            m.terms.ptr(),
+            &self.coeffs,
+            input,
+            aux,
+            out,
+            rows,
+        )
     }
 }
 
@@ -428,7 +437,10 @@ impl StreamedShape {
                 terms: &m.terms,
             }
         }
-        let needs = check_shape([csr(&shape.a), csr(&shape.b), csr(&shape.c)], shape.coeffs())?;
+        let needs = check_shape(
+            [csr(&shape.a), csr(&shape.b), csr(&shape.c)],
+            shape.coeffs(),
+        )?;
         let coeffs = upload_bytes(gpu, bytes(shape.coeffs()))?;
         let ctx = gpu.context();
         let (host, refused) = PinnedHost::new(&ctx, shape, |s: &R1cs| {
@@ -454,8 +466,7 @@ impl StreamedShape {
     }
 
     /// Matrix `k` (0 = A, 1 = B, 2 = C) evaluated on the assignment `input`, `aux` into the
-    /// first [`StreamedShape::rows`] elements of `out`, its rows streamed through two device
-    /// buffers of `slot_bytes` each (allocated here, freed on return).
+    /// first [`StreamedShape::rows`] elements of `out`, its rows streamed through `ring`.
     pub fn evaluate_matrix(
         &self,
         gpu: &Gpu,
@@ -463,7 +474,7 @@ impl StreamedShape {
         input: &DevBuf,
         aux: &DevBuf,
         out: DevView,
-        slot_bytes: usize,
+        ring: &mut Ring,
     ) -> Result<(), GpuError> {
         if !Arc::ptr_eq(&self.ctx, &gpu.context()) {
             return Err(GpuError::Input(
@@ -482,19 +493,18 @@ impl StreamedShape {
             .get(k)
             .copied()
             .ok_or_else(|| GpuError::Input(format!("no matrix {k}")))?;
-        let bounds = row_pieces(&m.starts, slot_bytes)?;
-        let slots = [gpu.alloc(slot_bytes)?, gpu.alloc(slot_bytes)?];
+        let bounds = row_pieces(&m.starts, ring.slot_bytes())?;
         let piece = |p: usize| {
             let (r0, r1) = (bounds[p], bounds[p + 1]);
             (r0, r1, m.starts[r0] as usize, m.starts[r1] as usize)
         };
-        gpu.stream_ring(
+        gpu.stream(
+            ring,
             bounds.len() - 1,
             |p| {
                 let (r0, r1, t0, t1) = piece(p);
                 vec![bytes(&m.terms[t0..t1]), bytes(&m.starts[r0..=r1])]
             },
-            [&slots[0], &slots[1]],
             |p, view| {
                 let (r0, r1, t0, t1) = piece(p);
                 // The piece's terms start the slot and its starts follow them; the kernel indexes
@@ -502,7 +512,7 @@ impl StreamedShape {
                 // would be (an address it never reads below the piece).
                 let terms = view.ptr().wrapping_sub(t0 as u64 * 8);
                 let starts = view.ptr() + ((t1 - t0) * 8) as u64;
-                let out = out.sub(r0 * FR_BYTES..r1 * FR_BYTES)?;
+                let out = out.range(r0 * FR_BYTES..r1 * FR_BYTES)?;
                 launch_rows(gpu, starts, terms, &self.coeffs, input, aux, out, r1 - r0)
             },
         )
@@ -639,7 +649,8 @@ mod tests {
     fn row_pieces_cut_the_rows_to_the_slot() {
         // Rows of 0, 3, 1, 5, 2 terms.
         let starts = [0u32, 0, 3, 4, 9, 11];
-        let bytes = |r0: usize, r1: usize| (starts[r1] - starts[r0]) as usize * 8 + (r1 - r0 + 1) * 4;
+        let bytes =
+            |r0: usize, r1: usize| (starts[r1] - starts[r0]) as usize * 8 + (r1 - r0 + 1) * 4;
         for slot in [52, 60, 64, 100, 1000] {
             let b = row_pieces(&starts, slot).unwrap();
             assert_eq!((b[0], *b.last().unwrap()), (0, 5), "{slot}: {b:?}");

@@ -3,6 +3,7 @@
 //! [`ProvingService`] is the library's front door: the daemon and the CLI hand it a
 //! [`ProofRequest`] and get back verified proof bytes with per-stage timings.
 
+pub mod binary;
 mod bytes;
 mod pipeline;
 pub mod porep;

@@ -24,11 +24,61 @@ use crate::synth::{
     record, record_on, with_yield_point, RecordError, Recorded, Recording, ShapeError,
 };
 
-/// Proofs of all partitions, the parameters used and the timings so far.
+/// Proofs of all partitions, the parameters used, the timings so far and who proved them.
 pub(crate) struct Proved {
     pub proofs: Vec<Proof<Bls12>>,
     pub srs: Arc<Srs>,
     pub timings: StageTimings,
+    pub on: ProvedOn,
+}
+
+/// Which provers made a job's partition proofs: each device (by its index in the service)
+/// and the CPU prover partitions fall back to where no usable device is left.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ProvedOn {
+    devices: std::collections::BTreeMap<usize, usize>,
+    fallback: usize,
+}
+
+impl ProvedOn {
+    /// One partition proved on device `on`, or (`None`) on the fallback CPU prover.
+    pub(crate) fn record(&mut self, on: Option<usize>) {
+        match on {
+            Some(d) => *self.devices.entry(d).or_default() += 1,
+            None => self.fallback += 1,
+        }
+    }
+
+    /// The provers by name (`names[d]` for device `d`, `fallback` for the CPU prover): one
+    /// name where one prover made every partition, else each with its count
+    /// (`cuda:0 NVIDIA H200 ×8, fallback cpu (16 threads) ×2`); `None` where nothing was
+    /// proved.
+    pub(crate) fn describe(&self, names: &[String], fallback: &str) -> Option<String> {
+        let mut named: Vec<(String, usize)> = self
+            .devices
+            .iter()
+            .map(|(&d, &n)| {
+                let name = names
+                    .get(d)
+                    .cloned()
+                    .unwrap_or_else(|| format!("device {d}"));
+                (name, n)
+            })
+            .collect();
+        if self.fallback > 0 {
+            named.push((format!("fallback {fallback}"), self.fallback));
+        }
+        match named.as_slice() {
+            [] => None,
+            [(one, _)] => Some(one.clone()),
+            all => Some(
+                all.iter()
+                    .map(|(name, n)| format!("{name} ×{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+        }
+    }
 }
 
 /// A partition's circuit: whole, or cut into parts that are synthesized at once on the
@@ -115,6 +165,7 @@ where
         ..Default::default()
     };
     let mut proofs: Vec<Option<Proof<Bls12>>> = vec![None; partitions];
+    let mut on = ProvedOn::default();
     let mut failure: Option<ProveError> = None;
     // Devices the job's partitions avoid (those that made a proof of it that failed
     // verification), and each partition's failed attempts on devices: (device, error).
@@ -240,6 +291,7 @@ where
                     if let Some(d) = done.on {
                         control.proved_on(d);
                     }
+                    on.record(done.on);
                     control.partition_done();
                     control.report(Step::DeviceDone, Some(done.partition), done.device);
                 }
@@ -306,6 +358,7 @@ where
         proofs,
         srs,
         timings,
+        on,
     })
 }
 
@@ -509,4 +562,35 @@ pub(crate) fn proof_bytes(proofs: &[Proof<Bls12>]) -> Vec<u8> {
         let _ = p.write(&mut out);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProvedOn;
+
+    #[test]
+    fn the_provers_that_made_a_proof_are_named() {
+        let names = ["cuda:0 H200".to_string(), "cuda:1 H200".to_string()];
+        let describe = |on: &[Option<usize>]| {
+            let mut p = ProvedOn::default();
+            on.iter().for_each(|&d| p.record(d));
+            p.describe(&names, "cpu (16 threads)")
+        };
+        assert_eq!(describe(&[]), None);
+        assert_eq!(
+            describe(&[Some(1), Some(1)]).as_deref(),
+            Some("cuda:1 H200")
+        );
+        assert_eq!(
+            describe(&[None]).as_deref(),
+            Some("fallback cpu (16 threads)")
+        );
+        assert_eq!(
+            describe(&[Some(1), None, Some(0), Some(1)]).as_deref(),
+            Some("cuda:0 H200 ×1, cuda:1 H200 ×2, fallback cpu (16 threads) ×1")
+        );
+        let mut p = ProvedOn::default();
+        p.record(Some(7));
+        assert_eq!(p.describe(&names, "cpu").as_deref(), Some("device 7"));
+    }
 }

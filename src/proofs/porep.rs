@@ -488,7 +488,7 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait>(
         proof: proof_bytes(&proved.proofs),
         partitions,
         timings,
-        backend: svc.backend_name(),
+        backend: svc.proved_by(&proved.on),
     })
 }
 

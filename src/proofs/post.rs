@@ -18,6 +18,7 @@ use storage_proofs_post::fallback::{
     PublicSector,
 };
 
+use super::binary;
 use super::bytes::{b64_32, b64_list};
 use super::pipeline::{proof_bytes, prove_partitions, Proved};
 use super::porep::prover_id;
@@ -25,7 +26,7 @@ use super::shapes::with_shape;
 use super::{JobControl, ProofKind, ProofOutput, ProveError, ProvingService};
 use crate::srs::ParamsId;
 
-/// A WinningPoSt request, as JSON.
+/// A WinningPoSt request, as JSON (or binary: [`binary::WinningPost`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WinningPostInput {
     /// The registered PoSt proof (`StackedDrgWinning2KiBV1`, …).
@@ -41,7 +42,7 @@ pub struct WinningPostInput {
     pub vanilla_proofs: Vec<Vec<u8>>,
 }
 
-/// A WindowPoSt request, as JSON: one partition of a deadline (`partition_index` set), or
+/// A WindowPoSt request, as JSON (or binary: [`binary::WindowPost`]): one partition of a deadline (`partition_index` set), or
 /// the whole deadline (`partition_index` absent), as filecoin-proofs'
 /// `generate_window_post_with_vanilla` proves it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -86,7 +87,11 @@ fn decode_vanilla<Tree: 'static + MerkleTreeTrait>(
 
 /// A WinningPoSt input, parsed, of a WinningPoSt proof type.
 fn winning_input(bytes: &[u8]) -> Result<WinningPostInput, ProveError> {
-    let input: WinningPostInput = parse("WinningPoSt input", bytes)?;
+    let input: WinningPostInput = if binary::is_binary(bytes) {
+        binary::winning(bytes)?
+    } else {
+        parse("WinningPoSt input", bytes)?
+    };
     if input.registered_proof.typ() != PoStType::Winning {
         return Err(ProveError::InvalidInput(format!(
             "{:?} is not a WinningPoSt proof",
@@ -114,7 +119,11 @@ fn winning_vanilla<Tree: 'static + MerkleTreeTrait>(
 
 /// A WindowPoSt input, parsed, of a WindowPoSt proof type.
 fn window_input(bytes: &[u8]) -> Result<WindowPostInput, ProveError> {
-    let input: WindowPostInput = parse("WindowPoSt input", bytes)?;
+    let input: WindowPostInput = if binary::is_binary(bytes) {
+        binary::window(bytes)?
+    } else {
+        parse("WindowPoSt input", bytes)?
+    };
     if input.registered_proof.typ() != PoStType::Window {
         return Err(ProveError::InvalidInput(format!(
             "{:?} is not a WindowPoSt proof",
@@ -151,6 +160,39 @@ fn window_vanilla<Tree: 'static + MerkleTreeTrait>(
         },
         Some(_) => Ok(vanilla),
     }
+}
+
+/// The sectors a PoSt input's vanilla proofs are of, each with its replica commitment, in
+/// sector order and each once: the public replica information a verifier takes from the
+/// chain. For benchmarks that verify filecoin-proofs' own proof of the same input with its
+/// `verify_winning_post` / `verify_window_post`.
+pub fn public_replicas(
+    proof: RegisteredPoStProof,
+    vanilla: &[Vec<u8>],
+) -> Result<Vec<(u64, [u8; 32])>, ProveError> {
+    with_shape!(
+        u64::from(proof.sector_size()),
+        public_replicas_shape,
+        vanilla
+    )
+}
+
+fn public_replicas_shape<Tree: 'static + MerkleTreeTrait>(
+    vanilla: &[Vec<u8>],
+) -> Result<Vec<(u64, [u8; 32])>, ProveError> {
+    use filecoin_hashers::Domain;
+    let mut out: Vec<(u64, [u8; 32])> = decode_vanilla::<Tree>(vanilla)?
+        .iter()
+        .map(|p| {
+            let comm_r: [u8; 32] = p.comm_r.into_bytes().try_into().map_err(|_| {
+                ProveError::InvalidInput("a replica commitment is not 32 bytes".into())
+            })?;
+            Ok((u64::from(p.sector_id), comm_r))
+        })
+        .collect::<Result<_, ProveError>>()?;
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 /// The partitions a whole deadline of `sectors` sectors has, `sector_count` sectors each
@@ -412,6 +454,7 @@ fn output(
     proved: Proved,
     verification: std::time::Duration,
 ) -> ProofOutput {
+    let backend = svc.proved_by(&proved.on);
     let mut timings = proved.timings;
     timings.verification = verification;
     ProofOutput {
@@ -419,7 +462,7 @@ fn output(
         proof: proof_bytes(&proved.proofs),
         partitions: proved.proofs.len(),
         timings,
-        backend: svc.backend_name(),
+        backend,
     }
 }
 
@@ -605,6 +648,59 @@ fn prove_deadline_shape<Tree: 'static + MerkleTreeTrait>(
         config.challenge_count * config.sector_count,
     )?;
     Ok(output(ProofKind::WindowPoSt, svc, proved, v))
+}
+
+/// Vanilla proofs of `sectors` sectors for `proof` (filecoin-proofs-api's
+/// `generate_single_vanilla_proof` bytes: bincode of `FallbackPoStSectorProof`) with every
+/// challenge and Merkle path of the real shape and random values: they decode like real
+/// ones and fail verification. For tests of inputs of real size (a 32 GiB WindowPoSt
+/// partition's 2,349 are about 58 MB).
+#[cfg(feature = "scaffolding")]
+pub fn synthetic_vanilla(
+    proof: RegisteredPoStProof,
+    sectors: usize,
+    seed: u64,
+) -> Result<Vec<Vec<u8>>, ProveError> {
+    let size = u64::from(proof.sector_size());
+    with_shape!(size, synthetic_vanilla_shape, proof, sectors, seed)
+}
+
+#[cfg(feature = "scaffolding")]
+fn synthetic_vanilla_shape<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredPoStProof,
+    sectors: usize,
+    seed: u64,
+) -> Result<Vec<Vec<u8>>, ProveError> {
+    use filecoin_hashers::Domain;
+    use rand::{Rng, SeedableRng};
+    let challenges = proof.as_v1_config().challenge_count;
+    let nodes = usize::try_from(u64::from(proof.sector_size()) / 32)
+        .map_err(|_| ProveError::InvalidInput("sector too large".into()))?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..sectors)
+        .map(|i| {
+            let (comm_c, comm_r_last) = (Domain::random(&mut rng), Domain::random(&mut rng));
+            let inclusion_proofs = (0..challenges)
+                .map(|_| {
+                    let node = rng.gen_range(0..nodes);
+                    super::porep::synthetic::tree_proof::<Tree>(&mut rng, nodes, node, comm_r_last)
+                })
+                .collect();
+            let sector = FallbackPoStSectorProof::<Tree> {
+                sector_id: (i as u64).into(),
+                comm_r: Domain::random(&mut rng),
+                vanilla_proof: fallback::Proof {
+                    sectors: vec![fallback::SectorProof {
+                        inclusion_proofs,
+                        comm_c,
+                        comm_r_last,
+                    }],
+                },
+            };
+            bincode::serialize(&sector)
+                .map_err(|e| ProveError::InvalidInput(format!("synthetic vanilla proof: {e}")))
+        })
+        .collect()
 }
 
 #[cfg(test)]

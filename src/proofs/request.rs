@@ -4,7 +4,7 @@ use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUp
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::ProveError;
+use super::{binary, registry, ProveError};
 use crate::srs::ParamsId;
 
 /// The four kinds of proof; defined with the parameter identities (`srs`), which name the kind
@@ -17,11 +17,14 @@ pub use crate::srs::ProofKind;
 pub enum ProofRequest {
     /// PoRep C2.
     PoRep(PoRepRequest),
-    /// SnapDeals update proof; `input` is the JSON of [`super::snap::SnapInput`].
+    /// SnapDeals update proof; `input` is the JSON of [`super::snap::SnapInput`], or its
+    /// binary form ([`binary::Snap`]).
     SnapDeals { input: Vec<u8> },
-    /// WindowPoSt partition proof; `input` is the JSON of [`super::post::WindowPostInput`].
+    /// WindowPoSt partition proof; `input` is the JSON of [`super::post::WindowPostInput`],
+    /// or its binary form ([`binary::WindowPost`]).
     WindowPoSt { input: Vec<u8> },
-    /// WinningPoSt proof; `input` is the JSON of [`super::post::WinningPostInput`].
+    /// WinningPoSt proof; `input` is the JSON of [`super::post::WinningPostInput`], or its
+    /// binary form ([`binary::WinningPost`]).
     WinningPoSt { input: Vec<u8> },
 }
 
@@ -76,6 +79,18 @@ impl ProofRequest {
     pub fn params_id(&self) -> Result<ParamsId, ProveError> {
         match self {
             ProofRequest::PoRep(r) => super::porep::params_id(c1_proof(&r.c1)?),
+            ProofRequest::SnapDeals { input } if binary::is_binary(input) => {
+                let id = binary::registered_id(input)?;
+                let proof = registry::update_proof_by_id(id).ok_or_else(|| unknown(id))?;
+                super::snap::params_id(proof)
+            }
+            ProofRequest::WindowPoSt { input } | ProofRequest::WinningPoSt { input }
+                if binary::is_binary(input) =>
+            {
+                let id = binary::registered_id(input)?;
+                let proof = registry::post_proof_by_id(id).ok_or_else(|| unknown(id))?;
+                super::post::params_id(proof)
+            }
             ProofRequest::SnapDeals { input } => {
                 super::snap::params_id(proof_type::<RegisteredUpdateProof>(input)?)
             }
@@ -84,6 +99,10 @@ impl ProofRequest {
             }
         }
     }
+}
+
+fn unknown(id: u64) -> ProveError {
+    ProveError::InvalidInput(format!("the input's proof type: no proof has id {id}"))
 }
 
 /// The `registered_proof` of a JSON input, the rest skipped.

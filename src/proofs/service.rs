@@ -40,7 +40,9 @@ pub struct ProofOutput {
     pub partitions: usize,
     /// Per-stage timings.
     pub timings: StageTimings,
-    /// The backend that ran the NTTs and MSMs.
+    /// The provers that made its partitions: the one device's name where one proved them
+    /// all, else each device (and the CPU fallback) with its count of partitions
+    /// (`cuda:0 NVIDIA H200 ×8, fallback cpu (16 threads) ×2`).
     pub backend: String,
 }
 
@@ -622,6 +624,13 @@ impl ProvingService {
     /// The parameter cache.
     pub fn srs(&self) -> &SrsCache<PreparedSet> {
         &self.srs
+    }
+
+    /// The provers that made a proof's partitions, by name (see `ProvedOn::describe`): the
+    /// devices that proved them and the CPU fallback, not the devices configured.
+    pub(crate) fn proved_by(&self, on: &super::pipeline::ProvedOn) -> String {
+        on.describe(&self.device_names(), &self.fallback.name())
+            .unwrap_or_else(|| self.backend_name())
     }
 
     /// The backends' names: the one device's, or the devices' joined (`"2 devices: cuda:0

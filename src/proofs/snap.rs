@@ -21,7 +21,7 @@ use super::shapes::with_shape;
 use super::{JobControl, ProofKind, ProofOutput, ProveError, ProvingService};
 use crate::srs::ParamsId;
 
-/// A SnapDeals request, as JSON.
+/// A SnapDeals request, as JSON (or binary: [`super::binary::Snap`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SnapInput {
     /// The registered update proof (`StackedDrg2KiBV1`, …).
@@ -118,8 +118,12 @@ pub(crate) fn prove(
 
 /// A SnapDeals input, parsed, of a supported proof version.
 fn parse_input(bytes: &[u8]) -> Result<SnapInput, ProveError> {
-    let input: SnapInput = serde_json::from_slice(bytes)
-        .map_err(|e| ProveError::InvalidInput(format!("SnapDeals input: {e}")))?;
+    let input: SnapInput = if super::binary::is_binary(bytes) {
+        super::binary::snap(bytes)?
+    } else {
+        serde_json::from_slice(bytes)
+            .map_err(|e| ProveError::InvalidInput(format!("SnapDeals input: {e}")))?
+    };
     if input.registered_proof.major_version() != 1 {
         return Err(ProveError::InvalidInput(format!(
             "unsupported proof {:?}",
@@ -258,6 +262,6 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         proof: proof_bytes(&proved.proofs),
         partitions,
         timings,
-        backend: svc.backend_name(),
+        backend: svc.proved_by(&proved.on),
     })
 }

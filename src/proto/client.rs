@@ -1,6 +1,7 @@
 //! A small blocking client, used by the `cuzk` command line and the tests.
 
 use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -219,7 +220,7 @@ impl Client {
     fn wait_for(&self, request: &Request) -> Option<Duration> {
         let base = self.answer_timeout?;
         match request {
-            Request::Prove(_) => None,
+            Request::Prove(_) | Request::ProveFd(_) => None,
             Request::Await(AwaitJob { timeout_ms, .. }) => {
                 timeout_ms.map(|ms| base.saturating_add(Duration::from_millis(ms)))
             }
@@ -264,6 +265,61 @@ impl Client {
                 }
             }
             e => e,
+        }
+    }
+
+    /// Writes `request` (a SubmitFd or ProveFd) in one sendmsg that passes `fd` with its
+    /// bytes (SCM_RIGHTS), as the daemon expects, with the read timeout of its answer set.
+    fn send_with_fd(&mut self, request: &Request, fd: BorrowedFd<'_>) -> Result<(), ClientError> {
+        use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+        let frame = encode_frame(request)?;
+        self.stream
+            .set_read_timeout(self.wait_for(request))
+            .map_err(io("setting the read timeout"))?;
+        let fds = [fd.as_raw_fd()];
+        let cmsg = [ControlMessage::ScmRights(&fds)];
+        let sent = sendmsg::<()>(
+            self.stream.as_raw_fd(),
+            &[std::io::IoSlice::new(&frame)],
+            &cmsg,
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        )
+        .map_err(|e| io("passing the input's descriptor to cuzkd")(e.into()))?;
+        // The frame of a SubmitFd is small (its payload is in the file): a partial write is
+        // rare, and its rest goes without the descriptor, which came with its first bytes.
+        self.stream
+            .write_all(&frame[sent..])
+            .map_err(|e| self.closed_or(io("sending to cuzkd")(e)))
+    }
+
+    /// [`Client::submit`] of an input the daemon reads from `fd` (a memfd, or the input's
+    /// file): `submit`'s payload must be empty. For inputs too large for a frame, and to
+    /// keep the client from holding them in memory.
+    pub fn submit_fd(
+        &mut self,
+        submit: Submit,
+        fd: BorrowedFd<'_>,
+    ) -> Result<Accepted, ClientError> {
+        self.send_with_fd(&Request::SubmitFd(submit), fd)?;
+        match self.read_response()? {
+            Response::Accepted(a) => Ok(a),
+            Response::Error(e) => Err(ClientError::Server(e)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// [`Client::prove`] of an input the daemon reads from `fd`, as [`Client::submit_fd`].
+    pub fn prove_fd(
+        &mut self,
+        submit: Submit,
+        fd: BorrowedFd<'_>,
+    ) -> Result<ProofResult, ClientError> {
+        self.send_with_fd(&Request::ProveFd(submit), fd)?;
+        match self.read_response()? {
+            Response::Proof(p) => Ok(p),
+            Response::Error(e) => Err(ClientError::Server(e)),
+            other => Err(unexpected(&other)),
         }
     }
 

@@ -88,6 +88,18 @@ pub enum Request {
     /// [`Response::Health`]. Anyone allowed to connect may ask. A daemon older than this
     /// variant answers [`ErrorCode::MalformedFrame`].
     Health,
+    /// 21: [`Request::Submit`] of an input too large for a frame, or one the client keeps in
+    /// a file: the input's payload (PoRep's `c1`, the others' `input`) is empty here, and
+    /// the daemon reads it from the file descriptor that comes with this frame (SCM_RIGHTS
+    /// on the frame's bytes: a memfd, or the file itself), from its start to its end, at
+    /// most `protocol.max_input_size` bytes; answered as Submit. Without a descriptor, or
+    /// with a payload, [`ErrorCode::InvalidInput`]. A daemon older than this variant
+    /// answers [`ErrorCode::MalformedFrame`].
+    SubmitFd(Submit),
+    /// 22: [`Request::Prove`] with its input read from a passed descriptor, as
+    /// [`Request::SubmitFd`]; answered as Prove. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    ProveFd(Submit),
 }
 
 /// A message from the daemon to a client.
@@ -543,7 +555,8 @@ pub struct ProofResult {
     pub proof: Vec<u8>,
     /// Partition proofs in `proof`.
     pub partitions: u32,
-    /// The backend that proved it.
+    /// The provers that made its partitions: the device's name where one proved them all,
+    /// else each device and the CPU fallback with its count (docs/protocol.md).
     pub backend: String,
     /// Per-stage timings.
     pub timings: Timings,

@@ -8,6 +8,7 @@
 mod client;
 mod codec;
 mod convert;
+pub mod grpc;
 mod messages;
 mod registered;
 

@@ -1,84 +1,17 @@
 //! Filecoin's integer proof-type ids, as Lotus and Curio hold them (go-state-types
 //! `abi.RegisteredSealProof`, `abi.RegisteredPoStProof`, `abi.RegisteredUpdateProof`), and
 //! the filecoin-proofs-api registered proofs they name. `docs/protocol.md` has the table and
-//! says where the numbers come from.
-//!
-//! The tables are written out rather than derived from the API enums' declaration order:
-//! the ids are Filecoin's (on chain, never renumbered), the Rust enums only happen to be
-//! declared in the same order, and one family is named differently on each side (Lotus's
-//! `StackedDrgWindow*V1_1` = 10–14 is the API's `StackedDrgWindow*V1_2`, the WindowPoSt
-//! grindability fix, as filecoin-ffi maps it).
+//! says where the numbers come from. The tables themselves are the library's
+//! (`proofs::registry`), which reads the ids of binary inputs too.
 
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof};
 
 use super::messages::{ProofKind, RegisteredProof};
+use crate::proofs::registry::{
+    FIRST_WINDOW_POST, POST_BY_ID as POST, SEAL_BY_ID as SEAL, UPDATE_BY_ID as UPDATE,
+};
 use crate::proofs::ProveError;
 use crate::srs::ParamsId;
-
-/// `abi.RegisteredSealProof` 0–19, by id.
-const SEAL: [RegisteredSealProof; 20] = {
-    use RegisteredSealProof::*;
-    [
-        StackedDrg2KiBV1,
-        StackedDrg8MiBV1,
-        StackedDrg512MiBV1,
-        StackedDrg32GiBV1,
-        StackedDrg64GiBV1,
-        StackedDrg2KiBV1_1,
-        StackedDrg8MiBV1_1,
-        StackedDrg512MiBV1_1,
-        StackedDrg32GiBV1_1,
-        StackedDrg64GiBV1_1,
-        StackedDrg2KiBV1_1_Feat_SyntheticPoRep,
-        StackedDrg8MiBV1_1_Feat_SyntheticPoRep,
-        StackedDrg512MiBV1_1_Feat_SyntheticPoRep,
-        StackedDrg32GiBV1_1_Feat_SyntheticPoRep,
-        StackedDrg64GiBV1_1_Feat_SyntheticPoRep,
-        StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
-        StackedDrg8MiBV1_2_Feat_NonInteractivePoRep,
-        StackedDrg512MiBV1_2_Feat_NonInteractivePoRep,
-        StackedDrg32GiBV1_2_Feat_NonInteractivePoRep,
-        StackedDrg64GiBV1_2_Feat_NonInteractivePoRep,
-    ]
-};
-
-/// `abi.RegisteredPoStProof` 0–14, by id: WinningPoSt 0–4, WindowPoSt 5–14.
-const POST: [RegisteredPoStProof; 15] = {
-    use RegisteredPoStProof::*;
-    [
-        StackedDrgWinning2KiBV1,
-        StackedDrgWinning8MiBV1,
-        StackedDrgWinning512MiBV1,
-        StackedDrgWinning32GiBV1,
-        StackedDrgWinning64GiBV1,
-        StackedDrgWindow2KiBV1,
-        StackedDrgWindow8MiBV1,
-        StackedDrgWindow512MiBV1,
-        StackedDrgWindow32GiBV1,
-        StackedDrgWindow64GiBV1,
-        // go-state-types `StackedDrgWindow*V1_1`: filecoin-ffi maps them to these.
-        StackedDrgWindow2KiBV1_2,
-        StackedDrgWindow8MiBV1_2,
-        StackedDrgWindow512MiBV1_2,
-        StackedDrgWindow32GiBV1_2,
-        StackedDrgWindow64GiBV1_2,
-    ]
-};
-
-/// The WinningPoSt ids of [`POST`] are below this one.
-const FIRST_WINDOW_POST: u64 = 5;
-
-/// `abi.RegisteredUpdateProof` 0–4, by id.
-const UPDATE: [RegisteredUpdateProof; 5] = {
-    use RegisteredUpdateProof::*;
-    [
-        StackedDrg2KiBV1,
-        StackedDrg8MiBV1,
-        StackedDrg512MiBV1,
-        StackedDrg32GiBV1,
-        StackedDrg64GiBV1,
-    ]
-};
 
 /// A proof-type id that names no proof, or not one that fits where it was given.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

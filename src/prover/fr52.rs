@@ -435,6 +435,10 @@ mod tests {
     use ff::Field;
     use rand::SeedableRng;
 
+    /// What an eight-lane test says when it was asked for on a CPU without the instructions.
+    const NO_IFMA: &str =
+        "this CPU lacks AVX-512 IFMA: run the ignored `ifma_` tests where it has it";
+
     /// Edge cases and random values, a multiple of eight of them.
     fn values() -> Vec<Scalar> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(52);
@@ -489,7 +493,7 @@ mod tests {
             };
             block.set_lane(lane, l);
         }
-        // SAFETY: the callers return early where `detected()` is false.
+        // SAFETY: the callers assert `detected()` first.
         unsafe { Fr8::load(&block) }
     }
 
@@ -512,18 +516,16 @@ mod tests {
                 load(x, |k| raise && k % 2 == 1),
                 load(y, |k| raise && k % 4 >= 2),
             );
-            // SAFETY: the callers return early where `detected()` is false.
+            // SAFETY: the callers assert `detected()` first.
             unsafe { op(&vx, &vy).store_scalars(o) };
         }
         out
     }
 
     #[test]
-    fn scalars_load_and_store_round_trip() {
-        if !detected() {
-            println!("skipped: no AVX-512 IFMA");
-            return;
-        }
+    #[ignore = "needs AVX-512 IFMA; scripts/test.sh runs the `ifma_` tests with --ignored where the CPU has it"]
+    fn ifma_scalars_load_and_store_round_trip() {
+        assert!(detected(), "{NO_IFMA}");
         let v = values();
         for chunk in v.as_chunks::<LANES>().0 {
             let mut block = Block::default();
@@ -559,12 +561,10 @@ mod tests {
     }
 
     #[test]
-    fn values_up_to_4r_reduce_and_store() {
+    #[ignore = "needs AVX-512 IFMA; scripts/test.sh runs the `ifma_` tests with --ignored where the CPU has it"]
+    fn ifma_values_up_to_4r_reduce_and_store() {
         // x + 2r and x + 3r (below 4r < 2^257, so five limbs hold them) store as x.
-        if !detected() {
-            println!("skipped: no AVX-512 IFMA");
-            return;
-        }
+        assert!(detected(), "{NO_IFMA}");
         let v = values();
         for chunk in v.as_chunks::<LANES>().0 {
             let (two, three) = (
@@ -597,13 +597,11 @@ mod tests {
     }
 
     #[test]
-    fn products_landing_on_and_near_r_match_blst() {
+    #[ignore = "needs AVX-512 IFMA; scripts/test.sh runs the `ifma_` tests with --ignored where the CPU has it"]
+    fn ifma_products_landing_on_and_near_r_match_blst() {
         // y chosen so that x·y is 0, 1, r − 1, r − 2 or 2: results at both ends of [0, r),
         // where a missing or extra subtraction of r would show.
-        if !detected() {
-            println!("skipped: no AVX-512 IFMA");
-            return;
-        }
+        assert!(detected(), "{NO_IFMA}");
         let mut rng = rand::rngs::StdRng::seed_from_u64(53);
         let targets = [
             Scalar::ZERO,
@@ -643,11 +641,9 @@ mod tests {
     }
 
     #[test]
-    fn add_sub_mul_match_blst() {
-        if !detected() {
-            println!("skipped: no AVX-512 IFMA");
-            return;
-        }
+    #[ignore = "needs AVX-512 IFMA; scripts/test.sh runs the `ifma_` tests with --ignored where the CPU has it"]
+    fn ifma_add_sub_mul_match_blst() {
+        assert!(detected(), "{NO_IFMA}");
         let v = values();
         let n = v.len();
         // Every value against every other: rotate the second operand by each offset.

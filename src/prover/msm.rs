@@ -82,8 +82,9 @@ fn scalar_limbs(scalars: &[Scalar], idx: Option<&[usize]>) -> Vec<[u64; 4]> {
 
 macro_rules! cpu_msm {
     ($name:ident, $with:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty, $curve:ty) => {
-        /// Σ scalars[i]·bases[i] on the CPU with the default [`CpuOptions`] (the reference
-        /// that tests and benchmarks compare with).
+        /// Σ scalars[i]·bases[i] on the CPU with the default [`CpuOptions`]: our CPU
+        /// prover's MSM (blst's Pippenger only below `min_points` full scalars). The
+        /// independent reference is [`blst_msm_g1`] / [`blst_msm_g2`].
         pub fn $name(bases: &[$affine], scalars: &[Scalar]) -> $proj {
             $with(&CpuOptions::default(), bases, scalars)
         }
@@ -190,14 +191,60 @@ cpu_msm!(
     pippenger::curve::G2
 );
 
+macro_rules! blst_msm {
+    ($name:ident, $affine:ty, $proj:ty, $raw_affine:ty, $raw_proj:ty) => {
+        /// Σ scalars[i]·bases[i] by blst's own Pippenger (`MultiPoint::mult`, on blst's
+        /// threads) over every point, whatever the scalars: the independent reference that
+        /// tests and benchmarks name "blst". [`msm_g1`] and [`msm_g2`] are our prover's.
+        pub fn $name(bases: &[$affine], scalars: &[Scalar]) -> $proj {
+            assert_eq!(
+                bases.len(),
+                scalars.len(),
+                "bases and scalars differ in length"
+            );
+            if bases.is_empty() {
+                // blst's `mult` needs at least one point.
+                return <$proj>::identity();
+            }
+            let bytes: Vec<u8> = scalars
+                .par_iter()
+                .flat_map_iter(|s| s.to_bytes_le())
+                .collect();
+            // SAFETY: the blstrs affine type is `#[repr(transparent)]` over blst's raw affine
+            // point; the slice keeps its length.
+            let raw = unsafe {
+                std::slice::from_raw_parts(bases.as_ptr() as *const $raw_affine, bases.len())
+            };
+            let sum: $raw_proj = raw.mult(&bytes, 255);
+            // SAFETY: the blstrs projective type is `#[repr(transparent)]` over blst's raw
+            // projective point.
+            unsafe { std::mem::transmute::<$raw_proj, $proj>(sum) }
+        }
+    };
+}
+
+blst_msm!(blst_msm_g1, G1Affine, G1Projective, blst_p1_affine, blst_p1);
+blst_msm!(blst_msm_g2, G2Affine, G2Projective, blst_p2_affine, blst_p2);
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use group::prime::PrimeCurveAffine;
     use group::Curve;
     use rand::SeedableRng;
 
     fn naive(bases: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
         bases.iter().zip(scalars).map(|(p, s)| *p * s).sum()
+    }
+
+    /// The options every test runs with: production's (the eight lanes where the CPU has
+    /// AVX-512 IFMA) and the portable paths, chosen by value so that both run on every CPU.
+    fn both() -> [CpuOptions; 2] {
+        let portable = CpuOptions {
+            simd: false,
+            ..CpuOptions::default()
+        };
+        [CpuOptions::default(), portable]
     }
 
     #[test]
@@ -215,7 +262,10 @@ mod tests {
                     _ => Scalar::random(&mut rng),
                 })
                 .collect();
-            assert_eq!(msm_g1(&bases, &scalars), naive(&bases, &scalars), "n = {n}");
+            for o in both() {
+                let got = msm_g1_with(&o, &bases, &scalars);
+                assert_eq!(got, naive(&bases, &scalars), "n = {n}, {o:?}");
+            }
         }
     }
 
@@ -236,19 +286,24 @@ mod tests {
             })
             .collect();
         let want: G2Projective = bases.iter().zip(&scalars).map(|(p, s)| *p * s).sum();
-        assert_eq!(msm_g2(&bases, &scalars), want);
+        for o in both() {
+            assert_eq!(msm_g2_with(&o, &bases, &scalars), want, "{o:?}");
+        }
     }
 
     #[test]
     fn all_full_scalars_take_the_no_copy_path() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(9);
-        let n = pippenger::min_points(&CpuOptions::default()) + 1;
-        let bases: Vec<G1Affine> = (0..n)
-            .map(|_| G1Projective::random(&mut rng).to_affine())
-            .collect();
-        let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
-        assert_eq!(scalar_classes(&scalars).full, n);
-        assert_eq!(msm_g1(&bases, &scalars), naive(&bases, &scalars));
+        for o in both() {
+            let n = pippenger::min_points(&o) + 1;
+            let bases: Vec<G1Affine> = (0..n)
+                .map(|_| G1Projective::random(&mut rng).to_affine())
+                .collect();
+            let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+            assert_eq!(scalar_classes(&scalars).full, n);
+            let got = msm_g1_with(&o, &bases, &scalars);
+            assert_eq!(got, blst_msm_g1(&bases, &scalars), "{o:?}");
+        }
     }
 
     #[test]
@@ -269,14 +324,11 @@ mod tests {
                 }
             })
             .collect();
-        assert!(scalar_classes(&scalars).full >= pippenger::min_points(&CpuOptions::default()));
-        let bytes: Vec<u8> = scalars.iter().flat_map(|s| s.to_bytes_le()).collect();
-        // SAFETY: transparent wrappers over blst's raw points, as in the code under test.
-        let raw = unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const blst_p1_affine, n) };
-        let want = raw.mult(&bytes, 255);
-        // SAFETY: as above.
-        let want = unsafe { std::mem::transmute::<blst_p1, G1Projective>(want) };
-        assert_eq!(msm_g1(&bases, &scalars), want);
+        let want = blst_msm_g1(&bases, &scalars);
+        for o in both() {
+            assert!(scalar_classes(&scalars).full >= pippenger::min_points(&o));
+            assert_eq!(msm_g1_with(&o, &bases, &scalars), want, "{o:?}");
+        }
     }
 
     #[test]
@@ -309,14 +361,10 @@ mod tests {
                 values < n / 2,
                 "n = {n}, {classes:?}"
             );
-            let bytes: Vec<u8> = scalars.iter().flat_map(|s| s.to_bytes_le()).collect();
-            // SAFETY: transparent wrappers over blst's raw points, as in the code under test.
-            let raw =
-                unsafe { std::slice::from_raw_parts(bases.as_ptr() as *const blst_p1_affine, n) };
-            // SAFETY: as above.
-            let want =
-                unsafe { std::mem::transmute::<blst_p1, G1Projective>(raw.mult(&bytes, 255)) };
-            assert_eq!(msm_g1(&bases, &scalars), want, "n = {n}");
+            let want = blst_msm_g1(&bases, &scalars);
+            for o in both() {
+                assert_eq!(msm_g1_with(&o, &bases, &scalars), want, "n = {n}, {o:?}");
+            }
         }
     }
 
@@ -330,7 +378,29 @@ mod tests {
         let pool: Vec<Scalar> = (0..20).map(|_| Scalar::random(&mut rng)).collect();
         let scalars: Vec<Scalar> = (0..n).map(|i| pool[i % 20]).collect();
         let want: G2Projective = bases.iter().zip(&scalars).map(|(p, s)| *p * s).sum();
-        assert_eq!(msm_g2(&bases, &scalars), want);
+        assert_eq!(blst_msm_g2(&bases, &scalars), want, "blst");
+        for o in both() {
+            assert_eq!(msm_g2_with(&o, &bases, &scalars), want, "{o:?}");
+        }
+    }
+
+    #[test]
+    fn blsts_reference_matches_the_naive_sum() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        for n in [0usize, 1, 2, 40] {
+            let bases: Vec<G1Affine> = (0..n)
+                .map(|i| match i {
+                    1 => G1Affine::identity(),
+                    _ => G1Projective::random(&mut rng).to_affine(),
+                })
+                .collect();
+            let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+            assert_eq!(
+                blst_msm_g1(&bases, &scalars),
+                naive(&bases, &scalars),
+                "n = {n}"
+            );
+        }
     }
 
     #[test]

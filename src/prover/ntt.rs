@@ -1008,6 +1008,16 @@ mod tests {
         coeffs.iter().rev().fold(Scalar::ZERO, |acc, c| acc * x + c)
     }
 
+    /// The portable arithmetic, and this CPU's best (the eight lanes where it has IFMA; the
+    /// portable one again elsewhere): both run on every machine, chosen by value.
+    fn ariths() -> [Arith; 2] {
+        [Arith::Scalar, Arith::best()]
+    }
+
+    /// What an eight-lane test says when it was asked for on a CPU without the instructions.
+    const NO_IFMA: &str =
+        "this CPU lacks AVX-512 IFMA: run the ignored `ifma_` tests where it has it";
+
     #[test]
     fn quotient_equals_bellpersons() {
         // Bit for bit, from domains of one row to ones split into rows and column tiles
@@ -1018,9 +1028,11 @@ mod tests {
                 (0..n).map(|_| Scalar::random(&mut *rng)).collect()
             };
             let (a, b, c) = (v(&mut rng), v(&mut rng), v(&mut rng));
-            let ours = quotient(a.clone(), b.clone(), c.clone()).unwrap();
-            let theirs = bellpersons_quotient(a, b, c);
-            assert!(ours == theirs, "n = {n}");
+            let theirs = bellpersons_quotient(a.clone(), b.clone(), c.clone());
+            for arith in ariths() {
+                let ours = quotient_using(a.clone(), b.clone(), c.clone(), arith).unwrap();
+                assert!(ours == theirs, "{arith:?}, n = {n}");
+            }
         }
     }
 
@@ -1043,40 +1055,47 @@ mod tests {
         h
     }
 
-    #[test]
-    fn both_arithmetics_equal_bellpersons() {
-        // Every power of two up to a single row, one size split into rows and tiles, and
-        // lengths short of a power of two (padding); the eight-lane path where the CPU has it.
-        let ifma = cfg!(target_arch = "x86_64") && ifma_runs(1 << 12);
-        if !ifma {
-            println!("skipped: no AVX-512 IFMA (checking the scalar path only)");
-        }
-        let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+    /// The sizes the two arithmetics are compared with bellperson's at: every power of two
+    /// up to a single row, one size split into rows and tiles, and lengths short of a power
+    /// of two (padding).
+    fn quotient_sizes() -> Vec<usize> {
         let mut sizes: Vec<usize> = (1..=12).map(|k| 1 << k).collect();
         sizes.extend([17, 100, 1 << 16]);
-        for n in sizes {
+        sizes
+    }
+
+    /// Compares the quotient in `arith` with bellperson's at [`quotient_sizes`].
+    fn arith_equals_bellpersons(arith: Arith) {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+        for n in quotient_sizes() {
             let v = |rng: &mut rand::rngs::StdRng| -> Vec<Scalar> {
                 (0..n).map(|_| Scalar::random(&mut *rng)).collect()
             };
             let (a, b, c) = (v(&mut rng), v(&mut rng), v(&mut rng));
             let want = bellpersons_quotient(a.clone(), b.clone(), c.clone());
-            let scalar = quotient_using(a.clone(), b.clone(), c.clone(), Arith::Scalar).unwrap();
-            assert!(scalar == want, "scalar, n = {n}");
-            if ifma {
-                let simd = quotient_using(a, b, c, Arith::Ifma).unwrap();
-                assert!(simd == want, "IFMA, n = {n}");
-            }
+            let got = quotient_using(a, b, c, arith).unwrap();
+            assert!(got == want, "{arith:?}, n = {n}");
         }
     }
 
     #[test]
+    fn scalar_arithmetic_equals_bellpersons() {
+        arith_equals_bellpersons(Arith::Scalar);
+    }
+
+    #[test]
+    #[ignore = "needs AVX-512 IFMA; scripts/test.sh runs the `ifma_` tests with --ignored where the CPU has it"]
+    fn ifma_arithmetic_equals_bellpersons() {
+        assert!(ifma_runs(1 << 12), "{NO_IFMA}");
+        arith_equals_bellpersons(Arith::Ifma);
+    }
+
+    #[test]
+    #[ignore = "needs AVX-512 IFMA; scripts/test.sh runs the `ifma_` tests with --ignored where the CPU has it"]
     fn ifma_quotient_of_edge_values_equals_the_scalar_one() {
         // Inputs of only 0, 1 and r − 1 (and the largest Montgomery forms) drive the lanes
         // through sums and differences at the ends of the range.
-        if !(cfg!(target_arch = "x86_64") && ifma_runs(1 << 12)) {
-            println!("skipped: no AVX-512 IFMA");
-            return;
-        }
+        assert!(ifma_runs(1 << 12), "{NO_IFMA}");
         let edge = [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, -Scalar::from(2u64)];
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         for n in [64usize, 1 << 13] {
@@ -1100,8 +1119,6 @@ mod tests {
             let a: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
             let b: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
             let c: Vec<Scalar> = a.iter().zip(&b).map(|(x, y)| *x * y).collect();
-            let h = quotient(a.clone(), b.clone(), c.clone()).unwrap();
-            assert_eq!(h.len(), m - 1);
             let pad = |v: &[Scalar]| {
                 let mut v = v.to_vec();
                 v.resize(m, Scalar::ZERO);
@@ -1110,11 +1127,15 @@ mod tests {
             let (ac, bc, cc) = (pad(&a), pad(&b), pad(&c));
             let x = Scalar::random(&mut rng);
             let z = x.pow_vartime([m as u64]) - Scalar::ONE;
-            assert_eq!(
-                eval(&ac, x) * eval(&bc, x) - eval(&cc, x),
-                eval(&h, x) * z,
-                "n = {n}"
-            );
+            for arith in ariths() {
+                let h = quotient_using(a.clone(), b.clone(), c.clone(), arith).unwrap();
+                assert_eq!(h.len(), m - 1);
+                assert_eq!(
+                    eval(&ac, x) * eval(&bc, x) - eval(&cc, x),
+                    eval(&h, x) * z,
+                    "{arith:?}, n = {n}"
+                );
+            }
         }
     }
 }

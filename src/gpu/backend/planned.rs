@@ -11,7 +11,7 @@ use cudarc::driver::PinnedHostSlice;
 use rayon::prelude::*;
 
 use super::super::bytes::bytes;
-use super::super::device::{DevBuf, DevView, Gpu};
+use super::super::device::{DevBuf, DevView, Gpu, Ring};
 use super::super::msm::{self, MsmParts};
 use super::super::ntt::{Domain, FR_BYTES};
 use super::super::plan::{self, Plan, Quotient, SHAPE_SLOT_BYTES};
@@ -64,8 +64,24 @@ pub(super) enum Fill<'a> {
 }
 
 impl Fill<'_> {
-    /// Vector `v` (0 = A, 1 = B, 2 = C) into the first `n` elements of `out`.
-    fn fill(&self, gpu: &Gpu, v: usize, out: &mut DevBuf) -> Result<(), GpuError> {
+    /// The ring a streamed shape's rows go through, made before the quotient's first vector so
+    /// that the rows of B and C travel while A's and B's transforms run.
+    fn ring(&self, gpu: &Gpu) -> Result<Option<Ring>, GpuError> {
+        match self {
+            Fill::Streamed { .. } => Some(gpu.ring(SHAPE_SLOT_BYTES as usize)).transpose(),
+            _ => Ok(None),
+        }
+    }
+
+    /// Vector `v` (0 = A, 1 = B, 2 = C) into the first `n` elements of `out` (a streamed
+    /// shape's rows through `ring`).
+    fn fill(
+        &self,
+        gpu: &Gpu,
+        v: usize,
+        out: &mut DevBuf,
+        ring: &mut Option<Ring>,
+    ) -> Result<(), GpuError> {
         let with_aux = |aux: &Assignment<'_>, eval: &dyn Fn(&DevBuf) -> Result<(), GpuError>| {
             match aux {
                 Assignment::Kept(buf) => eval(buf),
@@ -78,9 +94,20 @@ impl Fill<'_> {
             Fill::Resident { shape, input, aux } => with_aux(aux, &|a| {
                 shape.evaluate_matrix(gpu, v, input, a, out.view())
             }),
-            Fill::Streamed { shape, input, aux } => with_aux(aux, &|a| {
-                shape.evaluate_matrix(gpu, v, input, a, out.view(), SHAPE_SLOT_BYTES as usize)
-            }),
+            Fill::Streamed { shape, input, aux } => {
+                let ring = ring
+                    .as_mut()
+                    .ok_or_else(|| GpuError::Input("a streamed shape without its ring".into()))?;
+                let out = out.view();
+                match aux {
+                    Assignment::Kept(buf) => shape.evaluate_matrix(gpu, v, input, buf, out, ring),
+                    // Freed in stream order after the evaluation that reads it.
+                    Assignment::Reload(host) => {
+                        let buf = gpu.upload_new(bytes(host))?;
+                        shape.evaluate_matrix(gpu, v, input, &buf, out, ring)
+                    }
+                }
+            }
         }
     }
 }
@@ -90,13 +117,7 @@ impl State {
     /// this set's streamed ones, the NTT tables unless the plan keeps them (those of domain
     /// `lg` only), the device copies of shapes unless the plan keeps `shape`'s, and the
     /// streamed shapes nobody else holds any more. The plan assumes the whole budget.
-    pub(super) fn make_room(
-        &mut self,
-        set: u64,
-        plan: &Plan,
-        lg: u32,
-        shape: Option<&Arc<R1cs>>,
-    ) {
+    pub(super) fn make_room(&mut self, set: u64, plan: &Plan, lg: u32, shape: Option<&Arc<R1cs>>) {
         self.drop_bases(|k| !kept(plan, set, k));
         self.domains.retain(|l, _| plan.keep_tables && *l == lg);
         match shape.filter(|_| plan.shape_resident) {
@@ -112,11 +133,19 @@ impl State {
 
     /// The streamed form of `shape` (checked and registered once).
     pub(super) fn streamed_shape(&mut self, shape: &Arc<R1cs>) -> Result<usize, GpuError> {
-        if let Some(i) = self.streamed.iter().position(|s| Arc::ptr_eq(s.shape(), shape)) {
+        if let Some(i) = self
+            .streamed
+            .iter()
+            .position(|s| Arc::ptr_eq(s.shape(), shape))
+        {
             return Ok(i);
         }
         let s = StreamedShape::new(&self.gpu, shape.clone())?;
-        tracing::debug!(registered = s.registered(), rows = s.rows(), "recorded shape streamed from host memory");
+        tracing::debug!(
+            registered = s.registered(),
+            rows = s.rows(),
+            "recorded shape streamed from host memory"
+        );
         self.streamed.push(s);
         Ok(self.streamed.len() - 1)
     }
@@ -164,83 +193,117 @@ impl State {
         result
     }
 
-    /// The parts of Σ scalars·points over query `p` in pieces of `piece` points, its points
-    /// resident where `resident` (made so now; streamed instead where they do not fit) or
-    /// streamed from host memory.
-    pub(super) fn msm_planned(
+    /// The parts of each MSM of `msms` (Σ scalars·points over its query, in pieces), in order:
+    /// one stream of pieces for all of them, so that the points of one MSM's first piece travel
+    /// while the last piece of the one before is summed. A query's points are resident where
+    /// planned (made so now; streamed instead where they do not fit) or streamed from host
+    /// memory through two device buffers.
+    pub(super) fn msms_planned(
         &mut self,
-        p: &Points<'_>,
-        resident: bool,
-        piece: usize,
-        scalars: Selection<'_>,
-    ) -> Result<Vec<MsmParts>, GpuError> {
-        let n = p.n;
-        if n == 0 {
-            return Ok(Vec::new());
+        msms: &[PlannedMsm<'_>],
+    ) -> Result<Vec<Vec<MsmParts>>, GpuError> {
+        let mut resident = Vec::with_capacity(msms.len());
+        for m in msms {
+            resident.push(m.resident && m.p.n > 0 && self.ensure_or_stream(&m.p)?);
         }
-        let piece = piece.clamp(1, n);
-        let pieces = n.div_ceil(piece);
-        let bounds = match scalars {
-            Selection::Of { flags, .. } => Some(selection_bounds(flags, piece, n)?),
-            Selection::Dense(v) if v.len() < n * FR_BYTES => {
-                return Err(GpuError::Input(format!(
-                    "{} scalar bytes for {n} points",
-                    v.len()
-                )))
-            }
-            Selection::Dense(_) => None,
-        };
-        let resident = resident
-            && match self.ensure(p) {
-                Ok(()) => true,
-                Err(e) if e.is_out_of_memory() => {
-                    tracing::debug!(error = %e, query = ?p.key.query, "points streamed: they do not fit now");
-                    false
+        // Every MSM's pieces, in order, and where each piece's selected scalars are.
+        let mut pieces = Vec::new();
+        let mut bounds = Vec::with_capacity(msms.len());
+        for (i, m) in msms.iter().enumerate() {
+            let n = m.p.n;
+            let piece = m.piece.clamp(1, n.max(1));
+            bounds.push(match m.scalars {
+                Selection::Of { flags, .. } if n > 0 => Some(selection_bounds(flags, piece, n)?),
+                Selection::Dense(v) if v.len() < n * FR_BYTES => {
+                    return Err(GpuError::Input(format!(
+                        "{} scalar bytes for {n} points",
+                        v.len()
+                    )))
                 }
-                Err(e) => return Err(e),
-            };
+                _ => None,
+            });
+            for k in 0..n.div_ceil(piece) {
+                pieces.push(Piece {
+                    msm: i,
+                    k,
+                    first: k * piece,
+                    end: ((k + 1) * piece).min(n),
+                });
+            }
+        }
         let gpu = &self.gpu;
-        let selected = match scalars {
-            Selection::Of { .. } => Some(gpu.alloc(piece * FR_BYTES)?),
-            Selection::Dense(_) => None,
-        };
-        let affine = p.curve.affine_bytes();
-        let range = |k: usize| (k * piece, ((k + 1) * piece).min(n));
-        let mut parts = Vec::with_capacity(pieces);
-        let mut run = |k: usize, bases: DevView| -> Result<(), GpuError> {
-            let (q0, q1) = range(k);
-            let sc = match (scalars, &bounds, &selected) {
-                (Selection::Dense(v), _, _) => v.sub(q0 * FR_BYTES..q1 * FR_BYTES)?,
-                (Selection::Of { aux, flags }, Some(b), Some(buf)) => {
-                    let (f0, f1) = (b[k], b[k + 1]);
-                    let src = aux.sub(f0 * FR_BYTES..f1 * FR_BYTES)?;
-                    msm::compact_into(gpu, src, &flags[f0..f1], q1 - q0, buf.view())?;
-                    buf.view()
+        let affine = |p: &Piece| msms[p.msm].p.curve.affine_bytes();
+        let streamed = |p: &&Piece| !resident[p.msm];
+        let slot = pieces
+            .iter()
+            .filter(streamed)
+            .map(|p| p.len() * affine(p))
+            .max()
+            .unwrap_or(0);
+        let selected = pieces
+            .iter()
+            .filter(|p| matches!(msms[p.msm].scalars, Selection::Of { .. }))
+            .map(|p| p.len() * FR_BYTES)
+            .max()
+            .map(|b| gpu.alloc(b))
+            .transpose()?;
+        let kept: Vec<Option<DevView>> = msms
+            .iter()
+            .zip(&resident)
+            .map(|(m, &r)| {
+                r.then(|| self.resident(&m.p.key).map(|b| b.view()))
+                    .transpose()
+            })
+            .collect::<Result<_, _>>()?;
+        let mut ring = gpu.ring(slot)?;
+        let mut out: Vec<Vec<MsmParts>> = msms.iter().map(|_| Vec::new()).collect();
+        gpu.stream(
+            &mut ring,
+            pieces.len(),
+            |j| {
+                let p = &pieces[j];
+                match kept[p.msm] {
+                    Some(_) => Vec::new(),
+                    None => {
+                        let a = affine(p);
+                        vec![&msms[p.msm].p.bytes[p.first * a..p.end * a]]
+                    }
                 }
-                _ => return Err(GpuError::Input("selection without its bounds".into())),
-            };
-            parts.push(msm::msm_view(gpu, p.curve, bases, q1 - q0, sc)?);
-            Ok(())
-        };
-        if resident {
-            let all = self.resident(&p.key)?.view();
-            for k in 0..pieces {
-                let (q0, q1) = range(k);
-                run(k, all.sub(q0 * affine..q1 * affine)?)?;
+            },
+            |j, view| {
+                let p = &pieces[j];
+                let (m, a) = (&msms[p.msm], affine(p));
+                let bases = match kept[p.msm] {
+                    Some(all) => all.range(p.first * a..p.end * a)?,
+                    None => view,
+                };
+                let scalars = match (m.scalars, &bounds[p.msm], &selected) {
+                    (Selection::Dense(v), _, _) => v.range(p.first * FR_BYTES..p.end * FR_BYTES)?,
+                    (Selection::Of { aux, flags }, Some(b), Some(buf)) => {
+                        let (f0, f1) = (b[p.k], b[p.k + 1]);
+                        let src = aux.range(f0 * FR_BYTES..f1 * FR_BYTES)?;
+                        msm::compact_into(gpu, src, &flags[f0..f1], p.len(), buf.view())?;
+                        buf.view()
+                    }
+                    _ => return Err(GpuError::Input("selection without its bounds".into())),
+                };
+                out[p.msm].push(msm::msm_view(gpu, m.p.curve, bases, p.len(), scalars)?);
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Makes `p`'s points resident; `false` (stream them) where they do not fit now.
+    fn ensure_or_stream(&mut self, p: &Points<'_>) -> Result<bool, GpuError> {
+        match self.ensure(p) {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_out_of_memory() => {
+                tracing::debug!(error = %e, query = ?p.key.query, "points streamed: they do not fit now");
+                Ok(false)
             }
-        } else {
-            let slots = [gpu.alloc(piece * affine)?, gpu.alloc(piece * affine)?];
-            gpu.stream_ring(
-                pieces,
-                |k| {
-                    let (q0, q1) = range(k);
-                    vec![&p.bytes[q0 * affine..q1 * affine]]
-                },
-                [&slots[0], &slots[1]],
-                &mut run,
-            )?;
+            Err(e) => Err(e),
         }
-        Ok(parts)
     }
 
     /// The four aux MSMs of the plan over the assignment `aux` on the device (consumed: the L
@@ -252,20 +315,31 @@ impl State {
         q: &AuxPoints<'_, '_>,
         aux: DevBuf,
     ) -> Result<WitnessSums, GpuError> {
-        let has = |query| plan.resident.has(query);
-        let (p1, p2) = (plan.piece_g1 as usize, plan.piece_g2 as usize);
         let x = aux.view();
         let sel = |flags| Selection::Of { aux: x, flags };
-        let a = self.msm_planned(&q.a, has(plan::Query::A), p1, sel(q.a_density))?;
-        let b1 = self.msm_planned(&q.b_g1, has(plan::Query::BG1), p1, sel(q.b_density))?;
-        let b2 = self.msm_planned(&q.b_g2, has(plan::Query::BG2), p2, sel(q.b_density))?;
-        let l = self.msm_planned(&q.l, has(plan::Query::L), p1, Selection::Dense(x))?;
+        // The L query last: its MSM rewrites the assignment the others select from.
+        let msms = [
+            (q.a, plan::Query::A, sel(q.a_density)),
+            (q.b_g1, plan::Query::BG1, sel(q.b_density)),
+            (q.b_g2, plan::Query::BG2, sel(q.b_density)),
+            (q.l, plan::Query::L, Selection::Dense(x)),
+        ]
+        .map(|(p, query, scalars)| PlannedMsm {
+            p,
+            resident: plan.resident.has(query),
+            piece: plan.stream_piece(query),
+            scalars,
+        });
+        let parts = self.msms_planned(&msms)?;
         drop(aux);
+        let [a, b1, b2, l] = parts.as_slice() else {
+            return Err(GpuError::Input("four MSMs expected".into()));
+        };
         Ok(WitnessSums {
-            l: sum_g1(&l),
-            a: sum_g1(&a),
-            b_g1: sum_g1(&b1),
-            b_g2: parts_g2(&b2),
+            l: sum_g1(l),
+            a: sum_g1(a),
+            b_g1: sum_g1(b1),
+            b_g2: parts_g2(b2),
         })
     }
 
@@ -286,11 +360,14 @@ impl State {
             )));
         }
         let coeffs = self.quotient_planned(plan, fill, n, m)?;
-        let scalars = Selection::Dense(coeffs.view_of(0..(m - 1) * FR_BYTES)?);
-        let resident = plan.resident.has(plan::Query::H);
-        let parts = self.msm_planned(h, resident, plan.piece_g1 as usize, scalars)?;
+        let parts = self.msms_planned(&[PlannedMsm {
+            p: *h,
+            resident: plan.resident.has(plan::Query::H),
+            piece: plan.stream_piece(plan::Query::H),
+            scalars: Selection::Dense(coeffs.view_of(0..(m - 1) * FR_BYTES)?),
+        }])?;
         drop(coeffs);
-        Ok(sum_g1(&parts))
+        Ok(parts.iter().map(|p| sum_g1(p)).sum())
     }
 }
 
@@ -346,6 +423,33 @@ impl State {
             self.streamed.push(streamed);
             sum
         }
+    }
+}
+
+/// One MSM of [`State::msms_planned`].
+pub(super) struct PlannedMsm<'a> {
+    /// The query's points.
+    pub p: Points<'a>,
+    /// Whether the plan keeps them resident.
+    pub resident: bool,
+    /// Points per piece.
+    pub piece: usize,
+    /// Its scalars.
+    pub scalars: Selection<'a>,
+}
+
+/// A piece of one of [`State::msms_planned`]'s MSMs: points `first..end` of MSM `msm`, its
+/// `k`-th piece.
+struct Piece {
+    msm: usize,
+    k: usize,
+    first: usize,
+    end: usize,
+}
+
+impl Piece {
+    fn len(&self) -> usize {
+        self.end - self.first
     }
 }
 
@@ -424,15 +528,24 @@ fn resident_quotient(
         gpu.alloc(m * FR_BYTES)?,
         gpu.alloc(m * FR_BYTES)?,
     ];
-    for (v, buf) in bufs.iter_mut().take(3).enumerate() {
-        fill.fill(gpu, v, buf)?;
+    let mut ring = fill.ring(gpu)?;
+    // Each vector taken to the coset as soon as it is made: the next one's rows travel while
+    // its transforms run.
+    for v in 0..3 {
+        let (vs, scratch) = bufs.split_at_mut(3);
+        fill.fill(gpu, v, &mut vs[v], &mut ring)?;
+        gpu.zero_range(&mut vs[v], n * FR_BYTES, (m - n) * FR_BYTES)?;
+        d.to_coset(gpu, &mut vs[v], &mut scratch[0])?;
     }
-    d.quotient_from_device(gpu, bufs, n)
+    drop(ring);
+    d.quotient_from_cosets(gpu, bufs)
 }
 
 /// The quotient with two vectors on the device: A and B each made, taken to the coset and
 /// parked in `park`; C made and taken to the coset; then A and B streamed back in pieces for
-/// the pointwise step, which writes into C's vector; then the inverse transform.
+/// the pointwise step, which writes into C's vector; then the inverse transform. A parked
+/// vector's download is not waited for: its buffer is freed in the stream's order after it,
+/// and the next vector's rows travel meanwhile.
 fn parked_quotient(
     gpu: &Gpu,
     d: &Domain,
@@ -442,42 +555,55 @@ fn parked_quotient(
     m: usize,
 ) -> Result<DevBuf, GpuError> {
     let bytes_v = m * FR_BYTES;
-    let coset = |v: usize| -> Result<DevBuf, GpuError> {
+    let mut ring = fill.ring(gpu)?;
+    let mut c = None;
+    for v in 0..3 {
         let mut x = gpu.alloc(bytes_v)?;
-        fill.fill(gpu, v, &mut x)?;
+        fill.fill(gpu, v, &mut x, &mut ring)?;
         gpu.zero_range(&mut x, n * FR_BYTES, (m - n) * FR_BYTES)?;
         let mut scratch = gpu.alloc(bytes_v)?;
         d.to_coset(gpu, &mut x, &mut scratch)?;
-        Ok(x)
-    };
-    for (v, host) in park.iter_mut().enumerate() {
-        let x = coset(v)?;
-        let host = host.as_mut_slice().map_err(|e| GpuError::driver("pinned buffer", e))?;
-        gpu.download_view(x.view(), &mut host[..bytes_v])?;
+        match park.get_mut(v) {
+            Some(host) => {
+                let host = host
+                    .as_mut_slice()
+                    .map_err(|e| GpuError::driver("pinned buffer", e))?;
+                // SAFETY: the park is page-locked and nothing reads or writes it until the
+                // ring below (made after this download, so its copies wait for it) streams it
+                // back; the caller keeps it until then.
+                unsafe { gpu.download_view_async(x.view(), &mut host[..bytes_v])? };
+            }
+            None => c = Some(x),
+        }
     }
-    let c = coset(2)?;
-    // A piece of A and the same piece of B share a slot: two slots hold as much as one vector.
+    drop(ring);
+    let c = c.ok_or_else(|| GpuError::Input("no third vector".into()))?;
+    // A piece of A and the same piece of B in each of the stream's two slots.
     let per = (m / 4).max(1);
-    let slots = [gpu.alloc(2 * per * FR_BYTES)?, gpu.alloc(2 * per * FR_BYTES)?];
+    let mut ring = gpu.ring(2 * per * FR_BYTES)?;
     let [pa, pb] = park;
-    let pa = &pa.as_slice().map_err(|e| GpuError::driver("pinned buffer", e))?[..bytes_v];
-    let pb = &pb.as_slice().map_err(|e| GpuError::driver("pinned buffer", e))?[..bytes_v];
+    let pa = &pa
+        .as_slice()
+        .map_err(|e| GpuError::driver("pinned buffer", e))?[..bytes_v];
+    let pb = &pb
+        .as_slice()
+        .map_err(|e| GpuError::driver("pinned buffer", e))?[..bytes_v];
     let range = |k: usize| k * per * FR_BYTES..((k + 1) * per).min(m) * FR_BYTES;
-    gpu.stream_ring(
+    gpu.stream(
+        &mut ring,
         m.div_ceil(per),
         |k| vec![&pa[range(k)], &pb[range(k)]],
-        [&slots[0], &slots[1]],
         |k, view| {
             let len = view.len() / 2;
-            let (a, b) = (view.sub(0..len)?, view.sub(len..2 * len)?);
+            let (a, b) = (view.range(0..len)?, view.range(len..2 * len)?);
             let c_part = c.view_of(range(k))?;
             d.pointwise(gpu, a, b, c_part, len / FR_BYTES)?;
             gpu.copy_view(a, c_part)
         },
     )?;
-    drop(slots);
+    drop(ring);
     let mut h = gpu.alloc(bytes_v)?;
-    d.from_coset(gpu, &c, &mut h)?;
+    d.coset_to_coefficients(gpu, &c, &mut h)?;
     Ok(h)
 }
 
@@ -490,7 +616,9 @@ mod tests {
     #[test]
     fn selection_bounds_cut_at_every_piece_of_set_flags() {
         let n = 300_007;
-        let flags: Vec<bool> = (0..n).map(|i| (i * 2_654_435_761usize) % 1000 < 254).collect();
+        let flags: Vec<bool> = (0..n)
+            .map(|i| (i * 2_654_435_761usize) % 1000 < 254)
+            .collect();
         let count = flags.iter().filter(|&&f| f).count();
         for piece in [1, 7, 1000, 65_536, count - 1, count, count + 5] {
             let b = selection_bounds(&flags, piece, count).unwrap();

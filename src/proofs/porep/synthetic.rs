@@ -207,6 +207,81 @@ fn job<Tree: 'static + MerkleTreeTrait>(
     })
 }
 
+/// A C1 output (filecoin-proofs-api's `SealCommitPhase1Output` JSON) of `sector_size`'s
+/// seal proof with this module's random vanilla proofs: every partition, challenge and
+/// path of the real shape (about 37 MiB of JSON at 32 GiB), and the replica id of
+/// `miner_id`'s sector `sector_number`, so that it parses and passes the checks made before
+/// queueing like a real one, and fails verification. For tests of inputs of real size.
+pub fn c1_json(
+    sector_size: u64,
+    seed: u64,
+    miner_id: u64,
+    sector_number: u64,
+) -> Result<Vec<u8>, ProveError> {
+    with_shape!(
+        sector_size,
+        c1_json_shape,
+        sector_size,
+        seed,
+        miner_id,
+        sector_number
+    )
+}
+
+fn c1_json_shape<Tree: 'static + MerkleTreeTrait>(
+    sector_size: u64,
+    seed: u64,
+    miner_id: u64,
+    sector_number: u64,
+) -> Result<Vec<u8>, ProveError> {
+    /// filecoin-proofs-api's `VanillaSealProof` variant of a sector size, as serde writes
+    /// an externally tagged enum: `{"<variant>": proofs}`.
+    struct Tagged<'a, P>(&'static str, &'a P);
+    impl<P: serde::Serialize> serde::Serialize for Tagged<'_, P> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut map = s.serialize_map(Some(1))?;
+            map.serialize_entry(self.0, self.1)?;
+            map.end()
+        }
+    }
+    #[derive(serde::Serialize)]
+    struct C1<'a, P, D> {
+        registered_proof: filecoin_proofs_api::RegisteredSealProof,
+        vanilla_proofs: Tagged<'a, P>,
+        comm_r: [u8; 32],
+        comm_d: [u8; 32],
+        replica_id: D,
+        seed: [u8; 32],
+        ticket: [u8; 32],
+    }
+    let variant = match sector_size {
+        2048 => "StackedDrg2KiBV1",
+        s if s == 8 << 20 => "StackedDrg8MiBV1",
+        s if s == 512 << 20 => "StackedDrg512MiBV1",
+        s if s == 32 << 30 => "StackedDrg32GiBV1",
+        _ => "StackedDrg64GiBV1",
+    };
+    let mut job = job::<Tree>(sector_size, seed)?;
+    job.public_inputs.replica_id = stacked::generate_replica_id::<Tree::Hasher, _>(
+        &super::prover_id(miner_id),
+        sector_number,
+        &job.ticket,
+        job.comm_d,
+        &job.config.porep_id,
+    );
+    let c1 = C1 {
+        registered_proof: job.registered_proof,
+        vanilla_proofs: Tagged(variant, &job.vanilla),
+        comm_r: job.comm_r,
+        comm_d: job.comm_d,
+        replica_id: job.public_inputs.replica_id,
+        seed: job.seed,
+        ticket: job.ticket,
+    };
+    serde_json::to_vec(&c1).map_err(|e| ProveError::InvalidInput(format!("synthetic C1: {e}")))
+}
+
 /// One challenge's vanilla proof: random values, the real shape.
 fn challenge_proof<Tree: 'static + MerkleTreeTrait>(
     rng: &mut StdRng,
@@ -268,7 +343,7 @@ fn binary_proof<H: Hasher, A: filecoin_hashers::PoseidonArity>(
 
 /// A path to leaf `node` of a tree of `Tree`'s shape over `nodes` leaves: base levels of
 /// its arity, then a sub-tree and a top-tree level where the shape has them.
-fn tree_proof<Tree: 'static + MerkleTreeTrait>(
+pub(crate) fn tree_proof<Tree: 'static + MerkleTreeTrait>(
     rng: &mut StdRng,
     nodes: usize,
     node: usize,

@@ -1,0 +1,332 @@
+//! Inputs passed as file descriptors (SubmitFd, ProveFd): the socket read with recvmsg so
+//! that descriptors sent with a frame (SCM_RIGHTS) are kept, and the passed file read
+//! within `protocol.max_input_size` and the shared `protocol.input_memory`.
+//!
+//! Which frame a descriptor came with: Linux delivers a sendmsg's descriptors with the
+//! first recvmsg that reads any of its bytes, and ends that read at the sendmsg's last byte
+//! read, so the last byte of the read that delivered a descriptor is one of the bytes it
+//! was sent with. A client sends a SubmitFd frame's bytes with one sendmsg carrying the
+//! descriptor; the descriptor belongs to the frame holding that byte. Descriptors that
+//! came with any other frame are closed when that frame is read.
+
+use std::collections::VecDeque;
+use std::io::IoSliceMut;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::UnixStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Descriptors kept at once per connection; more are closed as they arrive.
+const MAX_HELD: usize = 4;
+
+/// The unit of `protocol.input_memory`'s permits (a semaphore counts in `u32`s).
+const PERMIT_BYTES: u64 = 1 << 10;
+
+/// A client's Unix stream, read with recvmsg: passed descriptors are kept with the offset
+/// of the last byte read with them.
+pub struct FdStream {
+    inner: UnixStream,
+    read: u64,
+    held: VecDeque<(u64, OwnedFd)>,
+    /// Descriptors closed because more than [`MAX_HELD`] were waiting.
+    pub dropped: u64,
+}
+
+impl FdStream {
+    /// Wraps an accepted connection.
+    pub fn new(inner: UnixStream) -> Self {
+        Self {
+            inner,
+            read: 0,
+            held: VecDeque::new(),
+            dropped: 0,
+        }
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &UnixStream {
+        &self.inner
+    }
+
+    /// The descriptor that came with the frame occupying stream bytes `start..end`, if any;
+    /// every other descriptor from that frame or before it is closed.
+    pub fn take_fd(&mut self, start: u64, end: u64) -> Option<OwnedFd> {
+        let mut taken = None;
+        while let Some((at, _)) = self.held.front() {
+            if *at >= end {
+                break;
+            }
+            let (at, fd) = self.held.pop_front()?;
+            if at >= start && taken.is_none() {
+                taken = Some(fd);
+            }
+        }
+        taken
+    }
+
+    fn keep(&mut self, fds: Vec<OwnedFd>, at: u64) {
+        for fd in fds {
+            if self.held.len() < MAX_HELD {
+                self.held.push_back((at, fd));
+            } else {
+                self.dropped += 1;
+            }
+        }
+    }
+}
+
+/// One recvmsg into `buf`, keeping what descriptors come with it.
+fn recv_with_fds(fd: RawFd, buf: &mut [u8]) -> std::io::Result<(usize, Vec<OwnedFd>)> {
+    let mut iov = [IoSliceMut::new(buf)];
+    let mut space = nix::cmsg_space!([RawFd; MAX_HELD]);
+    let msg = recvmsg::<UnixAddr>(fd, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
+        .map_err(std::io::Error::from)?;
+    let mut fds = Vec::new();
+    for cmsg in msg.cmsgs().map_err(std::io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(raw) = cmsg {
+            // SAFETY: the kernel has just installed these descriptors in this process for
+            // this message (SCM_RIGHTS); nothing else knows of them, so each is owned once.
+            fds.extend(raw.into_iter().map(|r| unsafe { OwnedFd::from_raw_fd(r) }));
+        }
+    }
+    Ok((msg.bytes, fds))
+}
+
+impl AsyncRead for FdStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        loop {
+            std::task::ready!(self.inner.poll_read_ready(cx))?;
+            let this = &mut *self;
+            let raw = this.inner.as_raw_fd();
+            let unfilled = buf.initialize_unfilled();
+            match this
+                .inner
+                .try_io(Interest::READABLE, || recv_with_fds(raw, unfilled))
+            {
+                Ok((n, fds)) => {
+                    buf.advance(n);
+                    this.read += n as u64;
+                    this.keep(fds, this.read.saturating_sub(1));
+                    return Poll::Ready(Ok(()));
+                }
+                // try_io cleared the readiness: wait for the next.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for FdStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Why a passed input was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum FdInputError {
+    /// The frame came without a descriptor.
+    #[error("no file descriptor came with the frame: send it with the frame's bytes (SCM_RIGHTS)")]
+    Missing,
+    /// The Submit carried a payload too.
+    #[error("the input comes from the passed file descriptor: leave the payload empty")]
+    Payload,
+    /// Not a regular file (a memfd is one).
+    #[error("the passed file descriptor is not a regular file (a memfd or a file): {0}")]
+    NotAFile(String),
+    /// Empty.
+    #[error("the passed file is empty")]
+    Empty,
+    /// Larger than `protocol.max_input_size`.
+    #[error("the passed input is {len} bytes; protocol.max_input_size is {max}")]
+    TooLarge {
+        /// Its size.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// Reading failed (or the file shrank while it was read).
+    #[error("reading the passed input: {0}")]
+    Read(std::io::Error),
+}
+
+/// `protocol.input_memory`: the bytes of passed inputs being read and checked at once.
+#[derive(Debug)]
+pub struct InputMemory {
+    permits: Arc<Semaphore>,
+    total: u32,
+}
+
+impl InputMemory {
+    /// A budget of `bytes` (at least `max_input`, so that one input of the largest size
+    /// always fits).
+    pub fn new(bytes: u64, max_input: u64) -> Self {
+        let units = bytes.max(max_input).div_ceil(PERMIT_BYTES);
+        let total = u32::try_from(units).unwrap_or(u32::MAX);
+        Self {
+            permits: Arc::new(Semaphore::new(total as usize)),
+            total,
+        }
+    }
+
+    /// Room for `len` bytes, once earlier reads have made it.
+    pub async fn reserve(&self, len: u64) -> OwnedSemaphorePermit {
+        let units = u32::try_from(len.div_ceil(PERMIT_BYTES))
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.total);
+        match self.permits.clone().acquire_many_owned(units).await {
+            Ok(permit) => permit,
+            // The semaphore is never closed.
+            Err(_) => unreachable!("the input memory semaphore was closed"),
+        }
+    }
+
+    /// Bytes free now (for tests and the metrics).
+    pub fn free(&self) -> u64 {
+        self.permits.available_permits() as u64 * PERMIT_BYTES
+    }
+}
+
+/// The size of the input in `fd`, checked: a regular file of 1 to `max` bytes.
+pub fn input_size(fd: &OwnedFd, max: u64) -> Result<u64, FdInputError> {
+    let stat =
+        nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| FdInputError::NotAFile(e.to_string()))?;
+    let kind =
+        nix::sys::stat::SFlag::from_bits_truncate(stat.st_mode) & nix::sys::stat::SFlag::S_IFMT;
+    if kind != nix::sys::stat::SFlag::S_IFREG {
+        return Err(FdInputError::NotAFile(format!("mode {:o}", stat.st_mode)));
+    }
+    let len = u64::try_from(stat.st_size).unwrap_or(0);
+    match len {
+        0 => Err(FdInputError::Empty),
+        len if len > max => Err(FdInputError::TooLarge { len, max }),
+        len => Ok(len),
+    }
+}
+
+/// The first `len` bytes of the file, read at offsets (the descriptor's own offset, a
+/// memfd's end after its writer wrote it, is neither used nor moved) into one buffer of
+/// exactly that size. Blocking.
+pub fn read_input(fd: OwnedFd, len: u64) -> Result<Vec<u8>, FdInputError> {
+    let file = std::fs::File::from(fd);
+    let size = usize::try_from(len).map_err(|_| FdInputError::TooLarge { len, max: 0 })?;
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(size)
+        .map_err(|e| FdInputError::Read(std::io::Error::other(e.to_string())))?;
+    buf.resize(size, 0);
+    file.read_exact_at(&mut buf, 0)
+        .map_err(FdInputError::Read)?;
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_frames_descriptor_is_the_one_sent_with_its_bytes() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut s = FdStream::new(UnixStream::from_std(a).unwrap());
+            let fd = |_: u8| OwnedFd::from(tempfile::tempfile().unwrap());
+            s.keep(vec![fd(0)], 3); // came with the first frame (bytes 0..10)
+            s.keep(vec![fd(1), fd(2)], 15); // the second frame's (10..20): two
+            s.keep(vec![fd(3)], 25); // the third's
+            assert!(s.take_fd(0, 10).is_some());
+            assert!(
+                s.take_fd(10, 20).is_some(),
+                "the first of the second frame's"
+            );
+            assert_eq!(s.held.len(), 1, "its other one closed");
+            assert!(
+                s.take_fd(30, 40).is_none(),
+                "a later frame has none: the third's closed"
+            );
+            assert!(s.held.is_empty());
+            for i in 0..(MAX_HELD + 2) {
+                s.keep(vec![fd(i as u8)], 50);
+            }
+            assert_eq!((s.held.len(), s.dropped), (MAX_HELD, 2));
+        });
+    }
+
+    #[test]
+    fn passed_files_are_checked_and_read_whole() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"hello world").unwrap();
+        let fd = OwnedFd::from(f);
+        assert_eq!(input_size(&fd, 100).unwrap(), 11);
+        assert!(matches!(
+            input_size(&fd, 10),
+            Err(FdInputError::TooLarge { len: 11, max: 10 })
+        ));
+        assert_eq!(read_input(fd, 11).unwrap(), b"hello world");
+        let empty = OwnedFd::from(tempfile::tempfile().unwrap());
+        assert!(matches!(input_size(&empty, 10), Err(FdInputError::Empty)));
+        let (sock, _other) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(matches!(
+            input_size(&OwnedFd::from(sock), 10),
+            Err(FdInputError::NotAFile(_))
+        ));
+        let short = tempfile::tempfile().unwrap();
+        short.set_len(4).unwrap();
+        assert!(matches!(
+            read_input(OwnedFd::from(short), 8),
+            Err(FdInputError::Read(_))
+        ));
+    }
+
+    #[test]
+    fn input_memory_waits_for_room() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let memory = InputMemory::new(4 << 20, 3 << 20);
+            let first = memory.reserve(3 << 20).await;
+            assert_eq!(memory.free(), 1 << 20);
+            let second = tokio::time::timeout(
+                std::time::Duration::from_millis(50),
+                memory.reserve(2 << 20),
+            )
+            .await;
+            assert!(second.is_err(), "no room until the first is released");
+            drop(first);
+            let _second = memory.reserve(2 << 20).await;
+            // Larger than the whole budget: waits for all of it, never forever.
+            let small = InputMemory::new(0, 1 << 20);
+            drop(small.reserve(5 << 20).await);
+        });
+    }
+}
