@@ -2,7 +2,8 @@
 # Runs the GPU tests and benchmark on the device machine from binaries carried in carry/
 # (built on the dev machine: the test binary of tests/gpu_kernels.rs as carry/gpu_kernels, optionally
 # those of tests/gpu_runtime.rs, tests/gpu_oom.rs and tests/gpu_prepared.rs as carry/gpu_runtime,
-# carry/gpu_oom and carry/gpu_prepared, that of tests/gpu_faults.rs as carry/gpu_faults, and the
+# carry/gpu_oom and carry/gpu_prepared, that of tests/gpu_faults.rs as carry/gpu_faults, that of
+# tests/gpu_setup.rs as carry/gpu_setup, and the
 # cuzk binary as carry/cuzk; a cubin compiled here may wait in carry/cache, see docs/gpu-notes.md).
 # Logs go to $OUT when set.
 #   scripts/gpu-device-run.sh [tests] [bench ARGS...]
@@ -51,6 +52,11 @@ if [ "${1:-}" = tests ]; then
     # test at a time and alone, as they measure the device's used memory.
     if [ -x carry/gpu_prepared ]; then
         run_tests gpu_prepared prepared.log 300 --test-threads=1 --nocapture
+    fi
+    # The Groth16 setup's fixed-base kernels against blst, and the GPU setup's 2 KiB files
+    # against the CPU setup's (tests/gpu_setup.rs), when carried as carry/gpu_setup.
+    if [ -x carry/gpu_setup ]; then
+        run_tests gpu_setup setup.log 300 --test-threads=1 --nocapture
     fi
     # Device faults (tests/gpu_faults.rs), when carried as carry/gpu_faults: a 2 KiB PoRep
     # with faults injected on the GPU (parameters from $CUZK_TEST_PARAMS, generated there

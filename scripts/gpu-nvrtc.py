@@ -6,7 +6,7 @@ The file order and the dropped `#include "..."` lines must match SOURCES in src/
 """
 import ctypes, re, sys
 
-SOURCES = ["field.cuh", "fp2.cuh", "curve.cuh", "ntt.cu", "scan.cu", "compact.cu", "msm.cu", "batch_add.cu", "r1cs.cu", "selftest.cu"]
+SOURCES = ["field.cuh", "fp2.cuh", "curve.cuh", "ntt.cu", "scan.cu", "compact.cu", "msm.cu", "batch_add.cu", "r1cs.cu", "selftest.cu", "setup.cu"]
 OPTIONS = [b"--gpu-architecture=compute_90", b"--std=c++17", b"-default-device"]
 
 def main():

@@ -399,6 +399,31 @@ pub fn verify_window_post_deadline(
     post::verify_window_post(randomness, &[(p, proof)], &replicas, first.prover_id())
 }
 
+/// filecoin-proofs' `verify_seal` on a PoRep C2 proof of the C1 output `c1` (either JSON form
+/// `cuzk prove porep --c1` takes) for `miner_id`'s sector `sector_number`: the commitments,
+/// ticket and seed are the C1 output's, the verifying key the `.vk` file in filecoin-proofs'
+/// parameter cache. Interactive PoRep only (an NI-PoRep C2 is an aggregate).
+pub fn verify_c1_proof(c1: &[u8], miner_id: u64, sector_number: u64, proof: &[u8]) -> Result<bool> {
+    let parsed = crate::proofs::porep::parse_c1(c1)?;
+    let o = parsed.output;
+    ensure!(
+        !o.registered_proof
+            .feature_enabled(ApiFeature::NonInteractivePoRep),
+        "{:?}: NI-PoRep proofs are aggregates; verify them with filecoin-proofs' aggregate verifier",
+        o.registered_proof
+    );
+    seal::verify_seal(
+        o.registered_proof,
+        o.comm_r,
+        o.comm_d,
+        prover_id(miner_id),
+        SectorId::from(sector_number),
+        o.ticket,
+        o.seed,
+        proof,
+    )
+}
+
 /// The update proof type that goes with a seal proof type.
 pub fn update_proof_of(proof: RegisteredSealProof) -> Result<RegisteredUpdateProof> {
     crate::proofs::registry::update_proof(u64::from(proof.sector_size())).map_err(Into::into)

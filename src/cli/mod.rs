@@ -19,6 +19,7 @@ pub mod plan;
 mod progress;
 pub mod prove;
 pub mod sample;
+pub mod verify;
 
 use std::path::PathBuf;
 
@@ -72,8 +73,11 @@ pub enum Command {
     Params(params::ParamsCommand),
     /// Benchmarks against filecoin-proofs' own prover and sppark's GPU figures.
     Bench(Box<bench::BenchArgs>),
-    /// Seal a fresh 2 KiB test sector and write an input file for every proof kind.
+    /// Seal a fresh 2 KiB test sector and write an input file for every proof kind, or write a
+    /// satisfiable PoRep C1 output of any size made without sealing (--satisfiable).
     Sample(sample::SampleArgs),
+    /// Check a proof with filecoin-proofs' own verifier (no daemon).
+    Verify(verify::VerifyArgs),
     /// Predict a batch's wall time, proofs/min, GPU busy and host memory from per-partition
     /// costs (a simulation of the proving stages; no daemon needed).
     Plan(plan::PlanArgs),
@@ -92,6 +96,9 @@ impl Cli {
                 Some(client::demo::param_dir(args, env))
             }
             Command::Bench(args) => bench::filecoin_proofs_param_dir(args, env),
+            Command::Verify(args) => {
+                Some(args.param_dir.clone().unwrap_or_else(|| env.param_dir()))
+            }
             _ => None,
         }
     }
@@ -104,6 +111,10 @@ pub fn run(cli: Cli, env: &Environment) -> anyhow::Result<()> {
         Command::Params(cmd) => params::run(cmd, env),
         Command::Bench(cmd) => bench::run(*cmd, env),
         Command::Sample(args) => sample::run(args),
+        Command::Verify(args) => match verify::run(args)? {
+            true => Ok(()),
+            false => Err(anyhow::anyhow!("the proof was refused")),
+        },
         Command::Plan(args) => plan::run(args),
         Command::Client(client::ClientCommand::Demo(args)) => client::demo::run_with(args, env),
         Command::Client(cmd) => client::run(cmd),

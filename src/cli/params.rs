@@ -1,10 +1,12 @@
-//! `cuzk params`: generate test parameters, list the cache.
+//! `cuzk params`: generate test parameters (bellperson's generator, or cuzk's own setup), list
+//! the cache.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
 use super::Environment;
+use crate::params_gen::setup::{generate_fresh, Device, NOT_THE_CEREMONY};
 use crate::params_gen::{ensure_params, GenOutcome};
 use crate::proofs::registry::known_params;
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};
@@ -18,6 +20,29 @@ pub enum ParamsCommand {
     Generate(GenerateArgs),
     /// List the parameter files in the cache and whether cuzk can use them.
     List(ListArgs),
+    /// Make PoRep parameters with cuzk's own Groth16 setup from the circuit's recorded shape,
+    /// with fresh random secrets, on the CPU or the GPU (for 32 GiB). NOT the ceremony's
+    /// parameters: for tests and measurements only.
+    Setup(SetupArgs),
+}
+
+/// Options of `cuzk params setup`.
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// Sector size (2KiB … 64GiB; 32GiB needs a GPU host with ~100 GB of memory).
+    #[arg(long, value_parser = parse_sector_size)]
+    pub sector_size: u64,
+    /// Parameter directory [default: $FIL_PROOFS_PARAMETER_CACHE or
+    /// /var/tmp/filecoin-proof-parameters]; it must not hold the set already.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Make the points on the GPU (the CPU otherwise).
+    #[arg(long)]
+    pub gpu: bool,
+    /// The secrets' seed, 64 hex digits (printed when drawn at random): the same seed makes
+    /// the same files.
+    #[arg(long)]
+    pub seed: Option<String>,
 }
 
 /// Which kinds to generate.
@@ -85,7 +110,42 @@ pub fn run(cmd: ParamsCommand, env: &Environment) -> anyhow::Result<()> {
     match cmd {
         ParamsCommand::Generate(a) => generate(a, env),
         ParamsCommand::List(a) => list(a, env),
+        ParamsCommand::Setup(a) => setup(a, env),
     }
+}
+
+fn setup(args: SetupArgs, env: &Environment) -> anyhow::Result<()> {
+    let dir = args.dir.unwrap_or_else(|| env.param_dir());
+    let seed: [u8; 32] = match &args.seed {
+        Some(hex) => hex::decode(hex.trim())
+            .ok()
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| anyhow::anyhow!("--seed takes 64 hex digits"))?,
+        None => rand::random(),
+    };
+    let device = if args.gpu {
+        Device::Gpu(env.gpu.clone())
+    } else {
+        Device::Cpu
+    };
+    eprintln!(
+        "cuzk: fresh setup, NOT the ceremony's parameters: {}",
+        NOT_THE_CEREMONY.trim()
+    );
+    eprintln!("cuzk: seed {}", hex::encode(seed));
+    let mut progress = |m: &str| eprintln!("cuzk: {m}");
+    let r = generate_fresh(&dir, args.sector_size, seed, &device, &mut progress)?;
+    println!(
+        "{} written ({:.2} GB): recorded the circuit in {:.1} s, scalars in {:.1} s, points \
+         and files in {:.1} s ({})",
+        r.params.display(),
+        r.bytes as f64 / 1e9,
+        r.record.as_secs_f64(),
+        r.scalars.as_secs_f64(),
+        r.points.as_secs_f64(),
+        if args.gpu { "GPU" } else { "CPU" }
+    );
+    Ok(())
 }
 
 fn generate(args: GenerateArgs, env: &Environment) -> anyhow::Result<()> {

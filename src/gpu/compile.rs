@@ -29,6 +29,9 @@ pub const SOURCES: &[(&str, &str)] = &[
     // Test kernels only (tests/gpu_kernels.rs): not in the daemon's cubin.
     #[cfg(feature = "scaffolding")]
     ("selftest.cu", include_str!("../../cuda/selftest.cu")),
+    // The Groth16 setup's fixed-base multiplications (params_gen): not in the daemon's cubin.
+    #[cfg(feature = "scaffolding")]
+    ("setup.cu", include_str!("../../cuda/setup.cu")),
 ];
 
 /// The single translation unit handed to NVRTC.

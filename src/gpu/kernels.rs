@@ -145,6 +145,14 @@ kernels! {
     SELFTEST_FR_FROM_MONT = "selftest_fr_from_mont"(Ptr, Ptr, U32);
     #[cfg(feature = "scaffolding")]
     SELFTEST_G1 = "selftest_g1"(Ptr, Ptr, Ptr, U32);
+    #[cfg(feature = "scaffolding")]
+    SETUP_MUL_G1 = "setup_mul_g1"(Ptr, Ptr, U32, Ptr);
+    #[cfg(feature = "scaffolding")]
+    SETUP_MUL_G2 = "setup_mul_g2"(Ptr, Ptr, U32, Ptr);
+    #[cfg(feature = "scaffolding")]
+    SETUP_AFFINE_G1 = "setup_affine_g1"(Ptr, U32, Ptr);
+    #[cfg(feature = "scaffolding")]
+    SETUP_AFFINE_G2 = "setup_affine_g2"(Ptr, U32, Ptr);
 }
 
 #[cfg(test)]

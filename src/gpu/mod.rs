@@ -13,6 +13,7 @@
 //! * [`ntt`], [`msm`]: host drivers of the kernels.
 //! * [`r1cs`]: an R1CS shape kept on the device, its A, B, C rows evaluated there.
 //! * [`GpuBackend`]: implements [`crate::prover::Backend`].
+//! * `setup`: fixed-base multiplications for a Groth16 setup (`params_gen`), scaffolding.
 //! * `selftest`: single field and curve operations on the device, for tests; `test_backend`:
 //!   the device for tests. Both (and the self-test kernels) are scaffolding, built only with
 //!   the `scaffolding` feature, which `cuzkd` is built without. `cuzk bench gpu` lives in
@@ -32,6 +33,8 @@ pub mod plan;
 pub mod r1cs;
 #[cfg(feature = "scaffolding")]
 mod selftest;
+#[cfg(feature = "scaffolding")]
+pub mod setup;
 
 use std::sync::Arc;
 

@@ -118,6 +118,8 @@ pub fn prover_id(miner_id: u64) -> [u8; 32] {
 }
 
 mod circuit;
+#[cfg(feature = "scaffolding")] // tests and the 32 GiB device run only; cuzkd is built without it
+pub mod satisfiable;
 #[cfg(feature = "scaffolding")] // benchmarks only; cuzkd is built without it
 pub mod synthetic;
 

@@ -2,7 +2,14 @@
 //!
 //! Production parameters come from Filecoin's trusted setup; for tests and the demo, cuzk
 //! generates random parameters for the same blank circuits, under the exact names
-//! filecoin-proofs looks for, so both cuzk and filecoin-proofs' verifier use them.
+//! filecoin-proofs looks for, so both cuzk and filecoin-proofs' verifier use them: with
+//! bellperson's generator ([`ensure_params`]), or with cuzk's own setup from the circuit's
+//! recorded shape ([`setup::generate_fresh`]: `fresh.rs` the scalars, `setup.rs` the points on
+//! the CPU or the GPU and the files), which makes the 32 GiB set in minutes on a GPU host.
+//! Neither is the ceremony's.
+
+pub mod fresh;
+pub mod setup;
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -18,6 +25,9 @@ pub enum GenError {
     /// The kind or size is not known, or the circuit failed.
     #[error(transparent)]
     Circuit(#[from] ProveError),
+    /// The fresh setup failed (see [`setup`]).
+    #[error("parameter setup: {0}")]
+    Setup(String),
     /// Writing the files failed.
     #[error("cannot write {path}: {source}")]
     Io {
