@@ -687,7 +687,7 @@ pub static KEYS: &[KeyDoc] = &[
                       status): what does not fit is streamed from host memory — the points of \
                       the queries not kept resident, the recorded constraints, the \
                       quotient's vectors parked two at a time — so a 32 GiB partition proves on \
-                      a 12 GB card. Streaming reads the parameters from their host copy, which \
+                      a 16 GB card. Streaming reads the parameters from their host copy, which \
                       is page-locked for it (counted against proving.memory_budget as the \
                       parameters already are; the parked vectors, 8GiB at 32 GiB, are \
                       counted too). A budget too small for a parameter set's smallest form \

@@ -989,27 +989,6 @@ impl Gpu {
             .ctx("cuMemcpyDtoHAsync")
     }
 
-    /// Copies the bytes of the device view `src` to the host slice `dst` of the same length
-    /// (synchronous: after all work issued so far).
-    pub fn download_view(&self, src: DevView, dst: &mut [u8]) -> Result<(), GpuError> {
-        if dst.len() != src.len() {
-            return Err(GpuError::Input(format!(
-                "download of a view of {} bytes into {}",
-                src.len(),
-                dst.len()
-            )));
-        }
-        if dst.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: the view lies inside a live device buffer (its maker's promise); `dst` is a
-        // host slice of the same length that stays borrowed until the stream is synchronized
-        // below.
-        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src.ptr, self.stream.cu_stream()) }
-            .ctx("cuMemcpyDtoHAsync")?;
-        self.sync()
-    }
-
     /// Device-to-device copy of the view `src` into the start of `dst` (at least as long),
     /// in stream order.
     pub fn copy_view(&self, src: DevView, dst: DevView) -> Result<(), GpuError> {

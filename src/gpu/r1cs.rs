@@ -167,6 +167,31 @@ fn check_shape(mats: [Csr<'_>; 3], coeffs: &[Scalar]) -> Result<Needs, GpuError>
     Ok(needs)
 }
 
+impl Needs {
+    /// Refuses an assignment of `inputs` inputs and `aux` aux values shorter than the shape uses.
+    fn check_assignment(&self, inputs: usize, aux: usize) -> Result<(), GpuError> {
+        if inputs < self.inputs || aux < self.aux {
+            return Err(GpuError::Input(format!(
+                "R1CS assignment of {inputs} inputs and {aux} aux values; the shape uses {} and {}",
+                self.inputs, self.aux
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a device handle other than the one (`ctx`) a shape was made for: its stream ordered
+/// the shape's copies, and another device could not read the memory.
+fn same_device(ctx: &Arc<CudaContext>, gpu: &Gpu) -> Result<(), GpuError> {
+    if Arc::ptr_eq(ctx, &gpu.context()) {
+        Ok(())
+    } else {
+        Err(GpuError::Input(
+            "R1CS shape used on another device handle than it was made for".into(),
+        ))
+    }
+}
+
 /// One matrix on the device.
 struct DeviceMatrix {
     starts: DevBuf,
@@ -253,23 +278,11 @@ impl DeviceShape {
     }
 
     fn check_device(&self, gpu: &Gpu) -> Result<(), GpuError> {
-        if Arc::ptr_eq(&self.ctx, &gpu.context()) {
-            Ok(())
-        } else {
-            Err(GpuError::Input(
-                "R1CS shape evaluated on another device handle than it was uploaded with".into(),
-            ))
-        }
+        same_device(&self.ctx, gpu)
     }
 
     fn check_assignment(&self, inputs: usize, aux: usize) -> Result<(), GpuError> {
-        if inputs < self.needs.inputs || aux < self.needs.aux {
-            return Err(GpuError::Input(format!(
-                "R1CS assignment of {inputs} inputs and {aux} aux values; the shape uses {} and {}",
-                self.needs.inputs, self.needs.aux
-            )));
-        }
-        Ok(())
+        self.needs.check_assignment(inputs, aux)
     }
 
     /// A, B and C evaluated on the assignment `input`, `aux` (device vectors of Fr in
@@ -476,18 +489,9 @@ impl StreamedShape {
         out: DevView,
         ring: &mut Ring,
     ) -> Result<(), GpuError> {
-        if !Arc::ptr_eq(&self.ctx, &gpu.context()) {
-            return Err(GpuError::Input(
-                "R1CS shape streamed to another device handle than it was checked for".into(),
-            ));
-        }
-        let (inputs, aux_len) = (input.len() / FR_BYTES, aux.len() / FR_BYTES);
-        if inputs < self.needs.inputs || aux_len < self.needs.aux {
-            return Err(GpuError::Input(format!(
-                "R1CS assignment of {inputs} inputs and {aux_len} aux values; the shape uses {} and {}",
-                self.needs.inputs, self.needs.aux
-            )));
-        }
+        same_device(&self.ctx, gpu)?;
+        self.needs
+            .check_assignment(input.len() / FR_BYTES, aux.len() / FR_BYTES)?;
         let shape = self.shape();
         let m = [&shape.a, &shape.b, &shape.c]
             .get(k)

@@ -120,11 +120,13 @@ impl State {
     pub(super) fn make_room(&mut self, set: u64, plan: &Plan, lg: u32, shape: Option<&Arc<R1cs>>) {
         self.drop_bases(|k| !kept(plan, set, k));
         self.domains.retain(|l, _| plan.keep_tables && *l == lg);
-        match shape.filter(|_| plan.shape_resident) {
-            Some(s) => self
+        match (plan.shape_resident, shape) {
+            (false, _) => self.shapes.clear(),
+            (true, Some(s)) => self
                 .shapes
                 .retain(|(host, _)| std::ptr::eq(host.as_ptr(), Arc::as_ptr(s))),
-            None => self.shapes.clear(),
+            // The witness sums: the shape a plan keeps stays for the next proof.
+            (true, None) => self.shapes.retain(|(host, _)| host.strong_count() > 0),
         }
         // A streamed shape holds its host shape (and its pages locked): it is the last holder
         // once the set that recorded it is gone.
