@@ -296,9 +296,17 @@ expect "cuzkd-grpc.socket after install (off by default)" inactive \
     "$(inside systemctl is-active cuzkd-grpc.socket || true)"
 inside sh -c 'printf "[socket]\nallowed_uids = [1000]\n\n[grpc]\nenabled = true\n" >/etc/cuzk/cuzk.toml'
 check "cuzkd --check-config accepts grpc.enabled" inside cuzkd --check-config --config /etc/cuzk/cuzk.toml >/dev/null
-check "systemctl enable --now cuzkd-grpc.socket" inside systemctl enable --now cuzkd-grpc.socket
+# systemd refuses to start a socket whose service is running ("Socket service cuzkd.service
+# already active, refusing"): the documented order stops cuzkd first.
+check "systemctl stop cuzkd" inside systemctl stop cuzkd.service
+if inside systemctl enable --now cuzkd-grpc.socket; then
+    ok "systemctl enable --now cuzkd-grpc.socket"
+else
+    bad "systemctl enable --now cuzkd-grpc.socket"
+    inside systemctl status --no-pager cuzkd-grpc.socket 2>&1 | tail -15 || true
+fi
 expect "gRPC socket owner and mode" "root:cuzk:660" "$(inside stat -c %U:%G:%a /run/cuzk/cuzk-grpc.sock)"
-check "systemctl restart cuzkd" inside systemctl restart cuzkd.service
+check "systemctl start cuzkd" inside systemctl start cuzkd.service
 sleep 2
 grpc_log=$(inside journalctl -u cuzkd -b --no-pager -o verbose 2>/dev/null | tail -400)
 check "cuzkd took the gRPC socket from systemd" holds "$grpc_log" 'cuzk-grpc.sock'
