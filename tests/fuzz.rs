@@ -366,10 +366,11 @@ fn request_index(r: &Request) -> u8 {
         Request::Health => 20,
         Request::SubmitFd(_) => 21,
         Request::ProveFd(_) => 22,
+        Request::DeviceMemory => 23,
     }
 }
 
-const REQUEST_VARIANTS: u8 = 23;
+const REQUEST_VARIANTS: u8 = 24;
 
 /// One request of every variant, and every proof input.
 fn requests() -> Vec<Request> {
@@ -447,6 +448,7 @@ fn requests() -> Vec<Request> {
             miner_id: 1000,
             sector_number: Some(7),
         })),
+        Request::DeviceMemory,
     ]
 }
 

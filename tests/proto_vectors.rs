@@ -368,6 +368,29 @@ fn vectors() -> Vec<(&'static str, Message)> {
                 },
             })),
         ),
+        ("device-memory", Q(Request::DeviceMemory)),
+        (
+            "device-memory-report",
+            A(Response::DeviceMemory(MemoryReport {
+                devices: vec![DeviceMemoryReport {
+                    name: "cuda:0".into(),
+                    memory: Some(DeviceMemoryUse {
+                        budget_bytes: 1 << 34,
+                        used_bytes: 1 << 30,
+                        peak_bytes: 3 << 30,
+                    }),
+                    plans: vec![MemoryPlan {
+                        spec: ParamSpec {
+                            kind: ProofKind::PoRep,
+                            sector_size: 2048,
+                        },
+                        plan: "all resident".into(),
+                        device_bytes: 300_000,
+                        pinned_host_bytes: 0,
+                    }],
+                }],
+            })),
+        ),
         (
             "health-report",
             A(Response::Health(HealthReport {

@@ -645,6 +645,20 @@ func (c *Client) Health(ctx context.Context) (*HealthReport, error) {
 	return nil, &UnexpectedResponseError{"Health", resp}
 }
 
+// DeviceMemory reports each proving device's memory (budget, held, peak) and the memory
+// plan each resident parameter set's proofs follow on it. A daemon that predates it
+// answers ErrMalformedFrame.
+func (c *Client) DeviceMemory(ctx context.Context) (*MemoryReport, error) {
+	resp, err := c.Call(ctx, DeviceMemoryRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(DeviceMemoryResponse); ok {
+		return &r.Memory, nil
+	}
+	return nil, &UnexpectedResponseError{"DeviceMemory", resp}
+}
+
 // PingSocket connects to the daemon at socketPath, sends one Ping without saying Hello
 // (the daemon answers Ping before Hello), waits for the Pong and closes: a liveness probe
 // that opens no session. Without a deadline on ctx it waits at most DefaultWelcomeTimeout,

@@ -213,6 +213,17 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("device memory", func(t *testing.T) {
+		m, err := c.DeviceMemory(quick(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One CPU device: no device memory, no plans.
+		if len(m.Devices) != 1 || m.Devices[0].Memory != nil || len(m.Devices[0].Plans) != 0 {
+			t.Errorf("device memory of the CPU test daemon: %+v", m)
+		}
+	})
+
 	t.Run("status", func(t *testing.T) {
 		s, err := c.Status(quick(t), StatusQuery{})
 		if err != nil {

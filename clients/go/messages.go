@@ -318,6 +318,35 @@ type HealthReport struct {
 	Devices []DeviceHealth
 }
 
+// DeviceMemoryUse is a GPU's memory in bytes: its budget (gpu.memory_limit, or what was
+// free when it was opened less a margin), what it holds now and the most it held at once.
+type DeviceMemoryUse struct {
+	BudgetBytes uint64
+	UsedBytes   uint64
+	PeakBytes   uint64
+}
+
+// MemoryPlan is how one resident parameter set's proofs use a device (protocol.md section
+// 5, DeviceMemory): Plan is a line for people, not a format to parse.
+type MemoryPlan struct {
+	Spec            ParamSpec
+	Plan            string
+	DeviceBytes     uint64
+	PinnedHostBytes uint64
+}
+
+// DeviceMemoryReport is one device's memory (nil on a CPU device) and its plans.
+type DeviceMemoryReport struct {
+	Name   string
+	Memory *DeviceMemoryUse
+	Plans  []MemoryPlan
+}
+
+// MemoryReport answers DeviceMemory: every proving device, in the order Devices lists them.
+type MemoryReport struct {
+	Devices []DeviceMemoryReport
+}
+
 // ProofFamily is the family of a Filecoin proof-type id: the families number
 // independently.
 type ProofFamily uint32
@@ -501,6 +530,7 @@ type (
 	HealthRequest       struct{}                        // 20
 	SubmitFdRequest     struct{ Submit Submit }         // 21: the payload comes from a passed descriptor
 	ProveFdRequest      struct{ Submit Submit }         // 22: likewise
+	DeviceMemoryRequest struct{}                        // 23
 )
 
 func (HelloRequest) Index() uint32        { return 0 }
@@ -526,6 +556,7 @@ func (CapacityRequest) Index() uint32     { return 19 }
 func (HealthRequest) Index() uint32       { return 20 }
 func (SubmitFdRequest) Index() uint32     { return 21 }
 func (ProveFdRequest) Index() uint32      { return 22 }
+func (DeviceMemoryRequest) Index() uint32 { return 23 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -567,6 +598,7 @@ func (r CapacityRequest) encodeBody(e *encoder) {
 func (HealthRequest) encodeBody(*encoder)       {}
 func (r SubmitFdRequest) encodeBody(e *encoder) { encodeSubmit(e, &r.Submit) }
 func (r ProveFdRequest) encodeBody(e *encoder)  { encodeSubmit(e, &r.Submit) }
+func (DeviceMemoryRequest) encodeBody(*encoder) {}
 
 func encodeRegisteredProof(e *encoder, p RegisteredProof) {
 	e.variant(uint32(p.Family))
@@ -675,6 +707,8 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = SubmitFdRequest{decodeSubmit(d)}
 	case i == 22:
 		r = ProveFdRequest{decodeSubmit(d)}
+	case i == 23:
+		r = DeviceMemoryRequest{}
 	default:
 		d.unknown("Request", i)
 	}
@@ -783,46 +817,48 @@ type Response interface {
 
 // The response variants (protocol.md section 4), in wire order.
 type (
-	WelcomeResponse   struct{ Welcome Welcome }           // 0
-	AcceptedResponse  struct{ Accepted Accepted }         // 1
-	ProofResponse     struct{ Proof ProofResult }         // 2
-	PendingResponse   struct{ Job JobInfo }               // 3
-	CancelledResponse struct{ Cancelled Cancelled }       // 4
-	StatusResponse    struct{ Status StatusReport }       // 5
-	MetricsResponse   struct{ Text string }               // 6: Prometheus text format 0.0.4
-	ParamsResponse    struct{ Params ParamsReport }       // 7
-	ErrorResponseMsg  struct{ Error ErrorResponse }       // 8
-	ResidencyResponse struct{ Residency ResidencyReport } // 9
-	PipelineResponse  struct{ Pipeline PipelineReport }   // 10
-	DevicesResponse   struct{ Devices DevicesReport }     // 11
-	JobsResponse      struct{ Jobs JobsPage }             // 12
-	PongResponse      struct{ Pong Pong }                 // 13
-	JobResponse       struct{ Job JobInfo }               // 14: answers Lookup
-	InfoResponse      struct{ Info InfoReport }           // 15
-	ProgressResponse  struct{ Event ProgressEvent }       // 16: pushed after Watch only
-	CapacityResponse  struct{ Capacity CapacityReport }   // 17
-	HealthResponse    struct{ Health HealthReport }       // 18
+	WelcomeResponse      struct{ Welcome Welcome }           // 0
+	AcceptedResponse     struct{ Accepted Accepted }         // 1
+	ProofResponse        struct{ Proof ProofResult }         // 2
+	PendingResponse      struct{ Job JobInfo }               // 3
+	CancelledResponse    struct{ Cancelled Cancelled }       // 4
+	StatusResponse       struct{ Status StatusReport }       // 5
+	MetricsResponse      struct{ Text string }               // 6: Prometheus text format 0.0.4
+	ParamsResponse       struct{ Params ParamsReport }       // 7
+	ErrorResponseMsg     struct{ Error ErrorResponse }       // 8
+	ResidencyResponse    struct{ Residency ResidencyReport } // 9
+	PipelineResponse     struct{ Pipeline PipelineReport }   // 10
+	DevicesResponse      struct{ Devices DevicesReport }     // 11
+	JobsResponse         struct{ Jobs JobsPage }             // 12
+	PongResponse         struct{ Pong Pong }                 // 13
+	JobResponse          struct{ Job JobInfo }               // 14: answers Lookup
+	InfoResponse         struct{ Info InfoReport }           // 15
+	ProgressResponse     struct{ Event ProgressEvent }       // 16: pushed after Watch only
+	CapacityResponse     struct{ Capacity CapacityReport }   // 17
+	HealthResponse       struct{ Health HealthReport }       // 18
+	DeviceMemoryResponse struct{ Memory MemoryReport }       // 19
 )
 
-func (WelcomeResponse) Index() uint32   { return 0 }
-func (AcceptedResponse) Index() uint32  { return 1 }
-func (ProofResponse) Index() uint32     { return 2 }
-func (PendingResponse) Index() uint32   { return 3 }
-func (CancelledResponse) Index() uint32 { return 4 }
-func (StatusResponse) Index() uint32    { return 5 }
-func (MetricsResponse) Index() uint32   { return 6 }
-func (ParamsResponse) Index() uint32    { return 7 }
-func (ErrorResponseMsg) Index() uint32  { return 8 }
-func (ResidencyResponse) Index() uint32 { return 9 }
-func (PipelineResponse) Index() uint32  { return 10 }
-func (DevicesResponse) Index() uint32   { return 11 }
-func (JobsResponse) Index() uint32      { return 12 }
-func (PongResponse) Index() uint32      { return 13 }
-func (JobResponse) Index() uint32       { return 14 }
-func (InfoResponse) Index() uint32      { return 15 }
-func (ProgressResponse) Index() uint32  { return 16 }
-func (CapacityResponse) Index() uint32  { return 17 }
-func (HealthResponse) Index() uint32    { return 18 }
+func (WelcomeResponse) Index() uint32      { return 0 }
+func (AcceptedResponse) Index() uint32     { return 1 }
+func (ProofResponse) Index() uint32        { return 2 }
+func (PendingResponse) Index() uint32      { return 3 }
+func (CancelledResponse) Index() uint32    { return 4 }
+func (StatusResponse) Index() uint32       { return 5 }
+func (MetricsResponse) Index() uint32      { return 6 }
+func (ParamsResponse) Index() uint32       { return 7 }
+func (ErrorResponseMsg) Index() uint32     { return 8 }
+func (ResidencyResponse) Index() uint32    { return 9 }
+func (PipelineResponse) Index() uint32     { return 10 }
+func (DevicesResponse) Index() uint32      { return 11 }
+func (JobsResponse) Index() uint32         { return 12 }
+func (PongResponse) Index() uint32         { return 13 }
+func (JobResponse) Index() uint32          { return 14 }
+func (InfoResponse) Index() uint32         { return 15 }
+func (ProgressResponse) Index() uint32     { return 16 }
+func (CapacityResponse) Index() uint32     { return 17 }
+func (HealthResponse) Index() uint32       { return 18 }
+func (DeviceMemoryResponse) Index() uint32 { return 19 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -978,6 +1014,29 @@ func (r HealthResponse) encodeBody(e *encoder) {
 		e.u64(h.QuarantinedForMs)
 		e.u64(h.ProbeInMs)
 		e.optStr(h.LastError)
+	}
+}
+
+func (r DeviceMemoryResponse) encodeBody(e *encoder) {
+	e.varint(uint64(len(r.Memory.Devices)))
+	for i := range r.Memory.Devices {
+		dv := &r.Memory.Devices[i]
+		e.str(dv.Name)
+		if dv.Memory == nil {
+			e.buf = append(e.buf, 0)
+		} else {
+			e.buf = append(e.buf, 1)
+			e.u64(dv.Memory.BudgetBytes)
+			e.u64(dv.Memory.UsedBytes)
+			e.u64(dv.Memory.PeakBytes)
+		}
+		e.varint(uint64(len(dv.Plans)))
+		for _, p := range dv.Plans {
+			encodeParamSpec(e, p.Spec)
+			e.str(p.Plan)
+			e.u64(p.DeviceBytes)
+			e.u64(p.PinnedHostBytes)
+		}
 	}
 }
 
@@ -1192,6 +1251,8 @@ func DecodeResponse(payload []byte) (Response, error) {
 			})
 		}
 		r = HealthResponse{rep}
+	case i == 19:
+		r = DeviceMemoryResponse{decodeMemoryReport(d)}
 	default:
 		d.unknown("Response", i)
 	}
@@ -1199,4 +1260,31 @@ func DecodeResponse(payload []byte) (Response, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+func decodeMemoryReport(d *decoder) MemoryReport {
+	n := d.length("devices")
+	rep := MemoryReport{Devices: make([]DeviceMemoryReport, 0, n)}
+	for j := 0; j < n && d.err == nil; j++ {
+		dv := DeviceMemoryReport{Name: d.str("name")}
+		if d.option("memory") {
+			dv.Memory = &DeviceMemoryUse{
+				BudgetBytes: d.u64("budget_bytes"),
+				UsedBytes:   d.u64("used_bytes"),
+				PeakBytes:   d.u64("peak_bytes"),
+			}
+		}
+		k := d.length("plans")
+		dv.Plans = make([]MemoryPlan, 0, k)
+		for p := 0; p < k && d.err == nil; p++ {
+			dv.Plans = append(dv.Plans, MemoryPlan{
+				Spec:            decodeParamSpec(d),
+				Plan:            d.str("plan"),
+				DeviceBytes:     d.u64("device_bytes"),
+				PinnedHostBytes: d.u64("pinned_host_bytes"),
+			})
+		}
+		rep.Devices = append(rep.Devices, dv)
+	}
+	return rep
 }

@@ -450,6 +450,7 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     let pipeline = pipeline(&mut client)?;
     let devices = devices(&mut client)?;
     let health = health(&mut client)?;
+    let memory = device_memory(&mut client)?;
     if a.daemon.json {
         let mut v = serde_json::to_value(&s)?;
         if let (Some(obj), Some(r)) = (v.as_object_mut(), &residency) {
@@ -464,6 +465,9 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         if let (Some(obj), Some(h)) = (v.as_object_mut(), &health) {
             obj.insert("health".into(), serde_json::to_value(&h.devices)?);
         }
+        if let (Some(obj), Some(m)) = (v.as_object_mut(), &memory) {
+            obj.insert("memory".into(), serde_json::to_value(&m.devices)?);
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", status_text(&s, residency.as_ref()));
@@ -476,8 +480,50 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         if let Some(h) = &health {
             print!("{}", health_text(h));
         }
+        if let Some(m) = &memory {
+            print!("{}", memory_text(m));
+        }
     }
     Ok(())
+}
+
+/// The devices' memory and plans, or None from a daemon that predates the request.
+fn device_memory(client: &mut Client) -> anyhow::Result<Option<proto::MemoryReport>> {
+    match client.device_memory() {
+        Ok(r) => Ok(Some(r)),
+        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Each GPU's memory and the plan each resident set follows on it (nothing for CPU
+/// devices).
+fn memory_text(m: &proto::MemoryReport) -> String {
+    let mut out = String::new();
+    for (i, d) in m.devices.iter().enumerate() {
+        let Some(u) = &d.memory else { continue };
+        out += &format!(
+            "device {i} memory: {} held of {} (peak {})\n",
+            gib(u.used_bytes),
+            gib(u.budget_bytes),
+            gib(u.peak_bytes)
+        );
+        for p in &d.plans {
+            let pinned = if p.pinned_host_bytes == 0 {
+                String::new()
+            } else {
+                format!(", {} page-locked on the host", gib(p.pinned_host_bytes))
+            };
+            out += &format!(
+                "  {} {}: {}; {} on the device{pinned}\n",
+                p.spec.kind,
+                crate::proofs::shapes::format_sector_size(p.spec.sector_size),
+                p.plan,
+                gib(p.device_bytes),
+            );
+        }
+    }
+    out
 }
 
 fn capacity(a: CapacityArgs) -> anyhow::Result<()> {
@@ -749,4 +795,45 @@ fn params(a: ParamArgs, load: bool) -> anyhow::Result<()> {
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     crate::config::parse_duration(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_prints_each_gpus_memory_and_plans_and_nothing_for_a_cpu() {
+        let m = proto::MemoryReport {
+            devices: vec![
+                proto::DeviceMemoryReport {
+                    name: "cpu".into(),
+                    memory: None,
+                    plans: vec![],
+                },
+                proto::DeviceMemoryReport {
+                    name: "cuda:0 NVIDIA H200".into(),
+                    memory: Some(proto::DeviceMemoryUse {
+                        budget_bytes: 16 << 30,
+                        used_bytes: 12 << 30,
+                        peak_bytes: 15 << 30,
+                    }),
+                    plans: vec![proto::MemoryPlan {
+                        spec: ParamSpec {
+                            kind: proto::ProofKind::PoRep,
+                            sector_size: 32 << 30,
+                        },
+                        plan: "quotient parked, shape streamed".into(),
+                        device_bytes: 8 << 30,
+                        pinned_host_bytes: 1 << 30,
+                    }],
+                },
+            ],
+        };
+        assert_eq!(
+            memory_text(&m),
+            "device 1 memory: 12.00 GiB held of 16.00 GiB (peak 15.00 GiB)\n  \
+             porep 32GiB: quotient parked, shape streamed; 8.00 GiB on the device, \
+             1.00 GiB page-locked on the host\n"
+        );
+    }
 }

@@ -114,6 +114,7 @@ mod tests {
                 priority: None,
             }),
             Request::Health,
+            Request::DeviceMemory,
         ];
         let alice = Access::of(1000, DAEMON, &[]);
         let admin = Access::of(1000, DAEMON, &[1000]);

@@ -93,6 +93,7 @@ pub async fn handle(
         Request::Info => Response::Info(info(ctx)),
         Request::Capacity(q) => Response::Capacity(capacity(q, ctx)),
         Request::Health => Response::Health(health(ctx)),
+        Request::DeviceMemory => Response::DeviceMemory(device_memory(ctx)),
         // The connection reads a passed input itself (`connection::passed_input`); one that
         // reaches here came another way, with no descriptor.
         Request::SubmitFd(_) | Request::ProveFd(_) => wire::error(
@@ -503,6 +504,41 @@ fn health(ctx: &Context) -> proto::HealthReport {
             .map(proto::DeviceHealth::from)
             .collect(),
     }
+}
+
+/// The longest memory plan line sent (the planner's are about 150 bytes).
+const MAX_PLAN: usize = 512;
+
+/// Each device's memory and the resident sets' plans on it (counters only: never waits for
+/// a device or a proof).
+fn device_memory(ctx: &Context) -> proto::MemoryReport {
+    let devices = ctx
+        .service
+        .device_memory()
+        .into_iter()
+        .map(|d| proto::DeviceMemoryReport {
+            name: d.name,
+            memory: d.memory.map(|m| proto::DeviceMemoryUse {
+                budget_bytes: m.budget,
+                used_bytes: m.used,
+                peak_bytes: m.peak,
+            }),
+            plans: d
+                .plans
+                .into_iter()
+                .map(|p| proto::MemoryPlan {
+                    spec: ParamSpec {
+                        kind: p.id.kind.into(),
+                        sector_size: p.id.sector_size,
+                    },
+                    plan: crate::proofs::bounded(&p.plan, MAX_PLAN),
+                    device_bytes: p.device_bytes,
+                    pinned_host_bytes: p.host_bytes,
+                })
+                .collect(),
+        })
+        .collect();
+    proto::MemoryReport { devices }
 }
 
 /// The stages' counters (a short lock; never waits for a proof).

@@ -163,7 +163,94 @@ pub fn render(ctx: &Context) -> String {
             p.device_bytes()
         );
     }
+    device_memory(&mut out, &ctx.service.device_memory());
     out
+}
+
+/// A device memory gauge: its name, help, and how to read it.
+type Gauge = (
+    &'static str,
+    &'static str,
+    fn(&crate::prover::DeviceMemory) -> u64,
+);
+
+/// The longest plan label written (the planner's lines are about 150 bytes).
+const MAX_PLAN_LABEL: usize = 512;
+
+/// Each GPU's memory and the plan each resident set follows on it (`device` is its index,
+/// as in Status; CPU devices have neither).
+fn device_memory(out: &mut String, devices: &[crate::proofs::DeviceMemoryReport]) {
+    let gpus = || {
+        devices
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| Some((i, d.memory?)))
+    };
+    let gauges: [Gauge; 3] = [
+        (
+            "cuzk_device_memory_budget_bytes",
+            "What each GPU may hold at most (gpu.memory_limit, or what was free when it was \
+             opened less a margin).",
+            |m| m.budget,
+        ),
+        (
+            "cuzk_device_memory_used_bytes",
+            "Device memory each GPU's backend holds now.",
+            |m| m.used,
+        ),
+        (
+            "cuzk_device_memory_peak_bytes",
+            "The most device memory each GPU's backend held at once since the daemon started.",
+            |m| m.peak,
+        ),
+    ];
+    // Families without samples are left out: a CPU-only daemon has none of these.
+    if gpus().next().is_none() {
+        return;
+    }
+    for (name, help, value) in gauges {
+        family(out, name, "gauge", help);
+        for (i, m) in gpus() {
+            let _ = writeln!(out, "{name}{{device=\"{i}\"}} {}", value(&m));
+        }
+    }
+    if devices.iter().all(|d| d.plans.is_empty()) {
+        return;
+    }
+    family(
+        out,
+        "cuzk_device_plan_info",
+        "gauge",
+        "The memory plan a resident parameter set's proofs follow on each GPU, in the plan \
+         label (always 1).",
+    );
+    for (i, d) in devices.iter().enumerate() {
+        for p in &d.plans {
+            let plan = escape(&crate::proofs::bounded(&p.plan, MAX_PLAN_LABEL));
+            let _ = writeln!(
+                out,
+                "cuzk_device_plan_info{{device=\"{i}\",kind=\"{}\",sector_size=\"{}\",plan=\"{plan}\"}} 1",
+                p.id.kind, p.id.sector_size
+            );
+        }
+    }
+    family(
+        out,
+        "cuzk_device_pinned_host_bytes",
+        "gauge",
+        "Page-locked host memory each GPU holds for a resident parameter set beside its \
+         points (parked quotient vectors, the staged assignment); counted against \
+         proving.memory_budget.",
+    );
+    for (i, d) in devices.iter().enumerate() {
+        for p in &d.plans {
+            let _ = writeln!(
+                out,
+                "cuzk_device_pinned_host_bytes{{device=\"{i}\",kind=\"{}\",sector_size=\"{}\"}} {}",
+                p.id.kind, p.id.sector_size, p.host_bytes
+            );
+        }
+    }
 }
 
 /// The stages: partitions per stage, the memory budget, device busy time, stage sums.
@@ -442,4 +529,84 @@ fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proofs::{DeviceMemoryReport, SetPlan};
+
+    fn gpu(plan: &str) -> DeviceMemoryReport {
+        DeviceMemoryReport {
+            name: "cuda:0".into(),
+            memory: Some(crate::prover::DeviceMemory {
+                budget: 16 << 30,
+                used: 1 << 30,
+                peak: 3 << 30,
+            }),
+            plans: vec![SetPlan {
+                id: crate::srs::ParamsId {
+                    kind: crate::srs::ProofKind::PoRep,
+                    sector_size: 2048,
+                    cache_id: "v28-test".into(),
+                },
+                plan: plan.into(),
+                device_bytes: 300_000,
+                host_bytes: 4096,
+            }],
+        }
+    }
+
+    fn cpu() -> DeviceMemoryReport {
+        DeviceMemoryReport {
+            name: "cpu".into(),
+            memory: None,
+            plans: vec![],
+        }
+    }
+
+    #[test]
+    fn a_gpus_memory_and_plan_are_gauges_and_a_cpu_has_none() {
+        let mut out = String::new();
+        device_memory(
+            &mut out,
+            &[cpu(), gpu("quotient parked, \"shape\" streamed\n")],
+        );
+        for line in [
+            "cuzk_device_memory_budget_bytes{device=\"1\"} 17179869184",
+            "cuzk_device_memory_used_bytes{device=\"1\"} 1073741824",
+            "cuzk_device_memory_peak_bytes{device=\"1\"} 3221225472",
+            // The newline escaped before the label is written, the quotes by the label.
+            "cuzk_device_plan_info{device=\"1\",kind=\"porep\",sector_size=\"2048\",\
+             plan=\"quotient parked, \\\"shape\\\" streamed\\\\n\"} 1",
+            "cuzk_device_pinned_host_bytes{device=\"1\",kind=\"porep\",sector_size=\"2048\"} 4096",
+        ] {
+            assert!(
+                out.lines().any(|l| l == line),
+                "{line:?} missing from\n{out}"
+            );
+        }
+        assert!(
+            !out.contains("device=\"0\""),
+            "the CPU device has no memory gauges: {out}"
+        );
+    }
+
+    #[test]
+    fn a_cpu_only_daemon_writes_no_device_memory_families() {
+        let mut out = String::new();
+        device_memory(&mut out, &[cpu(), cpu()]);
+        assert_eq!(out, "");
+    }
+
+    #[test]
+    fn a_long_plan_is_cut() {
+        let mut out = String::new();
+        device_memory(&mut out, &[gpu(&"x".repeat(10_000))]);
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("cuzk_device_plan_info{"))
+            .expect("a plan line");
+        assert!(line.len() < MAX_PLAN_LABEL + 200, "{} bytes", line.len());
+    }
 }

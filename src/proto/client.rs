@@ -487,6 +487,16 @@ impl Client {
         }
     }
 
+    /// Each proving device's memory and the plan each resident set's proofs follow on it. A
+    /// daemon that predates this request answers `MalformedFrame`, as for any unknown
+    /// request.
+    pub fn device_memory(&mut self) -> Result<MemoryReport, ClientError> {
+        match self.call(&Request::DeviceMemory)? {
+            Response::DeviceMemory(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// The proving devices: placement, work and resident sets. A daemon that predates this
     /// request answers `MalformedFrame`, as for any unknown request.
     pub fn devices(&mut self) -> Result<DevicesReport, ClientError> {

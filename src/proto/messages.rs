@@ -100,6 +100,11 @@ pub enum Request {
     /// [`Request::SubmitFd`]; answered as Prove. A daemon older than this variant answers
     /// [`ErrorCode::MalformedFrame`].
     ProveFd(Submit),
+    /// 23: each device's memory (budget, held, peak) and the memory plan each resident
+    /// parameter set's proofs follow on it; answered [`Response::DeviceMemory`]. Anyone
+    /// allowed to connect may ask. Appended to version 1: a daemon older than this variant
+    /// answers [`ErrorCode::MalformedFrame`].
+    DeviceMemory,
 }
 
 /// A message from the daemon to a client.
@@ -143,6 +148,55 @@ pub enum Response {
     Capacity(CapacityReport),
     /// 18: the answer to [`Request::Health`].
     Health(HealthReport),
+    /// 19: the answer to [`Request::DeviceMemory`].
+    DeviceMemory(MemoryReport),
+}
+
+/// The answer to [`Request::DeviceMemory`]: every proving device's memory, in the devices'
+/// order (as [`Request::Devices`] lists them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryReport {
+    /// The devices.
+    pub devices: Vec<DeviceMemoryReport>,
+}
+
+/// One device's memory and the plans of the parameter sets prepared on it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceMemoryReport {
+    /// The device's name, as in [`DeviceReport`].
+    pub name: String,
+    /// What the device may hold at most (`gpu.memory_limit`, or what was free when it was
+    /// opened less a margin), held now, and the most held at once; `None` for a CPU device.
+    pub memory: Option<DeviceMemoryUse>,
+    /// The resident sets' plans on it (none on a CPU device).
+    pub plans: Vec<MemoryPlan>,
+}
+
+/// A GPU's memory, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceMemoryUse {
+    /// Its budget.
+    pub budget_bytes: u64,
+    /// Held now.
+    pub used_bytes: u64,
+    /// The most held at once since the daemon started.
+    pub peak_bytes: u64,
+}
+
+/// How one resident parameter set's proofs use a device's memory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryPlan {
+    /// The set.
+    pub spec: ParamSpec,
+    /// The plan in a line (`"all resident"`, or which stages stream and park what; or why
+    /// the device is too small for the set, whose proofs then go to the CPU prover). At most
+    /// 512 bytes.
+    pub plan: String,
+    /// Bytes of the set's points held on the device now.
+    pub device_bytes: u64,
+    /// Page-locked host bytes the device holds for the set beside the parameters (parked
+    /// quotient vectors, the staged assignment); counted against `proving.memory_budget`.
+    pub pinned_host_bytes: u64,
 }
 
 /// Asks whether the daemon can take a job of `kind` at `priority`.
