@@ -414,18 +414,28 @@ fn status(e: &Endpoint) -> pb::GetStatusResponse {
             }
         })
         .collect();
+    // A GPU's "total" is the budget cuzkd proves within (gpu.memory_limit, or what was free
+    // when it was opened less a margin), its "free" what of that it does not hold now; a
+    // CPU device reports neither (0).
+    let memory = ctx.service.device_memory();
     let gpus = ctx
         .service
         .pipeline()
         .devices
         .iter()
         .enumerate()
-        .map(|(i, d)| pb::GpuStatus {
-            ordinal: n(i),
-            name: d.name.clone(),
-            ..Default::default()
+        .map(|(i, d)| {
+            let m = memory.get(i).and_then(|m| m.memory);
+            pb::GpuStatus {
+                ordinal: n(i),
+                name: d.name.clone(),
+                vram_total_bytes: m.map_or(0, |m| m.budget),
+                vram_free_bytes: m.map_or(0, |m| m.budget.saturating_sub(m.used)),
+                ..Default::default()
+            }
         })
         .collect();
+    let pinned = ctx.service.pinned();
     let loaded_srs = e
         .resident()
         .into_iter()
@@ -444,7 +454,7 @@ fn status(e: &Endpoint) -> pb::GetStatusResponse {
         total_proofs_completed: stats.count(JobState::Succeeded),
         total_proofs_failed: stats.count(JobState::Failed),
         uptime_seconds: ctx.started.elapsed().as_secs(),
-        pinned_memory_bytes: 0,
-        pinned_memory_limit_bytes: 0,
+        pinned_memory_bytes: pinned.as_ref().map_or(0, |p| p.held),
+        pinned_memory_limit_bytes: pinned.as_ref().map_or(0, |p| p.limit),
     }
 }

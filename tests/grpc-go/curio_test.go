@@ -268,6 +268,12 @@ func TestCurioClient(t *testing.T) {
 	if len(st.Queues) != 4 || pending != 0 || st.TotalProofsCompleted < 4 || len(st.Gpus) == 0 || len(st.LoadedSrs) == 0 {
 		t.Errorf("GetStatus after four proofs: %+v", st)
 	}
+	// The CPU test daemon's device has no device memory to report.
+	for _, g := range st.Gpus {
+		if g.VramTotalBytes != 0 || g.VramFreeBytes != 0 {
+			t.Errorf("GetStatus: a CPU device with device memory: %+v", g)
+		}
+	}
 	m, err := c.GetMetrics(quick(), &pb.GetMetricsRequest{})
 	if err != nil || !strings.Contains(m.PrometheusText, "cuzk_") {
 		t.Errorf("GetMetrics: %v", err)
