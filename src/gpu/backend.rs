@@ -922,6 +922,7 @@ impl GpuBackend {
             plan,
             pinned,
             lowered: AtomicU64::new(u64::MAX),
+            lowered_at: AtomicU64::new(0),
             staged: Mutex::new(None),
             host_alloc: super::pinned::allocator(ctx),
         })
@@ -1223,6 +1224,8 @@ pub struct GpuPrepared {
     /// estimate short of what the device took, or memory another process took); `u64::MAX`
     /// until then.
     lowered: AtomicU64,
+    /// What the device had available when `lowered` was set.
+    lowered_at: AtomicU64,
     /// A page-locked block the assignment is copied into before a planned proof takes its turn
     /// on the device (made on first use, reused): it goes up once or more per proof, at the
     /// bus's rate instead of the staging copies'.
@@ -1272,57 +1275,91 @@ impl GpuPrepared {
         let (id, lg) = (self.set.id, self.lg());
         let mut s = self.set.shared.lock()?;
         s.make_room(id, plan, lg, shape);
-        // A budget a retry had to lower, remembered: the next proofs start from it.
-        let lowered = self.lowered.load(Ordering::Relaxed);
-        let now = self.fitted(&s, plan, lowered, 0)?;
-        let plan = now.as_ref().unwrap_or(plan);
+        let available = self.available(&s)?;
+        let now = self.fitted(&s, plan, available.min(self.kept_budget(available, plan)));
+        let plan = match &now {
+            Some(smaller) => {
+                // Freed for the smaller plan too: what the first kept, it may not.
+                s.make_room(id, smaller, lg, shape);
+                smaller
+            }
+            None => plan,
+        };
         s.gpu.set_tight(true);
         let result = match f(&mut s, plan) {
-            Err(e) if e.is_out_of_memory() => {
-                s.evict_except(None);
-                match self.fitted(&s, plan, u64::MAX, plan.budget / 16)? {
-                    None => Err(e),
-                    Some(smaller) => {
-                        tracing::warn!(error = %e, plan = %smaller.describe(&self.sizes), "out of device memory: proving again under a smaller plan (kept for the next proofs)");
-                        s.make_room(id, &smaller, lg, shape);
-                        let r = f(&mut s, &smaller);
-                        if r.is_ok() {
-                            self.lowered.store(smaller.budget, Ordering::Relaxed);
-                        }
-                        r
-                    }
-                }
-            }
+            Err(e) if e.is_out_of_memory() => self.retry(&mut s, plan, shape, e, &f),
             r => r,
         };
         s.gpu.set_tight(false);
         result
     }
 
-    /// A plan for what the device can give now (what this handle holds, and what the driver
-    /// has free after the work so far, less the margin and `spare`; at most `cap`), where that
-    /// is less than `plan`'s budget; `None` where `plan` fits, or where nothing does (`plan` is
-    /// tried).
-    fn fitted(
+    /// `f` once more, under a plan for what the device has free after `plan` ran out of
+    /// memory with `error`, less a sixteenth of `plan`'s budget; where it succeeds, its budget
+    /// is kept for the next proofs. `error` where no smaller plan fits.
+    fn retry<T>(
         &self,
-        s: &State,
+        s: &mut State,
         plan: &Plan,
-        cap: u64,
-        spare: u64,
-    ) -> Result<Option<Plan>, GpuError> {
+        shape: Option<&Arc<R1cs>>,
+        error: GpuError,
+        f: &impl Fn(&mut State, &Plan) -> Result<T, GpuError>,
+    ) -> Result<T, GpuError> {
+        s.evict_except(None);
+        let available = self.available(s)?;
+        let Some(smaller) = self.fitted(s, plan, available.saturating_sub(plan.budget / 16)) else {
+            return Err(error);
+        };
+        tracing::warn!(error = %error, plan = %smaller.describe(&self.sizes), "out of device memory: proving again under a smaller plan (kept for the next proofs)");
+        s.make_room(self.set.id, &smaller, self.lg(), shape);
+        let r = f(s, &smaller);
+        if r.is_ok() {
+            self.lowered.store(smaller.budget, Ordering::Relaxed);
+            self.lowered_at.store(available, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// The budget a retry had to lower, for the next proofs (no limit where none did): given
+    /// up once the device has clearly more available than when it was lowered (another
+    /// process that held memory has let it go).
+    fn kept_budget(&self, available: u64, plan: &Plan) -> u64 {
+        let lowered = self.lowered.load(Ordering::Relaxed);
+        let at = self.lowered_at.load(Ordering::Relaxed);
+        if lowered != u64::MAX && available > at.saturating_add(plan.budget / 16) {
+            tracing::info!(
+                available,
+                "more device memory available than when a proof ran out: the full plan again"
+            );
+            self.lowered.store(u64::MAX, Ordering::Relaxed);
+            return u64::MAX;
+        }
+        lowered
+    }
+
+    /// What the device can give this set's proofs now: what this handle holds and what the
+    /// driver has free after the work so far, less the margin, at most the ledger's cap.
+    fn available(&self, s: &State) -> Result<u64, GpuError> {
         s.gpu.settle()?;
         let (free, _) = s.gpu.mem_info()?;
-        let now = plan::device_budget(free as u64 + s.gpu.memory().used, None)
-            .saturating_sub(spare)
-            .min(cap);
-        if now >= plan.budget {
-            return Ok(None);
+        let held = s.gpu.memory();
+        Ok(plan::device_budget(
+            free as u64 + held.used,
+            Some(held.budget),
+        ))
+    }
+
+    /// A plan within `budget` where that is less than `plan`'s; `None` where `plan` fits, or
+    /// where nothing does (`plan` is tried).
+    fn fitted(&self, s: &State, plan: &Plan, budget: u64) -> Option<Plan> {
+        if budget >= plan.budget {
+            return None;
         }
-        let smaller = plan_within(&s.gpu, &self.sizes, now).ok();
+        let smaller = plan_within(&s.gpu, &self.sizes, budget).ok();
         if let Some(p) = &smaller {
-            tracing::debug!(budget = now, plan = %p.describe(&self.sizes), "less device memory free than planned");
+            tracing::debug!(budget, plan = %p.describe(&self.sizes), "less device memory free than planned");
         }
-        Ok(smaller)
+        smaller
     }
 
     /// `aux` in page-locked memory: as it is where it is there already (a partition pinned by
@@ -1361,19 +1398,21 @@ impl GpuPrepared {
 
     /// The aux sums under `plan` over `x` where given (the assignment kept on the device
     /// since the evaluations), else over a fresh upload of `aux` (`w.aux`, or its staged
-    /// copy).
+    /// copy); `shape` is the proof's recorded shape, which a plan that keeps shapes keeps (and
+    /// no other).
     fn aux_sums_planned(
         &self,
         plan: &Plan,
         q: &AuxPoints<'_, '_>,
         x: Option<DevBuf>,
         aux: &[Scalar],
+        shape: Option<&Arc<R1cs>>,
     ) -> Result<WitnessSums, GpuError> {
         if check_aux(q)?.is_none() {
             return Ok(WitnessSums::identity());
         }
         let x = Mutex::new(x);
-        self.run_planned(plan, None, |s, pl| {
+        self.run_planned(plan, shape, |s, pl| {
             let kept = x.lock().unwrap_or_else(|p| p.into_inner()).take();
             let x = match kept {
                 Some(x) => x,
@@ -1391,6 +1430,7 @@ impl GpuPrepared {
         w: Witness,
         x: Option<DevBuf>,
         aux: &[Scalar],
+        shape: Option<&Arc<R1cs>>,
     ) -> Result<WitnessSums, GpuError> {
         let p = self.witness_points(w.input.len(), w.b_in)?;
         let b_input = dense(&w.input, &w.b_input_density);
@@ -1399,7 +1439,7 @@ impl GpuPrepared {
             aux,
             ..aux_points(&w, &p)
         };
-        let sums = self.aux_sums_planned(plan, &q, x, aux)?;
+        let sums = self.aux_sums_planned(plan, &q, x, aux, shape)?;
         self.with_inputs(sums, w, &p, &b_input)
     }
 
@@ -1532,7 +1572,7 @@ impl PreparedSrs for GpuPrepared {
         if let Some(plan) = self.planned()? {
             let aux = std::mem::replace(&mut w.aux, Scalars::Heap(Vec::new()));
             let staged = self.staged_aux(&aux)?;
-            return Ok(self.witness_planned(plan, w, None, staged.scalars())?);
+            return Ok(self.witness_planned(plan, w, None, staged.scalars(), None)?);
         }
         Ok(self.witness(w)?)
     }
@@ -1572,7 +1612,7 @@ impl PreparedSrs for GpuPrepared {
             let start = Instant::now();
             let (h, x) = self.h_shaped_planned(plan, shape, &w.input, staged.scalars())?;
             let h_done = start.elapsed();
-            let witness = self.witness_planned(plan, w, x, staged.scalars())?;
+            let witness = self.witness_planned(plan, w, x, staged.scalars(), Some(shape))?;
             return Ok(Sums { h, witness, h_done });
         }
         let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;

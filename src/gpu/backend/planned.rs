@@ -125,7 +125,8 @@ impl State {
             (true, Some(s)) => self
                 .shapes
                 .retain(|(host, _)| std::ptr::eq(host.as_ptr(), Arc::as_ptr(s))),
-            // The witness sums: the shape a plan keeps stays for the next proof.
+            // A proof from host evaluations: the shapes still recorded stay for the next
+            // shaped proof.
             (true, None) => self.shapes.retain(|(host, _)| host.strong_count() > 0),
         }
         // A streamed shape holds its host shape (and its pages locked): it is the last holder
@@ -207,6 +208,11 @@ impl State {
         let mut resident = Vec::with_capacity(msms.len());
         for m in msms {
             resident.push(m.resident && m.p.n > 0 && self.ensure_or_stream(&m.p)?);
+        }
+        // A later query's upload that ran out of memory evicts the points made resident for an
+        // earlier one: those are streamed instead.
+        for (r, m) in resident.iter_mut().zip(msms) {
+            *r &= self.bases.contains_key(&m.p.key);
         }
         // Every MSM's pieces, in order, and where each piece's selected scalars are.
         let mut pieces = Vec::new();
