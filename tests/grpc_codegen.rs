@@ -1,4 +1,5 @@
-//! The committed gRPC code (src/proto/grpc/cuzk.v1.rs) is what tonic-prost-build makes of
+//! The committed gRPC code (src/proto/grpc/cuzk.v1.rs) and descriptor set (cuzk.v1.fds.bin,
+//! for server reflection) are what tonic-prost-build and protoc make of
 //! proto/cuzk/v1/proving.proto, so that a build needs no protoc. Needs protoc (Debian's
 //! protobuf-compiler, which scripts/test.sh installs and then runs this test); after
 //! changing the .proto, run `UPDATE_GRPC=1 cargo test --release --test grpc_codegen --
@@ -14,20 +15,25 @@ fn the_committed_grpc_code_is_generated_from_the_proto() {
     tonic_prost_build::configure()
         .build_client(false)
         .out_dir(out.path())
+        .file_descriptor_set_path(out.path().join("cuzk.v1.fds.bin"))
         .compile_protos(
             &[root.join("proto/cuzk/v1/proving.proto")],
             &[root.join("proto")],
         )
         .expect("protoc and tonic-prost-build compile proto/cuzk/v1/proving.proto");
-    let generated = std::fs::read_to_string(out.path().join("cuzk.v1.rs")).unwrap();
-    let committed_path = root.join("src/proto/grpc/cuzk.v1.rs");
-    if std::env::var_os("UPDATE_GRPC").is_some() {
-        std::fs::write(&committed_path, &generated).unwrap();
+    // The code, and the descriptor set the server's reflection answers from.
+    for name in ["cuzk.v1.rs", "cuzk.v1.fds.bin"] {
+        let generated = std::fs::read(out.path().join(name)).unwrap();
+        let committed_path = root.join("src/proto/grpc").join(name);
+        if std::env::var_os("UPDATE_GRPC").is_some() {
+            std::fs::write(&committed_path, &generated).unwrap();
+        }
+        let committed = std::fs::read(&committed_path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "src/proto/grpc/{name} differs from what proto/cuzk/v1/proving.proto generates; \
+             run `UPDATE_GRPC=1 cargo test --release --test grpc_codegen -- --ignored` and \
+             commit it"
+        );
     }
-    let committed = std::fs::read_to_string(&committed_path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "src/proto/grpc/cuzk.v1.rs differs from what proto/cuzk/v1/proving.proto generates; \
-         run `UPDATE_GRPC=1 cargo test --release --test grpc_codegen -- --ignored` and commit it"
-    );
 }

@@ -7,6 +7,7 @@
 //! (SO_PEERCRED) and checked against the allow lists and the per-uid connection limit as on
 //! the first socket; a refused peer's calls are all answered PERMISSION_DENIED (or
 //! RESOURCE_EXHAUSTED past a limit), since HTTP/2 has no frame to refuse a connection with.
+//! Server reflection is served beside it (`Services`), to the same peers.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -159,9 +160,26 @@ fn admit(ctx: &Arc<Context>, stream: UnixStream, slots: &Arc<Semaphore>) -> Opti
 pub async fn serve(ctx: Arc<Context>, listener: UnixListener, stop: impl Future<Output = ()>) {
     let max = usize::try_from(ctx.config.grpc.max_message_size).unwrap_or(usize::MAX);
     let slots = Arc::new(Semaphore::new(ctx.config.socket.max_connections));
-    let service = ProvingEngineServer::new(Endpoint { ctx: ctx.clone() })
+    let engine = ProvingEngineServer::new(Endpoint { ctx: ctx.clone() })
         .max_decoding_message_size(max)
         .max_encoding_message_size(max);
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(grpc::FILE_DESCRIPTOR_SET)
+    };
+    let (v1, v1alpha) = match (reflection().build_v1(), reflection().build_v1alpha()) {
+        (Ok(v1), Ok(v1alpha)) => (v1, v1alpha),
+        (Err(e), _) | (_, Err(e)) => {
+            // The committed descriptor set is checked by tests/grpc_codegen.rs: a bug.
+            tracing::error!("grpc reflection unavailable: {e}");
+            return;
+        }
+    };
+    let service = Services {
+        engine,
+        v1,
+        v1alpha,
+    };
     let accept_ctx = ctx.clone();
     let incoming = futures::stream::unfold(listener, move |listener| {
         let (ctx, slots) = (accept_ctx.clone(), slots.clone());
@@ -190,6 +208,98 @@ pub async fn serve(ctx: Arc<Context>, listener: UnixListener, stop: impl Future<
     }
 }
 
+/// The gRPC services on the socket: `cuzk.v1.ProvingEngine`, and server reflection (both
+/// versions grpcurl and the like ask) so that a client can list and describe it without the
+/// .proto. One dispatcher by path rather than tonic's router (which would bring axum in).
+#[derive(Clone)]
+struct Services<E, V1, V1a> {
+    engine: E,
+    v1: V1,
+    v1alpha: V1a,
+}
+
+/// What every generated tonic server's `call` returns.
+type CallFuture = tonic::codegen::BoxFuture<
+    tonic::codegen::http::Response<tonic::body::Body>,
+    std::convert::Infallible,
+>;
+
+impl<E, V1, V1a> tonic::codegen::Service<tonic::codegen::http::Request<tonic::body::Body>>
+    for Services<E, V1, V1a>
+where
+    E: tonic::codegen::Service<
+        tonic::codegen::http::Request<tonic::body::Body>,
+        Response = tonic::codegen::http::Response<tonic::body::Body>,
+        Error = std::convert::Infallible,
+        Future = CallFuture,
+    >,
+    V1: tonic::codegen::Service<
+        tonic::codegen::http::Request<tonic::body::Body>,
+        Response = tonic::codegen::http::Response<tonic::body::Body>,
+        Error = std::convert::Infallible,
+        Future = CallFuture,
+    >,
+    V1a: tonic::codegen::Service<
+        tonic::codegen::http::Request<tonic::body::Body>,
+        Response = tonic::codegen::http::Response<tonic::body::Body>,
+        Error = std::convert::Infallible,
+        Future = CallFuture,
+    >,
+{
+    type Response = tonic::codegen::http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = CallFuture;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        // Tonic's generated servers are always ready; polled all the same, as the trait asks.
+        for ready in [
+            self.engine.poll_ready(cx),
+            self.v1.poll_ready(cx),
+            self.v1alpha.poll_ready(cx),
+        ] {
+            match ready {
+                Poll::Ready(Ok(())) => {}
+                other => return other,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: tonic::codegen::http::Request<tonic::body::Body>) -> CallFuture {
+        let path = request.uri().path();
+        let reflection_v1 = path.starts_with("/grpc.reflection.v1.ServerReflection/");
+        let reflection_v1alpha = path.starts_with("/grpc.reflection.v1alpha.ServerReflection/");
+        if reflection_v1 || reflection_v1alpha {
+            // A peer the allow lists refuse learns nothing, as from the engine's calls.
+            let peer = request.extensions().get::<Peer>().copied();
+            if let Some(refused) = refusal_status(peer) {
+                return Box::pin(std::future::ready(Ok(refused.into_http())));
+            }
+        }
+        if reflection_v1 {
+            self.v1.call(request)
+        } else if reflection_v1alpha {
+            self.v1alpha.call(request)
+        } else {
+            self.engine.call(request)
+        }
+    }
+}
+
+/// The status a peer's calls are refused with, or `None` where it may call.
+fn refusal_status(peer: Option<Peer>) -> Option<Status> {
+    match peer.map(|p| p.refusal) {
+        None => Some(Status::internal("no peer credentials for this call")),
+        Some(Some(Refusal::NotAllowed)) => Some(Status::permission_denied(
+            "peer uid/gid not allowed (socket.allowed_uids, socket.allowed_gids)",
+        )),
+        Some(Some(Refusal::TooMany)) => Some(Status::resource_exhausted(
+            "too many connections (socket.max_connections, max_connections_per_uid)",
+        )),
+        Some(None) => None,
+    }
+}
+
 /// The service: every call through `handler::handle`.
 struct Endpoint {
     ctx: Arc<Context>,
@@ -198,27 +308,19 @@ struct Endpoint {
 impl Endpoint {
     /// The caller's session, or the status its connection's calls are refused with.
     fn session<T>(&self, request: &GrpcRequest<T>) -> Result<Session, Status> {
-        let peer = request
-            .extensions()
-            .get::<Peer>()
-            .copied()
-            .ok_or_else(|| Status::internal("no peer credentials for this call"))?;
-        match peer.refusal {
-            Some(Refusal::NotAllowed) => Err(Status::permission_denied(
-                "peer uid/gid not allowed (socket.allowed_uids, socket.allowed_gids)",
-            )),
-            Some(Refusal::TooMany) => Err(Status::resource_exhausted(
-                "too many connections (socket.max_connections, max_connections_per_uid)",
-            )),
-            None => Ok(Session {
-                hello: true,
-                client: "grpc".into(),
-                access: Access {
-                    uid: peer.uid,
-                    admin: peer.admin,
-                },
-            }),
+        let peer = request.extensions().get::<Peer>().copied();
+        if let Some(refused) = refusal_status(peer) {
+            return Err(refused);
         }
+        let peer = peer.ok_or_else(|| Status::internal("no peer credentials for this call"))?;
+        Ok(Session {
+            hello: true,
+            client: "grpc".into(),
+            access: Access {
+                uid: peer.uid,
+                admin: peer.admin,
+            },
+        })
     }
 
     /// `request` answered by the handler. A call's wait ends when the client cancels it

@@ -45,7 +45,7 @@ pub async fn serve(
         let stop = async move {
             let _ = grpc_stopped.await;
         };
-        tracing::info!("serving the gRPC endpoint (cuzk.v1.ProvingEngine)");
+        tracing::info!("serving the gRPC endpoint (cuzk.v1.ProvingEngine, with server reflection)");
         tokio::spawn(super::grpc::serve(ctx.clone(), l, stop))
     });
     tokio::pin!(shutdown);

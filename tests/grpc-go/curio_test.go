@@ -19,7 +19,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	pb "cuzk.test/grpctest/pb"
 )
@@ -127,8 +130,8 @@ workers = 2
 	}
 }
 
-// dial connects as Curio's lib/cuzk does.
-func dial(t *testing.T, sock string) pb.ProvingEngineClient {
+// dialConn connects as Curio's lib/cuzk does.
+func dialConn(t *testing.T, sock string) *grpc.ClientConn {
 	conn, err := grpc.Dial("unix://"+sock,
 		grpc.WithInsecure(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
@@ -136,7 +139,12 @@ func dial(t *testing.T, sock string) pb.ProvingEngineClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return pb.NewProvingEngineClient(conn)
+	return conn
+}
+
+// dial is Curio's client on a new connection.
+func dial(t *testing.T, sock string) pb.ProvingEngineClient {
+	return pb.NewProvingEngineClient(dialConn(t, sock))
 }
 
 // prove calls Prove as Curio's Client.Prove does and checks a completed proof of one
@@ -301,5 +309,71 @@ func TestRefusedPeer(t *testing.T) {
 	_, err := c.Prove(ctx, &pb.ProveRequest{Submit: &pb.SubmitProofRequest{ProofKind: pb.ProofKind_WINNING_POST}})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("Prove from a peer not allowed: %v", err)
+	}
+}
+
+// reflect sends one server reflection request (v1alpha: what Debian's grpc-go and grpcurl's
+// fallback speak) and returns the answer.
+func reflect(ctx context.Context, conn *grpc.ClientConn, req *rpb.ServerReflectionRequest) (*rpb.ServerReflectionResponse, error) {
+	stream, err := rpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(req); err != nil {
+		return nil, err
+	}
+	return stream.Recv()
+}
+
+// Server reflection lists cuzk.v1.ProvingEngine and gives its file descriptor, so that a
+// client (grpcurl) needs no .proto; a peer the allow lists leave out learns nothing.
+func TestReflection(t *testing.T) {
+	sock, log := startDaemon(t, fmt.Sprint(os.Geteuid()))
+	conn := dialConn(t, sock)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := reflect(ctx, conn, &rpb.ServerReflectionRequest{
+		MessageRequest: &rpb.ServerReflectionRequest_ListServices{ListServices: "*"}})
+	if err != nil {
+		t.Fatalf("reflection ListServices: %v; stderr:\n%s", err, log())
+	}
+	var names []string
+	for _, s := range list.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	if !strings.Contains(strings.Join(names, " "), "cuzk.v1.ProvingEngine") {
+		t.Fatalf("reflection lists %v, not cuzk.v1.ProvingEngine", names)
+	}
+	file, err := reflect(ctx, conn, &rpb.ServerReflectionRequest{
+		MessageRequest: &rpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "cuzk.v1.ProvingEngine"}})
+	if err != nil {
+		t.Fatalf("reflection FileContainingSymbol: %v", err)
+	}
+	var methods []string
+	for _, raw := range file.GetFileDescriptorResponse().GetFileDescriptorProto() {
+		var fd descriptorpb.FileDescriptorProto
+		if err := proto.Unmarshal(raw, &fd); err != nil {
+			t.Fatalf("a file descriptor that does not decode: %v", err)
+		}
+		for _, svc := range fd.GetService() {
+			if fd.GetPackage()+"."+svc.GetName() != "cuzk.v1.ProvingEngine" {
+				continue
+			}
+			for _, m := range svc.GetMethod() {
+				methods = append(methods, m.GetName())
+			}
+		}
+	}
+	for _, want := range []string{"Prove", "SubmitProof", "AwaitProof", "CancelProof", "GetStatus"} {
+		if !strings.Contains(" "+strings.Join(methods, " ")+" ", " "+want+" ") {
+			t.Errorf("reflection's ProvingEngine has methods %v, not %s", methods, want)
+		}
+	}
+
+	refusedSock, _ := startDaemon(t, fmt.Sprint(os.Geteuid()+12345))
+	_, err = reflect(ctx, dialConn(t, refusedSock), &rpb.ServerReflectionRequest{
+		MessageRequest: &rpb.ServerReflectionRequest_ListServices{ListServices: "*"}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("reflection from a peer not allowed: %v", err)
 	}
 }

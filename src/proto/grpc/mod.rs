@@ -12,6 +12,10 @@ pub mod pb;
 
 mod convert;
 
+/// The encoded `FileDescriptorSet` of proto/cuzk/v1/proving.proto (protoc's, committed beside
+/// the code and checked with it by tests/grpc_codegen.rs): what server reflection answers.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("cuzk.v1.fds.bin");
+
 pub use convert::{
     await_answer, cancel_answer, circuit_id, circuit_spec, job_id, status_of, submit_answer,
     submit_from_pb, GrpcInputError,
