@@ -270,6 +270,12 @@ fn the_cli_gets_a_real_proof_through_a_sigterm_drain() {
     let doc: serde_json::Value =
         serde_json::from_slice(&status.stdout).expect("status --json is JSON");
     assert_eq!(doc["running"], 1);
+    // The CPU device: no device memory, no plans (a GPU's are in `memory` too).
+    assert_eq!(
+        doc["memory"],
+        serde_json::json!([{ "name": doc["devices"]["devices"][0]["name"], "memory": null, "plans": [] }]),
+        "{doc}"
+    );
 
     let proof_file = daemon.env.dir.path().join("proof.bin");
     let waiter = {

@@ -187,7 +187,8 @@ pub enum ClientCommand {
     Await(AwaitArgs),
     /// Cancel a queued or running job.
     Cancel(JobArgs),
-    /// Show the daemon's status and your jobs (an admin: every job), or one job's.
+    /// Show the daemon's status and your jobs (an admin: every job), or one job's; with the
+    /// proving stages and each device's placement, health, memory and memory plans.
     Status(StatusArgs),
     /// Print the daemon's metrics in the Prometheus text format.
     Metrics(MetricsArgs),
