@@ -2,6 +2,7 @@
 //! a process of its own (`bench_reference.rs`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
@@ -13,6 +14,7 @@ use super::prove::{request_of, select_backend, ProveWhat};
 use super::Environment;
 use crate::gpu::GpuOptions;
 use crate::proofs::{JobControl, ProvingService};
+use crate::prover::Backend;
 
 /// `cuzk bench …`
 #[derive(Debug, clap::Args)]
@@ -141,7 +143,9 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
                 };
                 select_backend(args.cpu, &gpu, &cpu)
             };
-            super::bench_partition::run(p, &limits, &backend)
+            let cpu_backend =
+                || Arc::new(crate::prover::cpu::CpuBackend::new(cpu.clone())) as Arc<dyn Backend>;
+            super::bench_partition::run(p, &limits, &backend, &cpu_backend)
         }
         BenchWhat::Pipeline(p) => {
             let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());

@@ -83,6 +83,11 @@ pub struct PartitionBenchArgs {
     /// these sizes, e.g. 22GiB,14.5GiB; proofs compared with the first run's.
     #[arg(long, value_delimiter = ',', value_parser = crate::config::parse_size)]
     pub beside_held: Vec<u64>,
+    /// Then prove the partition once more on our CPU prover, with the first timed device
+    /// run's randomness, and compare the two proofs byte for byte (the GPU against the CPU;
+    /// at 32 GiB minutes on 16 cores, and the CPU's quotient holds another copy of A, B, C).
+    #[arg(long, conflicts_with = "no_device")]
+    pub against_cpu: bool,
 }
 
 /// Another process holding a GPU's memory (`cuzk bench hold-gpu`), killed when dropped.
@@ -140,6 +145,7 @@ pub fn run(
     args: PartitionBenchArgs,
     limits: &[Option<u64>],
     backend: &dyn Fn(Option<u64>) -> Arc<dyn Backend>,
+    cpu: &dyn Fn() -> Arc<dyn Backend>,
 ) -> anyhow::Result<()> {
     let threads = args
         .threads
@@ -271,6 +277,9 @@ pub fn run(
             }
             devices.push(d);
         }
+    }
+    if let (Some(srs), true) = (&srs, args.against_cpu) {
+        against_cpu(&ours, srs.clone(), cpu(), &devices)?;
     }
     drop(ours);
     drop(recorded);
@@ -722,6 +731,43 @@ fn device_stage(
     out.once_twice = Some(once_or_twice(prepared.as_ref(), &w, runs)?);
     out.memory = backend.memory();
     Ok(out)
+}
+
+/// `s` proved on the CPU backend `cpu` with the randomness of the first device run's first
+/// timed proof, compared byte for byte with that proof (the warm-up's where no run was
+/// timed). Fails where they differ, or where no device run made a proof on a GPU.
+fn against_cpu(
+    s: &Synthesized,
+    srs: Arc<Srs>,
+    cpu: Arc<dyn Backend>,
+    devices: &[DeviceTimes],
+) -> anyhow::Result<()> {
+    let first = devices
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("--against-cpu: no device run made a proof"))?;
+    anyhow::ensure!(
+        first.memory.is_some(),
+        "--against-cpu: the device runs were on the CPU ({}), so there is nothing to compare",
+        first.backend
+    );
+    let run = usize::from(first.proofs.len() > 1);
+    let theirs = &first.proofs[run];
+    let (r, t) = (Scalar::from(run as u64 + 2), Scalar::from(run as u64 + 3));
+    let prepared = cpu.prepare(srs)?;
+    let start = Instant::now();
+    let (proof, times) = prove_with_randomness(prepared.as_ref(), s.clone(), r, t)?;
+    let same = proof == *theirs;
+    println!(
+        "CPU prover ({}), run {run}'s randomness: {:.1} s (quotient + H {:.1} s, witness MSMs {:.1} s), proof {} the device's ({})",
+        cpu.name(),
+        start.elapsed().as_secs_f64(),
+        times.quotient.as_secs_f64(),
+        times.msm.as_secs_f64(),
+        if same { "byte for byte" } else { "DIFFERENT from" },
+        first.backend
+    );
+    anyhow::ensure!(same, "the CPU prover's proof differs from the device's");
+    Ok(())
 }
 
 /// The sums of `w` from its shape with the assignment sent to the device once
