@@ -131,6 +131,10 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
         BenchWhat::Msm(m) => super::bench_msm::run(m, &cpu),
         BenchWhat::HoldGpu(h) => hold_gpu(&h, &gpu),
         BenchWhat::Partition(p) => {
+            anyhow::ensure!(
+                !(p.against_cpu && args.cpu),
+                "--against-cpu compares the GPU's proof with the CPU prover's: not with --cpu"
+            );
             // One backend per memory limit, the device opened anew for each.
             let limits = match args.gpu.gpu_memory_limit.as_slice() {
                 [] => vec![gpu.memory_limit],

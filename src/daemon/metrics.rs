@@ -189,8 +189,8 @@ fn device_memory(out: &mut String, devices: &[crate::proofs::DeviceMemoryReport]
     let gauges: [Gauge; 3] = [
         (
             "cuzk_device_memory_budget_bytes",
-            "What each GPU may hold at most (gpu.memory_limit, or what was free when it was \
-             opened less a margin).",
+            "What each GPU may hold at most (what was free when it was opened less a margin, \
+             or gpu.memory_limit where that is less).",
             |m| m.budget,
         ),
         (

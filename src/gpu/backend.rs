@@ -1652,7 +1652,13 @@ impl PreparedSrs for GpuPrepared {
     }
 
     fn memory_plan(&self) -> Option<String> {
+        let lowered = self.lowered.load(Ordering::Relaxed);
         Some(match &self.plan {
+            Ok(p) if lowered < p.budget => format!(
+                "{}; since a proof ran out of device memory, proofs plan within {:.1} GiB",
+                p.describe(&self.sizes),
+                lowered as f64 / (1u64 << 30) as f64
+            ),
             Ok(p) => p.describe(&self.sizes),
             Err(e) => e.to_string(),
         })

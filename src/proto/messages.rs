@@ -165,8 +165,9 @@ pub struct MemoryReport {
 pub struct DeviceMemoryReport {
     /// The device's name, as in [`DeviceReport`].
     pub name: String,
-    /// What the device may hold at most (`gpu.memory_limit`, or what was free when it was
-    /// opened less a margin), held now, and the most held at once; `None` for a CPU device.
+    /// What the device may hold at most (what was free when it was opened less a margin, or
+    /// `gpu.memory_limit` where that is less), held now, and the most held at once; `None`
+    /// for a CPU device.
     pub memory: Option<DeviceMemoryUse>,
     /// The resident sets' plans on it (none on a CPU device).
     pub plans: Vec<MemoryPlan>,
@@ -188,9 +189,11 @@ pub struct DeviceMemoryUse {
 pub struct MemoryPlan {
     /// The set.
     pub spec: ParamSpec,
-    /// The plan in a line (`"all resident"`, or which stages stream and park what; or why
-    /// the device is too small for the set, whose proofs then go to the CPU prover). At most
-    /// 512 bytes.
+    /// The plan made when the set was prepared, in a line (which queries' points stay
+    /// resident, which stages stream and park what; with the smaller budget the proofs keep
+    /// to after one ran out of device memory; or why the device is too small for the set,
+    /// whose proofs then go to the CPU prover). Cut at 512 bytes, with a note of how many
+    /// more there were.
     pub plan: String,
     /// Bytes of the set's points held on the device now.
     pub device_bytes: u64,
