@@ -2,7 +2,6 @@
 //! a process of its own (`bench_reference.rs`).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
@@ -14,7 +13,6 @@ use super::prove::{request_of, select_backend, ProveWhat};
 use super::Environment;
 use crate::gpu::GpuOptions;
 use crate::proofs::{JobControl, ProvingService};
-use crate::prover::Backend;
 
 /// `cuzk bench …`
 #[derive(Debug, clap::Args)]
@@ -147,8 +145,7 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
                 };
                 select_backend(args.cpu, &gpu, &cpu)
             };
-            let cpu_backend =
-                || Arc::new(crate::prover::cpu::CpuBackend::new(cpu.clone())) as Arc<dyn Backend>;
+            let cpu_backend = || select_backend(true, &gpu, &cpu);
             super::bench_partition::run(p, &limits, &backend, &cpu_backend)
         }
         BenchWhat::Pipeline(p) => {

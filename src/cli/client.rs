@@ -444,14 +444,24 @@ fn cancel(a: JobArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An answer to a request appended after version 1 began, or None from a daemon that
+/// predates the request (it answers MalformedFrame, as for any request it does not know).
+fn known<T>(answer: Result<T, ClientError>) -> anyhow::Result<Option<T>> {
+    match answer {
+        Ok(r) => Ok(Some(r)),
+        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn status(a: StatusArgs) -> anyhow::Result<()> {
     let mut client = connect_to(&a.daemon)?;
     let s = client.status(a.job)?;
-    let residency = residency(&mut client)?;
-    let pipeline = pipeline(&mut client)?;
-    let devices = devices(&mut client)?;
-    let health = health(&mut client)?;
-    let memory = device_memory(&mut client)?;
+    let residency = known(client.residency())?;
+    let pipeline = known(client.pipeline())?;
+    let devices = known(client.devices())?;
+    let health = known(client.health())?;
+    let memory = known(client.device_memory())?;
     if a.daemon.json {
         let mut v = serde_json::to_value(&s)?;
         if let (Some(obj), Some(r)) = (v.as_object_mut(), &residency) {
@@ -486,15 +496,6 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The devices' memory and plans, or None from a daemon that predates the request.
-fn device_memory(client: &mut Client) -> anyhow::Result<Option<proto::MemoryReport>> {
-    match client.device_memory() {
-        Ok(r) => Ok(Some(r)),
-        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// Each GPU's memory and the plan each resident set follows on it (nothing for CPU
@@ -579,15 +580,6 @@ fn capacity_text(kind: crate::proofs::ProofKind, c: &proto::CapacityReport) -> S
     )
 }
 
-/// The devices' health, or None from a daemon that predates the request.
-fn health(client: &mut Client) -> anyhow::Result<Option<HealthReport>> {
-    match client.health() {
-        Ok(r) => Ok(Some(r)),
-        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// The devices that are quarantined or failed partitions (nothing where all are healthy and
 /// none ever failed).
 fn health_text(h: &HealthReport) -> String {
@@ -619,34 +611,6 @@ fn health_text(h: &HealthReport) -> String {
         ));
     }
     out
-}
-
-/// Where the resident parameter sets are held, or None from a daemon that predates the
-/// request (it answers MalformedFrame, as for any request it does not know).
-fn residency(client: &mut Client) -> anyhow::Result<Option<ResidencyReport>> {
-    match client.residency() {
-        Ok(r) => Ok(Some(r)),
-        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// What the proving stages hold, or None from a daemon that predates the request.
-fn pipeline(client: &mut Client) -> anyhow::Result<Option<PipelineReport>> {
-    match client.pipeline() {
-        Ok(r) => Ok(Some(r)),
-        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The proving devices, or None from a daemon that predates the request.
-fn devices(client: &mut Client) -> anyhow::Result<Option<DevicesReport>> {
-    match client.devices() {
-        Ok(r) => Ok(Some(r)),
-        Err(e @ ClientError::Server(_)) if e.code() == Some(ErrorCode::MalformedFrame) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
 }
 
 fn devices_text(d: &DevicesReport) -> String {

@@ -297,8 +297,7 @@ where
         let reflection_v1alpha = path.starts_with("/grpc.reflection.v1alpha.ServerReflection/");
         if reflection_v1 || reflection_v1alpha {
             // A peer the allow lists refuse learns nothing, as from the engine's calls.
-            let peer = request.extensions().get::<Peer>().copied();
-            if let Some(refused) = refusal_status(peer) {
+            if let Err(refused) = admitted(request.extensions().get::<Peer>().copied()) {
                 return Box::pin(std::future::ready(Ok(refused.into_http())));
             }
         }
@@ -311,17 +310,17 @@ where
     }
 }
 
-/// The status a peer's calls are refused with, or `None` where it may call.
-fn refusal_status(peer: Option<Peer>) -> Option<Status> {
-    match peer.map(|p| p.refusal) {
-        None => Some(Status::internal("no peer credentials for this call")),
-        Some(Some(Refusal::NotAllowed)) => Some(Status::permission_denied(
+/// The call's peer where it may call, else the status its calls are refused with.
+fn admitted(peer: Option<Peer>) -> Result<Peer, Status> {
+    let peer = peer.ok_or_else(|| Status::internal("no peer credentials for this call"))?;
+    match peer.refusal {
+        Some(Refusal::NotAllowed) => Err(Status::permission_denied(
             "peer uid/gid not allowed (socket.allowed_uids, socket.allowed_gids)",
         )),
-        Some(Some(Refusal::TooMany)) => Some(Status::resource_exhausted(
+        Some(Refusal::TooMany) => Err(Status::resource_exhausted(
             "too many connections (socket.max_connections, max_connections_per_uid)",
         )),
-        Some(None) => None,
+        None => Ok(peer),
     }
 }
 
@@ -333,11 +332,7 @@ struct Endpoint {
 impl Endpoint {
     /// The caller's session, or the status its connection's calls are refused with.
     fn session<T>(&self, request: &GrpcRequest<T>) -> Result<Session, Status> {
-        let peer = request.extensions().get::<Peer>().copied();
-        if let Some(refused) = refusal_status(peer) {
-            return Err(refused);
-        }
-        let peer = peer.ok_or_else(|| Status::internal("no peer credentials for this call"))?;
+        let peer = admitted(request.extensions().get::<Peer>().copied())?;
         Ok(Session {
             hello: true,
             client: "grpc".into(),
@@ -604,7 +599,7 @@ mod tests {
             refusal,
             admin: false,
         };
-        let code = |p| refusal_status(p).map(|s: Status| s.code());
+        let code = |p| admitted(p).err().map(|s: Status| s.code());
         assert_eq!(code(None), Some(tonic::Code::Internal));
         assert_eq!(
             code(Some(peer(Some(Refusal::NotAllowed)))),

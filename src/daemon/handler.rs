@@ -506,9 +506,6 @@ fn health(ctx: &Context) -> proto::HealthReport {
     }
 }
 
-/// The longest memory plan line sent (the planner's are about 150 bytes).
-const MAX_PLAN: usize = 512;
-
 /// Each device's memory and the resident sets' plans on it (counters only: never waits for
 /// a device or a proof).
 fn device_memory(ctx: &Context) -> proto::MemoryReport {
@@ -531,7 +528,7 @@ fn device_memory(ctx: &Context) -> proto::MemoryReport {
                         kind: p.id.kind.into(),
                         sector_size: p.id.sector_size,
                     },
-                    plan: crate::proofs::bounded(&p.plan, MAX_PLAN),
+                    plan: p.plan,
                     device_bytes: p.device_bytes,
                     pinned_host_bytes: p.host_bytes,
                 })

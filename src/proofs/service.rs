@@ -280,12 +280,22 @@ pub struct DeviceMemoryReport {
     pub plans: Vec<SetPlan>,
 }
 
+/// The longest memory plan line reported (the planner's are about 150 bytes).
+pub const MAX_PLAN: usize = 512;
+
+/// A backend's plan line made safe to send, log and label: bounded once here for every
+/// reader (the DeviceMemory request, the metrics).
+fn plan_line(plan: &str) -> String {
+    super::bounded(plan, MAX_PLAN)
+}
+
 /// How one parameter set's proofs use a device.
 #[derive(Clone, Debug)]
 pub struct SetPlan {
     /// The set.
     pub id: ParamsId,
-    /// The device's memory plan for it, in a line.
+    /// The device's memory plan for it, in a line: at most [`MAX_PLAN`] bytes and a note of
+    /// how many were cut, control characters escaped ([`plan_line`]).
     pub plan: String,
     /// Bytes of its points held on the device now.
     pub device_bytes: u64,
@@ -611,7 +621,7 @@ impl ProvingService {
                         let p = prepared.get(i)?;
                         Some(SetPlan {
                             id: params.id.clone(),
-                            plan: p.memory_plan()?,
+                            plan: plan_line(&p.memory_plan()?),
                             device_bytes: p.device_bytes(),
                             host_bytes: p.host_bytes(),
                         })
@@ -704,5 +714,18 @@ impl ProvingService {
             self.stages.devices_failed(&used, &error);
         }
         second
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_plan_is_cut_and_control_characters_escaped() {
+        let long = plan_line(&"x".repeat(10_000));
+        assert!(long.len() < MAX_PLAN + 40, "{} bytes", long.len());
+        assert!(long.ends_with("more bytes)"), "{long}");
+        assert_eq!(plan_line("parked\nshape"), "parked\\nshape");
     }
 }
