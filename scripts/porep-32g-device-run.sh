@@ -18,8 +18,12 @@
 # In all about 5 minutes; every step runs under a deadline (DEADLINE seconds from the start,
 # default 540) so the call ends with what it has. A table of the measurements ends the output.
 # Disk: only the 47.5 GB .params file and the 38 MB C1 output are written (64 GiB disk).
-#   scripts/porep-32g-device-run.sh [setup|prove|all]   (default all; `prove` reuses
-#   /tmp/p32 and /tmp/s32 from an earlier `setup` on the same machine)
+#   scripts/porep-32g-device-run.sh [setup|prove|all|queued]   (default all; `prove` and
+#   `queued` reuse /tmp/p32 and /tmp/s32 from an earlier `setup` on the same machine, `queued`
+#   makes them where missing)
+# `queued`: after the cold load, QUEUED (default 4) proofs submitted together, each checked by
+# verify_seal; prints when each finished and the steady time per proof, (last - first) /
+# (QUEUED - 1), the figure of a device-bound pipeline.
 # SIZE=2KiB P=DIR scripts/porep-32g-device-run.sh prove tries the same steps at 2 KiB with the
 # parameters in DIR, on any machine (cuzkd proves on the CPU where no GPU is found).
 set -uo pipefail
@@ -39,7 +43,8 @@ summary() {
     printf '%-34s %s\n' "measure" "value"
     for k in "satisfiable C1" "parameter setup (GPU)" ".params size" "cold load (preload)" \
         "RSS after load" "first proof" "next proof" "verify_seal" "tampered proof" \
-        "warm load (page cache)" "peak RSS (cuzkd)"; do
+        "warm load (page cache)" "queued proofs finished at (s)" "queued: steady time per proof" \
+        "queued: verify_seal accepted" "peak RSS (cuzkd)"; do
         printf '%-34s %s\n' "$k" "${row[$k]:-not measured}"
     done
 }
@@ -57,7 +62,7 @@ if [ "$what" = all ] || [ "$what" = setup ] || [ ! -e "$S/c1.json" ]; then
         --out "$S" >"$OUT/sample.txt" 2>&1 || { cat "$OUT/sample.txt"; exit 1; }
     note "satisfiable C1" "$(secs "$t" "$(ms)"), $(du -m "$S/c1.json" | cut -f1) MB"
 fi
-if [ "$what" = all ] || [ "$what" = setup ]; then
+if [ "$what" = all ] || [ "$what" = setup ] || { [ "$what" = queued ] && ! ls "$P"/*.params >/dev/null 2>&1; }; then
     rm -rf "$P"
     t=$(ms)
     timed=; [ -x /usr/bin/time ] && timed="/usr/bin/time -v"
@@ -121,6 +126,35 @@ prove() {
     [ $rc = 0 ] || { echo "prove $1 failed (exit $rc)"; return 1; }
     note "$1 proof" "$(secs "$t" "$(ms)"), RSS $(rss)"
 }
+if [ "$what" = queued ]; then
+    n=${QUEUED:-4}
+    t=$(ms)
+    pids=()
+    for i in $(seq 1 "$n"); do
+        (client prove porep --c1 "$S/c1.json" --miner-id $MINER --sector-number $SECTOR \
+            --out "$D/proof-q$i.bin" >"$OUT/prove-q$i.txt" 2>&1 && echo "$(ms)" >"$D/done-q$i") &
+        pids+=($!)
+    done
+    failed=0
+    for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+    done_at=$(for i in $(seq 1 "$n"); do [ -e "$D/done-q$i" ] && cat "$D/done-q$i"; done | sort -n |
+        awk -v t="$t" '{printf "%s%.1f", (NR > 1 ? ", " : ""), ($1 - t) / 1000}')
+    note "queued proofs finished at (s)" "$done_at"
+    steady=$(for i in $(seq 1 "$n"); do [ -e "$D/done-q$i" ] && cat "$D/done-q$i"; done | sort -n |
+        awk 'NR == 1 {a = $1} {b = $1; k = NR} END {if (k > 1) printf "%.1f s", (b - a) / 1000 / (k - 1); else print "-"}')
+    note "queued: steady time per proof" "$steady"
+    stop_daemon
+    ok=0
+    for i in $(seq 1 "$n"); do
+        carry/cuzk verify porep --param-dir "$P" --c1 "$S/c1.json" --proof "$D/proof-q$i.bin" \
+            --miner-id $MINER --sector-number $SECTOR >"$OUT/verify-q$i.txt" 2>&1 && ok=$((ok + 1))
+    done
+    note "queued: verify_seal accepted" "$ok of $n"
+    echo "queued: $n proofs, finished at $done_at s; steady $steady per proof; verify_seal accepted $ok of $n"
+    [ "$failed" = 0 ] && [ "$ok" = "$n" ] || exit 1
+    exit 0
+fi
+
 prove first && prove next
 stop_daemon
 

@@ -183,14 +183,36 @@ pub struct GpuBackend {
     shared: Arc<Shared>,
 }
 
-/// Device memory an MSM over n scalars from a device buffer takes besides its scalars, as an
-/// estimate for the joint aux MSMs' fit check, per scalar: the 0 / 1 / other index lists (8
-/// bytes), the signed digits and their bucket-sorted list (4 bytes each per window, up to 16
-/// windows) and the chunk sums of the bucket phase (two XYZZ points per 128 list entries,
-/// about 40 bytes in G1); and once: the buckets (1.3 GB for G1 at 20-bit windows). Read from
-/// `msm.rs`'s allocations, not measured.
-const AUX_WORK_PER_SCALAR: usize = 8 + 2 * 4 * 16 + 40;
-const AUX_WORK_FIXED: usize = 2 << 30;
+/// Device memory the four aux MSMs take beyond their points, for the joint aux MSMs' fit
+/// check: they run one after another ([`aux_sums`]), so the most any one of them holds at
+/// once, its selected scalars (A and B; the L query's MSM rewrites the assignment in place)
+/// and its working buffers as the planner counts msm.rs's allocations
+/// ([`plan::msm_work_bytes`], every scalar taken as full), with the assignment's copy where it
+/// is not on the device already, and [`AUX_SLACK`]. `n` aux values, `na` A and `nb` B points.
+///
+/// An estimate of 176 bytes per aux value and 2 GiB (the working buffers of every query
+/// counted at once) refused the joint MSMs of a 32 GiB partition on an H100 80GB with the
+/// parameters and shape resident (27.2 GiB asked, 20.4 GiB free): the queries then ran one by
+/// one, and the witness MSMs took 1.1–1.24 s instead of 0.48–0.53 s (docs/gpu-notes.md).
+fn aux_work_bytes(n: usize, na: usize, nb: usize, aux_resident: bool) -> usize {
+    let work = |g2: bool, m: usize| {
+        let curve = if g2 { Curve::G2 } else { Curve::G1 };
+        let bits = msm::window_bits(m, curve);
+        usize::try_from(plan::msm_work_bytes(g2, m as u64, bits)).unwrap_or(usize::MAX)
+    };
+    let each = [
+        work(false, n),
+        na * FR_BYTES + work(false, na),
+        nb * FR_BYTES + work(false, nb),
+        nb * FR_BYTES + work(true, nb),
+    ];
+    let copy = if aux_resident { 0 } else { n * FR_BYTES };
+    copy + each.into_iter().max().unwrap_or(0) + AUX_SLACK
+}
+
+/// Room [`aux_work_bytes`] keeps beyond its count: the compaction's flags and scan, the
+/// allocator's rounding.
+const AUX_SLACK: usize = 512 << 20;
 
 /// The quotient's domain for `n` constraints: the next power of two, at least 2.
 fn domain_size(n: usize) -> usize {
@@ -575,7 +597,7 @@ impl Shared {
     /// copy (an MSM's front end rewrites its scalars in place). For a 32 GiB partition that sends 4.2 GB over PCIe instead of
     /// about 10 GB, and the host makes no copies of the selections. All four point ranges must
     /// be resident at once: where the free memory cannot hold the missing ones and the working
-    /// buffers (estimated, see [`AUX_WORK_PER_SCALAR`]) this returns the out-of-memory error at
+    /// buffers (estimated, see [`aux_work_bytes`]) this returns the out-of-memory error at
     /// once, touching nothing, and the caller runs the queries one by one (which evicts and
     /// uploads per query as needed); an out-of-memory error later on is returned the same way.
     /// The sums over the inputs are not included (`a`, `b_g1`, `b_g2` are over aux only).
@@ -694,8 +716,7 @@ impl State {
             .filter(|p| !self.bases.contains_key(&p.key))
             .map(|p| p.bytes.len())
             .sum();
-        let aux = if aux_resident { 0 } else { n * FR_BYTES };
-        let work = aux + q.a.n * FR_BYTES + n * AUX_WORK_PER_SCALAR + AUX_WORK_FIXED;
+        let work = aux_work_bytes(n, q.a.n, q.b_g1.n, aux_resident);
         let free = self.gpu.available()?;
         if missing + work > free {
             return Err(GpuError::OutOfMemory(format!(
@@ -1670,5 +1691,39 @@ impl PreparedSrs for GpuPrepared {
             Ok(Some(p)) => p.parked_bytes(&self.sizes) + self.sizes.aux * FR_BYTES as u64,
             _ => 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 32 GiB PoRep partition's aux MSMs (ANCHORS.md): aux values, A and B points.
+    const N: usize = 130_169_893;
+    const NA: usize = 129_753_292;
+    const NB: usize = 33_112_281;
+
+    #[test]
+    fn a_32gib_partitions_aux_msms_fit_beside_everything_resident_on_an_h100() {
+        // Free on an H100 80GB (2026-12-06) with the parameters, the shape and the assignment
+        // resident, when the aux MSMs' turn came: 20,868 MiB.
+        let free = 20_868usize << 20;
+        let need = aux_work_bytes(N, NA, NB, true);
+        assert!(need <= free, "{} MiB", need >> 20);
+        // Not below what the A query alone allocates: its selection, digits and their sorted
+        // list (13 windows of 4 bytes each per point at 20-bit windows).
+        assert!(
+            need >= NA * FR_BYTES + 2 * 13 * 4 * NA,
+            "{} MiB",
+            need >> 20
+        );
+    }
+
+    #[test]
+    fn the_assignments_copy_counts_where_it_is_not_resident() {
+        let kept = aux_work_bytes(N, NA, NB, true);
+        assert_eq!(aux_work_bytes(N, NA, NB, false), kept + N * FR_BYTES);
+        // Tiny sets still keep the slack.
+        assert!(aux_work_bytes(4, 2, 1, true) >= AUX_SLACK);
     }
 }
