@@ -217,6 +217,22 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::String(format_size(c.protocol.input_memory)),
     },
     KeyDoc {
+        name: "protocol.input_timeout",
+        kind: "duration",
+        default: "\"60s\"",
+        description: "How long reading a passed input (SubmitFd, ProveFd) may take; also \
+                      given up when the client hangs up. A file whose reads block (a stalled \
+                      network or FUSE mount) is then refused \"invalid input\", and the memory \
+                      read so far and its share of protocol.input_memory are given back at \
+                      once; a reader thread still blocked in the kernel ends when its read \
+                      returns.",
+        apply: |c, v| {
+            c.protocol.input_timeout = nonzero_duration(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(format_duration(c.protocol.input_timeout)),
+    },
+    KeyDoc {
         name: "grpc.enabled",
         kind: "boolean",
         default: "false",
@@ -1103,6 +1119,7 @@ pub(super) fn zero_config() -> Config {
             idle_timeout: None,
             max_input_size: 0,
             input_memory: 0,
+            input_timeout: Duration::ZERO,
         },
         grpc: GrpcConfig {
             enabled: false,
