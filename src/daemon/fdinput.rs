@@ -216,10 +216,10 @@ impl InputMemory {
         }
     }
 
-    /// The permits `len` bytes take (at most the whole budget).
+    /// The permits `len` bytes take (more than the whole budget where they do not fit in
+    /// it: [`Self::try_reserve_units`] refuses those).
     pub fn units(&self, len: u64) -> usize {
-        let units = u32::try_from(len.div_ceil(PERMIT_BYTES)).unwrap_or(u32::MAX);
-        units.min(self.total) as usize
+        usize::try_from(len.div_ceil(PERMIT_BYTES)).unwrap_or(usize::MAX)
     }
 
     /// `units` permits if they are free now, without waiting.

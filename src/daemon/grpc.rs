@@ -3,11 +3,14 @@
 //! A thin shell over the same handler as the postcard socket: each call becomes one of
 //! this protocol's requests (`proto::grpc` maps the messages) and is answered by
 //! `handler::handle` with the peer's access, so the queue, priorities, journal, request ids,
-//! ownership and admin rules are the same. Each connection's peer credentials are read once
-//! (SO_PEERCRED) and checked against the allow lists and the per-uid connection limit as on
-//! the first socket; a refused peer's calls are all answered PERMISSION_DENIED (or
-//! RESOURCE_EXHAUSTED past a limit), since HTTP/2 has no frame to refuse a connection with.
-//! Server reflection is served beside it (`Services`), to the same peers.
+//! ownership and admin rules are the same. Each connection is admitted when it is accepted,
+//! by the front door both sockets share (`admission`: peer credentials, allow lists, one
+//! connection limit), before a byte of it is read; a refused one gets a GOAWAY with the
+//! reason and is closed at once. An admitted connection is closed when it makes no call
+//! within `protocol.hello_timeout`, or none for `protocol.idle_timeout` after its last
+//! (`GrpcConn`); it may have [`MAX_STREAMS`] calls open at once, and its request messages
+//! reach the decoder whole, their bytes bounded as they arrive (`Messages`). Server
+//! reflection is served beside the engine (`Services`), to the same peers.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -311,7 +314,8 @@ pub async fn serve(ctx: Arc<Context>, listener: UnixListener, stop: impl Future<
 /// message of `grpc.max_message_size`) and, past the first [`SMALL_MESSAGE`] bytes, against
 /// `protocol.input_memory`; a message that does not fit ends the call RESOURCE_EXHAUSTED.
 /// A length prefix over `grpc.max_message_size` is handed on at once, for the decoder to
-/// refuse (OUT_OF_RANGE) before anything is reserved.
+/// refuse (OUT_OF_RANGE) before anything is reserved. A request that has not arrived whole
+/// within `protocol.idle_timeout` ends DEADLINE_EXCEEDED.
 struct Messages {
     inner: tonic::body::Body,
     ctx: Arc<Context>,
@@ -325,10 +329,14 @@ struct Messages {
     /// Hand `pending` on as it is (an oversized prefix, or the body ended).
     pass: bool,
     ended: bool,
+    /// When the request must have arrived whole (`protocol.idle_timeout` after its headers,
+    /// as a frame in progress on the first socket); none where that is off.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Messages {
     fn new(inner: tonic::body::Body, ctx: Arc<Context>, calls: Arc<Calls>, max: usize) -> Self {
+        let ctx_idle = ctx.config.protocol.idle_timeout;
         Self {
             inner,
             ctx,
@@ -339,6 +347,7 @@ impl Messages {
             room: None,
             pass: false,
             ended: false,
+            deadline: ctx_idle.map(|t| Box::pin(tokio::time::sleep(t))),
         }
     }
 
@@ -431,6 +440,14 @@ impl http_body::Body for Messages {
             }
             if this.ended {
                 return Poll::Ready(None);
+            }
+            if let Some(deadline) = &mut this.deadline {
+                if deadline.as_mut().poll(cx).is_ready() {
+                    this.deadline = None;
+                    return Poll::Ready(Some(Err(Status::deadline_exceeded(
+                        "the request did not arrive within protocol.idle_timeout",
+                    ))));
+                }
             }
             match std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
                 None => this.ended = true,
