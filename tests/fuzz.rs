@@ -1181,7 +1181,25 @@ fn fuzz_grpc_frames() {
         .set("proving.backend", "\"cpu\"")
         .set("socket.max_connections", "1024")
         .set("socket.max_connections_per_uid", "1024");
-    let mut daemon = daemon_support::Daemon::start_with(env, config);
+    // Under an address-space limit of 8 GiB: a length prefix that reserved what it claims
+    // would abort the daemon.
+    let mut cmd = env.command(&config);
+    // SAFETY: the closure runs in the child between fork and exec and only calls setrlimit,
+    // which is async-signal-safe; it allocates nothing.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let limit = 8u64 << 30;
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_AS, limit, limit)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn cuzkd");
+    let startup = env.wait_notify("READY=1", Duration::from_secs(60), &mut child);
+    let mut daemon = daemon_support::Daemon {
+        env,
+        child,
+        startup,
+    };
     let seeds = grpc_seeds();
     let budget = Budget::new("grpc_frames", 20_000);
     let rt = tokio::runtime::Builder::new_current_thread()
