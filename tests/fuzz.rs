@@ -1234,7 +1234,7 @@ fn fuzz_grpc_frames() {
             panic!("cuzkd exited ({status}); stderr:\n{}", daemon.env.stderr());
         }
         cases.set(cases.get() + 1);
-        if cases.get() % 1000 == 0 {
+        if cases.get().is_multiple_of(1000) {
             assert_eq!(rt.block_on(unary(&grpc, GET_STATUS, Vec::new())), Ok(0));
         }
     });
