@@ -10,6 +10,10 @@
 //! temporary directory), and so does a panic that the library caught and turned into an
 //! error. Where an `Ok` can be re-encoded, the re-encoding must decode to the same value.
 //!
+//! The gRPC endpoint's target (`fuzz_grpc_frames`) runs a real `cuzkd` and sends it HTTP/2
+//! connections made of mutated frames over its Unix socket; the daemon must stay up and keep
+//! answering an honest call.
+//!
 //! `CUZK_FUZZ_SEED=N` replays a run (the seed is printed; by default it is fixed, so that
 //! CI's runs are reproducible, and `CUZK_FUZZ_SEED=clock` draws one from the clock to explore
 //! new inputs); `CUZK_FUZZ_ITERS=N` sets the iterations of
@@ -29,6 +33,9 @@ use bytes::BytesMut;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio_util::codec::Decoder;
+
+mod daemon_support;
+mod grpc_support;
 
 use cuzk::config::{Config, ConfigError};
 use cuzk::proofs::{PoRepRequest, ProofRequest, ProveError};
@@ -1107,4 +1114,140 @@ fn check_loaded(srs: &cuzk::srs::Srs, file: &[u8], vk: Option<&[u8]>) {
     if let Some(vk) = vk {
         assert_eq!(vk, &file[..vk_len], "a mismatching .vk file was accepted");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target: the gRPC endpoint, over its socket.
+
+/// Client streams of HTTP/2 frames (after the preface): calls, a hundred streams, length
+/// prefixes that claim 256 MiB, pings, window updates, resets, header blocks cut in two.
+fn grpc_seeds() -> Vec<Vec<u8>> {
+    use grpc_support::*;
+    let empty = message_prefix(0);
+    let mut seeds = Vec::new();
+    let mut one = frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 100]);
+    one.extend(call(1, GET_STATUS, &empty, true));
+    seeds.push(one);
+    let mut many = Vec::new();
+    for i in 0..100u32 {
+        many.extend(call(2 * i + 1, GET_STATUS, &empty, true));
+    }
+    seeds.push(many);
+    let mut claims = Vec::new();
+    for i in 0..100u32 {
+        claims.extend(call(
+            2 * i + 1,
+            GET_STATUS,
+            &message_prefix(256 << 20),
+            false,
+        ));
+    }
+    seeds.push(claims);
+    let mut control = Vec::new();
+    for i in 0..50u64 {
+        control.extend(frame(PING, 0, 0, &i.to_be_bytes()));
+        control.extend(frame(WINDOW_UPDATE, 0, 0, &1000u32.to_be_bytes()));
+    }
+    control.extend(call(
+        1,
+        "/cuzk.v1.ProvingEngine/AwaitProof",
+        &message_prefix(0),
+        false,
+    ));
+    control.extend(frame(RST_STREAM, 0, 1, &8u32.to_be_bytes()));
+    seeds.push(control);
+    let block = header_block("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo");
+    let (a, b) = block.split_at(block.len() / 2);
+    let mut split = frame(HEADERS, 0, 1, a);
+    split.extend(frame(0x9, END_HEADERS, 1, b));
+    // A ServerReflectionRequest asking list_services (field 7) "".
+    split.extend(frame(DATA, END_STREAM, 1, &[0, 0, 0, 0, 2, 0x3a, 0]));
+    seeds.push(split);
+    let mut body = message_prefix(40);
+    body.extend_from_slice(&[0x0a; 40]);
+    seeds.push(call(1, "/cuzk.v1.ProvingEngine/SubmitProof", &body, true));
+    seeds
+}
+
+#[test]
+fn fuzz_grpc_frames() {
+    use grpc_support::*;
+    let env = daemon_support::Env::new();
+    let grpc = env.dir.path().join("grpc.sock");
+    let config = env
+        .config()
+        .set("grpc.enabled", "true")
+        .set("grpc.path", &format!("{:?}", grpc.display().to_string()))
+        .set("proving.backend", "\"cpu\"")
+        .set("socket.max_connections", "1024")
+        .set("socket.max_connections_per_uid", "1024");
+    // Under an address-space limit of 8 GiB: a length prefix that reserved what it claims
+    // would abort the daemon.
+    let mut cmd = env.command(&config);
+    // SAFETY: the closure runs in the child between fork and exec and only calls setrlimit,
+    // which is async-signal-safe; it allocates nothing.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let limit = 8u64 << 30;
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_AS, limit, limit)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn cuzkd");
+    let startup = env.wait_notify("READY=1", Duration::from_secs(60), &mut child);
+    let mut daemon = daemon_support::Daemon {
+        env,
+        child,
+        startup,
+    };
+    let seeds = grpc_seeds();
+    let budget = Budget::new("grpc_frames", 20_000);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let frames_sent = Cell::new(0u64);
+    let cases = Cell::new(0u64);
+    let gen = |rng: &mut StdRng| {
+        let mut stream = if rng.gen_bool(0.9) {
+            PREFACE.to_vec()
+        } else {
+            Vec::new()
+        };
+        for _ in 0..rng.gen_range(1..=3) {
+            let mut part = seeds[rng.gen_range(0..seeds.len())].clone();
+            if rng.gen_bool(0.8) {
+                mutate(rng, &mut part, &seeds);
+            }
+            stream.extend_from_slice(&part);
+        }
+        stream
+    };
+    budget.run(gen, |stream, _rng| {
+        frames_sent.set(frames_sent.get() + count_frames(stream));
+        let mut s = std::os::unix::net::UnixStream::connect(&grpc).expect("connect");
+        let _ = s.write_all(stream);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let _ = read_until_closed(&mut s, Duration::from_secs(2));
+        drop(s);
+        if let Ok(Some(status)) = daemon.child.try_wait() {
+            panic!("cuzkd exited ({status}); stderr:\n{}", daemon.env.stderr());
+        }
+        cases.set(cases.get() + 1);
+        if cases.get().is_multiple_of(1000) {
+            assert_eq!(rt.block_on(unary(&grpc, GET_STATUS, Vec::new())), Ok(0));
+        }
+    });
+    // Still serving, and nothing panicked.
+    assert_eq!(rt.block_on(unary(&grpc, GET_STATUS, Vec::new())), Ok(0));
+    let stderr = daemon.env.stderr();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    eprintln!(
+        "fuzz grpc_frames: {} fuzzed HTTP/2 frames sent in {} connections",
+        frames_sent.get(),
+        cases.get()
+    );
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status}");
 }

@@ -124,7 +124,9 @@ pub static KEYS: &[KeyDoc] = &[
         name: "socket.max_connections",
         kind: "integer",
         default: "64",
-        description: "Connections served at once; one more is answered \"busy\" and closed.",
+        description: "Connections served at once, the protocol's socket and the gRPC \
+                      endpoint's together; one more is answered \"busy\" (a GOAWAY on the \
+                      gRPC socket) and closed when it is accepted.",
         apply: |c, v| {
             c.socket.max_connections = integer(v, 1, 65_536)?;
             Ok(())
@@ -168,7 +170,8 @@ pub static KEYS: &[KeyDoc] = &[
         name: "protocol.hello_timeout",
         kind: "duration",
         default: "\"10s\"",
-        description: "How long a new connection may take to send Hello before it is closed.",
+        description: "How long a new connection may take to send Hello (on the gRPC \
+                      socket: to make its first call) before it is closed.",
         apply: |c, v| {
             c.protocol.hello_timeout = nonzero_duration(v)?;
             Ok(())
@@ -180,8 +183,9 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "duration",
         default: "\"10m\"",
         description: "How long a connection past Hello may go without sending a request, \
-                      while none is being answered, before it is closed (without a message). \
-                      An Await or Prove waiting for its job is not idle. \"0s\": never.",
+                      while none is being answered, before it is closed (without a message); \
+                      on the gRPC socket, how long after its last call ended. An Await or \
+                      Prove waiting for its job is not idle. \"0s\": never.",
         apply: |c, v| {
             let d = duration(v)?;
             c.protocol.idle_timeout = (!d.is_zero()).then_some(d);
@@ -208,13 +212,31 @@ pub static KEYS: &[KeyDoc] = &[
         default: "\"1GiB\"",
         description: "Bytes of passed inputs (file descriptors) being read at once, all \
                       clients together: a read that does not fit waits until earlier ones \
-                      have been handed to the queue. At least protocol.max_input_size is \
+                      have been handed to the queue. gRPC messages being received count \
+                      here too, past the first 16KiB of each: one that does not fit now is \
+                      refused RESOURCE_EXHAUSTED. At least protocol.max_input_size is \
                       used, so that one input of the largest size always fits.",
         apply: |c, v| {
             c.protocol.input_memory = size(v)?;
             Ok(())
         },
         show: |c| Value::String(format_size(c.protocol.input_memory)),
+    },
+    KeyDoc {
+        name: "protocol.input_timeout",
+        kind: "duration",
+        default: "\"60s\"",
+        description: "How long reading a passed input (SubmitFd, ProveFd) may take; also \
+                      given up when the client hangs up. A file whose reads block (a stalled \
+                      network or FUSE mount) is then refused \"invalid input\", and the memory \
+                      read so far and its share of protocol.input_memory are given back at \
+                      once; a reader thread still blocked in the kernel ends when its read \
+                      returns.",
+        apply: |c, v| {
+            c.protocol.input_timeout = nonzero_duration(v)?;
+            Ok(())
+        },
+        show: |c| Value::String(format_duration(c.protocol.input_timeout)),
     },
     KeyDoc {
         name: "grpc.enabled",
@@ -259,7 +281,8 @@ pub static KEYS: &[KeyDoc] = &[
         kind: "size",
         default: "\"256MiB\"",
         description: "Largest gRPC message accepted or sent (Curio's client allows 256 MiB \
-                      each way). A message is held whole in memory while it is decoded.",
+                      each way). A message is held whole in memory while it is decoded; its bytes \
+                      count as they arrive, never what its length prefix claims.",
         apply: |c, v| {
             let n = size(v)?;
             if !(1024..=1 << 31).contains(&n) {
@@ -686,8 +709,10 @@ pub static KEYS: &[KeyDoc] = &[
                       where every stage of a proof runs (logged at start, shown by cuzk \
                       status): what does not fit is streamed from host memory — the points of \
                       the queries not kept resident, the recorded constraints, the \
-                      quotient's vectors parked two at a time — so a 32 GiB partition proves on \
-                      a 16 GB card. Streaming reads the parameters from their host copy, which \
+                      quotient's vectors parked two at a time. Measured on an H100 80GB \
+                      (2026-12-06): a real 32 GiB PoRep proved with 15 GiB of the card free \
+                      beside another process; smaller caps on an H200 only, not on smaller \
+                      cards (docs/benchmarks.md). Streaming reads the parameters from their host copy, which \
                       is page-locked for it (counted against proving.memory_budget as the \
                       parameters already are; the parked vectors, 8GiB at 32 GiB, are \
                       counted too). A budget too small for a parameter set's smallest form \
@@ -1103,6 +1128,7 @@ pub(super) fn zero_config() -> Config {
             idle_timeout: None,
             max_input_size: 0,
             input_memory: 0,
+            input_timeout: Duration::ZERO,
         },
         grpc: GrpcConfig {
             enabled: false,

@@ -130,6 +130,8 @@ pub struct ProtocolConfig {
     /// Bytes of passed inputs being read at once, all connections together; a read waits
     /// for room.
     pub input_memory: u64,
+    /// How long reading a passed input may take.
+    pub input_timeout: Duration,
 }
 
 /// The gRPC endpoint (`cuzk.v1.ProvingEngine`, Curio's proving client's protocol).

@@ -77,11 +77,15 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
-/// Parses a duration such as `"30s"`, `"5m"`, `"1h"`, `"250ms"`, `"1h30m"` or `"0"`.
+/// Parses a duration such as `"30s"`, `"5m"`, `"1h"`, `"250ms"`, `"1h30m"`, or a bare number
+/// of seconds (`"400"`, `"0"`): the same syntax for every key and command-line flag.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    if t == "0" {
-        return Ok(Duration::ZERO);
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("invalid duration {text:?}: too many seconds"));
     }
     if t.is_empty() {
         return Err("invalid duration \"\": expected e.g. \"30s\", \"5m\", \"1h\"".into());
@@ -167,7 +171,11 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert!(parse_duration("30").is_err());
+        // A bare number is seconds, as in every flag (`cuzk await --timeout 400`).
+        assert_eq!(parse_duration("400"), Ok(Duration::from_secs(400)));
+        assert_eq!(parse_duration(" 30 "), Ok(Duration::from_secs(30)));
+        assert!(parse_duration("99999999999999999999999").is_err());
+        assert!(parse_duration("30x").is_err());
         assert!(parse_duration("5 minutes").is_err());
         assert!(parse_duration("s").is_err());
         for s in ["30s", "5m", "1h", "250ms", "2d", "0s"] {

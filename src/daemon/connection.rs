@@ -1,9 +1,7 @@
 //! One client connection: credentials, framing, and one request at a time.
 
-use std::collections::HashMap;
 use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
@@ -13,7 +11,7 @@ use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tokio_util::codec::Framed;
 
-use super::access::Access;
+use super::admission::Admitted;
 use super::fdinput::{self, FdInputError, FdStream};
 use super::handler::{handle, Session};
 use super::{ratelimit, wire, Context};
@@ -33,93 +31,6 @@ const HANGUP_POLL: Duration = Duration::from_secs(1);
 /// A client connection, framed, its passed descriptors kept (`fdinput`).
 pub(super) type Conn = Framed<FdStream, FrameCodec>;
 
-/// Connections open per peer uid, for `socket.max_connections_per_uid`.
-#[derive(Debug, Default)]
-pub struct UidSlots {
-    open: Mutex<HashMap<u32, usize>>,
-}
-
-/// One of a uid's connection slots; given back when dropped.
-#[derive(Debug)]
-pub struct UidSlot<'a> {
-    slots: &'a UidSlots,
-    uid: u32,
-}
-
-impl UidSlots {
-    /// Takes one of `uid`'s `limit` slots, or `None` when it holds all of them.
-    pub fn take(&self, uid: u32, limit: usize) -> Option<UidSlot<'_>> {
-        // One counter updated per step: usable after a panic elsewhere.
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let held = open.entry(uid).or_insert(0);
-        if *held >= limit {
-            return None;
-        }
-        *held += 1;
-        Some(UidSlot { slots: self, uid })
-    }
-
-    /// Connections `uid` holds now.
-    #[cfg(test)]
-    pub fn held(&self, uid: u32) -> usize {
-        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        open.get(&uid).copied().unwrap_or(0)
-    }
-}
-
-impl UidSlots {
-    fn release(&self, uid: u32) {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(held) = open.get_mut(&uid) {
-            *held = held.saturating_sub(1);
-            // No entry per uid that ever connected: the map stays as small as the open
-            // connections.
-            if *held == 0 {
-                open.remove(&uid);
-            }
-        }
-    }
-}
-
-impl Drop for UidSlot<'_> {
-    fn drop(&mut self) {
-        self.slots.release(self.uid);
-    }
-}
-
-/// One of a uid's slots held by a connection that the context outlives by no borrow (the
-/// gRPC endpoint's, which tonic owns); given back when dropped.
-pub struct SharedUidSlot {
-    ctx: Arc<Context>,
-    uid: u32,
-}
-
-impl SharedUidSlot {
-    /// Takes one of `uid`'s `limit` slots in `ctx`, or `None` when it holds all of them.
-    pub fn take(ctx: &Arc<Context>, uid: u32, limit: usize) -> Option<Self> {
-        let slot = ctx.uid_slots.take(uid, limit)?;
-        std::mem::forget(slot);
-        Some(Self {
-            ctx: ctx.clone(),
-            uid,
-        })
-    }
-}
-
-impl Drop for SharedUidSlot {
-    fn drop(&mut self) {
-        self.ctx.uid_slots.release(self.uid);
-    }
-}
-
-/// Whether the peer may connect under the allow-lists.
-pub(super) fn allowed(ctx: &Context, uid: u32, gid: u32) -> bool {
-    let s = &ctx.config.socket;
-    (s.allowed_uids.is_empty() && s.allowed_gids.is_empty())
-        || s.allowed_uids.contains(&uid)
-        || s.allowed_gids.contains(&gid)
-}
-
 /// Writes one error frame and closes, without waiting on a slow peer for long.
 pub async fn refuse(stream: UnixStream, code: ErrorCode, message: &str, max_frame: u32) {
     let mut framed = Framed::new(stream, FrameCodec::new(max_frame));
@@ -133,65 +44,18 @@ pub async fn refuse(stream: UnixStream, code: ErrorCode, message: &str, max_fram
 
 /// Serves a connection until the peer closes it, a framing error makes it unusable, or the
 /// daemon finishes draining (`closing`).
-pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Receiver<bool>) {
+pub async fn serve(
+    stream: UnixStream,
+    peer: Admitted,
+    ctx: Arc<Context>,
+    mut closing: watch::Receiver<bool>,
+) {
     let max = ctx.config.protocol.max_frame_size;
-    let cred = match stream.peer_cred() {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!("cannot read peer credentials, closing: {e}");
-            return;
-        }
-    };
-    let (uid, gid, pid) = (cred.uid(), cred.gid(), cred.pid());
-    if !allowed(&ctx, uid, gid) {
-        if let Some(suppressed) = ratelimit::REFUSED.allow(Instant::now()) {
-            tracing::warn!(
-                uid,
-                gid,
-                pid,
-                suppressed,
-                "connection refused: peer not in socket.allowed_uids/allowed_gids"
-            );
-        }
-        ctx.connections_refused.fetch_add(1, Ordering::Relaxed);
-        refuse(
-            stream,
-            ErrorCode::PermissionDenied,
-            "peer uid/gid not allowed",
-            max,
-        )
-        .await;
-        return;
-    }
-    // Checked after the allow-lists, so that a peer not allowed hears PermissionDenied;
-    // root is counted like any uid (it is not exempt from the allow-lists either).
-    let limit = ctx.config.socket.per_uid_limit();
-    let Some(_uid_slot) = ctx.uid_slots.take(uid, limit) else {
-        if let Some(suppressed) = ratelimit::REFUSED.allow(Instant::now()) {
-            tracing::warn!(
-                uid,
-                pid,
-                max = limit,
-                suppressed,
-                "connection refused: the uid holds socket.max_connections_per_uid connections"
-            );
-        }
-        ctx.connections_refused.fetch_add(1, Ordering::Relaxed);
-        refuse(
-            stream,
-            ErrorCode::Busy,
-            "too many connections for this uid",
-            max,
-        )
-        .await;
-        return;
-    };
-    let access = Access::of(uid, ctx.own_uid, &ctx.config.socket.admin_uids);
-    tracing::info!(uid, gid, pid, admin = access.admin, "client connected");
+    let (uid, pid) = (peer.uid, peer.pid);
     let mut session = Session {
         hello: false,
         client: String::new(),
-        access,
+        access: peer.access,
     };
     let mut framed = Framed::new(FdStream::new(stream), FrameCodec::new(max));
     // Stream bytes taken by the frames read so far: where the next frame starts.
@@ -339,17 +203,16 @@ async fn passed_input(
         room = ctx.input_memory.reserve(len) => room,
         _ = hung_up(framed.get_ref().get_ref()) => return None,
     };
-    let read = tokio::task::spawn_blocking(move || fdinput::read_input(fd, len)).await;
+    // Given up at protocol.input_timeout, or when the client hangs up: the buffer and the
+    // room go at once (`InputMemory::read`).
+    let timeout = ctx.config.protocol.input_timeout;
+    let read = tokio::select! {
+        read = ctx.input_memory.read(std::fs::File::from(fd), len, timeout) => read,
+        _ = hung_up(framed.get_ref().get_ref()) => return None,
+    };
     match read {
-        Ok(Ok(bytes)) => *payload = bytes,
-        Ok(Err(e)) => return refuse(e),
-        Err(e) => {
-            return Some(wire::error(
-                ErrorCode::Internal,
-                format!("read task failed: {e}"),
-                None,
-            ))
-        }
+        Ok(bytes) => *payload = bytes,
+        Err(e) => return refuse(e),
     }
     let hang_up = hung_up(framed.get_ref().get_ref());
     let accepted = handle(Request::Submit(submit), session, ctx, hang_up).await;
@@ -435,32 +298,5 @@ pub(super) async fn send(framed: &mut Conn, response: &Response) -> Result<(), F
             framed.send(&payload[..]).await
         }
         other => other,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_uid_holds_at_most_its_limit_and_a_closed_connection_gives_its_slot_back() {
-        let slots = UidSlots::default();
-        let a = slots.take(1000, 2).expect("first");
-        let b = slots.take(1000, 2).expect("second");
-        assert!(slots.take(1000, 2).is_none(), "a third over the limit");
-        // Another uid has slots of its own.
-        let other = slots.take(1001, 2).expect("another uid");
-        assert_eq!((slots.held(1000), slots.held(1001)), (2, 1));
-        drop(a);
-        let c = slots.take(1000, 2).expect("a slot freed");
-        drop((b, c, other));
-        assert_eq!((slots.held(1000), slots.held(1001)), (0, 0));
-        assert!(
-            slots.open.lock().unwrap().is_empty(),
-            "no entry left behind"
-        );
-        // Root is counted like any uid.
-        let _root = slots.take(0, 1).expect("root");
-        assert!(slots.take(0, 1).is_none());
     }
 }

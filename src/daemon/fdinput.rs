@@ -14,8 +14,10 @@ use std::io::IoSliceMut;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
 use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
@@ -172,13 +174,21 @@ pub enum FdInputError {
     /// Reading failed (or the file shrank while it was read).
     #[error("reading the passed input: {0}")]
     Read(std::io::Error),
+    /// Reading took longer than `protocol.input_timeout`.
+    #[error("reading the passed input took longer than {0:?} (protocol.input_timeout)")]
+    Timeout(Duration),
+    /// Too many earlier reads are still blocked in the kernel.
+    #[error("{0} reads of passed inputs are blocked; pass the input in the frame instead")]
+    Stalled(usize),
 }
 
-/// `protocol.input_memory`: the bytes of passed inputs being read and checked at once.
+/// `protocol.input_memory`: the bytes of passed inputs being read and checked at once
+/// (and of gRPC messages being received), and the reader threads alive.
 #[derive(Debug)]
 pub struct InputMemory {
     permits: Arc<Semaphore>,
     total: u32,
+    readers: Arc<AtomicUsize>,
 }
 
 impl InputMemory {
@@ -190,6 +200,7 @@ impl InputMemory {
         Self {
             permits: Arc::new(Semaphore::new(total as usize)),
             total,
+            readers: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -203,6 +214,18 @@ impl InputMemory {
             // The semaphore is never closed.
             Err(_) => unreachable!("the input memory semaphore was closed"),
         }
+    }
+
+    /// The permits `len` bytes take (more than the whole budget where they do not fit in
+    /// it: [`Self::try_reserve_units`] refuses those).
+    pub fn units(&self, len: u64) -> usize {
+        usize::try_from(len.div_ceil(PERMIT_BYTES)).unwrap_or(usize::MAX)
+    }
+
+    /// `units` permits if they are free now, without waiting.
+    pub fn try_reserve_units(&self, units: usize) -> Option<OwnedSemaphorePermit> {
+        let units = u32::try_from(units).ok()?;
+        self.permits.clone().try_acquire_many_owned(units).ok()
     }
 
     /// Bytes free now (for tests and the metrics).
@@ -228,19 +251,117 @@ pub fn input_size(fd: &OwnedFd, max: u64) -> Result<u64, FdInputError> {
     }
 }
 
-/// The first `len` bytes of the file, read at offsets (the descriptor's own offset, a
-/// memfd's end after its writer wrote it, is neither used nor moved) into one buffer of
-/// exactly that size. Blocking.
-pub fn read_input(fd: OwnedFd, len: u64) -> Result<Vec<u8>, FdInputError> {
-    let file = std::fs::File::from(fd);
-    let size = usize::try_from(len).map_err(|_| FdInputError::TooLarge { len, max: 0 })?;
-    let mut buf = Vec::new();
-    buf.try_reserve_exact(size)
-        .map_err(|e| FdInputError::Read(std::io::Error::other(e.to_string())))?;
-    buf.resize(size, 0);
-    file.read_exact_at(&mut buf, 0)
-        .map_err(FdInputError::Read)?;
-    Ok(buf)
+/// How much of a passed input one read takes: all a reader thread still blocked in the
+/// kernel after its deadline holds.
+const CHUNK: usize = 256 << 10;
+
+/// Reader threads that may be alive at once (those blocked in the kernel past their
+/// deadline included); a read beyond is refused ([`FdInputError::Stalled`]).
+pub const MAX_READERS: usize = 64;
+
+/// A reader thread's stack: it only reads into a heap chunk.
+const READER_STACK: usize = 128 << 10;
+
+/// A file read at offsets (a passed descriptor's `File`; a test's file whose reads block).
+pub trait ReadAt: Send + 'static {
+    /// Reads into `buf` from `offset`, as pread(2).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize>;
+}
+
+impl ReadAt for std::fs::File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        FileExt::read_at(self, buf, offset)
+    }
+}
+
+/// Counts a reader thread while it lives.
+struct Reader(Arc<AtomicUsize>);
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl InputMemory {
+    /// Reader threads alive now.
+    pub fn readers(&self) -> usize {
+        self.readers.load(Ordering::Acquire)
+    }
+
+    /// The first `len` bytes of `file` (the descriptor's own offset is neither used nor
+    /// moved), into one buffer of exactly that size, read within `timeout`.
+    ///
+    /// The reads run on a thread of their own, a [`CHUNK`] at a time, and the chunks are
+    /// copied into the buffer here: at the deadline, or when this future is dropped (the
+    /// client hung up), the buffer is freed at once. A thread still blocked in a read then
+    /// holds one chunk until the read returns, and ends there.
+    pub async fn read<R: ReadAt>(
+        &self,
+        file: R,
+        len: u64,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, FdInputError> {
+        let size = usize::try_from(len).map_err(|_| FdInputError::TooLarge { len, max: 0 })?;
+        let alive = self.readers.fetch_add(1, Ordering::AcqRel);
+        let reader = Reader(self.readers.clone());
+        if alive >= MAX_READERS {
+            return Err(FdInputError::Stalled(alive));
+        }
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(size)
+            .map_err(|e| FdInputError::Read(std::io::Error::other(e.to_string())))?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(1);
+        std::thread::Builder::new()
+            .name("cuzk-fdread".into())
+            .stack_size(READER_STACK)
+            .spawn(move || {
+                let _reader = reader;
+                let mut offset = 0u64;
+                while offset < len {
+                    let want = (len - offset).min(CHUNK as u64) as usize;
+                    let mut chunk = vec![0u8; want];
+                    let read = match file.read_at(&mut chunk, offset) {
+                        Ok(0) => Err(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the file is shorter than when it was passed",
+                        )),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        other => other,
+                    };
+                    let failed = read.is_err();
+                    let sent = read.map(|n| {
+                        chunk.truncate(n);
+                        offset += n as u64;
+                        chunk
+                    });
+                    // The reading side gone (deadline, hang-up): nothing more to read for.
+                    if tx.blocking_send(sent).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .map_err(FdInputError::Read)?;
+        let fill = async {
+            while buf.len() < size {
+                match rx.recv().await {
+                    Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                    Some(Err(e)) => return Err(FdInputError::Read(e)),
+                    None => {
+                        return Err(FdInputError::Read(std::io::Error::other(
+                            "the reader thread ended early",
+                        )))
+                    }
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(timeout, fill).await {
+            Ok(Ok(())) => Ok(buf),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(FdInputError::Timeout(timeout)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -290,7 +411,15 @@ mod tests {
             input_size(&fd, 10),
             Err(FdInputError::TooLarge { len: 11, max: 10 })
         ));
-        assert_eq!(read_input(fd, 11).unwrap(), b"hello world");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let memory = InputMemory::new(1 << 20, 1 << 20);
+        let read = |fd: OwnedFd, len| {
+            rt.block_on(memory.read(std::fs::File::from(fd), len, Duration::from_secs(10)))
+        };
+        assert_eq!(read(fd, 11).unwrap(), b"hello world");
         let empty = OwnedFd::from(tempfile::tempfile().unwrap());
         assert!(matches!(input_size(&empty, 10), Err(FdInputError::Empty)));
         let (sock, _other) = std::os::unix::net::UnixStream::pair().unwrap();
@@ -301,9 +430,103 @@ mod tests {
         let short = tempfile::tempfile().unwrap();
         short.set_len(4).unwrap();
         assert!(matches!(
-            read_input(OwnedFd::from(short), 8),
+            read(OwnedFd::from(short), 8),
             Err(FdInputError::Read(_))
         ));
+        // Several chunks.
+        let mut big = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..(3 * CHUNK + 5)).map(|i| (i % 251) as u8).collect();
+        big.write_all(&data).unwrap();
+        assert_eq!(read(OwnedFd::from(big), data.len() as u64).unwrap(), data);
+    }
+
+    /// A file whose reads block until it is let go (as on a stalled NFS or FUSE mount).
+    struct Blocking {
+        release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl ReadAt for Blocking {
+        fn read_at(&self, buf: &mut [u8], _offset: u64) -> std::io::Result<usize> {
+            let _ = self.release.lock().unwrap().recv();
+            buf.fill(7);
+            Ok(buf.len())
+        }
+    }
+
+    fn blocking() -> (Blocking, std::sync::mpsc::Sender<()>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let file = Blocking {
+            release: std::sync::Mutex::new(rx),
+        };
+        (file, tx)
+    }
+
+    #[test]
+    fn a_read_that_blocks_is_given_up_at_its_deadline_or_hang_up_and_others_are_served() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let memory = InputMemory::new(1 << 30, 1 << 30);
+        rt.block_on(async {
+            let timeout = Duration::from_millis(300);
+            // Four stalled reads of 64 MiB each: each given up at its deadline.
+            let mut releases = Vec::new();
+            let start = std::time::Instant::now();
+            let stalled = (0..4).map(|_| {
+                let (file, release) = blocking();
+                releases.push(release);
+                memory.read(file, 64 << 20, timeout)
+            });
+            for result in futures::future::join_all(stalled).await {
+                assert!(
+                    matches!(result, Err(FdInputError::Timeout(_))),
+                    "{result:?}"
+                );
+            }
+            let took = start.elapsed();
+            assert!(
+                took < timeout * 3,
+                "given up at the deadline, took {took:?}"
+            );
+            assert_eq!(memory.readers(), 4, "their threads still blocked in a read");
+            // Meanwhile an ordinary file is read.
+            let mut f = tempfile::tempfile().unwrap();
+            f.write_all(b"served").unwrap();
+            assert_eq!(memory.read(f, 6, timeout).await.unwrap(), b"served");
+            // A hang-up: the read's future dropped.
+            let (file, release) = blocking();
+            releases.push(release);
+            let dropped = tokio::time::timeout(
+                Duration::from_millis(50),
+                memory.read(file, 1 << 20, timeout),
+            )
+            .await;
+            assert!(dropped.is_err(), "still blocked when dropped");
+            // Let the reads return: each thread finds no one waiting and ends.
+            drop(releases);
+            for _ in 0..200 {
+                if memory.readers() == 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(memory.readers(), 0, "the reader threads ended");
+            // At most MAX_READERS at once: the next is refused, not queued behind them.
+            let mut held = Vec::new();
+            let mut waits = Vec::new();
+            for _ in 0..MAX_READERS {
+                let (file, release) = blocking();
+                held.push(release);
+                waits.push(memory.read(file, 1, Duration::from_millis(20)));
+            }
+            futures::future::join_all(waits).await;
+            let (file, _release) = blocking();
+            assert!(matches!(
+                memory.read(file, 1, timeout).await,
+                Err(FdInputError::Stalled(MAX_READERS))
+            ));
+        });
     }
 
     #[test]

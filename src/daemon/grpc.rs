@@ -3,26 +3,31 @@
 //! A thin shell over the same handler as the postcard socket: each call becomes one of
 //! this protocol's requests (`proto::grpc` maps the messages) and is answered by
 //! `handler::handle` with the peer's access, so the queue, priorities, journal, request ids,
-//! ownership and admin rules are the same. Each connection's peer credentials are read once
-//! (SO_PEERCRED) and checked against the allow lists and the per-uid connection limit as on
-//! the first socket; a refused peer's calls are all answered PERMISSION_DENIED (or
-//! RESOURCE_EXHAUSTED past a limit), since HTTP/2 has no frame to refuse a connection with.
-//! Server reflection is served beside it (`Services`), to the same peers.
+//! ownership and admin rules are the same. Each connection is admitted when it is accepted,
+//! by the front door both sockets share (`admission`: peer credentials, allow lists, one
+//! connection limit), before a byte of it is read; a refused one gets a GOAWAY with the
+//! reason and is closed at once. An admitted connection is closed when it makes no call
+//! within `protocol.hello_timeout`, or none for `protocol.idle_timeout` after its last
+//! (`GrpcConn`); it may have [`MAX_STREAMS`] calls open at once, and its request messages
+//! reach the decoder whole, their bytes bounded as they arrive (`Messages`). Server
+//! reflection is served beside the engine (`Services`), to the same peers.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context as TaskContext, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use bytes::{Buf, Bytes, BytesMut};
+use http_body::Frame;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::sync::OwnedSemaphorePermit;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
 use super::access::Access;
-use super::connection::SharedUidSlot;
+use super::admission::{self, AcceptBackoff, Admitted, Refusal, Socket};
 use super::handler::{handle, Session};
 use super::{ratelimit, Context};
 use crate::engine::{JobState, Priority};
@@ -30,44 +35,131 @@ use crate::proto::grpc::pb::proving_engine_server::{ProvingEngine, ProvingEngine
 use crate::proto::grpc::{self, pb};
 use crate::proto::{AwaitJob, JobRef, ParamSpec, Request, Response};
 
-/// Why a connection's calls are refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Refusal {
-    /// Not in `socket.allowed_uids`/`allowed_gids`.
-    NotAllowed,
-    /// Past `socket.max_connections` or the uid's share of it.
-    TooMany,
-}
+/// Calls (HTTP/2 streams) one connection may have open at once, advertised in the server's
+/// SETTINGS (SETTINGS_MAX_CONCURRENT_STREAMS); a client opening more has them refused
+/// (REFUSED_STREAM), which gRPC clients retry.
+pub const MAX_STREAMS: u32 = 128;
 
-/// Who is at the other end of a connection (tonic hands it to every call).
-#[derive(Clone, Copy, Debug)]
+/// The largest header block a call may send (SETTINGS_MAX_HEADER_LIST_SIZE).
+const MAX_HEADER_LIST: u32 = 16 << 10;
+
+/// The bytes of a call's message it may have buffered before they count against
+/// `protocol.input_memory` (only against the connection's own bound): the small calls
+/// (GetStatus, AwaitProof, ...) are served whatever large ones hold.
+const SMALL_MESSAGE: usize = 16 << 10;
+
+/// The length prefix of a gRPC message: a compression flag and a big-endian u32 length.
+const MESSAGE_HEADER: usize = 5;
+
+/// Who is at the other end of a connection (tonic hands it to every call), and the state of
+/// its calls.
+#[derive(Clone, Debug)]
 struct Peer {
     uid: u32,
-    refusal: Option<Refusal>,
     admin: bool,
+    calls: Arc<Calls>,
 }
 
-/// An accepted connection, with what its peer may do and the slots it holds.
+/// A connection's calls, for its hello and idle deadlines and its memory bound.
+#[derive(Debug)]
+struct Calls {
+    /// Calls in progress.
+    active: AtomicUsize,
+    /// Whether a call was ever made (the gRPC counterpart of Hello).
+    started: AtomicBool,
+    /// When the last call ended (or the connection was accepted).
+    last_end: Mutex<tokio::time::Instant>,
+    /// Message bytes buffered by the connection's calls, not yet handed to the decoder.
+    buffered: AtomicUsize,
+    /// The bound on `buffered`: one message of the largest size.
+    max_buffered: usize,
+}
+
+impl Calls {
+    fn new(max_buffered: usize) -> Self {
+        Self {
+            active: AtomicUsize::new(0),
+            started: AtomicBool::new(false),
+            last_end: Mutex::new(tokio::time::Instant::now()),
+            buffered: AtomicUsize::new(0),
+            max_buffered,
+        }
+    }
+
+    /// What the connection's deadline says at `now`: close it (and why), or look again at
+    /// the instant returned.
+    fn expired(
+        &self,
+        now: tokio::time::Instant,
+        accepted: tokio::time::Instant,
+        hello: Duration,
+        idle: Option<Duration>,
+    ) -> Result<tokio::time::Instant, &'static str> {
+        // A call in progress is never idle; looked at again a hello timeout later.
+        if self.active.load(Ordering::Acquire) > 0 {
+            return Ok(now + hello);
+        }
+        if !self.started.load(Ordering::Acquire) {
+            let deadline = accepted + hello;
+            return if now >= deadline {
+                Err("no call within protocol.hello_timeout")
+            } else {
+                Ok(deadline)
+            };
+        }
+        let Some(idle) = idle else {
+            return Ok(now + hello);
+        };
+        let last = *self.last_end.lock().unwrap_or_else(PoisonError::into_inner);
+        let deadline = last + idle;
+        if now >= deadline {
+            Err("idle past protocol.idle_timeout")
+        } else {
+            Ok(deadline)
+        }
+    }
+}
+
+/// Counts a call among its connection's active ones while it lives.
+struct ActiveCall(Arc<Calls>);
+
+impl ActiveCall {
+    fn start(calls: Arc<Calls>) -> Self {
+        calls.started.store(true, Ordering::Release);
+        calls.active.fetch_add(1, Ordering::AcqRel);
+        Self(calls)
+    }
+}
+
+impl Drop for ActiveCall {
+    fn drop(&mut self) {
+        *self
+            .0
+            .last_end
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = tokio::time::Instant::now();
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An admitted connection: its peer, the slots it holds, and its hello/idle deadline. When
+/// the deadline passes with no call in progress, reads end (end of stream) and the HTTP/2
+/// connection closes, giving its slots back.
 struct GrpcConn {
     stream: UnixStream,
     peer: Peer,
-    _slots: Option<(SharedUidSlot, tokio::sync::OwnedSemaphorePermit)>,
-    _open: OpenConnection,
-}
-
-/// Counts the connection among the daemon's open ones (the metrics) while it lives.
-struct OpenConnection(Arc<Context>);
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::Relaxed);
-    }
+    _admitted: Admitted,
+    accepted: tokio::time::Instant,
+    hello: Duration,
+    idle: Option<Duration>,
+    timer: Pin<Box<tokio::time::Sleep>>,
+    closed: bool,
 }
 
 impl tonic::transport::server::Connected for GrpcConn {
     type ConnectInfo = Peer;
     fn connect_info(&self) -> Peer {
-        self.peer
+        self.peer.clone()
     }
 }
 
@@ -77,7 +169,28 @@ impl AsyncRead for GrpcConn {
         cx: &mut TaskContext<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let this = &mut *self;
+        while !this.closed && this.timer.as_mut().poll(cx).is_ready() {
+            let now = tokio::time::Instant::now();
+            match this
+                .peer
+                .calls
+                .expired(now, this.accepted, this.hello, this.idle)
+            {
+                Ok(next) => this.timer.as_mut().reset(next),
+                Err(why) => {
+                    if let Some(suppressed) = ratelimit::MISBEHAVED.allow(Instant::now()) {
+                        tracing::info!(uid = this.peer.uid, suppressed, "grpc: closing: {why}");
+                    }
+                    this.closed = true;
+                }
+            }
+        }
+        if this.closed {
+            // End of stream: hyper closes the connection.
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.stream).poll_read(cx, buf)
     }
 }
 
@@ -100,66 +213,59 @@ impl AsyncWrite for GrpcConn {
     }
 }
 
-/// The peer of a new connection and the slots it takes (none when refused).
-fn admit(ctx: &Arc<Context>, stream: UnixStream, slots: &Arc<Semaphore>) -> Option<GrpcConn> {
-    let cred = match stream.peer_cred() {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!("grpc: cannot read peer credentials, closing: {e}");
-            return None;
+/// The HTTP/2 bytes that refuse a connection: the server's preface (an empty SETTINGS
+/// frame) and a GOAWAY that lets no stream through (last stream 0, REFUSED_STREAM) with the
+/// reason as its debug data.
+pub fn goaway(reason: &str) -> Vec<u8> {
+    let debug = &reason.as_bytes()[..reason.len().min(256)];
+    let mut out = vec![0, 0, 0, 0x4, 0, 0, 0, 0, 0];
+    let len = (8 + debug.len()) as u32;
+    out.extend_from_slice(&len.to_be_bytes()[1..]);
+    out.extend_from_slice(&[0x7, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&0u32.to_be_bytes());
+    out.extend_from_slice(&0x7u32.to_be_bytes());
+    out.extend_from_slice(debug);
+    out
+}
+
+/// A new connection admitted, or refused and closed at once: a GOAWAY written if the
+/// socket takes it without waiting (an accepted socket's buffer is empty), then closed,
+/// before a byte from the peer is read.
+fn admit(ctx: &Arc<Context>, stream: UnixStream) -> Option<GrpcConn> {
+    match admission::admit(ctx, &stream, Socket::Grpc) {
+        Ok(admitted) => {
+            let protocol = &ctx.config.protocol;
+            let max_buffered = usize::try_from(ctx.config.grpc.max_message_size)
+                .unwrap_or(usize::MAX)
+                .saturating_add(MESSAGE_HEADER);
+            let accepted = tokio::time::Instant::now();
+            Some(GrpcConn {
+                peer: Peer {
+                    uid: admitted.uid,
+                    admin: admitted.access.admin,
+                    calls: Arc::new(Calls::new(max_buffered)),
+                },
+                stream,
+                _admitted: admitted,
+                accepted,
+                hello: protocol.hello_timeout,
+                idle: protocol.idle_timeout,
+                timer: Box::pin(tokio::time::sleep_until(accepted + protocol.hello_timeout)),
+                closed: false,
+            })
         }
-    };
-    let (uid, gid) = (cred.uid(), cred.gid());
-    ctx.connections.fetch_add(1, Ordering::Relaxed);
-    ctx.connections_total.fetch_add(1, Ordering::Relaxed);
-    let open = OpenConnection(ctx.clone());
-    let access = Access::of(uid, ctx.own_uid, &ctx.config.socket.admin_uids);
-    let mut peer = Peer {
-        uid,
-        refusal: None,
-        admin: access.admin,
-    };
-    let taken = if !super::connection::allowed(ctx, uid, gid) {
-        peer.refusal = Some(Refusal::NotAllowed);
-        None
-    } else {
-        let limit = ctx.config.socket.per_uid_limit();
-        let slot = SharedUidSlot::take(ctx, uid, limit);
-        let permit = slots.clone().try_acquire_owned().ok();
-        match slot.zip(permit) {
-            Some(both) => Some(both),
-            None => {
-                peer.refusal = Some(Refusal::TooMany);
-                None
+        Err(refusal) => {
+            if refusal != Refusal::NoCredentials {
+                let _ = stream.try_write(&goaway(&refusal.to_string()));
             }
+            None
         }
-    };
-    if let Some(refusal) = peer.refusal {
-        ctx.connections_refused.fetch_add(1, Ordering::Relaxed);
-        if let Some(suppressed) = ratelimit::REFUSED.allow(Instant::now()) {
-            tracing::warn!(uid, gid, ?refusal, suppressed, "grpc connection refused");
-        }
-    } else {
-        tracing::info!(
-            uid,
-            gid,
-            pid = cred.pid(),
-            admin = access.admin,
-            "grpc client connected"
-        );
     }
-    Some(GrpcConn {
-        stream,
-        peer,
-        _slots: taken,
-        _open: open,
-    })
 }
 
 /// Serves `listener` until `stop` resolves, then lets the calls in progress finish.
 pub async fn serve(ctx: Arc<Context>, listener: UnixListener, stop: impl Future<Output = ()>) {
     let max = usize::try_from(ctx.config.grpc.max_message_size).unwrap_or(usize::MAX);
-    let slots = Arc::new(Semaphore::new(ctx.config.socket.max_connections));
     let engine = ProvingEngineServer::new(Endpoint { ctx: ctx.clone() })
         .max_decoding_message_size(max)
         .max_encoding_message_size(max);
@@ -168,32 +274,209 @@ pub async fn serve(ctx: Arc<Context>, listener: UnixListener, stop: impl Future<
         engine,
         v1,
         v1alpha,
+        ctx: ctx.clone(),
+        max_message: max,
     };
     let accept_ctx = ctx.clone();
-    let incoming = futures::stream::unfold(listener, move |listener| {
-        let (ctx, slots) = (accept_ctx.clone(), slots.clone());
-        async move {
-            loop {
-                match listener.accept().await {
-                    Ok((stream, _)) => {
-                        if let Some(conn) = admit(&ctx, stream, &slots) {
-                            return Some((Ok::<_, std::io::Error>(conn), listener));
+    let incoming = futures::stream::unfold(
+        (listener, AcceptBackoff::default()),
+        move |(listener, mut backoff)| {
+            let ctx = accept_ctx.clone();
+            async move {
+                loop {
+                    match listener.accept().await {
+                        Ok((stream, _)) => {
+                            backoff.reset();
+                            if let Some(conn) = admit(&ctx, stream) {
+                                return Some((Ok::<_, std::io::Error>(conn), (listener, backoff)));
+                            }
                         }
-                    }
-                    Err(e) => {
-                        // EMFILE and friends: back off instead of spinning.
-                        tracing::error!("grpc accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        Err(e) => tokio::time::sleep(backoff.failed(Socket::Grpc, &e)).await,
                     }
                 }
             }
-        }
-    });
+        },
+    );
     let served = tonic::transport::Server::builder()
+        .max_concurrent_streams(MAX_STREAMS)
+        .http2_max_header_list_size(MAX_HEADER_LIST)
         .serve_with_incoming_shutdown(service, incoming, stop)
         .await;
     if let Err(e) = served {
         tracing::error!("grpc endpoint stopped: {e}");
+    }
+}
+
+/// A call's request body as the decoder sees it: whole messages only. The bytes of a
+/// message are gathered here as they arrive and handed on once all of it is in, so that the
+/// decoder, which reserves a message's claimed length when it reads its length prefix, only
+/// reserves what has arrived. Each byte gathered counts against the connection's bound (one
+/// message of `grpc.max_message_size`) and, past the first [`SMALL_MESSAGE`] bytes, against
+/// `protocol.input_memory`; a message that does not fit ends the call RESOURCE_EXHAUSTED.
+/// A length prefix over `grpc.max_message_size` is handed on at once, for the decoder to
+/// refuse (OUT_OF_RANGE) before anything is reserved. A request that has not arrived whole
+/// within `protocol.idle_timeout` ends DEADLINE_EXCEEDED.
+struct Messages {
+    inner: tonic::body::Body,
+    ctx: Arc<Context>,
+    calls: Arc<Calls>,
+    max_message: usize,
+    pending: BytesMut,
+    /// Bytes of `pending` counted against the connection.
+    charged: usize,
+    /// Their room in `protocol.input_memory`.
+    room: Option<OwnedSemaphorePermit>,
+    /// Hand `pending` on as it is (an oversized prefix, or the body ended).
+    pass: bool,
+    ended: bool,
+    /// When the request must have arrived whole (`protocol.idle_timeout` after its headers,
+    /// as a frame in progress on the first socket); none where that is off.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Messages {
+    fn new(inner: tonic::body::Body, ctx: Arc<Context>, calls: Arc<Calls>, max: usize) -> Self {
+        let ctx_idle = ctx.config.protocol.idle_timeout;
+        Self {
+            inner,
+            ctx,
+            calls,
+            max_message: max,
+            pending: BytesMut::new(),
+            charged: 0,
+            room: None,
+            pass: false,
+            ended: false,
+            deadline: ctx_idle.map(|t| Box::pin(tokio::time::sleep(t))),
+        }
+    }
+
+    /// The length of the message at the head of `pending`, prefix included, once known.
+    fn head_len(&self) -> Option<usize> {
+        let header = self.pending.get(..MESSAGE_HEADER)?;
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        Some(len.saturating_add(MESSAGE_HEADER))
+    }
+
+    /// Counts `n` more bytes against the bounds.
+    fn charge(&mut self, n: usize) -> Result<(), Status> {
+        let calls = &self.calls;
+        let before = calls.buffered.fetch_add(n, Ordering::AcqRel);
+        self.charged += n;
+        if before.saturating_add(n) > calls.max_buffered {
+            return Err(Status::resource_exhausted(
+                "the connection's calls hold more message bytes than grpc.max_message_size",
+            ));
+        }
+        let over = self.pending.len().saturating_sub(SMALL_MESSAGE);
+        let held = self.room.as_ref().map_or(0, |r| r.num_permits());
+        let want = self.ctx.input_memory.units(over as u64);
+        if want > held {
+            let more = self
+                .ctx
+                .input_memory
+                .try_reserve_units(want - held)
+                .ok_or_else(|| {
+                    Status::resource_exhausted(
+                        "no room for the message in protocol.input_memory now; try again",
+                    )
+                })?;
+            match &mut self.room {
+                Some(room) => room.merge(more),
+                None => self.room = Some(more),
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives back what `pending`'s handed-on bytes held.
+    fn release(&mut self) {
+        if self.pending.is_empty() {
+            self.calls
+                .buffered
+                .fetch_sub(std::mem::take(&mut self.charged), Ordering::AcqRel);
+            self.room = None;
+        }
+    }
+
+    fn hand_on(&mut self, n: usize) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let data = self.pending.split_to(n).freeze();
+        self.release();
+        Poll::Ready(Some(Ok(Frame::data(data))))
+    }
+}
+
+impl Drop for Messages {
+    fn drop(&mut self) {
+        self.calls
+            .buffered
+            .fetch_sub(self.charged, Ordering::AcqRel);
+    }
+}
+
+impl http_body::Body for Messages {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        loop {
+            if !this.pending.is_empty() {
+                if this.pass || this.ended {
+                    let n = this.pending.len();
+                    return this.hand_on(n);
+                }
+                match this.head_len() {
+                    Some(n) if n - MESSAGE_HEADER > this.max_message => {
+                        this.pass = true;
+                        continue;
+                    }
+                    Some(n) if this.pending.len() >= n => return this.hand_on(n),
+                    _ => {}
+                }
+            }
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            if let Some(deadline) = &mut this.deadline {
+                if deadline.as_mut().poll(cx).is_ready() {
+                    this.deadline = None;
+                    return Poll::Ready(Some(Err(Status::deadline_exceeded(
+                        "the request did not arrive within protocol.idle_timeout",
+                    ))));
+                }
+            }
+            match std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                None => this.ended = true,
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(mut data) => {
+                        if this.pass {
+                            return Poll::Ready(Some(Ok(Frame::data(data))));
+                        }
+                        let n = data.remaining();
+                        this.pending.extend_from_slice(&data.copy_to_bytes(n));
+                        if let Err(status) = this.charge(n) {
+                            return Poll::Ready(Some(Err(status)));
+                        }
+                    }
+                    // Trailers: after the messages.
+                    Err(frame) => {
+                        if this.pending.is_empty() {
+                            return Poll::Ready(Some(Ok(frame)));
+                        }
+                        this.ended = true;
+                    }
+                },
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended && self.pending.is_empty()
     }
 }
 
@@ -238,6 +521,9 @@ struct Services<E, V1, V1a> {
     /// Reflection's versions, where they could be built.
     v1: Option<V1>,
     v1alpha: Option<V1a>,
+    ctx: Arc<Context>,
+    /// `grpc.max_message_size`.
+    max_message: usize,
 }
 
 /// What every generated tonic server's `call` returns.
@@ -292,36 +578,35 @@ where
     }
 
     fn call(&mut self, request: tonic::codegen::http::Request<tonic::body::Body>) -> CallFuture {
+        // Every connection was admitted at accept (`admit`): a refused peer has none.
+        let Some(peer) = request.extensions().get::<Peer>().cloned() else {
+            let status = Status::internal("no peer credentials for this call");
+            return Box::pin(std::future::ready(Ok(status.into_http())));
+        };
+        let active = ActiveCall::start(peer.calls.clone());
+        let (ctx, max) = (self.ctx.clone(), self.max_message);
+        let request =
+            request.map(|body| tonic::body::Body::new(Messages::new(body, ctx, peer.calls, max)));
         let path = request.uri().path();
         let reflection_v1 = path.starts_with("/grpc.reflection.v1.ServerReflection/");
         let reflection_v1alpha = path.starts_with("/grpc.reflection.v1alpha.ServerReflection/");
-        if reflection_v1 || reflection_v1alpha {
-            // A peer the allow lists refuse learns nothing, as from the engine's calls.
-            if let Err(refused) = admitted(request.extensions().get::<Peer>().copied()) {
-                return Box::pin(std::future::ready(Ok(refused.into_http())));
-            }
-        }
         // A version that could not be built: the engine answers UNIMPLEMENTED.
-        match (&mut self.v1, &mut self.v1alpha) {
+        let call = match (&mut self.v1, &mut self.v1alpha) {
             (Some(v1), _) if reflection_v1 => v1.call(request),
             (_, Some(v1alpha)) if reflection_v1alpha => v1alpha.call(request),
             _ => self.engine.call(request),
-        }
+        };
+        Box::pin(async move {
+            let response = call.await;
+            drop(active);
+            response
+        })
     }
 }
 
-/// The call's peer where it may call, else the status its calls are refused with.
+/// The call's peer (every connection was admitted at accept).
 fn admitted(peer: Option<Peer>) -> Result<Peer, Status> {
-    let peer = peer.ok_or_else(|| Status::internal("no peer credentials for this call"))?;
-    match peer.refusal {
-        Some(Refusal::NotAllowed) => Err(Status::permission_denied(
-            "peer uid/gid not allowed (socket.allowed_uids, socket.allowed_gids)",
-        )),
-        Some(Refusal::TooMany) => Err(Status::resource_exhausted(
-            "too many connections (socket.max_connections, max_connections_per_uid)",
-        )),
-        None => Ok(peer),
-    }
+    peer.ok_or_else(|| Status::internal("no peer credentials for this call"))
 }
 
 /// The service: every call through `handler::handle`.
@@ -332,7 +617,7 @@ struct Endpoint {
 impl Endpoint {
     /// The caller's session, or the status its connection's calls are refused with.
     fn session<T>(&self, request: &GrpcRequest<T>) -> Result<Session, Status> {
-        let peer = admitted(request.extensions().get::<Peer>().copied())?;
+        let peer = admitted(request.extensions().get::<Peer>().cloned())?;
         Ok(Session {
             hello: true,
             client: "grpc".into(),
@@ -593,22 +878,41 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_or_unknown_peer_gets_a_status_and_an_allowed_one_none() {
-        let peer = |refusal| Peer {
-            uid: 1000,
-            refusal,
-            admin: false,
-        };
-        let code = |p| admitted(p).err().map(|s: Status| s.code());
-        assert_eq!(code(None), Some(tonic::Code::Internal));
+    fn a_connection_closes_past_its_hello_or_idle_deadline_and_never_during_a_call() {
+        let calls = Arc::new(Calls::new(1 << 20));
+        let t0 = tokio::time::Instant::now();
+        let (hello, idle) = (Duration::from_secs(10), Some(Duration::from_secs(60)));
+        let s = Duration::from_secs;
+        // No call yet: the hello deadline.
+        assert_eq!(calls.expired(t0 + s(3), t0, hello, idle), Ok(t0 + s(10)));
+        assert!(calls.expired(t0 + s(10), t0, hello, idle).is_err());
+        // A call in progress: never, however long.
+        let call = ActiveCall::start(calls.clone());
+        let later = t0 + s(1000);
+        assert_eq!(calls.expired(later, t0, hello, idle), Ok(later + hello));
+        drop(call);
+        // Idle from the end of the last call.
+        let ended = *calls.last_end.lock().unwrap();
         assert_eq!(
-            code(Some(peer(Some(Refusal::NotAllowed)))),
-            Some(tonic::Code::PermissionDenied)
+            calls.expired(ended + s(1), t0, hello, idle),
+            Ok(ended + s(60))
         );
-        assert_eq!(
-            code(Some(peer(Some(Refusal::TooMany)))),
-            Some(tonic::Code::ResourceExhausted)
-        );
-        assert_eq!(code(Some(peer(None))), None);
+        assert!(calls.expired(ended + s(60), t0, hello, idle).is_err());
+        // protocol.idle_timeout "0s": never idle.
+        assert!(calls.expired(ended + s(100_000), t0, hello, None).is_ok());
+    }
+
+    #[test]
+    fn a_refusal_is_a_settings_frame_and_a_goaway_with_the_reason() {
+        let bytes = goaway("peer uid/gid not allowed");
+        // SETTINGS: empty, stream 0.
+        assert_eq!(&bytes[..9], &[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        let frame = &bytes[9..];
+        let len = u32::from_be_bytes([0, frame[0], frame[1], frame[2]]) as usize;
+        assert_eq!((frame[3], len), (7, frame.len() - 9), "GOAWAY, its length");
+        assert_eq!(&frame[9..13], &[0, 0, 0, 0], "last stream 0");
+        assert_eq!(&frame[13..17], &[0, 0, 0, 7], "REFUSED_STREAM");
+        assert_eq!(&frame[17..], b"peer uid/gid not allowed");
+        assert_eq!(goaway(&"x".repeat(1000)).len(), 9 + 9 + 8 + 256, "bounded");
     }
 }

@@ -29,6 +29,38 @@ fn stderr_is_journal(journal_stream: Option<&OsStr>) -> bool {
     }
 }
 
+/// Crates below cuzk that log each parameter set they look at, a score of lines at every
+/// start, at info: shown only where the configured level is debug or trace.
+const CHATTY: &[&str] = &[
+    "storage_proofs_core",
+    "storage_proofs_porep",
+    "storage_proofs_post",
+    "storage_proofs_update",
+    "filecoin_proofs",
+];
+
+/// The filter for the configured `level`: at info and below, the [`CHATTY`] crates' info
+/// lines are left out (their warnings and errors kept).
+fn directives(level: &str) -> String {
+    let quiet = matches!(
+        level.trim().to_ascii_lowercase().as_str(),
+        "info" | "warn" | "error" | "off"
+    );
+    if !quiet {
+        return level.to_string();
+    }
+    let mut out = level.trim().to_string();
+    for krate in CHATTY {
+        let demoted = if level.trim().eq_ignore_ascii_case("info") {
+            "warn"
+        } else {
+            level.trim()
+        };
+        out.push_str(&format!(",{krate}={demoted}"));
+    }
+    out
+}
+
 /// Installs the global subscriber. `env.log_filter` (`CUZK_LOG`) overrides the configured
 /// filter `level` where it parses.
 pub fn init(level: &str, env: &super::Environment) {
@@ -36,7 +68,7 @@ pub fn init(level: &str, env: &super::Environment) {
         .log_filter
         .as_deref()
         .and_then(|f| EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| EnvFilter::new(level));
+        .unwrap_or_else(|| EnvFilter::new(directives(level)));
     if stderr_is_journal(env.journal_stream.as_deref()) {
         match tracing_journald::layer() {
             Ok(journald) => {
@@ -68,4 +100,20 @@ pub fn init(level: &str, env: &super::Environment) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_info_the_parameter_crates_log_warnings_only_and_at_debug_everything() {
+        let info = directives("info");
+        assert!(info.starts_with("info,"));
+        assert!(info.contains("storage_proofs_core=warn"));
+        assert!(EnvFilter::try_new(&info).is_ok());
+        assert!(directives("error").contains("storage_proofs_core=error"));
+        assert_eq!(directives("debug"), "debug");
+        assert_eq!(directives("info,cuzk=trace"), "info,cuzk=trace");
+    }
 }

@@ -11,6 +11,7 @@
 //! [`Environment`] once, at start, and passes it to [`main`].
 
 mod access;
+mod admission;
 pub mod cli;
 mod connection;
 mod fdinput;
@@ -188,8 +189,8 @@ pub struct Context {
     pub connections_total: AtomicU64,
     /// Connections refused (too many in all or for the peer's uid, or not allowed).
     pub connections_refused: AtomicU64,
-    /// Connections open per peer uid (`socket.max_connections_per_uid`).
-    pub uid_slots: connection::UidSlots,
+    /// The connection limits of both sockets (`socket.max_connections`, and each uid's share).
+    pub admission: admission::Admission,
     /// The daemon's own (effective) uid: an admin, like root and `socket.admin_uids`.
     pub own_uid: u32,
     /// The connections watching jobs (`Watch`), fed by the engine's observer.
@@ -239,6 +240,7 @@ impl Context {
             })?;
         let input_memory =
             fdinput::InputMemory::new(config.protocol.input_memory, config.protocol.max_input_size);
+        let admission = admission::Admission::new(config.socket.max_connections);
         Ok(Arc::new(Context {
             backend: service.backend_name(),
             devices,
@@ -250,7 +252,7 @@ impl Context {
             connections: AtomicUsize::new(0),
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
-            uid_slots: connection::UidSlots::default(),
+            admission,
             own_uid: nix::unistd::geteuid().as_raw(),
             input_memory,
             watchers,

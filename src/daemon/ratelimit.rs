@@ -83,6 +83,9 @@ pub static FORBIDDEN: LogLimit = LogLimit::new();
 /// gets the reason in its answer; a client submitting garbage in a loop must not fill the
 /// journal.
 pub static SUBMISSION: LogLimit = LogLimit::new();
+/// Accepts that failed (EMFILE and the like, logged at error): one line every 10 seconds at
+/// most, while the accept loops back off.
+pub static ACCEPT: LogLimit = LogLimit::with(1, Duration::from_secs(10));
 /// `metrics.textfile` writes that failed: one line every 10 minutes at most, since the
 /// writer retries every `metrics.textfile_interval` for as long as the cause lasts.
 pub static TEXTFILE: LogLimit = LogLimit::with(1, Duration::from_secs(600));

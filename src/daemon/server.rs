@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use sd_notify::NotifyState;
 use tokio::net::UnixListener;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch};
 
+use super::admission::{self, AcceptBackoff, Refusal, Socket};
 use super::notify::{status_line, Notifier};
 use super::{connection, textfile, Context};
 use crate::proto::ErrorCode;
@@ -36,7 +37,7 @@ pub async fn serve(
     let (closing_tx, closing_rx) = watch::channel(false);
     // Every connection task holds a clone; when all are gone, recv() returns None.
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
-    let slots = Arc::new(Semaphore::new(ctx.config.socket.max_connections));
+    let mut backoff = AcceptBackoff::default();
     let textfile = textfile::start(&ctx);
     // The gRPC endpoint stops taking calls when the drain starts; the calls in progress are
     // answered by it (queued jobs "shutting down", running ones their result).
@@ -54,29 +55,30 @@ pub async fn serve(
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    let Ok(permit) = slots.clone().try_acquire_owned() else {
-                        ctx.connections_refused.fetch_add(1, Ordering::Relaxed);
-                        if let Some(suppressed) = super::ratelimit::REFUSED.allow(std::time::Instant::now()) {
-                            tracing::warn!(max = ctx.config.socket.max_connections, suppressed, "too many connections; refusing one");
+                    backoff.reset();
+                    let admitted = match admission::admit(&ctx, &stream, Socket::Protocol) {
+                        Ok(admitted) => admitted,
+                        Err(refusal) => {
+                            let max = ctx.config.protocol.max_frame_size;
+                            let (code, message) = match refusal {
+                                Refusal::NotAllowed => (ErrorCode::PermissionDenied, "peer uid/gid not allowed"),
+                                Refusal::UidBusy => (ErrorCode::Busy, "too many connections for this uid"),
+                                Refusal::Busy => (ErrorCode::Busy, "too many connections"),
+                                // Nothing to answer to.
+                                Refusal::NoCredentials => continue,
+                            };
+                            // Bounded: REFUSAL_TIMEOUT, then closed.
+                            tokio::spawn(connection::refuse(stream, code, message, max));
+                            continue;
                         }
-                        let max = ctx.config.protocol.max_frame_size;
-                        tokio::spawn(connection::refuse(stream, ErrorCode::Busy, "too many connections", max));
-                        continue;
                     };
                     let (ctx, closing, alive) = (ctx.clone(), closing_rx.clone(), alive_tx.clone());
                     tokio::spawn(async move {
-                        ctx.connections.fetch_add(1, Ordering::Relaxed);
-                        ctx.connections_total.fetch_add(1, Ordering::Relaxed);
-                        connection::serve(stream, ctx.clone(), closing).await;
-                        ctx.connections.fetch_sub(1, Ordering::Relaxed);
-                        drop((permit, alive));
+                        connection::serve(stream, admitted, ctx, closing).await;
+                        drop(alive);
                     });
                 }
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::error!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+                Err(e) => tokio::time::sleep(backoff.failed(Socket::Protocol, &e)).await,
             },
         }
     }
