@@ -192,6 +192,7 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Context>, mut closing: watch::Re
         hello: false,
         client: String::new(),
         access,
+        request_ids: crate::engine::RequestIds::Strict,
     };
     let mut framed = Framed::new(FdStream::new(stream), FrameCodec::new(max));
     // Stream bytes taken by the frames read so far: where the next frame starts.
