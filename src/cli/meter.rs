@@ -124,6 +124,11 @@ fn tick(shared: &(Mutex<Step>, Condvar), prefix: &str, display: Display) {
     let (m, cv) = shared;
     let mut step = lock(m);
     loop {
+        // Checked under the lock before each wait: a stop set before this thread first
+        // took the lock has no one to wake.
+        if step.stop {
+            return;
+        }
         let wait = match display {
             Display::Line => TICK,
             _ => LINE_EVERY.saturating_sub(step.last_line.elapsed()),
@@ -222,6 +227,16 @@ mod tests {
         assert!(describe(120, 100, s(60), true).contains(&format!("[{}] 100%", "#".repeat(30))));
         assert_eq!(time_left(100, 100, s(9)), Some(Duration::ZERO));
         assert_eq!(time_left(0, 100, s(9)), None);
+    }
+
+    /// Dropped at once, a meter stops at once (its thread may not have waited yet).
+    #[test]
+    fn a_meter_dropped_at_once_stops_at_once() {
+        for _ in 0..20 {
+            let t = Instant::now();
+            drop(Meter::new("test", Display::Lines));
+            assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        }
     }
 
     #[test]
