@@ -266,6 +266,7 @@ fn pure_a_label_takes_a_new_input_as_a_new_job() {
             proof: vec![1],
             partitions: 1,
             timings: StageTimings::default(),
+            backend: "fake".into(),
         })
     };
     st.finish(a, ok(), at(2));
@@ -323,9 +324,9 @@ fn a_label_proves_a_sector_again_with_a_new_input() {
     assert_ne!(a.id, b.id);
     assert!(!b.existing);
     let second = wait(&e, b.id).unwrap();
-    assert_ne!(first.proof, second.proof);
+    assert_ne!(first.output.proof, second.output.proof);
     // The first result is still there by its job id, and the same input is the same job.
-    assert_eq!(wait(&e, a.id).unwrap().proof, first.proof);
+    assert_eq!(wait(&e, a.id).unwrap().output.proof, first.output.proof);
     let again = e
         .submit_as(UID, window("seed-2"), None, label(), RequestIds::Label)
         .unwrap();

@@ -222,7 +222,9 @@ mod tests {
         for (p, a) in g1.iter().zip(&a1) {
             assert_eq!(p.to_affine(), *a);
         }
-        assert!(bool::from(a1[3].is_identity()));
+        assert!(bool::from(group::prime::PrimeCurveAffine::is_identity(
+            &a1[3]
+        )));
         let g2: Vec<G2Projective> = (0..5).map(|_| G2Projective::random(&mut rng)).collect();
         let mut a2 = vec![G2Affine::default(); g2.len()];
         G2Projective::normalize_all(&g2, &mut a2);
