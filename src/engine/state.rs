@@ -289,15 +289,14 @@ impl State {
             if let Some(&id) = self.by_request_id.get(&(new.owner, rid.clone())) {
                 match self.jobs.get(&id) {
                     Some(j) if releases_request_id(j) => {} // a new job takes the id over
-                    Some(j) if j.digest != digest => {
-                        if new.request_ids == RequestIds::Strict {
-                            return Err(SubmitError::RequestIdConflict {
-                                request_id: rid.clone(),
-                                job: id,
-                            });
-                        }
-                        // A label's new input: a new job takes the label over.
+                    Some(j) if j.digest != digest && new.request_ids == RequestIds::Strict => {
+                        return Err(SubmitError::RequestIdConflict {
+                            request_id: rid.clone(),
+                            job: id,
+                        })
                     }
+                    // A label's new input: a new job takes the label over.
+                    Some(j) if j.digest != digest => {}
                     Some(_) => {
                         let State {
                             jobs,
