@@ -513,8 +513,9 @@ mod tests {
         )
         .unwrap();
         let proof = registry::post_proof(ProofKind::WindowPoSt, 2048).unwrap();
-        let theirs =
-            crate::proofs::post::generate_params_with(proof, &Secrets::from_seed(seed)).unwrap();
+        let s = Secrets::from_seed(seed);
+        let secrets = [s.alpha, s.beta, s.gamma, s.delta, s.tau];
+        let theirs = crate::proofs::post::generate_params_with(proof, secrets).unwrap();
         let mut want = Vec::new();
         theirs.write(&mut want).unwrap();
         let got = fs::read(&ours.params).unwrap();

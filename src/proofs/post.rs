@@ -415,24 +415,25 @@ fn blank_shape_of<Tree: 'static + MerkleTreeTrait>(
         .map_err(|e| ProveError::Synthesis(format!("recording the blank circuit: {e}")))
 }
 
-/// Parameters from bellperson's generator with given secrets (to compare cuzk's setup with).
+/// Parameters from bellperson's generator with given secrets, `[α, β, γ, δ, τ]` in the order
+/// its `generate_parameters` takes them (to compare cuzk's setup with).
 #[cfg(all(test, feature = "scaffolding"))]
 pub(crate) fn generate_params_with(
     proof: RegisteredPoStProof,
-    s: &crate::params_gen::fresh::Secrets,
+    secrets: [blstrs::Scalar; 5],
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
     with_shape!(
         u64::from(proof.sector_size()),
         generate_params_with_shape,
         proof,
-        s
+        secrets
     )
 }
 
 #[cfg(all(test, feature = "scaffolding"))]
 fn generate_params_with_shape<Tree: 'static + MerkleTreeTrait>(
     proof: RegisteredPoStProof,
-    s: &crate::params_gen::fresh::Secrets,
+    [alpha, beta, gamma, delta, tau]: [blstrs::Scalar; 5],
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
     use group::Group;
     let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
@@ -444,11 +445,11 @@ fn generate_params_with_shape<Tree: 'static + MerkleTreeTrait>(
         blank,
         blstrs::G1Projective::generator(),
         blstrs::G2Projective::generator(),
-        s.alpha,
-        s.beta,
-        s.gamma,
-        s.delta,
-        s.tau,
+        alpha,
+        beta,
+        gamma,
+        delta,
+        tau,
     )
     .map_err(|e| ProveError::Synthesis(format!("parameter generation: {e}")))
 }
