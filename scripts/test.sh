@@ -3,7 +3,8 @@
 #
 # Makes sure the 2 KiB test parameters of all four proof kinds exist outside the checkout
 # ($CUZK_TEST_PARAMS, default /var/tmp/filecoin-proof-parameters) — generating only the
-# missing ones, which takes ~15 minutes on 2 cores the first time — then runs every test in
+# missing ones with cuzk's own setup on every core (fresh secrets, not the ceremony's; a
+# few minutes on 2 cores the first time, with a line at least every 10 s) — then runs every test in
 # release mode (debug-mode proving of real circuits would take hours), as root also those
 # that need root (#[ignore]d elsewhere), and where the CPU has AVX-512 IFMA the eight-lane
 # tests (#[ignore]d elsewhere). The portable paths are tested on every CPU: the prover's tests

@@ -7,6 +7,7 @@ use blstrs::{G1Projective, G2Projective, Scalar};
 use cuzk::gpu::setup::{FixedBaseGpu, G1_BYTES, G2_BYTES};
 use cuzk::gpu::GpuOptions;
 use cuzk::params_gen::setup::{generate_fresh, Device};
+use cuzk::proofs::ProofKind;
 use ff::Field;
 use group::{Curve, Group};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -80,9 +81,18 @@ fn gpu_and_cpu_setups_write_the_same_2kib_files() {
     let (cpu, gpu) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let seed = [3u8; 32];
     let mut log = |m: &str| println!("{m}");
-    let a = generate_fresh(cpu.path(), 2048, seed, &Device::Cpu, &mut log).unwrap();
+    let a = generate_fresh(
+        cpu.path(),
+        ProofKind::PoRep,
+        2048,
+        seed,
+        &Device::Cpu,
+        &mut log,
+    )
+    .unwrap();
     let b = generate_fresh(
         gpu.path(),
+        ProofKind::PoRep,
         2048,
         seed,
         &Device::Gpu(gpu_options()),

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use cuzk::params_gen::setup::{generate_fresh, Device};
 use cuzk::proofs::porep::satisfiable::c1_output;
-use cuzk::proofs::{JobControl, PoRepRequest, ProofRequest, ProvingService};
+use cuzk::proofs::{JobControl, PoRepRequest, ProofKind, ProofRequest, ProvingService};
 use cuzk::prover::cpu::CpuBackend;
 use cuzk::sealing::verify_c1_proof;
 
@@ -31,7 +31,8 @@ fn fresh_2kib_parameters_prove_and_filecoin_proofs_verifies() {
     let dir = fresh_dir();
     let mut log = |m: &str| eprintln!("setup: {m}");
     let seed: [u8; 32] = rand::random();
-    let r = generate_fresh(&dir, 2048, seed, &Device::Cpu, &mut log).expect("fresh parameters");
+    let r = generate_fresh(&dir, ProofKind::PoRep, 2048, seed, &Device::Cpu, &mut log)
+        .expect("fresh parameters");
     eprintln!(
         "2 KiB fresh setup on the CPU: record {:.1} s, scalars {:.1} s, points and files {:.1} s, \
          {:.1} MB",

@@ -11,7 +11,7 @@ use filecoin_proofs_api::RegisteredSealProof;
 
 use crate::config::Config;
 use crate::daemon::InProcess;
-use crate::params_gen::{ensure_params, GenOutcome};
+use crate::params_gen::{ensure_params_with, GenOutcome, Generator};
 use crate::proofs::{ProofKind, ProofRequest, ProvingService};
 use crate::proto::Submit;
 
@@ -20,7 +20,8 @@ use crate::proto::Submit;
 pub struct DemoArgs {
     /// Parameter directory [default: $CUZK_TEST_PARAMS, else
     /// /var/tmp/filecoin-proof-parameters]. Missing 2 KiB PoRep parameters are generated
-    /// there (random test parameters; existing files are never modified).
+    /// there with cuzk's own setup on every core (fresh random secrets, NOT the ceremony's;
+    /// existing files are never modified).
     #[arg(long)]
     pub param_dir: Option<PathBuf>,
     /// Use the CPU backend even when a GPU is present.
@@ -83,8 +84,19 @@ pub fn run_with(args: DemoArgs, env: &crate::cli::Environment) -> anyhow::Result
     let dir = param_dir(&args, env);
     let step = |msg: &str| eprintln!("cuzk demo: {msg}");
     let t = Instant::now();
-    let (_, outcome) = ensure_params(&dir, ProofKind::PoRep, SECTOR_SIZE, &mut |m| step(m))
-        .context("generating 2 KiB test parameters")?;
+    let mut meter = crate::cli::meter::Meter::new(
+        "cuzk demo",
+        crate::cli::progress::Display::for_stderr(false),
+    );
+    let (_, outcome) = ensure_params_with(
+        &dir,
+        ProofKind::PoRep,
+        SECTOR_SIZE,
+        Generator::Setup,
+        &mut meter,
+    )
+    .context("generating 2 KiB test parameters")?;
+    drop(meter);
     let params_time = t.elapsed();
     match outcome {
         GenOutcome::Existing => step(&format!(

@@ -1,13 +1,15 @@
-//! `cuzk params`: generate test parameters (bellperson's generator, or cuzk's own setup), list
+//! `cuzk params`: generate test parameters (cuzk's own setup, or bellperson's generator), list
 //! the cache.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use super::meter::Meter;
+use super::progress::Display;
 use super::Environment;
 use crate::params_gen::setup::{generate_fresh, Device, NOT_THE_CEREMONY};
-use crate::params_gen::{ensure_params, GenOutcome};
+use crate::params_gen::{ensure_params_with, GenOutcome, Generator};
 use crate::proofs::registry::known_params;
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};
 use crate::proofs::ProofKind;
@@ -16,13 +18,15 @@ use crate::srs::{list_param_dir, load_srs};
 /// `cuzk params …`
 #[derive(Debug, Subcommand)]
 pub enum ParamsCommand {
-    /// Generate random test parameters for the real circuits (existing files are left alone).
+    /// Generate random test parameters for the real circuits, with cuzk's own setup on every
+    /// core (fresh secrets, NOT the ceremony's) unless --generator says otherwise; existing
+    /// files are left alone.
     Generate(GenerateArgs),
     /// List the parameter files in the cache and whether cuzk can use them.
     List(ListArgs),
-    /// Make PoRep parameters with cuzk's own Groth16 setup from the circuit's recorded shape,
-    /// with fresh random secrets, on the CPU or the GPU (for 32 GiB). NOT the ceremony's
-    /// parameters: for tests and measurements only.
+    /// Make one kind's parameters with cuzk's own Groth16 setup from the circuit's recorded
+    /// shape, with fresh random secrets (or a given seed), on the CPU or the GPU (for 32 GiB).
+    /// NOT the ceremony's parameters: for tests and measurements only.
     Setup(SetupArgs),
 }
 
@@ -32,6 +36,9 @@ pub struct SetupArgs {
     /// Sector size (2KiB … 64GiB; 32GiB needs a GPU host with ~100 GB of memory).
     #[arg(long, value_parser = parse_sector_size)]
     pub sector_size: u64,
+    /// Which proof kind (one).
+    #[arg(long, value_enum, default_value = "porep")]
+    pub kind: KindArg,
     /// Parameter directory [default: $FIL_PROOFS_PARAMETER_CACHE or
     /// /var/tmp/filecoin-proof-parameters]; it must not hold the set already.
     #[arg(long)]
@@ -78,6 +85,25 @@ impl KindArg {
     }
 }
 
+/// Which generator `cuzk params generate` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GeneratorArg {
+    /// cuzk's own Groth16 setup on every core, fresh random secrets (2 KiB PoRep: about 3
+    /// minutes on 2 cores).
+    Setup,
+    /// bellperson's generate_random_parameters (2 KiB PoRep: about 17 minutes on 2 cores).
+    Bellperson,
+}
+
+impl From<GeneratorArg> for Generator {
+    fn from(g: GeneratorArg) -> Self {
+        match g {
+            GeneratorArg::Setup => Generator::Setup,
+            GeneratorArg::Bellperson => Generator::Bellperson,
+        }
+    }
+}
+
 /// Options of `cuzk params generate`.
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
@@ -91,6 +117,9 @@ pub struct GenerateArgs {
     /// /var/tmp/filecoin-proof-parameters].
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// How the parameters are made.
+    #[arg(long, value_enum, default_value = "setup")]
+    pub generator: GeneratorArg,
 }
 
 /// Options of `cuzk params list`.
@@ -123,6 +152,10 @@ fn setup(args: SetupArgs, env: &Environment) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("--seed takes 64 hex digits"))?,
         None => rand::random(),
     };
+    let kind = match args.kind.kinds().as_slice() {
+        [one] => *one,
+        _ => anyhow::bail!("--kind takes one kind: porep, snap, winning-post or window-post"),
+    };
     let device = if args.gpu {
         Device::Gpu(env.gpu.clone())
     } else {
@@ -133,8 +166,9 @@ fn setup(args: SetupArgs, env: &Environment) -> anyhow::Result<()> {
         NOT_THE_CEREMONY.trim()
     );
     eprintln!("cuzk: seed {}", hex::encode(seed));
-    let mut progress = |m: &str| eprintln!("cuzk: {m}");
-    let r = generate_fresh(&dir, args.sector_size, seed, &device, &mut progress)?;
+    let mut progress = Meter::new("cuzk", Display::for_stderr(false));
+    let r = generate_fresh(&dir, kind, args.sector_size, seed, &device, &mut progress)?;
+    drop(progress);
     println!(
         "{} written ({:.2} GB): recorded the circuit in {:.1} s, scalars in {:.1} s, points \
          and files in {:.1} s ({})",
@@ -151,8 +185,15 @@ fn setup(args: SetupArgs, env: &Environment) -> anyhow::Result<()> {
 fn generate(args: GenerateArgs, env: &Environment) -> anyhow::Result<()> {
     let dir = args.dir.unwrap_or_else(|| env.param_dir());
     for kind in args.kind.kinds() {
-        let mut progress = |m: &str| eprintln!("cuzk: {m}");
-        let (id, outcome) = ensure_params(&dir, kind, args.sector_size, &mut progress)?;
+        let mut progress = Meter::new("cuzk", Display::for_stderr(false));
+        let (id, outcome) = ensure_params_with(
+            &dir,
+            kind,
+            args.sector_size,
+            args.generator.into(),
+            &mut progress,
+        )?;
+        drop(progress);
         match outcome {
             GenOutcome::Existing => {
                 println!("{kind:<13} {} exists", id.params_file(&dir).display())

@@ -56,6 +56,7 @@ pub async fn serve(
         hello: false,
         client: String::new(),
         access: peer.access,
+        request_ids: crate::engine::RequestIds::Strict,
     };
     let mut framed = Framed::new(FdStream::new(stream), FrameCodec::new(max));
     // Stream bytes taken by the frames read so far: where the next frame starts.

@@ -625,6 +625,8 @@ impl Endpoint {
                 uid: peer.uid,
                 admin: peer.admin,
             },
+            // Curio names a request after its sector and proves it again under that name.
+            request_ids: crate::engine::RequestIds::Label,
         })
     }
 

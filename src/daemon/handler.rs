@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::access::Access;
 use super::{wire, Context};
-use crate::engine::{JobPhase, JobSnapshot};
+use crate::engine::{JobPhase, JobSnapshot, RequestIds};
 use crate::proofs::{registry, ProofRequest};
 use crate::proto::{
     self, AwaitJob, ErrorCode, ParamResidency, ParamSpec, ParamsReport, Request, ResidencyReport,
@@ -25,6 +25,9 @@ pub struct Session {
     pub client: String,
     /// The peer's uid (SO_PEERCRED) and what it may see and do.
     pub access: Access,
+    /// What its request ids mean: keys bound to their input (the socket protocol), or
+    /// labels (Curio's, on the gRPC endpoint).
+    pub request_ids: RequestIds,
 }
 
 /// Answers `request`, or `None` when `hung_up` resolves while the request waits for a job
@@ -170,13 +173,14 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
     let priority = s.priority.map(wire::priority_from_wire);
     let request_id = s.request_id.clone();
     let owner = session.access.uid;
+    let ids = session.request_ids;
     let engine = ctx.engine.clone();
     // Checking and hashing a large C1 output takes a while: keep it off the runtime. So does
     // parsing a JSON input whose proof type is an integer id, to put its name in its place.
     let submitted =
         tokio::task::spawn_blocking(move || -> Result<_, proto::RegisteredProofError> {
             named_proof(&mut request)?;
-            Ok(engine.submit(owner, request, priority, request_id))
+            Ok(engine.submit_as(owner, request, priority, request_id, ids))
         })
         .await
         .map_err(|e| {

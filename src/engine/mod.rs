@@ -281,6 +281,19 @@ impl Engine {
         priority: Option<Priority>,
         request_id: Option<String>,
     ) -> Result<Submitted, SubmitError> {
+        self.submit_as(owner, request, priority, request_id, RequestIds::Strict)
+    }
+
+    /// [`Engine::submit`] with the request id meaning what `ids` says: a key bound to its
+    /// input, or a label under which another input makes a new job.
+    pub fn submit_as(
+        &self,
+        owner: Owner,
+        request: ProofRequest,
+        priority: Option<Priority>,
+        request_id: Option<String>,
+        ids: RequestIds,
+    ) -> Result<Submitted, SubmitError> {
         // Outside the lock, like the hash: parsing a 32 GiB C1 output takes a while.
         self.shared
             .runner
@@ -297,9 +310,14 @@ impl Engine {
             // job is made (its predecessor under the request id failed meanwhile), the job
             // is recorded without its input, and reported failed should the daemon crash.
             let wanted = priority.unwrap_or(default);
-            self.shared
-                .lock()
-                .would_queue(owner, request_id.as_deref(), wanted, Instant::now())
+            self.shared.lock().would_queue(
+                owner,
+                request_id.as_deref(),
+                ids,
+                &digest,
+                wanted,
+                Instant::now(),
+            )
         });
         let stored = recorder.is_some_and(|r| r.store_input(&request, &digest));
         let mut st = self.shared.lock();
@@ -311,6 +329,7 @@ impl Engine {
                 digest,
                 priority,
                 request_id,
+                request_ids: ids,
             },
             Instant::now(),
         );

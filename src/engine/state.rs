@@ -132,6 +132,8 @@ pub(super) struct NewJob {
     /// the job has).
     pub priority: Option<Priority>,
     pub request_id: Option<String>,
+    /// What the request id means: a key bound to the input, or a label.
+    pub request_ids: RequestIds,
 }
 
 /// What a submission did.
@@ -272,7 +274,9 @@ impl State {
     /// expires, and at once when the job failed, was cancelled or is being cancelled: the
     /// next submission under it is a new job (the old one stays known by its job id). A
     /// job that succeeded, or is queued or running, keeps it: the same input returns that
-    /// job, another input is a conflict. An explicit priority on such a resubmission is
+    /// job; another input is a conflict where the id is a key ([`RequestIds::Strict`]), and
+    /// a new job that takes the id over where it is a label ([`RequestIds::Label`]: the old
+    /// job stays known by its job id). An explicit priority on such a resubmission is
     /// either the job's, raises a queued job's, or is refused (`PriorityConflict`); once the
     /// job has succeeded the priority no longer matters.
     pub fn submit(&mut self, new: NewJob, now: Instant) -> Result<(JobId, Outcome), SubmitError> {
@@ -285,12 +289,14 @@ impl State {
             if let Some(&id) = self.by_request_id.get(&(new.owner, rid.clone())) {
                 match self.jobs.get(&id) {
                     Some(j) if releases_request_id(j) => {} // a new job takes the id over
-                    Some(j) if j.digest != digest => {
+                    Some(j) if j.digest != digest && new.request_ids == RequestIds::Strict => {
                         return Err(SubmitError::RequestIdConflict {
                             request_id: rid.clone(),
                             job: id,
                         })
                     }
+                    // A label's new input: a new job takes the label over.
+                    Some(j) if j.digest != digest => {}
                     Some(_) => {
                         let State {
                             jobs,
@@ -367,16 +373,19 @@ impl State {
         }
     }
 
-    /// Whether a submission by `owner` under `request_id` of an input with `digest` at
-    /// `priority` would make a new job at `now`, as far as can be told before it is made:
-    /// not while shutting down, not when the request id names a job that keeps it (the same
-    /// input: that job; another: a conflict), not when the queue has no room for the
-    /// priority. The journal stores a job's input only when it would (a resubmission of a
-    /// finished 32 GiB PoRep writes nothing); the submission itself still decides.
+    /// Whether a submission by `owner` under `request_id` (meaning what `ids` says) of an
+    /// input with `digest` at `priority` would make a new job at `now`, as far as can be told
+    /// before it is made: not while shutting down, not when the request id names a job that
+    /// keeps it (the same input: that job; another: a conflict, or a new job under a label),
+    /// not when the queue has no room for the priority. The journal stores a job's input only
+    /// when it would (a resubmission of a finished 32 GiB PoRep writes nothing); the
+    /// submission itself still decides.
     pub fn would_queue(
         &mut self,
         owner: Owner,
         request_id: Option<&str>,
+        ids: RequestIds,
+        digest: &[u8; 32],
         priority: Priority,
         now: Instant,
     ) -> bool {
@@ -389,7 +398,8 @@ impl State {
                 .by_request_id
                 .get(&(owner, rid.to_string()))
                 .and_then(|id| self.jobs.get(id));
-            if holder.is_some_and(|j| !releases_request_id(j)) {
+            let relabelled = |j: &Job| ids == RequestIds::Label && j.digest != *digest;
+            if holder.is_some_and(|j| !releases_request_id(j) && !relabelled(j)) {
                 return false;
             }
         }

@@ -197,6 +197,142 @@ fn request_ids_are_idempotent() {
     assert_ne!(d.id, a.id);
 }
 
+/// A label (Curio's `porep-<miner>-<sector>` on the gRPC endpoint) names what is proved, not
+/// one input: the same input under it is the same job; another input, whether the job under
+/// it is queued, running or has succeeded, is a new job that takes the label over, and the
+/// old one stays known by its job id until its result expires. The input is stored in the
+/// journal only for the submissions that make a job.
+#[test]
+fn pure_a_label_takes_a_new_input_as_a_new_job() {
+    let mut c = config(1, 8, 1);
+    c.result_retention = Duration::from_secs(600);
+    let mut st = State::new(c);
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let job = |label: &str| NewJob {
+        request_id: Some("porep-1000-7".into()),
+        request_ids: RequestIds::Label,
+        ..window_job(label)
+    };
+    let digest = |label: &str| state::digest(&window(label));
+    let (a, outcome) = st.submit(job("c1"), t0).unwrap();
+    assert_eq!(outcome, state::Outcome::Queued);
+    // The same input: the same job, no new input stored.
+    let rid = Some("porep-1000-7");
+    assert!(!st.would_queue(
+        UID,
+        rid,
+        RequestIds::Label,
+        &digest("c1"),
+        Priority::Normal,
+        t0
+    ));
+    assert_eq!(
+        st.submit(job("c1"), t0).unwrap(),
+        (a, state::Outcome::Existing)
+    );
+    // Another input while the first is queued: a job of its own, under the label now.
+    assert!(st.would_queue(
+        UID,
+        rid,
+        RequestIds::Label,
+        &digest("c2"),
+        Priority::Normal,
+        t0
+    ));
+    assert!(!st.would_queue(
+        UID,
+        rid,
+        RequestIds::Strict,
+        &digest("c2"),
+        Priority::Normal,
+        t0
+    ));
+    let (b, outcome) = st.submit(job("c2"), t0).unwrap();
+    assert_eq!(outcome, state::Outcome::Queued);
+    assert_ne!(a, b);
+    assert_eq!(
+        st.lookup("porep-1000-7", Some(UID), t0).map(|s| s.id),
+        Some(b)
+    );
+    assert_eq!(st.snapshot(a, t0).map(|s| s.state), Some(JobState::Queued));
+    // Both run and succeed; the first input again is a third job (the label is b's now).
+    let first = st.next_assignment(at(1), Lane::Any).map(|x| x.id);
+    let second = st.next_assignment(at(1), Lane::Any).map(|x| x.id);
+    assert_eq!((first, second), (Some(a), Some(b)));
+    let ok = || {
+        Ok(ProofOutput {
+            kind: ProofKind::WindowPoSt,
+            proof: vec![1],
+            partitions: 1,
+            timings: StageTimings::default(),
+            backend: "fake".into(),
+        })
+    };
+    st.finish(a, ok(), at(2));
+    st.finish(b, ok(), at(3));
+    assert_eq!(
+        st.submit(job("c2"), at(4)).unwrap(),
+        (b, state::Outcome::Existing),
+        "the same input after success is still the job that proved it"
+    );
+    let (c, outcome) = st.submit(job("c1"), at(5)).unwrap();
+    assert_eq!(outcome, state::Outcome::Queued);
+    assert!(c != a && c != b);
+    // The older results stay reachable by job id until they expire.
+    assert_eq!(
+        st.snapshot(a, at(5)).map(|s| s.state),
+        Some(JobState::Succeeded)
+    );
+    assert_eq!(
+        st.snapshot(b, at(5)).map(|s| s.state),
+        Some(JobState::Succeeded)
+    );
+    st.reap(at(2 + 601));
+    assert!(st.snapshot(a, at(603)).is_none());
+    assert_eq!(
+        st.lookup("porep-1000-7", Some(UID), at(603)).map(|s| s.id),
+        Some(c)
+    );
+    // Under a key (the socket protocol) nothing changed: another input is refused.
+    let strict = NewJob {
+        request_ids: RequestIds::Strict,
+        ..job("c3")
+    };
+    assert_eq!(
+        st.submit(strict, at(603)),
+        Err(SubmitError::RequestIdConflict {
+            request_id: "porep-1000-7".into(),
+            job: c
+        })
+    );
+}
+
+/// Through the engine: a sector proved, then proved again under the same label with another
+/// input, returns two proofs, each its own input's.
+#[test]
+fn a_label_proves_a_sector_again_with_a_new_input() {
+    let e = engine(FakeRunner::new(10, 1), config(1, 8, 1));
+    let label = || Some("porep-1000-7".to_string());
+    let a = e
+        .submit_as(UID, window("seed-1"), None, label(), RequestIds::Label)
+        .unwrap();
+    let first = wait(&e, a.id).unwrap();
+    let b = e
+        .submit_as(UID, window("seed-2"), None, label(), RequestIds::Label)
+        .unwrap();
+    assert_ne!(a.id, b.id);
+    assert!(!b.existing);
+    let second = wait(&e, b.id).unwrap();
+    assert_ne!(first.output.proof, second.output.proof);
+    // The first result is still there by its job id, and the same input is the same job.
+    assert_eq!(wait(&e, a.id).unwrap().output.proof, first.output.proof);
+    let again = e
+        .submit_as(UID, window("seed-2"), None, label(), RequestIds::Label)
+        .unwrap();
+    assert_eq!((again.id, again.existing), (b.id, true));
+}
+
 #[test]
 fn lookup_finds_the_newest_job_under_a_request_id() {
     let mut c = config(1, 8, 1);
@@ -502,6 +638,7 @@ fn pure_lanes_choose_by_priority() {
         params: None,
         priority: Some(priority),
         request_id: None,
+        request_ids: RequestIds::Strict,
     };
     st.submit(job(window("n"), Priority::Normal), now).unwrap();
     assert!(st.next_assignment(now, Lane::Critical).is_none());
@@ -937,6 +1074,7 @@ fn window_job(label: &str) -> NewJob {
         params: None,
         priority: None,
         request_id: None,
+        request_ids: RequestIds::Strict,
     }
 }
 

@@ -202,6 +202,21 @@ pub enum JobPhase {
     Finished(JobResult),
 }
 
+/// What a request id means to the client that sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequestIds {
+    /// An idempotency key bound to its input (the socket protocol's): while it names a job
+    /// that holds it, the same input returns that job and another input is refused
+    /// ([`SubmitError::RequestIdConflict`]).
+    #[default]
+    Strict,
+    /// A label for what is proved (Curio's `porep-<miner>-<sector>`, on the gRPC endpoint):
+    /// the same input under it still returns the job that holds it, and another input makes
+    /// a new job, which takes the label over, as Curio's own server proves every submission
+    /// it is sent. The job it named runs on, or keeps its result, known by its job id.
+    Label,
+}
+
 /// Why a submission was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SubmitError {

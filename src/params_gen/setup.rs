@@ -17,8 +17,10 @@ use group::{Curve, Group};
 use rayon::prelude::*;
 
 use super::fresh::{queries, Queries, Secrets};
-use super::{io_err, GenError};
-use crate::gpu::setup::{window_table, FixedBaseGpu, DIGITS, G1_BYTES, G2_BYTES, WINDOWS};
+use super::{io_err, GenError, Progress};
+use crate::gpu::setup::{
+    window_table, FixedBaseGpu, Normalize, DIGITS, G1_BYTES, G2_BYTES, WINDOWS,
+};
 use crate::gpu::GpuOptions;
 use crate::proofs::porep::synthetic;
 use crate::proofs::{registry, ProofKind, ProveError};
@@ -39,6 +41,10 @@ pub trait FixedBase {
     fn g1(&self, scalars: &[Scalar], out: &mut [u8]) -> Result<(), GenError>;
     /// `s · g2` for each scalar into `out` (192 bytes each).
     fn g2(&self, scalars: &[Scalar], out: &mut [u8]) -> Result<(), GenError>;
+    /// Points made per call, between progress reports.
+    fn chunk(&self) -> usize {
+        WRITE_CHUNK
+    }
 }
 
 /// The CPU's fixed-base multiplications, over the same window tables as the GPU's.
@@ -81,6 +87,8 @@ where
 
 /// Points per parallel task on the CPU (one batch normalization each).
 const CPU_TASK: usize = 1 << 12;
+/// Points per call on the CPU: a progress report every second or so on two cores.
+const CPU_CHUNK: usize = 1 << 16;
 
 macro_rules! cpu_points {
     ($table:expr, $scalars:expr, $out:expr, $proj:ty, $affine:ty, $bytes:expr) => {{
@@ -99,7 +107,7 @@ macro_rules! cpu_points {
                     .map(|s| table_mul::<$proj, $affine>($table, s))
                     .collect();
                 let mut aff = vec![<$affine>::default(); proj.len()];
-                <$proj>::batch_normalize(&proj, &mut aff);
+                <$proj as Normalize>::normalize_all(&proj, &mut aff);
                 for (a, o) in aff.iter().zip(out.chunks_mut($bytes)) {
                     o.copy_from_slice(a.to_uncompressed().as_ref());
                 }
@@ -114,6 +122,9 @@ impl FixedBase for CpuFixedBase {
     }
     fn g2(&self, scalars: &[Scalar], out: &mut [u8]) -> Result<(), GenError> {
         cpu_points!(&self.g2, scalars, out, G2Projective, G2Affine, G2_BYTES)
+    }
+    fn chunk(&self) -> usize {
+        CPU_CHUNK
     }
 }
 
@@ -151,18 +162,20 @@ fresh random secrets (cuzk params setup), NOT from Filecoin's trusted-setup cere
 ran the setup could forge proofs with them. Use them for tests and measurements only; never \
 let a chain-facing prover or verifier read them.\n";
 
-/// Writes fresh parameters for PoRep at `sector_size` into `dir` (which must not hold that
-/// set already: ceremony files are never overwritten): the circuit's shape recorded from a
-/// synthetic partition of the real shape, the query scalars for the secrets `seed` gives, the
-/// points made on `device`. `progress` hears each step.
+/// Writes fresh parameters for `kind` at `sector_size` into `dir` (which must not hold that
+/// set already: ceremony files are never overwritten): the circuit's shape recorded (PoRep's
+/// from a synthetic partition of the real shape, the others' from their blank circuits), the
+/// query scalars for the secrets `seed` gives, the points made on `device`. `progress` hears
+/// each step, and how many of the points are made.
 pub fn generate_fresh(
     dir: &Path,
+    kind: ProofKind,
     sector_size: u64,
     seed: [u8; 32],
     device: &Device,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn Progress,
 ) -> Result<FreshReport, GenError> {
-    let id = registry::params_id(ProofKind::PoRep, sector_size)?;
+    let id = registry::params_id(kind, sector_size)?;
     let params = id.params_file(dir);
     for path in [&params, &id.vk_file(dir)] {
         if path.exists() {
@@ -173,14 +186,17 @@ pub fn generate_fresh(
         }
     }
     fs::create_dir_all(dir).map_err(io_err(dir))?;
-    progress(&format!(
-        "recording the circuit of a {sector_size}-byte PoRep partition …"
+    progress.note(&format!(
+        "recording the circuit of a {sector_size}-byte {kind} partition …"
     ));
     let start = Instant::now();
-    let shape = record_porep_shape(sector_size)?;
+    let shape = match kind {
+        ProofKind::PoRep => record_porep_shape(sector_size)?,
+        _ => registry::blank_shape(kind, sector_size)?,
+    };
     let record = start.elapsed();
     let shape_sizes = (shape.num_constraints(), shape.num_inputs, shape.num_aux);
-    progress(&format!(
+    progress.note(&format!(
         "recorded {} constraints, {} inputs, {} aux in {:.1} s; computing the query scalars …",
         shape_sizes.0,
         shape_sizes.1,
@@ -192,7 +208,7 @@ pub fn generate_fresh(
     let q = queries(&shape, &secrets).map_err(|e| GenError::Setup(e.to_string()))?;
     drop(shape);
     let scalars = start.elapsed();
-    progress(&format!(
+    progress.note(&format!(
         "scalars in {:.1} s (domain {}; h {}, l {}, a {}, b {}); making the points …",
         scalars.as_secs_f64(),
         q.domain,
@@ -213,7 +229,15 @@ pub fn generate_fresh(
             .map_err(|e| GenError::Setup(format!("GPU: {e}")))?,
         ),
     };
-    write_set(dir, &id, sector_size, &secrets, &q, maker.as_ref())?;
+    write_set(
+        dir,
+        &id,
+        sector_size,
+        &secrets,
+        &q,
+        maker.as_ref(),
+        progress,
+    )?;
     let points = start.elapsed();
     let bytes = fs::metadata(&params).map_or(0, |m| m.len());
     Ok(FreshReport {
@@ -237,7 +261,15 @@ pub fn record_porep_shape(sector_size: u64) -> Result<R1cs, GenError> {
     }
 }
 
-/// Writes the note, `.meta`, `.vk` and `.params` of a set.
+/// The progress units of a set's points: a G1 point one, a G2 point three (its additions
+/// cost about three times a G1 one's).
+fn point_units(q: &Queries) -> u64 {
+    let g1 = q.h.len() + q.l.len() + q.a.len() + q.b.len();
+    (g1 + 3 * q.b.len()) as u64
+}
+
+/// Writes the note, `.meta`, `.vk` and `.params` of a set, telling `progress` how many of the
+/// points ([`point_units`]) are made.
 fn write_set(
     dir: &Path,
     id: &ParamsId,
@@ -245,6 +277,7 @@ fn write_set(
     secrets: &Secrets,
     q: &Queries,
     maker: &dyn FixedBase,
+    progress: &mut dyn Progress,
 ) -> Result<(), GenError> {
     let note = id.params_file(dir).with_extension("NOT-THE-CEREMONY.txt");
     fs::write(&note, NOT_THE_CEREMONY).map_err(io_err(&note))?;
@@ -255,13 +288,19 @@ fn write_set(
         .write(&mut vk)
         .map_err(|e| GenError::Setup(format!("verifying key: {e}")))?;
     spool(&id.vk_file(dir), |out| send(out, vk.clone()))?;
+    let mut work = Work {
+        done: 0,
+        total: point_units(q),
+        chunk: maker.chunk().max(1),
+        progress,
+    };
     spool(&id.params_file(dir), |out| {
         send(out, vk)?;
-        query(out, &q.h, G1_BYTES, |s, o| maker.g1(s, o))?;
-        query(out, &q.l, G1_BYTES, |s, o| maker.g1(s, o))?;
-        query(out, &q.a, G1_BYTES, |s, o| maker.g1(s, o))?;
-        query(out, &q.b, G1_BYTES, |s, o| maker.g1(s, o))?;
-        query(out, &q.b, G2_BYTES, |s, o| maker.g2(s, o))
+        work.query(out, &q.h, G1_BYTES, |s, o| maker.g1(s, o))?;
+        work.query(out, &q.l, G1_BYTES, |s, o| maker.g1(s, o))?;
+        work.query(out, &q.a, G1_BYTES, |s, o| maker.g1(s, o))?;
+        work.query(out, &q.b, G1_BYTES, |s, o| maker.g1(s, o))?;
+        work.query(out, &q.b, G2_BYTES, |s, o| maker.g2(s, o))
     })
 }
 
@@ -292,26 +331,41 @@ fn send(out: &Out, buf: Vec<u8>) -> Result<(), GenError> {
         .map_err(|_| GenError::Setup("the file writer stopped".into()))
 }
 
-/// One query: its length (big-endian u32) and its points, made a chunk at a time.
-fn query(
-    out: &Out,
-    scalars: &[Scalar],
-    size: usize,
-    make: impl Fn(&[Scalar], &mut [u8]) -> Result<(), GenError>,
-) -> Result<(), GenError> {
-    let len = u32::try_from(scalars.len()).map_err(|_| {
-        GenError::Setup(format!(
-            "{} points do not fit the file's u32 count",
-            scalars.len()
-        ))
-    })?;
-    send(out, len.to_be_bytes().to_vec())?;
-    for chunk in scalars.chunks(WRITE_CHUNK) {
-        let mut buf = vec![0u8; chunk.len() * size];
-        make(chunk, &mut buf)?;
-        send(out, buf)?;
+/// The points made so far, told to a progress report.
+struct Work<'a> {
+    done: u64,
+    total: u64,
+    /// Points per call of the maker.
+    chunk: usize,
+    progress: &'a mut dyn Progress,
+}
+
+impl Work<'_> {
+    /// One query: its length (big-endian u32) and its points, made a chunk at a time.
+    fn query(
+        &mut self,
+        out: &Out,
+        scalars: &[Scalar],
+        size: usize,
+        make: impl Fn(&[Scalar], &mut [u8]) -> Result<(), GenError>,
+    ) -> Result<(), GenError> {
+        let len = u32::try_from(scalars.len()).map_err(|_| {
+            GenError::Setup(format!(
+                "{} points do not fit the file's u32 count",
+                scalars.len()
+            ))
+        })?;
+        send(out, len.to_be_bytes().to_vec())?;
+        let weight = if size == G2_BYTES { 3 } else { 1 };
+        for chunk in scalars.chunks(self.chunk.min(WRITE_CHUNK)) {
+            let mut buf = vec![0u8; chunk.len() * size];
+            make(chunk, &mut buf)?;
+            send(out, buf)?;
+            self.done += weight * chunk.len() as u64;
+            self.progress.advance(self.done, self.total);
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Writes what `fill` sends into `path` on a writer thread (so the next points are made while
@@ -347,6 +401,16 @@ mod tests {
     use super::*;
     use bellperson::groth16::{generate_parameters, Parameters};
     use bellperson::{Circuit, ConstraintSystem, SynthesisError};
+
+    /// Keeps what a progress report is told about the points.
+    struct Recorder<'a>(&'a mut Vec<(u64, u64)>);
+
+    impl Progress for Recorder<'_> {
+        fn note(&mut self, _: &str) {}
+        fn advance(&mut self, done: u64, total: u64) {
+            self.0.push((done, total));
+        }
+    }
 
     /// A small circuit with what the queries filter and order: an input in B, an aux
     /// variable in no A combination, one in no B combination, a coefficient other than one,
@@ -390,7 +454,22 @@ mod tests {
             sector_size: 2048,
             cache_id: "toy".into(),
         };
-        write_set(dir.path(), &id, 2048, &secrets, &q, &CpuFixedBase::new()).unwrap();
+        let mut seen = Vec::new();
+        let mut progress = Recorder(&mut seen);
+        write_set(
+            dir.path(),
+            &id,
+            2048,
+            &secrets,
+            &q,
+            &CpuFixedBase::new(),
+            &mut progress,
+        )
+        .unwrap();
+        // Every point was counted, once, in order.
+        let total = point_units(&q);
+        assert_eq!(seen.last(), Some(&(total, total)));
+        assert!(seen.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 == total));
         let theirs: Parameters<Bls12> = generate_parameters(
             Toy,
             G1Projective::generator(),
@@ -417,13 +496,50 @@ mod tests {
         );
     }
 
+    /// A real circuit's set, as cuzk's setup writes it from the blank circuit's recorded
+    /// shape, is byte for byte what bellperson's generator makes from the same secrets
+    /// (WindowPoSt at 2 KiB: bellperson takes seconds on it).
+    #[test]
+    fn a_real_circuits_set_is_bellpersons_for_the_same_secrets() {
+        let seed = [9; 32];
+        let dir = tempfile::tempdir().unwrap();
+        let ours = generate_fresh(
+            dir.path(),
+            ProofKind::WindowPoSt,
+            2048,
+            seed,
+            &Device::Cpu,
+            &mut |_: &str| {},
+        )
+        .unwrap();
+        let proof = registry::post_proof(ProofKind::WindowPoSt, 2048).unwrap();
+        let s = Secrets::from_seed(seed);
+        let secrets = [s.alpha, s.beta, s.gamma, s.delta, s.tau];
+        let theirs = crate::proofs::post::generate_params_with(proof, secrets).unwrap();
+        let mut want = Vec::new();
+        theirs.write(&mut want).unwrap();
+        let got = fs::read(&ours.params).unwrap();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "the .params bytes differ from bellperson's");
+        let mut vk = Vec::new();
+        theirs.vk.write(&mut vk).unwrap();
+        assert_eq!(fs::read(ours.id.vk_file(dir.path())).unwrap(), vk);
+    }
+
     /// An existing parameter file (a ceremony's, say) is never replaced.
     #[test]
     fn a_setup_never_replaces_a_parameter_file() {
         let dir = tempfile::tempdir().unwrap();
         let id = registry::params_id(ProofKind::PoRep, 2048).unwrap();
         fs::write(id.vk_file(dir.path()), b"ceremony").unwrap();
-        let r = generate_fresh(dir.path(), 2048, [7; 32], &Device::Cpu, &mut |_| {});
+        let r = generate_fresh(
+            dir.path(),
+            ProofKind::PoRep,
+            2048,
+            [7; 32],
+            &Device::Cpu,
+            &mut |_: &str| {},
+        );
         assert!(matches!(r, Err(GenError::Setup(m)) if m.contains("never replace")));
         assert_eq!(fs::read(id.vk_file(dir.path())).unwrap(), b"ceremony");
         assert!(!id.params_file(dir.path()).exists());

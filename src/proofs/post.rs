@@ -396,6 +396,64 @@ fn generate_params_shape<Tree: 'static + MerkleTreeTrait>(
         .map_err(|e| ProveError::Synthesis(format!("parameter generation: {e}")))
 }
 
+/// The recorded shape of the blank circuit of a registered PoSt proof, for cuzk's own setup.
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
+pub(crate) fn blank_shape(proof: RegisteredPoStProof) -> Result<crate::synth::R1cs, ProveError> {
+    with_shape!(u64::from(proof.sector_size()), blank_shape_of, proof)
+}
+
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
+fn blank_shape_of<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredPoStProof,
+) -> Result<crate::synth::R1cs, ProveError> {
+    let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
+    let blank = <Compound<Tree> as CompoundProof<
+        FallbackPoSt<'_, Tree>,
+        FallbackPoStCircuit<Tree>,
+    >>::blank_circuit(&pp.vanilla_params);
+    crate::synth::record_blank_shape(blank)
+        .map_err(|e| ProveError::Synthesis(format!("recording the blank circuit: {e}")))
+}
+
+/// Parameters from bellperson's generator with given secrets, `[α, β, γ, δ, τ]` in the order
+/// its `generate_parameters` takes them (to compare cuzk's setup with).
+#[cfg(all(test, feature = "scaffolding"))]
+pub(crate) fn generate_params_with(
+    proof: RegisteredPoStProof,
+    secrets: [blstrs::Scalar; 5],
+) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
+    with_shape!(
+        u64::from(proof.sector_size()),
+        generate_params_with_shape,
+        proof,
+        secrets
+    )
+}
+
+#[cfg(all(test, feature = "scaffolding"))]
+fn generate_params_with_shape<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredPoStProof,
+    [alpha, beta, gamma, delta, tau]: [blstrs::Scalar; 5],
+) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
+    use group::Group;
+    let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
+    let blank = <Compound<Tree> as CompoundProof<
+        FallbackPoSt<'_, Tree>,
+        FallbackPoStCircuit<Tree>,
+    >>::blank_circuit(&pp.vanilla_params);
+    bellperson::groth16::generate_parameters(
+        blank,
+        blstrs::G1Projective::generator(),
+        blstrs::G2Projective::generator(),
+        alpha,
+        beta,
+        gamma,
+        delta,
+        tau,
+    )
+    .map_err(|e| ProveError::Synthesis(format!("parameter generation: {e}")))
+}
+
 fn public_inputs<Tree: 'static + MerkleTreeTrait>(
     randomness: &[u8; 32],
     miner_id: u64,

@@ -174,6 +174,24 @@ pub(crate) fn generate(
     }
 }
 
+/// The recorded shape of the blank circuit of `kind` at `sector_size`, for cuzk's own setup
+/// (PoRep's is recorded from a synthetic partition instead: `params_gen::setup`).
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
+pub(crate) fn blank_shape(
+    kind: ProofKind,
+    sector_size: u64,
+) -> Result<crate::synth::R1cs, ProveError> {
+    match kind {
+        ProofKind::PoRep => Err(ProveError::InvalidInput(
+            "PoRep's shape is recorded from a synthetic partition".into(),
+        )),
+        ProofKind::SnapDeals => snap::blank_shape(update_proof(sector_size)?),
+        ProofKind::WindowPoSt | ProofKind::WinningPoSt => {
+            post::blank_shape(post_proof(kind, sector_size)?)
+        }
+    }
+}
+
 /// Every parameter set cuzk knows, for listing the cache.
 pub fn known_params() -> Vec<ParamsId> {
     let mut out = Vec::new();

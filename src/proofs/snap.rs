@@ -100,6 +100,26 @@ fn generate_params_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         .map_err(|e| ProveError::Synthesis(format!("parameter generation: {e}")))
 }
 
+/// The recorded shape of the blank circuit of a registered update proof, for cuzk's own
+/// setup.
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
+pub(crate) fn blank_shape(proof: RegisteredUpdateProof) -> Result<crate::synth::R1cs, ProveError> {
+    with_shape!(u64::from(proof.sector_size()), blank_shape_of, proof)
+}
+
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
+fn blank_shape_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    proof: RegisteredUpdateProof,
+) -> Result<crate::synth::R1cs, ProveError> {
+    let pp = PublicParams::from_sector_size(u64::from(proof.sector_size()));
+    let blank = <Compound<Tree> as CompoundProof<
+        EmptySectorUpdate<Tree>,
+        EmptySectorUpdateCircuit<Tree>,
+    >>::blank_circuit(&pp);
+    crate::synth::record_blank_shape(blank)
+        .map_err(|e| ProveError::Synthesis(format!("recording the blank circuit: {e}")))
+}
+
 /// Proves a SnapDeals request (JSON of [`SnapInput`]).
 pub(crate) fn prove(
     svc: &ProvingService,

@@ -20,8 +20,8 @@ mod witness;
 pub use cs::{synthesize, synthesize_all, with_yield_point, Mark, RecordingCs, Synthesized};
 pub use gadgets::{poseidon_gadget, sha256_packed_gadget, Gadgets, Synthesize};
 pub use shape::{
-    record_shape, record_shape_part, record_shape_split, stitch_shape, Matrix, R1cs, ShapeError,
-    ShapePart, Term, INPUT,
+    record_blank_shape, record_shape, record_shape_part, record_shape_split, stitch_shape, Matrix,
+    R1cs, ShapeError, ShapePart, Term, INPUT,
 };
 pub use split::{
     run_parts_on, stitch, synthesize_part, synthesize_split, synthesize_split_on, Part, SplitError,

@@ -382,6 +382,8 @@ pub struct ShapeCs {
     marking: Marking,
     /// The first error; later calls do nothing (`enforce` cannot return one).
     error: Option<ShapeError>,
+    /// A blank circuit's: values are never asked for (each is recorded as zero).
+    blank: bool,
 }
 
 impl ShapeCs {
@@ -460,7 +462,8 @@ impl ConstraintSystem<Scalar> for ShapeCs {
         AR: Into<String>,
     {
         self.marking.recording();
-        self.aux.push(f()?);
+        let value = if self.blank { Scalar::ZERO } else { f()? };
+        self.aux.push(value);
         self.a_aux_density.push(false);
         self.b_aux_density.push(false);
         Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
@@ -473,7 +476,8 @@ impl ConstraintSystem<Scalar> for ShapeCs {
         AR: Into<String>,
     {
         self.marking.recording();
-        self.input.push(f()?);
+        let value = if self.blank { Scalar::ZERO } else { f()? };
+        self.input.push(value);
         self.b_input_density.push(false);
         Ok(Variable::new_unchecked(Index::Input(self.input.len() - 1)))
     }
@@ -524,6 +528,19 @@ pub fn record_shape<C: Synthesize>(circuit: C) -> Result<(R1cs, Witness), ShapeE
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize_into(&mut cs)?;
     cs.finish()
+}
+
+/// Records the shape of a blank circuit (one built without an assignment, as parameter
+/// generators take it): as bellperson's generator does, it never asks for a value, so the
+/// shape is that of any assignment.
+pub fn record_blank_shape<C: Synthesize>(circuit: C) -> Result<R1cs, ShapeError> {
+    let mut cs = ShapeCs {
+        blank: true,
+        ..ShapeCs::default()
+    };
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize_into(&mut cs)?;
+    Ok(cs.finish()?.0)
 }
 
 /// One part of a split circuit, recorded, and where its prefix ended.

@@ -149,7 +149,7 @@ func dial(t *testing.T, sock string) pb.ProvingEngineClient {
 
 // prove calls Prove as Curio's Client.Prove does and checks a completed proof of one
 // partition (192 bytes), which cuzkd verified before answering.
-func prove(t *testing.T, c pb.ProvingEngineClient, log func() string, req *pb.SubmitProofRequest) {
+func prove(t *testing.T, c pb.ProvingEngineClient, log func() string, req *pb.SubmitProofRequest) *pb.AwaitProofResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -166,6 +166,7 @@ func prove(t *testing.T, c pb.ProvingEngineClient, log func() string, req *pb.Su
 		t.Fatalf("%v: %d proof bytes, job %q, total %d ms", req.ProofKind, len(r.Proof), r.JobId, r.TotalMs)
 	}
 	t.Logf("%v proved and verified by cuzkd in %v (job %s, %d ms on the prover)", req.ProofKind, time.Since(start), r.JobId, r.GpuComputeMs)
+	return r
 }
 
 func TestCurioClient(t *testing.T) {
@@ -187,11 +188,39 @@ func TestCurioClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prove(t, c, log, &pb.SubmitProofRequest{
-		RequestId: fmt.Sprintf("porep-%d-%d", miner, sector), ProofKind: pb.ProofKind_POREP_SEAL_COMMIT,
-		SectorSize: 2048, RegisteredProof: id(t, "StackedDrg2KiBV1_1"), Priority: pb.Priority_NORMAL,
-		VanillaProof: wrapped, SectorNumber: sector, MinerId: miner,
-	})
+	porep := func(c1 []byte) *pb.SubmitProofRequest {
+		return &pb.SubmitProofRequest{
+			RequestId: fmt.Sprintf("porep-%d-%d", miner, sector), ProofKind: pb.ProofKind_POREP_SEAL_COMMIT,
+			SectorSize: 2048, RegisteredProof: id(t, "StackedDrg2KiBV1_1"), Priority: pb.Priority_NORMAL,
+			VanillaProof: c1, SectorNumber: sector, MinerId: miner,
+		}
+	}
+	first := prove(t, c, log, porep(wrapped))
+
+	// The same sector proved again under the same request id with a new C1 (sealed again,
+	// so a new ticket and interactive seed: a re-commit after a reorg changed the seed), as
+	// Curio does within the result retention: a new job and a valid proof of the new input.
+	dir2 := t.TempDir()
+	if out, err := exec.Command(cli, "sample", "--porep-only", "--out", dir2, "--miner-id", fmt.Sprint(miner), "--sector-number", fmt.Sprint(sector)).CombinedOutput(); err != nil {
+		t.Fatalf("cuzk sample (again): %v\n%s", err, out)
+	}
+	rewrapped, err := os.ReadFile(filepath.Join(dir2, "c1-lotus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := prove(t, c, log, porep(rewrapped))
+	if second.JobId == first.JobId || string(second.Proof) == string(first.Proof) {
+		t.Fatalf("the new C1 under the same request id got job %s (first %s), the same proof: %v", second.JobId, first.JobId, string(second.Proof) == string(first.Proof))
+	}
+	// The first result stays reachable by its job id; the new input again is the new job.
+	byID, err := c.AwaitProof(context.Background(), &pb.AwaitProofRequest{JobId: first.JobId})
+	if err != nil || byID.Status != pb.AwaitProofResponse_COMPLETED || string(byID.Proof) != string(first.Proof) {
+		t.Fatalf("AwaitProof of the first PoRep job %s: %+v, %v", first.JobId, byID, err)
+	}
+	resub, err := c.SubmitProof(context.Background(), porep(rewrapped))
+	if err != nil || resub.JobId != second.JobId {
+		t.Fatalf("the new C1 submitted again: %+v, %v (want job %s)", resub, err, second.JobId)
+	}
 
 	// SnapDeals, as ProveUpdateCuzk sends it.
 	var snap snapInput
