@@ -269,6 +269,16 @@ impl State {
             .ok_or_else(|| GpuError::Input("points not resident".into()))
     }
 
+    /// Device bytes a proof's plan frees or counts as its own: every set's resident points,
+    /// the NTT tables and the shapes' device copies (not what a proof holds outside the state,
+    /// such as an assignment kept between its two turns).
+    fn reclaimable(&self) -> u64 {
+        let points: u64 = self.bases.values().map(|b| b.len() as u64).sum();
+        let tables: u64 = self.domains.values().map(Domain::device_bytes).sum();
+        let shapes: u64 = self.shapes.iter().map(|(_, c)| c.device_bytes()).sum();
+        points + tables + shapes
+    }
+
     /// Drops the resident points for which `drop` holds, keeping the byte counts.
     fn drop_bases(&mut self, drop: impl Fn(&SlotKey) -> bool) -> usize {
         let keys: Vec<SlotKey> = self.bases.keys().filter(|k| drop(k)).copied().collect();
@@ -1285,18 +1295,21 @@ impl GpuPrepared {
 
     /// Runs `f` on the device under `plan`, after freeing what the plan does not keep, or under
     /// a plan for less where the device has less free now than the plan's budget (another
-    /// process took some, or the driver's own allocations grew); where it runs out of memory
-    /// even so, once more under a plan for what is free then, less a further margin.
+    /// process took some, another proof keeps its assignment there, or the driver's own
+    /// allocations grew); where it runs out of memory even so, once more under a plan for what
+    /// is free then, less a further margin. `own` says how many device bytes the caller holds
+    /// that its plan counts (its kept assignment).
     fn run_planned<T>(
         &self,
         plan: &Plan,
         shape: Option<&Arc<R1cs>>,
+        own: &dyn Fn() -> u64,
         f: impl Fn(&mut State, &Plan) -> Result<T, GpuError>,
     ) -> Result<T, GpuError> {
         let (id, lg) = (self.set.id, self.lg());
         let mut s = self.set.shared.lock()?;
         s.make_room(id, plan, lg, shape);
-        let available = self.available(&s)?;
+        let available = self.available(&s, own())?;
         let now = self.fitted(&s, plan, available.min(self.kept_budget(available, plan)));
         let plan = match &now {
             Some(smaller) => {
@@ -1308,7 +1321,7 @@ impl GpuPrepared {
         };
         s.gpu.set_tight(true);
         let result = match f(&mut s, plan) {
-            Err(e) if e.is_out_of_memory() => self.retry(&mut s, plan, shape, e, &f),
+            Err(e) if e.is_out_of_memory() => self.retry(&mut s, plan, shape, e, own(), &f),
             r => r,
         };
         s.gpu.set_tight(false);
@@ -1324,10 +1337,11 @@ impl GpuPrepared {
         plan: &Plan,
         shape: Option<&Arc<R1cs>>,
         error: GpuError,
+        own: u64,
         f: &impl Fn(&mut State, &Plan) -> Result<T, GpuError>,
     ) -> Result<T, GpuError> {
         s.evict_except(None);
-        let available = self.available(s)?;
+        let available = self.available(s, own)?;
         let Some(smaller) = self.fitted(s, plan, available.saturating_sub(plan.budget / 16)) else {
             return Err(error);
         };
@@ -1358,15 +1372,20 @@ impl GpuPrepared {
         lowered
     }
 
-    /// What the device can give this set's proofs now: what this handle holds and what the
-    /// driver has free after the work so far, less the margin, at most the ledger's cap.
-    fn available(&self, s: &State) -> Result<u64, GpuError> {
+    /// What the device can give this set's proofs now ([`plan::available_budget`]): what the
+    /// driver has free after the work so far and what the state holds that a plan frees or
+    /// keeps, with the caller's `own` bytes (its kept assignment), less the margin, at most
+    /// what the ledger's cap leaves beside the rest it holds (another proof's kept
+    /// assignment).
+    fn available(&self, s: &State, own: u64) -> Result<u64, GpuError> {
         s.gpu.settle()?;
         let (free, _) = s.gpu.mem_info()?;
         let held = s.gpu.memory();
-        Ok(plan::device_budget(
-            free as u64 + held.used,
-            Some(held.budget),
+        Ok(plan::available_budget(
+            free as u64,
+            held.used,
+            s.reclaimable() + own,
+            held.budget,
         ))
     }
 
@@ -1433,7 +1452,11 @@ impl GpuPrepared {
             return Ok(WitnessSums::identity());
         }
         let x = Mutex::new(x);
-        self.run_planned(plan, shape, |s, pl| {
+        let own = || {
+            let kept = x.lock().unwrap_or_else(|p| p.into_inner());
+            kept.as_ref().map_or(0, |b| b.len() as u64)
+        };
+        self.run_planned(plan, shape, &own, |s, pl| {
             let kept = x.lock().unwrap_or_else(|p| p.into_inner()).take();
             let x = match kept {
                 Some(x) => x,
@@ -1476,7 +1499,7 @@ impl GpuPrepared {
         let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
         let n = shape.num_constraints();
         let m = domain_size(n);
-        self.run_planned(plan, Some(shape), |s, pl| {
+        self.run_planned(plan, Some(shape), &|| 0, |s, pl| {
             let input = s.gpu.upload_new(bytes(input))?;
             if pl.keep_assignment {
                 let x = s.gpu.upload_new(bytes(aux))?;
@@ -1582,7 +1605,9 @@ impl PreparedSrs for GpuPrepared {
             }
             let fill = planned::Fill::Host([&a, &b, &c]);
             let m = domain_size(n);
-            return Ok(self.run_planned(plan, None, |s, pl| s.h_planned(pl, &h, &fill, n, m))?);
+            return Ok(
+                self.run_planned(plan, None, &|| 0, |s, pl| s.h_planned(pl, &h, &fill, n, m))?
+            );
         }
         let sum = self.set.shared.h_sum(&a, &b, &c, &h)?;
         tracing::trace!(msm = "h", ms = t.elapsed().as_millis() as u64, "msm done");

@@ -152,6 +152,16 @@ impl PassShape {
 }
 
 impl Domain {
+    /// Device memory the tables hold, in bytes.
+    pub fn device_bytes(&self) -> u64 {
+        let pow = |t: &PowTables| (t.lo.len() + t.hi.len()) as u64;
+        (self.twiddles.len() + self.z_inv.len()) as u64
+            + pow(&self.coset)
+            + pow(&self.coset_n_inv)
+            + pow(&self.coset_inv_n_inv)
+            + pow(&self.n_inv)
+    }
+
     /// Tables for the domain of size 2^lg (1 ≤ 2^lg ≤ 2^28). The twiddle table takes
     /// 2^(lg−1)·32 bytes of device memory (2 GiB at 2^27).
     pub fn new(gpu: &Gpu, lg: u32) -> Result<Self, GpuError> {

@@ -70,6 +70,21 @@ pub fn device_budget(free: u64, limit: Option<u64>) -> u64 {
     limit.map_or(available, |l| l.min(available))
 }
 
+/// What a proof may plan for now ([`device_budget`] of what can be had): the driver's `free`
+/// bytes and the `reclaimable` part of the `used` bytes the handle's ledger holds (what a plan
+/// frees or counts: resident points, NTT tables, shape copies, the proof's own kept
+/// assignment), less the [`MARGIN`], and at most what the ledger's `cap` leaves beside the bytes
+/// it holds that the proof cannot free (another proof's assignment, kept on the device between
+/// its two turns).
+pub fn available_budget(free: u64, used: u64, reclaimable: u64, cap: u64) -> u64 {
+    let reclaimable = reclaimable.min(used);
+    let held = used - reclaimable;
+    device_budget(
+        free.saturating_add(reclaimable),
+        Some(cap.saturating_sub(held)),
+    )
+}
+
 /// A query of the parameter set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Query {
@@ -123,6 +138,16 @@ impl Queries {
     /// Whether `q` is in the set.
     pub fn has(self, q: Query) -> bool {
         self.0 & q.bit() != 0
+    }
+
+    /// The set without the queries of `other`.
+    pub fn without(self, other: Queries) -> Queries {
+        Queries(self.0 & !other.0)
+    }
+
+    /// The set of the queries in `qs`.
+    pub fn of(qs: &[Query]) -> Queries {
+        Queries(qs.iter().fold(0, |bits, q| bits | q.bit()))
     }
 }
 
@@ -313,6 +338,45 @@ impl Plan {
         usize::try_from(capped(q, piece, self.resident)).unwrap_or(usize::MAX)
     }
 
+    /// Points per piece of query `q`'s MSM (of `points` points) where the plan keeps its
+    /// points resident but they are streamed after all (evicted to make room, or not fitting
+    /// now): the piece of a streamed query, and at most half the query, so that the ring's two
+    /// slots take no more than the resident copy the plan counted in their place. A query the
+    /// plan streams keeps its [`Plan::stream_piece`].
+    pub fn fallback_piece(&self, q: Query, points: u64) -> usize {
+        if !self.resident.has(q) {
+            return self.stream_piece(q);
+        }
+        let piece = if q == Query::BG2 {
+            self.piece_g2
+        } else {
+            self.piece_g1
+        };
+        usize::try_from(fallback(q, piece, points)).unwrap_or(usize::MAX)
+    }
+
+    /// The largest phase's estimated bytes where the points of `evicted` (queries the plan
+    /// keeps resident) are streamed in their [`Plan::fallback_piece`]s instead: at most
+    /// [`Plan::peak`] (unit-tested over cards, sector sizes and every evicted set).
+    pub fn peak_after_eviction(
+        &self,
+        sizes: &Sizes,
+        evicted: Queries,
+        window_bits: WindowBits<'_>,
+    ) -> u64 {
+        let form = Form {
+            sizes,
+            quotient: self.quotient,
+            shape_resident: self.shape_resident,
+            keep_assignment: self.keep_assignment,
+            keep_tables: self.keep_tables,
+            resident: self.resident.without(evicted),
+            fallen: Queries(self.resident.0 & evicted.0),
+            window_bits,
+        };
+        form.peak(self.piece_g1, self.piece_g2)
+    }
+
     /// Page-locked host bytes the plan needs beside the parameters: the two parked cosets.
     pub fn parked_bytes(&self, sizes: &Sizes) -> u64 {
         match self.quotient {
@@ -410,6 +474,7 @@ pub fn plan(budget: u64, sizes: &Sizes, window_bits: WindowBits<'_>) -> Result<P
                 keep_assignment,
                 keep_tables,
                 resident,
+                fallen: Queries::NONE,
                 window_bits,
             };
             let smallest = form.peak(MIN_PIECE, MIN_PIECE);
@@ -463,6 +528,13 @@ fn capped(q: Query, piece: u64, resident: Queries) -> u64 {
     }
 }
 
+/// Points per piece of query `q`'s MSM (pieces of `piece` planned, `points` in all) streamed
+/// although its plan keeps it resident: capped as a streamed query's and at most half the
+/// query (see [`Plan::fallback_piece`]).
+fn fallback(q: Query, piece: u64, points: u64) -> u64 {
+    capped(q, piece, Queries::NONE).min(points / 2).max(1)
+}
+
 /// The smallest budget whose room ([`SLACK_PER_MILLE`] kept free) holds `peak`.
 fn with_slack(peak: u64) -> u64 {
     (peak * 1000).div_ceil(1000 - SLACK_PER_MILLE)
@@ -500,6 +572,9 @@ struct Form<'a> {
     keep_assignment: bool,
     keep_tables: bool,
     resident: Queries,
+    /// Queries the plan keeps resident that are streamed in fallback pieces (not in
+    /// `resident`).
+    fallen: Queries,
     window_bits: WindowBits<'a>,
 }
 
@@ -581,9 +656,13 @@ impl Form<'_> {
     /// streamed query's capped).
     fn piece(&self, q: Query, p1: u64, p2: u64) -> u64 {
         let piece = if q == Query::BG2 { p2 } else { p1 };
-        capped(q, piece, self.resident)
-            .min(self.sizes.points(q))
-            .max(1)
+        let n = self.sizes.points(q);
+        let piece = if self.fallen.has(q) {
+            fallback(q, piece, n)
+        } else {
+            capped(q, piece, self.resident)
+        };
+        piece.min(n).max(1)
     }
 
     /// The working buffers of one piece of query `q`'s MSM.
@@ -657,17 +736,138 @@ mod tests {
         assert_eq!(device_budget(100, None), 0);
     }
 
-    #[test]
-    fn every_plan_fits_its_budget() {
+    /// Every plan of every card and sector size, and every set of its resident queries.
+    fn plans_and_evictions() -> Vec<(Sizes, Plan, Queries)> {
+        let mut out = Vec::new();
         for sizes in [porep_32g(), porep_64g(), porep_512m(), porep_2k()] {
-            for gb in [8, 12, 16, 24, 32, 48, 80, 141] {
+            for gb in [2, 4, 8, 12, 16, 24, 32, 48, 80, 141] {
                 let Ok(p) = plan(card(gb), &sizes, &bits) else {
                     continue;
                 };
-                assert!(p.peak <= p.budget, "{gb} GB: {p:?}");
-                assert!(p.piece_g1 >= MIN_PIECE && p.piece_g2 >= MIN_PIECE);
+                for set in 1..32u8 {
+                    let evicted = Queries(set);
+                    if p.resident.without(evicted) != p.resident {
+                        out.push((sizes, p, Queries(p.resident.0 & set)));
+                    }
+                }
             }
         }
+        out
+    }
+
+    /// A query the plan keeps resident that is streamed after all (evicted when another
+    /// query's upload ran out of memory, or not fitting) goes through a ring no larger than
+    /// the copy it replaces, in pieces no larger than planned: the proof's phases stay within
+    /// the plan's estimate. With the plan's own piece (the whole query where it is not cut) the
+    /// ring's two slots were twice the query: a 2 KiB plan that keeps L went over.
+    #[test]
+    fn evicted_points_stream_within_the_plan() {
+        let cases = plans_and_evictions();
+        assert!(cases.len() > 100, "{} cases", cases.len());
+        for (s, p, evicted) in cases {
+            for q in Query::ALL.into_iter().filter(|q| evicted.has(*q)) {
+                let piece = p.fallback_piece(q, s.points(q)) as u64;
+                assert!(2 * piece <= s.points(q) + 1, "{q:?}: {piece}");
+                assert!(
+                    piece <= p.stream_piece(q) as u64,
+                    "{q:?}: {}",
+                    p.describe(&s)
+                );
+            }
+            let after = p.peak_after_eviction(&s, evicted, &bits);
+            assert!(after <= p.peak, "{evicted:?}: {after} > {}", p.describe(&s));
+        }
+        // The case that ran out: everything resident at 2 KiB, L evicted. Its ring would have
+        // been two slots of all 2,685,673 points (515.7 MB) in place of 257.8 MB.
+        let s = porep_2k();
+        let p = plan(4 * GIB, &s, &bits).unwrap();
+        assert!(p.is_all_resident(&s));
+        assert_eq!(p.fallback_piece(Query::L, s.aux), 1_342_836);
+        assert!(
+            p.stream_piece(Query::L) >= 2_685_673,
+            "the plan's own piece: the whole query"
+        );
+    }
+
+    /// A query the plan streams keeps its planned piece when it "falls back".
+    #[test]
+    fn a_streamed_query_keeps_its_piece() {
+        let s = porep_32g();
+        let p = plan(card(16), &s, &bits).unwrap();
+        assert!(!p.resident.has(Query::L));
+        assert_eq!(p.fallback_piece(Query::L, s.aux), p.stream_piece(Query::L));
+    }
+
+    /// What a proof may plan for counts what the handle can free and its own kept assignment,
+    /// not another proof's (which stays on the device between that proof's turns): 4 GiB held
+    /// so lowers the budget by 4 GiB whether the driver's free memory or the ledger's cap binds.
+    #[test]
+    fn the_available_budget_leaves_out_what_another_proof_keeps() {
+        let (cap, x) = (60 * GIB, 4 * GIB);
+        // Free memory binds: 40 GiB free, 10 GiB of points and tables held (reclaimable).
+        let all = available_budget(40 * GIB, 10 * GIB, 10 * GIB, cap);
+        assert_eq!(all, 50 * GIB - MARGIN);
+        let kept = available_budget(40 * GIB, 10 * GIB + x, 10 * GIB, cap);
+        assert_eq!(
+            kept,
+            50 * GIB - MARGIN,
+            "another proof's 4 GiB are not free either"
+        );
+        let kept_free = available_budget(40 * GIB - x, 10 * GIB + x, 10 * GIB, cap);
+        assert_eq!(
+            kept_free,
+            all - x,
+            "the driver reports them used: they are not counted"
+        );
+        // The cap binds: the 4 GiB another proof keeps count against it.
+        let big = available_budget(100 * GIB, 10 * GIB + x, 10 * GIB, cap);
+        assert_eq!(big, cap - x);
+        assert_eq!(available_budget(100 * GIB, 10 * GIB, 10 * GIB, cap), cap);
+        // Nothing held: the free memory less the margin, at most the cap.
+        assert_eq!(available_budget(8 * GIB, 0, 0, cap), 8 * GIB - MARGIN);
+        // More claimed reclaimable than held is taken as all of it.
+        assert_eq!(
+            available_budget(8 * GIB, GIB, 2 * GIB, cap),
+            9 * GIB - MARGIN
+        );
+    }
+
+    /// The planner against what the device measured (docs/benchmarks.md, 2026-12-04, H200, a
+    /// 32 GiB partition with no limit): everything resident, 44.1 GiB of points — by hand,
+    /// 96 B × (134,217,727 H + 130,169,893 L + 129,778,000 A + 33,112,609 B) + 192 B ×
+    /// 33,112,609 B G2 = 47,376,330,912 B — and a device peak of 75.1 GiB. No budget under
+    /// that peak may be planned to hold everything, and every budget a few percent above it
+    /// must be (an estimate far over it would refuse the 80 GB cards the layout fits).
+    #[test]
+    fn everything_resident_is_planned_only_where_the_measured_peak_fits() {
+        let s = porep_32g();
+        let p = plan(card(141), &s, &bits).unwrap();
+        assert!(p.is_all_resident(&s));
+        assert_eq!(p.resident_bytes(&s), 47_376_330_912);
+        let measured = 75.1 * GIB as f64;
+        // The smallest budget that keeps everything, to a MiB.
+        let (mut lo, mut hi) = (GIB, 200 * GIB);
+        while hi - lo > 1 << 20 {
+            let mid = lo + (hi - lo) / 2;
+            match plan(mid, &s, &bits) {
+                Ok(p) if p.is_all_resident(&s) => hi = mid,
+                _ => lo = mid,
+            }
+        }
+        let least = hi as f64;
+        println!(
+            "everything resident from {:.2} GiB (estimate {:.2} GiB)",
+            least / GIB as f64,
+            p.peak as f64 / GIB as f64
+        );
+        assert!(
+            least >= measured,
+            "planned at {least} under the measured {measured}"
+        );
+        assert!(
+            least <= measured * 1.05,
+            "{least} far over the measured {measured}"
+        );
     }
 
     #[test]
@@ -743,18 +943,17 @@ mod tests {
         assert!(p.peak <= need);
     }
 
-    /// The MSM's working estimate grows with the points and matches hand-counted bytes for
-    /// one case: 2^20 G1 points at 16-bit windows (16 windows of 2^15 buckets).
+    /// The MSM's working estimate for one case counted by hand from msm.rs's allocations:
+    /// 2^20 G1 points at 16-bit windows, 16 windows of 2^15 buckets. The largest phase is the
+    /// accumulation: the digits (4 B × 16 windows × 2^20 = 67,108,864), the bucket counts
+    /// (4 B × (2^19 + 1) = 2,097,156), the buckets (192 B × 2^19 = 100,663,296) and two chunk
+    /// sums' lists (2 × 192 B × (2^24 / 128 + 1) = 50,332,032): 220,201,348 bytes. The device
+    /// measures it in tests/gpu_small.rs (`msm_work_covers_the_drivers_buffers`).
     #[test]
     fn msm_work_counts_the_drivers_buffers() {
-        let n = 1u64 << 20;
-        let (windows, buckets) = (16u64, 16u64 << 15);
-        let sort = 2 * 4 * windows * n + 2 * 4 * (buckets + 1) + 4 * n;
-        let accumulate =
-            4 * windows * n + 4 * (buckets + 1) + buckets * 192 + 2 * (windows * n / 128 + 1) * 192;
-        assert_eq!(msm_work_bytes(false, n, 16), sort.max(accumulate));
-        assert!(msm_work_bytes(true, n, 16) > msm_work_bytes(false, n, 16));
-        assert!(msm_work_bytes(false, 2 * n, 16) > msm_work_bytes(false, n, 16));
+        assert_eq!(msm_work_bytes(false, 1 << 20, 16), 220_201_348);
+        assert!(msm_work_bytes(true, 1 << 20, 16) > msm_work_bytes(false, 1 << 20, 16));
+        assert!(msm_work_bytes(false, 2 << 20, 16) > msm_work_bytes(false, 1 << 20, 16));
     }
 
     #[test]

@@ -219,7 +219,14 @@ impl State {
         let mut bounds = Vec::with_capacity(msms.len());
         for (i, m) in msms.iter().enumerate() {
             let n = m.p.n;
-            let piece = m.piece.clamp(1, n.max(1));
+            // Points the plan keeps but that are not resident now stream in pieces whose ring
+            // takes no more than the copy the plan counted.
+            let piece = if m.resident && !resident[i] {
+                m.fallback
+            } else {
+                m.piece
+            };
+            let piece = piece.clamp(1, n.max(1));
             bounds.push(match m.scalars {
                 Selection::Of { flags, .. } if n > 0 => Some(selection_bounds(flags, piece, n)?),
                 Selection::Dense(v) if v.len() < n * FR_BYTES => {
@@ -302,7 +309,8 @@ impl State {
         Ok(out)
     }
 
-    /// Makes `p`'s points resident; `false` (stream them) where they do not fit now.
+    /// Makes `p`'s points resident; `false` (stream them, in fallback pieces) where they do not
+    /// fit now.
     fn ensure_or_stream(&mut self, p: &Points<'_>) -> Result<bool, GpuError> {
         match self.ensure(p) {
             Ok(()) => Ok(true),
@@ -336,6 +344,7 @@ impl State {
             p,
             resident: plan.resident.has(query),
             piece: plan.stream_piece(query),
+            fallback: plan.fallback_piece(query, p.n as u64),
             scalars,
         });
         let parts = self.msms_planned(&msms)?;
@@ -372,6 +381,7 @@ impl State {
             p: *h,
             resident: plan.resident.has(plan::Query::H),
             piece: plan.stream_piece(plan::Query::H),
+            fallback: plan.fallback_piece(plan::Query::H, h.n as u64),
             scalars: Selection::Dense(coeffs.view_of(0..(m - 1) * FR_BYTES)?),
         }])?;
         drop(coeffs);
@@ -442,6 +452,9 @@ pub(super) struct PlannedMsm<'a> {
     pub resident: bool,
     /// Points per piece.
     pub piece: usize,
+    /// Points per piece where the plan keeps the points resident but they are not
+    /// ([`Plan::fallback_piece`]).
+    pub fallback: usize,
     /// Its scalars.
     pub scalars: Selection<'a>,
 }
