@@ -165,9 +165,15 @@ fn every_memory_plan_proves_the_same_bytes_and_verifies() {
         let plan = plan.unwrap_or_default();
         // The planner's estimate for the budget the device planned with (the limit, or what
         // was free less the margin).
-        let estimate = plan::plan(memory.budget, &sizes, &bits)
-            .expect("a plan for every limit tried")
-            .peak;
+        let planned = plan::plan(memory.budget, &sizes, &bits).expect("a plan for every limit");
+        // A plan that holds everything takes the paths the model does not follow step by step
+        // (at 32 GiB they measured 0.5 % over the estimate): they must fit the room the planner
+        // keeps, the 2 % of the budget beside the estimate; the planned paths the estimate.
+        let estimate = if planned.is_all_resident(&sizes) {
+            planned.peak * 1000 / 980
+        } else {
+            planned.peak
+        };
         let device = free_before.saturating_sub(lowest);
         println!(
             "limit {limit:?}: {plan}; buffers' peak {} of an estimated {estimate} bytes; \
@@ -289,7 +295,7 @@ fn msm_work_covers_the_drivers_buffers() {
             n as u64 * 96
         };
         let peak = backend.memory_use().peak;
-        let work = peak - before - points - n as u64 * 32;
+        let work = peak.saturating_sub(before + points + n as u64 * 32);
         let estimate = plan::msm_work_bytes(g2, n as u64, bits(n as u64, g2));
         println!("{n} points (G2 {g2}): working buffers {work} bytes, estimated {estimate}");
         assert!(
@@ -365,14 +371,16 @@ fn a_second_set_between_a_proofs_turns_keeps_the_device_margin() {
     let y = backend.prepare(srs.clone()).unwrap();
     println!("set X: {}", x.memory_plan().unwrap_or_default());
     let watch = FreeWatch::start(0, std::time::Duration::from_micros(100)).unwrap();
+    let mut inside = 0;
     for round in 0..4 {
-        // X's proof on this thread; Y's, urgent, once X's first turn took device memory.
+        // X's proof on this thread; Y's, urgent, once X's first turn changed what the device
+        // holds (urgent, Y takes the next turn and X none until Y is done).
         let before = backend.memory().unwrap().used;
         let x_done = AtomicBool::new(false);
         let (ours_x, ours_y, y_first) = std::thread::scope(|scope| {
             let y_proof = scope.spawn(|| {
                 let start = std::time::Instant::now();
-                while backend.memory().unwrap().used <= before
+                while backend.memory().unwrap().used == before
                     && start.elapsed() < std::time::Duration::from_secs(30)
                 {
                     std::thread::sleep(std::time::Duration::from_micros(50));
@@ -391,9 +399,14 @@ fn a_second_set_between_a_proofs_turns_keeps_the_device_margin() {
             "round {round}: Y finished before X: {y_first}; lowest free so far {} bytes",
             watch.lowest()
         );
+        inside += usize::from(y_first);
         assert_eq!(ours_x, want, "set X, round {round}");
         assert_eq!(ours_y, want, "set Y, round {round}");
     }
+    assert!(
+        inside > 0,
+        "Y's proof never ran inside X's: the case was not tried"
+    );
     let samples = watch.samples();
     let lowest = watch.stop();
     for (name, set) in [("X", &x), ("Y", &y)] {
