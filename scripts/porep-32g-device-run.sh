@@ -26,6 +26,9 @@
 # (QUEUED - 1), the figure of a device-bound pipeline.
 # SIZE=2KiB P=DIR scripts/porep-32g-device-run.sh prove tries the same steps at 2 KiB with the
 # parameters in DIR, on any machine (cuzkd proves on the CPU where no GPU is found).
+# Exits non-zero when any step fails (the preloads, a proof, the daemon's start) or when
+# verify_seal refuses the proof or accepts the tampered one, after the summary table, so that
+# a figure from a failed run is never read as a result.
 set -uo pipefail
 OUT="${OUT:-/tmp}"
 deadline=${DEADLINE:-540}
@@ -37,7 +40,10 @@ SOCK=$D/cuzk.sock
 MINER=1000 SECTOR=1
 left() { echo $((deadline - SECONDS > 1 ? deadline - SECONDS : 1)); }
 declare -A row
+failed=()
 note() { row[$1]=$2; echo "[$SECONDS s] $1: $2"; }
+# fail STEP WHY: the step's row says it failed, and the script's exit status will.
+fail() { note "$1" "FAILED: $2"; failed+=("$1"); }
 summary() {
     echo "== summary (at $SECONDS s; parameters: fresh setup, NOT the ceremony's)"
     printf '%-34s %s\n' "measure" "value"
@@ -48,7 +54,17 @@ summary() {
         printf '%-34s %s\n' "$k" "${row[$k]:-not measured}"
     done
 }
-trap summary EXIT
+# The summary, and the exit status: non-zero where a step failed.
+finish() {
+    local rc=$?
+    summary
+    if [ ${#failed[@]} -gt 0 ]; then
+        echo "porep-32g-device-run: FAILED: ${failed[*]}" >&2
+        [ "$rc" != 0 ] || rc=1
+    fi
+    exit "$rc"
+}
+trap finish EXIT
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
     [ "$SIZE" != 32GiB ] || exit 1
 echo "host: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; disk free: $(df -h /tmp | awk 'NR==2 {print $4}')"
@@ -112,9 +128,12 @@ python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvis
     echo "could not drop the file from the page cache: the cold load is not cold"
 start_daemon cold
 t=$(ms)
-client preload porep "$SIZE" | tee "$OUT/preload-cold.txt"
-note "cold load (preload)" "$(secs "$t" "$(ms)") ($(grep -a loaded "$OUT/preload-cold.txt"))"
-note "RSS after load" "$(rss)"
+if client preload porep "$SIZE" | tee "$OUT/preload-cold.txt"; then
+    note "cold load (preload)" "$(secs "$t" "$(ms)") ($(grep -a loaded "$OUT/preload-cold.txt"))"
+    note "RSS after load" "$(rss)"
+else
+    fail "cold load (preload)" "exit ${PIPESTATUS[0]}"
+fi
 
 prove() {
     local t
@@ -123,7 +142,7 @@ prove() {
         --out "$D/proof-$1.bin" >"$OUT/prove-$1.txt" 2>&1
     local rc=$?
     tail -4 "$OUT/prove-$1.txt"
-    [ $rc = 0 ] || { echo "prove $1 failed (exit $rc)"; return 1; }
+    [ $rc = 0 ] || { echo "prove $1 failed (exit $rc)"; fail "$1 proof" "exit $rc"; return 1; }
     note "$1 proof" "$(secs "$t" "$(ms)"), RSS $(rss)"
 }
 if [ "$what" = queued ]; then
@@ -165,7 +184,7 @@ if [ -e "$D/proof-next.bin" ]; then
         --miner-id $MINER --sector-number $SECTOR; then
         note "verify_seal" "accepted ($(secs "$t" "$(ms)"))"
     else
-        note "verify_seal" "REFUSED"
+        fail "verify_seal" "REFUSED"
     fi
     # The last partition's A and C swapped: valid points, a wrong proof (a flipped bit would
     # mostly be refused as a point off the curve, before any pairing).
@@ -173,15 +192,20 @@ if [ -e "$D/proof-next.bin" ]; then
         "$D/proof-next.bin" "$D/tampered.bin"
     if carry/cuzk verify porep --param-dir "$P" --c1 "$S/c1.json" --proof "$D/tampered.bin" \
         --miner-id $MINER --sector-number $SECTOR; then
-        note "tampered proof" "ACCEPTED (wrong)"
+        fail "tampered proof" "ACCEPTED (wrong)"
     else
         note "tampered proof" "refused"
     fi
+else
+    fail "verify_seal" "no proof to verify"
 fi
 
 # Warm: a second start reads the file from the page cache.
 start_daemon warm
 t=$(ms)
-client preload porep "$SIZE" | tee "$OUT/preload-warm.txt"
-note "warm load (page cache)" "$(secs "$t" "$(ms)") ($(grep -a loaded "$OUT/preload-warm.txt"))"
+if client preload porep "$SIZE" | tee "$OUT/preload-warm.txt"; then
+    note "warm load (page cache)" "$(secs "$t" "$(ms)") ($(grep -a loaded "$OUT/preload-warm.txt"))"
+else
+    fail "warm load (page cache)" "exit ${PIPESTATUS[0]}"
+fi
 kill "$DAEMON"; wait "$DAEMON" 2>/dev/null; DAEMON=

@@ -3,8 +3,10 @@
 # (built on the dev machine: cuzk as carry/cuzk, the test binary of tests/gpu_small.rs as
 # carry/gpu_small). Logs go to $OUT when set. Steps, in the order given:
 #   tests                 2 KiB PoRep parameters made here (about 2 minutes on 16 cores), then
-#                         tests/gpu_small.rs: every plan's proofs equal the unlimited ones, and
-#                         verify through the proving service
+#                         tests/gpu_small.rs: every plan's proofs equal the unlimited ones, its
+#                         estimate covers the measured peak, and they verify through the proving
+#                         service on the device; the MSM's working estimate against the device;
+#                         a set proved between another's turns keeps the driver's margin
 #   partition LIMITS      the 32 GiB synthetic partition's device stage under each limit of the
 #                         comma list (0: none), proofs compared with the first
 #   sector LIMIT          the same, then a whole synthetic 32 GiB sector under LIMIT
@@ -67,6 +69,14 @@ while [ $# -gt 0 ]; do
             sleep 0.5
         done
         cat "$OUT/hold-$free.log"
+        if ! kill -0 "$hog" 2>/dev/null || ! grep -q holding "$OUT/hold-$free.log"; then
+            # Without the holder the run would be one with no limit, read as a held one.
+            echo "small-gpu-device-run: hold-gpu --leave $free did not hold the memory" >&2
+            failed=1
+            kill "$hog" 2>/dev/null
+            wait "$hog" 2>/dev/null
+            continue
+        fi
         nvidia-smi --query-gpu=memory.used,memory.free --format=csv,noheader
         partition "held-$free.log"
         kill "$hog"

@@ -358,6 +358,75 @@ pub fn hold_memory(ordinal: usize, leave: u64) -> Result<HeldMemory, GpuError> {
     }
 }
 
+/// The lowest free memory device `ordinal`'s driver reported while this lived: a thread of
+/// its own asks the driver (`cuMemGetInfo`, device-wide, whoever holds the memory) every
+/// `every` until dropped or [`FreeWatch::stop`]ped. A check of the device's own view beside the
+/// ledger's count: the pool's rounding, the driver's allocations and memory taken outside the
+/// ledger show here only.
+pub struct FreeWatch {
+    lowest: Arc<AtomicU64>,
+    samples: Arc<AtomicU64>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FreeWatch {
+    /// Starts watching device `ordinal` (its first sample taken before this returns).
+    pub fn start(ordinal: usize, every: std::time::Duration) -> Result<FreeWatch, GpuError> {
+        device_count()?;
+        let ctx = CudaContext::new(ordinal).ctx("cuCtxCreate")?;
+        let (free, _) = ctx.mem_get_info().ctx("cuMemGetInfo")?;
+        let lowest = Arc::new(AtomicU64::new(free as u64));
+        let samples = Arc::new(AtomicU64::new(1));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (l, n, halt) = (lowest.clone(), samples.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !halt.load(Ordering::Relaxed) {
+                if let Ok((free, _)) = ctx.mem_get_info() {
+                    l.fetch_min(free as u64, Ordering::Relaxed);
+                    n.fetch_add(1, Ordering::Relaxed);
+                }
+                std::thread::sleep(every);
+            }
+        });
+        Ok(FreeWatch {
+            lowest,
+            samples,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The lowest free memory reported so far, in bytes.
+    pub fn lowest(&self) -> u64 {
+        self.lowest.load(Ordering::Relaxed)
+    }
+
+    /// How many times the driver was asked so far.
+    pub fn samples(&self) -> u64 {
+        self.samples.load(Ordering::Relaxed)
+    }
+
+    /// Stops the thread and returns the lowest free memory reported.
+    pub fn stop(mut self) -> u64 {
+        self.halt();
+        self.lowest()
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for FreeWatch {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
 /// Number of CUDA devices, or why there are none. Never panics, also without libcuda.
 pub fn device_count() -> Result<usize, GpuError> {
     // SAFETY: only tries to load libcuda; cudarc panics on the first driver call without it.
