@@ -478,7 +478,10 @@ mod tests {
                 releases.push(release);
                 memory.read(file, 64 << 20, timeout)
             });
-            for result in futures::future::join_all(stalled).await {
+            let stalled = tokio::time::timeout(timeout * 10, futures::future::join_all(stalled))
+                .await
+                .expect("the stalled reads given up at their deadline");
+            for result in stalled {
                 assert!(
                     matches!(result, Err(FdInputError::Timeout(_))),
                     "{result:?}"
