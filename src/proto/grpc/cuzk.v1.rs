@@ -2,8 +2,10 @@
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct SubmitProofRequest {
-    /// Idempotency key ("" for none): the same key and input give the same job; the key is
-    /// free again once its job failed or was cancelled.
+    /// A label for what is proved ("" for none), as Curio names it (`porep-<miner>-<sector>`):
+    /// the same label and input give the same job; another input under it is a new job, which
+    /// takes the label over (the older job stays known by its job id). Free again once its
+    /// job failed or was cancelled.
     #[prost(string, tag = "1")]
     pub request_id: ::prost::alloc::string::String,
     #[prost(enumeration = "ProofKind", tag = "2")]
