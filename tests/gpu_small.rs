@@ -103,21 +103,55 @@ fn limits_of_every_form(sizes: &Sizes) -> Vec<Option<u64>> {
     limits.into_iter().map(Some).chain([None]).collect()
 }
 
+/// A sealed 2 KiB sector, the 2 KiB PoRep parameters and the sizes of their queries.
+struct Sealed2KiB {
+    params: std::path::PathBuf,
+    /// Holds the sector's files.
+    _dir: tempfile::TempDir,
+    sealed: cuzk::sealing::SealedSector,
+    srs: Arc<cuzk::srs::Srs>,
+    sizes: Sizes,
+}
+
+impl Sealed2KiB {
+    fn new(sector: u64) -> Self {
+        let params = common::init(&[ProofKind::PoRep]);
+        let _dir = tempfile::tempdir().unwrap();
+        let sealed = seal_sector(
+            _dir.path(),
+            RegisteredSealProof::StackedDrg2KiBV1_1,
+            1000,
+            sector,
+        )
+        .expect("sealing a 2 KiB sector");
+        let id = registry::params_id(ProofKind::PoRep, 2048).unwrap();
+        let srs = Arc::new(load_srs(&id.params_file(&params)).expect("the 2 KiB PoRep parameters"));
+        let sizes = Sizes::from_queries(
+            srs.h.len() as u64,
+            srs.l.len() as u64,
+            srs.a.len() as u64,
+            srs.b_g1.len() as u64,
+        );
+        Sealed2KiB {
+            params,
+            _dir,
+            sealed,
+            srs,
+            sizes,
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn every_memory_plan_proves_the_same_bytes_and_verifies() {
-    let params = common::init(&[ProofKind::PoRep]);
-    let dir = tempfile::tempdir().unwrap();
-    let sealed = seal_sector(dir.path(), RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 5)
-        .expect("sealing a 2 KiB sector");
-    let id = registry::params_id(ProofKind::PoRep, 2048).unwrap();
-    let srs = Arc::new(load_srs(&id.params_file(&params)).expect("the 2 KiB PoRep parameters"));
-    let sizes = Sizes::from_queries(
-        srs.h.len() as u64,
-        srs.l.len() as u64,
-        srs.a.len() as u64,
-        srs.b_g1.len() as u64,
-    );
+    let Sealed2KiB {
+        params,
+        _dir,
+        sealed,
+        srs,
+        sizes,
+    } = Sealed2KiB::new(5);
     let c1 = &sealed.c1_json[..];
     let Recorded::Evaluations(partition) =
         record_partition_by(c1, 0, 2, Recording::Evaluations, CircuitCode::Ours).unwrap()
@@ -336,18 +370,13 @@ fn budget_keeping_points(sizes: &Sizes) -> u64 {
 #[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn a_second_set_between_a_proofs_turns_keeps_the_device_margin() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let params = common::init(&[ProofKind::PoRep]);
-    let dir = tempfile::tempdir().unwrap();
-    let sealed = seal_sector(dir.path(), RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 7)
-        .expect("sealing a 2 KiB sector");
-    let id = registry::params_id(ProofKind::PoRep, 2048).unwrap();
-    let srs = Arc::new(load_srs(&id.params_file(&params)).expect("the 2 KiB PoRep parameters"));
-    let sizes = Sizes::from_queries(
-        srs.h.len() as u64,
-        srs.l.len() as u64,
-        srs.a.len() as u64,
-        srs.b_g1.len() as u64,
-    );
+    let Sealed2KiB {
+        params: _,
+        _dir,
+        sealed,
+        srs,
+        sizes,
+    } = Sealed2KiB::new(7);
     let Recorded::Shape(shape, witness) =
         record_partition_by(&sealed.c1_json, 0, 2, Recording::Shape, CircuitCode::Ours).unwrap()
     else {

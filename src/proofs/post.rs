@@ -383,15 +383,24 @@ pub(crate) fn generate_params(
     with_shape!(u64::from(proof.sector_size()), generate_params_shape, proof)
 }
 
+/// The blank circuit (no assignment) of a registered PoSt proof, as parameter generators take
+/// it.
+#[cfg(feature = "scaffolding")] // only params_gen generates parameters
+fn blank_circuit<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredPoStProof,
+) -> Result<FallbackPoStCircuit<Tree>, ProveError> {
+    let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
+    Ok(<Compound<Tree> as CompoundProof<
+        FallbackPoSt<'_, Tree>,
+        FallbackPoStCircuit<Tree>,
+    >>::blank_circuit(&pp.vanilla_params))
+}
+
 #[cfg(feature = "scaffolding")] // only params_gen generates parameters
 fn generate_params_shape<Tree: 'static + MerkleTreeTrait>(
     proof: RegisteredPoStProof,
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
-    let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
-    let blank = <Compound<Tree> as CompoundProof<
-        FallbackPoSt<'_, Tree>,
-        FallbackPoStCircuit<Tree>,
-    >>::blank_circuit(&pp.vanilla_params);
+    let blank = blank_circuit::<Tree>(proof)?;
     bellperson::groth16::generate_random_parameters(blank, &mut rand_core::OsRng)
         .map_err(|e| ProveError::Synthesis(format!("parameter generation: {e}")))
 }
@@ -406,11 +415,7 @@ pub(crate) fn blank_shape(proof: RegisteredPoStProof) -> Result<crate::synth::R1
 fn blank_shape_of<Tree: 'static + MerkleTreeTrait>(
     proof: RegisteredPoStProof,
 ) -> Result<crate::synth::R1cs, ProveError> {
-    let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
-    let blank = <Compound<Tree> as CompoundProof<
-        FallbackPoSt<'_, Tree>,
-        FallbackPoStCircuit<Tree>,
-    >>::blank_circuit(&pp.vanilla_params);
+    let blank = blank_circuit::<Tree>(proof)?;
     crate::synth::record_blank_shape(blank)
         .map_err(|e| ProveError::Synthesis(format!("recording the blank circuit: {e}")))
 }
@@ -436,11 +441,7 @@ fn generate_params_with_shape<Tree: 'static + MerkleTreeTrait>(
     [alpha, beta, gamma, delta, tau]: [blstrs::Scalar; 5],
 ) -> Result<bellperson::groth16::Parameters<blstrs::Bls12>, ProveError> {
     use group::Group;
-    let pp = setup::<Tree>(setup_params(&proof.as_v1_config())?, None)?;
-    let blank = <Compound<Tree> as CompoundProof<
-        FallbackPoSt<'_, Tree>,
-        FallbackPoStCircuit<Tree>,
-    >>::blank_circuit(&pp.vanilla_params);
+    let blank = blank_circuit::<Tree>(proof)?;
     bellperson::groth16::generate_parameters(
         blank,
         blstrs::G1Projective::generator(),
