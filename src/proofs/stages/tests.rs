@@ -405,14 +405,15 @@ fn an_idle_gpu_goes_before_an_idle_cpu() {
     let st = two_devices(false);
     let log = Arc::new(Mutex::new(Vec::new()));
     let (tx, rx) = mpsc::channel();
-    // One partition at a time: the GPU is idle when each arrives (its worker is back
-    // waiting well within the pause after a result; the pause is long enough for that on a
-    // loaded 2-core machine, where 20 ms was not).
+    // One partition at a time: the GPU is idle when each arrives (its worker is waiting
+    // well within the pause before each partition, the first included: on a loaded 2-core
+    // machine the workers had not all started when the first came at once, and 20 ms between
+    // partitions was too short).
     for k in 0..6 {
+        std::thread::sleep(Duration::from_millis(200));
         let job = JobRun::new(1, 120 + k as u64);
         submit_on(&st, &log, Duration::from_millis(2), (&job, 0, k), &tx);
         assert!(recv(&rx).result.is_ok());
-        std::thread::sleep(Duration::from_millis(200));
     }
     let log = log.lock().unwrap().clone();
     assert!(log.iter().all(|(dev, _)| *dev == 0), "{log:?}");
