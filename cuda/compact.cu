@@ -15,9 +15,10 @@ extern "C" __global__ void compact_count(const unsigned char* flags, u32 n, u32*
     if (threadIdx.x == 0) block_counts[blockIdx.x] = (u32)total;
 }
 
-// block_offsets: the exclusive scan of compact_count's block counts.
+// block_offsets: the exclusive scan of compact_count's block counts. dst has room for cap
+// elements: more set flags than that (a caller's wrong count) write nothing past it.
 extern "C" __global__ void compact_scatter(const Fr* src, const unsigned char* flags, u32 n,
-                                           const u32* block_offsets, Fr* dst) {
+                                           const u32* block_offsets, Fr* dst, u32 cap) {
     __shared__ u32 warp_before[32];
     const u32 i = blockIdx.x * COMPACT_BLOCK + threadIdx.x;
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -38,7 +39,7 @@ extern "C" __global__ void compact_scatter(const Fr* src, const unsigned char* f
     }
     __syncthreads();
     if (f) {
-        const u32 rank = __popc(ballot & ((1u << lane) - 1));
-        store_field(dst + block_offsets[blockIdx.x] + warp_before[warp] + rank, load_field(src + i));
+        const u32 pos = block_offsets[blockIdx.x] + warp_before[warp] + __popc(ballot & ((1u << lane) - 1));
+        if (pos < cap) store_field(dst + pos, load_field(src + i));
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A 32 GiB PoRep proved by cuzkd and checked by filecoin-proofs' verifier, on the GPU host
 # (issue 32, item 3), from binaries carried in carry/ (stripped release builds: carry/cuzk with
-# the default features, carry/cuzkd; a cubin compiled earlier may wait in carry/cache).
+# the default features, carry/cuzkd; a cubin compiled earlier may wait in carry/cache). BIN=DIR
+# takes the two binaries from DIR instead (another build beside them, for an A/B on one machine).
 #
 # The parameters are cuzk's own setup with fresh random secrets (`cuzk params setup --gpu`),
 # NOT the ceremony's; the C1 output is a satisfiable one made without sealing
@@ -34,6 +35,7 @@ OUT="${OUT:-/tmp}"
 deadline=${DEADLINE:-540}
 what=${1:-all}
 export CUZK_GPU_CACHE="$PWD/carry/cache"
+BIN=${BIN:-carry}
 SIZE=${SIZE:-32GiB}
 P=${P:-/tmp/p32} S=/tmp/s32-$SIZE D=/tmp/d32
 SOCK=$D/cuzk.sock
@@ -74,7 +76,7 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f s", (b - a) / 1000 }'; }
 if [ "$what" = all ] || [ "$what" = setup ] || [ ! -e "$S/c1.json" ]; then
     rm -rf "$S"
     t=$(ms)
-    carry/cuzk sample --satisfiable --sector-size "$SIZE" --miner-id $MINER --sector-number $SECTOR \
+    "$BIN"/cuzk sample --satisfiable --sector-size "$SIZE" --miner-id $MINER --sector-number $SECTOR \
         --out "$S" >"$OUT/sample.txt" 2>&1 || { cat "$OUT/sample.txt"; exit 1; }
     note "satisfiable C1" "$(secs "$t" "$(ms)"), $(du -m "$S/c1.json" | cut -f1) MB"
 fi
@@ -82,7 +84,7 @@ if [ "$what" = all ] || [ "$what" = setup ] || { [ "$what" = queued ] && ! ls "$
     rm -rf "$P"
     t=$(ms)
     timed=; [ -x /usr/bin/time ] && timed="/usr/bin/time -v"
-    timeout "$(left)" $timed carry/cuzk params setup --gpu --sector-size "$SIZE" \
+    timeout "$(left)" $timed "$BIN"/cuzk params setup --gpu --sector-size "$SIZE" \
         --dir "$P" >"$OUT/setup.txt" 2>&1
     rc=$?
     grep -aE "cuzk:|written|Maximum resident|Elapsed" "$OUT/setup.txt" | tail -12
@@ -105,7 +107,7 @@ allow_root = true
 [gpu]
 kernel_cache = "$CUZK_GPU_CACHE"
 EOF
-    carry/cuzkd --config "$D/cuzk.toml" >"$OUT/cuzkd-$1.log" 2>&1 &
+    "$BIN"/cuzkd --config "$D/cuzk.toml" >"$OUT/cuzkd-$1.log" 2>&1 &
     DAEMON=$!
     for _ in $(seq 600); do [ -S "$SOCK" ] && return 0; sleep 0.1; done
     echo "cuzkd did not open its socket"; tail -20 "$OUT/cuzkd-$1.log"; exit 1
@@ -118,7 +120,7 @@ stop_daemon() {
 }
 rss() { awk '/VmRSS/ {printf "%.1f GiB", $2 / 1048576}' /proc/$DAEMON/status; }
 # cuzk CMD ARGS… against the daemon, waiting for answers as long as the deadline allows.
-client() { timeout "$(left)" carry/cuzk "$@" --socket "$SOCK" --answer-timeout 0; }
+client() { timeout "$(left)" "$BIN"/cuzk "$@" --socket "$SOCK" --answer-timeout 0; }
 params_file=$(ls "$P"/v28-stacked-proof-of-replication-*.params | head -1)
 
 # Cold: the .params file's pages dropped from the page cache (clean once synced: the setup
@@ -166,7 +168,7 @@ if [ "$what" = queued ]; then
     stop_daemon
     ok=0
     for i in $(seq 1 "$n"); do
-        carry/cuzk verify porep --param-dir "$P" --c1 "$S/c1.json" --proof "$D/proof-q$i.bin" \
+        "$BIN"/cuzk verify porep --param-dir "$P" --c1 "$S/c1.json" --proof "$D/proof-q$i.bin" \
             --miner-id $MINER --sector-number $SECTOR >"$OUT/verify-q$i.txt" 2>&1 && ok=$((ok + 1))
     done
     if [ "$ok" = "$n" ]; then
@@ -184,7 +186,7 @@ stop_daemon
 # filecoin-proofs' verify_seal outside the daemon, on the proof and on a tampered copy.
 if [ -e "$D/proof-next.bin" ]; then
     t=$(ms)
-    if carry/cuzk verify porep --param-dir "$P" --c1 "$S/c1.json" --proof "$D/proof-next.bin" \
+    if "$BIN"/cuzk verify porep --param-dir "$P" --c1 "$S/c1.json" --proof "$D/proof-next.bin" \
         --miner-id $MINER --sector-number $SECTOR; then
         note "verify_seal" "accepted ($(secs "$t" "$(ms)"))"
     else
@@ -194,7 +196,7 @@ if [ -e "$D/proof-next.bin" ]; then
     # mostly be refused as a point off the curve, before any pairing).
     python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); p = len(b) - 192; b[p:p + 48], b[p + 144:p + 192] = b[p + 144:p + 192], b[p:p + 48]; open(sys.argv[2], 'wb').write(b)" \
         "$D/proof-next.bin" "$D/tampered.bin"
-    if carry/cuzk verify porep --param-dir "$P" --c1 "$S/c1.json" --proof "$D/tampered.bin" \
+    if "$BIN"/cuzk verify porep --param-dir "$P" --c1 "$S/c1.json" --proof "$D/tampered.bin" \
         --miner-id $MINER --sector-number $SECTOR; then
         fail "tampered proof" "ACCEPTED (wrong)"
     else

@@ -646,21 +646,30 @@ impl Shared {
         let nb = check_aux(q)?;
         let start = Instant::now();
         let mut s = self.lock()?;
+        // With `debug.gpu_trace`, each step's time (the device synchronized after each).
+        let mut tr = msm::Trace::new(&s.gpu);
         s.ensure(h)?;
         s.ensure_shape(shape, &h.key)?;
+        tr.mark(&s.gpu, "lock, resident")?;
         let input = s.gpu.upload_new(bytes(input))?;
         let aux = s.gpu.upload_new(bytes(q.aux))?;
+        tr.mark(&s.gpu, "assignment up")?;
         let (hs, aux) = s.quotient_of_shape(shape, input, aux, true)?;
         let aux =
             aux.ok_or_else(|| GpuError::Input("the assignment's copy was not kept".into()))?;
+        tr.mark(&s.gpu, "A, B, C, quotient")?;
         let parts = msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)?;
         let h_sum = msm::finish_g1(&parts);
         let h_done = start.elapsed();
+        tr.mark(&s.gpu, "H")?;
         let Some(nb) = nb else {
             return Ok((h_sum, h_done, Some(WitnessSums::identity())));
         };
         let mut s = self.yield_to_urgent(s)?;
-        let sums = match s.fit_aux(q, true) {
+        let fitted = s.fit_aux(q, true);
+        tr.mark(&s.gpu, "turn, fit")?;
+        tr.emit("shaped sums, to the aux sums");
+        let sums = match fitted {
             Err(e) if e.is_out_of_memory() => {
                 tracing::debug!(error = %e, "aux MSMs apart, after the H sum");
                 return Ok((h_sum, h_done, None));
@@ -685,6 +694,23 @@ impl Shared {
     }
 }
 
+/// Heap vectors at least this large are freed on a thread of their own by [`release`].
+const RELEASE_APART: usize = 256 << 20;
+
+/// Frees `s`, a large heap vector on a short-lived thread of its own: handing 4 GiB back to
+/// the kernel takes it a while, which the device would otherwise spend waiting for the next
+/// call. Page-locked blocks go back to their pool at once, here.
+fn release(s: Scalars) {
+    if matches!(&s, Scalars::Heap(v) if v.capacity() * 32 >= RELEASE_APART) {
+        // A failed spawn drops the closure, and `s` with it, here.
+        let _ = std::thread::Builder::new()
+            .name("cuzk-release".into())
+            .spawn(move || drop(s));
+    } else {
+        drop(s);
+    }
+}
+
 /// Checks the aux MSMs' lengths: the B queries' length, or `None` when there are no aux
 /// values (every sum the identity).
 fn check_aux(q: &AuxPoints<'_, '_>) -> Result<Option<usize>, GpuError> {
@@ -704,7 +730,7 @@ fn check_aux(q: &AuxPoints<'_, '_>) -> Result<Option<usize>, GpuError> {
         )));
     }
     let nb = q.b_g1.n;
-    let (a_set, b_set) = (count_set(q.a_density), count_set(q.b_density));
+    let (a_set, b_set) = (q.a_set, q.b_set);
     if a_set != q.a.n || b_set != nb {
         return Err(GpuError::Input(format!(
             "A query of {} points for {a_set} flags, B of {nb} for {b_set}",
@@ -775,10 +801,23 @@ fn aux_sums(
     // Each selection is made just before its MSM and freed by it, so that no two (the A
     // query's is as large as the assignment) are on the device together; the L query last,
     // its MSM rewriting `aux` in place.
-    let a = sum(1, msm::compact(gpu, &aux, q.a_density, q.a.n)?)?;
-    let b1 = sum(2, msm::compact(gpu, &aux, q.b_density, nb)?)?;
-    let b2 = sum(3, msm::compact(gpu, &aux, q.b_density, nb)?)?;
+    // With `debug.gpu_trace`, each step's time (the device synchronized after each).
+    let mut tr = msm::Trace::new(gpu);
+    let a = msm::compact_counted(gpu, &aux, q.a_density, q.a.n)?;
+    tr.mark(gpu, "select A")?;
+    let a = sum(1, a)?;
+    tr.mark(gpu, "A")?;
+    let b1 = msm::compact_counted(gpu, &aux, q.b_density, nb)?;
+    tr.mark(gpu, "select B")?;
+    let b1 = sum(2, b1)?;
+    tr.mark(gpu, "B G1")?;
+    let b2 = msm::compact_counted(gpu, &aux, q.b_density, nb)?;
+    tr.mark(gpu, "select B")?;
+    let b2 = sum(3, b2)?;
+    tr.mark(gpu, "B G2")?;
     let l = sum(0, aux)?;
+    tr.mark(gpu, "L")?;
+    tr.emit("aux sums");
     Ok(WitnessSums {
         l: g1(l),
         a: g1(a),
@@ -793,6 +832,9 @@ struct AuxPoints<'a, 'p> {
     aux: &'a [Scalar],
     a_density: &'a [bool],
     b_density: &'a [bool],
+    /// The set flags of `a_density` and `b_density` (counted once per shape).
+    a_set: usize,
+    b_set: usize,
     l: Points<'p>,
     a: Points<'p>,
     b_g1: Points<'p>,
@@ -805,6 +847,8 @@ fn aux_points<'a, 'p>(w: &'a Witness, p: &WitnessPoints<'p>) -> AuxPoints<'a, 'p
         aux: &w.aux,
         a_density: &w.a_aux_density,
         b_density: &w.b_aux_density,
+        a_set: w.a_aux_density.count(),
+        b_set: w.b_aux_density.count(),
         l: p.l,
         a: p.a_aux,
         b_g1: p.b1_aux,
@@ -1124,6 +1168,8 @@ impl ResidentPoints {
             aux: q.aux,
             a_density: q.a_density,
             b_density: q.b_density,
+            a_set: count_set(q.a_density),
+            b_set: count_set(q.b_density),
             l: Points::g1(id, Query::Named(0), q.l, 0..q.l.len())?,
             a: Points::g1(id, Query::Named(1), q.a, 0..q.a.len())?,
             b_g1: Points::g1(id, Query::Named(2), q.b_g1, 0..q.b_g1.len())?,
@@ -1556,7 +1602,7 @@ impl GpuPrepared {
         p: &WitnessPoints<'_>,
         b_input: &[Scalar],
     ) -> Result<WitnessSums, GpuError> {
-        drop(w.aux);
+        release(w.aux);
         let shared = &self.set.shared;
         Ok(WitnessSums {
             l: sums.l,

@@ -121,7 +121,7 @@ kernels! {
     SCAN_BLOCKS = "scan_blocks"(Ptr, U32, Ptr);
     SCAN_ADD = "scan_add"(Ptr, U32, Ptr);
     COMPACT_COUNT = "compact_count"(Ptr, U32, Ptr);
-    COMPACT_SCATTER = "compact_scatter"(Ptr, Ptr, U32, Ptr, Ptr);
+    COMPACT_SCATTER = "compact_scatter"(Ptr, Ptr, U32, Ptr, Ptr, U32);
     MSM_FRONT = "msm_front"(Ptr, U32, U32, U32, U32, U32, Ptr, Ptr, Ptr, Ptr, Ptr);
     MSM_DIGITS = "msm_digits"(Ptr, Ptr, U32, U32, U32, Ptr, Ptr);
     MSM_SCATTER = "msm_scatter"(Ptr, Ptr, U32, U32, U32, Ptr, Ptr);

@@ -144,21 +144,21 @@ pub struct MsmParts {
 /// Per-phase timings when the device's options ask for them (`debug.gpu_trace`): the device
 /// is synchronized after each phase, so only for diagnosis. Emitted as one `tracing` debug
 /// event per MSM.
-struct Trace {
+pub(super) struct Trace {
     on: bool,
     last: std::time::Instant,
     marks: Vec<(&'static str, f64)>,
 }
 
 impl Trace {
-    fn new(gpu: &Gpu) -> Self {
+    pub(super) fn new(gpu: &Gpu) -> Self {
         Trace {
             on: gpu.options().trace,
             last: std::time::Instant::now(),
             marks: Vec::new(),
         }
     }
-    fn mark(&mut self, gpu: &Gpu, name: &'static str) -> Result<(), GpuError> {
+    pub(super) fn mark(&mut self, gpu: &Gpu, name: &'static str) -> Result<(), GpuError> {
         if self.on {
             gpu.sync()?;
             let now = std::time::Instant::now();
@@ -169,7 +169,7 @@ impl Trace {
         Ok(())
     }
     /// The event: what the MSM was (`what`) and each phase's milliseconds.
-    fn emit(&self, what: &str) {
+    pub(super) fn emit(&self, what: &str) {
         if self.on {
             let phases_ms: Vec<String> = self
                 .marks
@@ -241,6 +241,20 @@ pub fn compact(gpu: &Gpu, src: &DevBuf, flags: &[bool], count: usize) -> Result<
     Ok(dst)
 }
 
+/// [`compact`] where `count` is already known to be the number of set flags (a
+/// [`crate::synth::Density`]'s count, made once per shape): no pass over the flags on the
+/// host. Were it wrong, the kernel would still write no more than `count` scalars.
+pub fn compact_counted(
+    gpu: &Gpu,
+    src: &DevBuf,
+    flags: &[bool],
+    count: usize,
+) -> Result<DevBuf, GpuError> {
+    let dst = gpu.alloc(count.max(1) * 32)?;
+    compact_run(gpu, src.view(), flags, count, dst.view())?;
+    Ok(dst)
+}
+
 /// [`compact`] of the scalars of the view `src` into the start of the view `dst` (at least
 /// `count` scalars long).
 pub fn compact_into(
@@ -250,11 +264,29 @@ pub fn compact_into(
     count: usize,
     dst: DevView,
 ) -> Result<(), GpuError> {
-    let n = flags.len();
     let set = crate::prover::count_set(flags);
-    if src.len() < n * 32 || count != set || n >= (1usize << 32) || dst.len() < count * 32 {
+    if count != set {
         return Err(GpuError::Input(format!(
-            "compaction of {n} flags ({set} set) over {} scalar bytes into {count} ({} bytes)",
+            "compaction of {} flags ({set} set) into {count} scalars",
+            flags.len()
+        )));
+    }
+    compact_run(gpu, src, flags, count, dst)
+}
+
+/// [`compact_into`] without counting the flags: the lengths checked, the scatter bounded by
+/// `count` (at most `count` scalars written whatever the flags say).
+fn compact_run(
+    gpu: &Gpu,
+    src: DevView,
+    flags: &[bool],
+    count: usize,
+    dst: DevView,
+) -> Result<(), GpuError> {
+    let n = flags.len();
+    if src.len() < n * 32 || n >= (1usize << 32) || dst.len() < count * 32 {
+        return Err(GpuError::Input(format!(
+            "compaction of {n} flags over {} scalar bytes into {count} ({} bytes)",
             src.len(),
             dst.len()
         )));
@@ -282,6 +314,7 @@ pub fn compact_into(
             Arg::u32(n)?,
             (&offsets).into(),
             dst.into(),
+            Arg::u32(count)?,
         ],
     )?;
     gpu.sync()

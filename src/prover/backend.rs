@@ -17,6 +17,7 @@ use rayon::prelude::*;
 
 use super::{ProverError, Scalars};
 use crate::srs::Srs;
+use crate::synth::Density;
 
 /// A way to compute Groth16 proofs: a CPU or a device.
 ///
@@ -185,12 +186,12 @@ pub struct Witness {
     pub input: Vec<Scalar>,
     /// The aux part of the assignment (page-locked where the partition was pinned).
     pub aux: Scalars,
-    /// Which aux variables the A query uses.
-    pub a_aux_density: Vec<bool>,
+    /// Which aux variables the A query uses (a recorded shape's own, shared).
+    pub a_aux_density: Density,
     /// Which inputs the B queries use.
-    pub b_input_density: Vec<bool>,
+    pub b_input_density: Density,
     /// Which aux variables the B queries use.
-    pub b_aux_density: Vec<bool>,
+    pub b_aux_density: Density,
     /// The number of set flags of `b_input_density`: where the B queries' aux part starts.
     pub b_in: usize,
 }

@@ -9,11 +9,10 @@ use group::{prime::PrimeCurveAffine, Curve};
 use rand_core::OsRng;
 
 use super::{
-    count_set, PinnedPool, PreparedSrs, ProverError, Scalars, Witness, WitnessPartition,
-    WitnessSums,
+    PinnedPool, PreparedSrs, ProverError, Scalars, Witness, WitnessPartition, WitnessSums,
 };
 use crate::srs::Srs;
-use crate::synth::Synthesized;
+use crate::synth::{Density, Synthesized};
 
 /// Where the time of one partition proof went.
 #[derive(Clone, Copy, Debug, Default)]
@@ -40,11 +39,11 @@ pub struct Partition {
     /// Auxiliary variables.
     pub aux: Scalars,
     /// Whether aux variable i occurs in some A combination.
-    pub a_aux_density: Vec<bool>,
+    pub a_aux_density: Density,
     /// Whether input i occurs in some B combination.
-    pub b_input_density: Vec<bool>,
+    pub b_input_density: Density,
     /// Whether aux variable i occurs in some B combination.
-    pub b_aux_density: Vec<bool>,
+    pub b_aux_density: Density,
 }
 
 impl From<Synthesized> for Partition {
@@ -55,9 +54,9 @@ impl From<Synthesized> for Partition {
             c: s.c.into(),
             input: s.input,
             aux: s.aux.into(),
-            a_aux_density: s.a_aux_density,
-            b_input_density: s.b_input_density,
-            b_aux_density: s.b_aux_density,
+            a_aux_density: s.a_aux_density.into(),
+            b_input_density: s.b_input_density.into(),
+            b_aux_density: s.b_aux_density.into(),
         }
     }
 }
@@ -88,8 +87,8 @@ impl Partition {
             .map(|s| s.host_bytes() as u64)
             .sum::<u64>();
         let input = (self.input.capacity() * std::mem::size_of::<Scalar>()) as u64;
-        let flags = self.a_aux_density.capacity() + self.b_input_density.capacity();
-        scalars + input + (flags + self.b_aux_density.capacity()) as u64
+        let flags = self.a_aux_density.host_bytes() + self.b_input_density.host_bytes();
+        scalars + input + (flags + self.b_aux_density.host_bytes()) as u64
     }
 }
 
@@ -107,27 +106,28 @@ pub fn prove(
 /// another circuit's parameters give a clear error instead of a wrong proof. Returns the
 /// number of inputs the B queries use.
 fn check_shape(srs: &Srs, c: &Partition, domain: usize) -> Result<usize, ProverError> {
+    let densities = [&c.a_aux_density, &c.b_input_density, &c.b_aux_density];
     check_lengths(
         srs,
         c.input.len(),
         c.aux.len(),
-        [&c.a_aux_density, &c.b_input_density, &c.b_aux_density],
+        densities.map(|d| (d.len(), d.count())),
         domain,
     )
 }
 
 /// [`check_shape`] from the lengths: inputs, aux variables, the densities (A aux, B input,
-/// B aux) and the domain.
+/// B aux: each its length and its number of set flags) and the domain.
 fn check_lengths(
     srs: &Srs,
     n_in: usize,
     n_aux: usize,
-    [a_aux, b_input, b_aux]: [&[bool]; 3],
+    [a_aux, b_input, b_aux]: [(usize, usize); 3],
     domain: usize,
 ) -> Result<usize, ProverError> {
-    let a_len = n_in + count_set(a_aux);
-    let b_in = count_set(b_input);
-    let b_len = b_in + count_set(b_aux);
+    let a_len = n_in + a_aux.1;
+    let b_in = b_input.1;
+    let b_len = b_in + b_aux.1;
     let checks = [
         ("ic", srs.vk.ic.len(), n_in),
         ("h", srs.h.len(), domain - 1),
@@ -148,9 +148,9 @@ fn check_lengths(
     }
     // The densities must cover their variables too: the backends select by them.
     let densities = [
-        ("A aux density", a_aux.len(), n_aux),
-        ("B aux density", b_aux.len(), n_aux),
-        ("B input density", b_input.len(), n_in),
+        ("A aux density", a_aux.0, n_aux),
+        ("B aux density", b_aux.0, n_aux),
+        ("B input density", b_input.0, n_in),
     ];
     for (what, left, right) in densities {
         if left != right {
@@ -187,8 +187,9 @@ pub fn prove_witness_with_randomness(
     let WitnessPartition { witness, shape } = partition;
     let srs = prepared.srs();
     let domain = shape.num_constraints().next_power_of_two().max(2);
+    // The shape's densities are counted once, by the first partition proved on it.
     let densities = [
-        &shape.a_aux_density[..],
+        &shape.a_aux_density,
         &shape.b_input_density,
         &shape.b_aux_density,
     ];
@@ -196,7 +197,7 @@ pub fn prove_witness_with_randomness(
         srs,
         witness.input.len(),
         witness.aux.len(),
-        densities,
+        densities.map(|d| (d.len(), d.count())),
         domain,
     )?;
     let start = Instant::now();

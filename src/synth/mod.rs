@@ -10,6 +10,7 @@
 //! parts on several threads and stitched bit-identically (`split.rs`).
 
 mod cs;
+mod density;
 mod gadgets;
 mod poseidon;
 mod sha256;
@@ -18,6 +19,7 @@ mod split;
 mod witness;
 
 pub use cs::{synthesize, synthesize_all, with_yield_point, Mark, RecordingCs, Synthesized};
+pub use density::Density;
 pub use gadgets::{poseidon_gadget, sha256_packed_gadget, Gadgets, Synthesize};
 pub use shape::{
     record_blank_shape, record_shape, record_shape_part, record_shape_split, stitch_shape, Matrix,

@@ -17,6 +17,7 @@ use ff::Field;
 use rayon::prelude::*;
 
 use super::cs::{count_constraint, Mark, Marking};
+use super::density::Density;
 use super::gadgets::{Gadgets, Synthesize};
 use super::split::SplitError;
 use super::witness::Witness;
@@ -221,12 +222,13 @@ pub struct R1cs {
     pub num_inputs: usize,
     /// Aux variables.
     pub num_aux: usize,
-    /// Whether aux variable i occurs in some A combination.
-    pub a_aux_density: Vec<bool>,
+    /// Whether aux variable i occurs in some A combination (shared with every witness
+    /// proved on this shape, not copied).
+    pub a_aux_density: Density,
     /// Whether input i occurs in some B combination.
-    pub b_input_density: Vec<bool>,
+    pub b_input_density: Density,
     /// Whether aux variable i occurs in some B combination.
-    pub b_aux_density: Vec<bool>,
+    pub b_aux_density: Density,
 }
 
 impl R1cs {
@@ -242,9 +244,9 @@ impl R1cs {
 
     /// Host bytes it holds.
     pub fn host_bytes(&self) -> u64 {
-        let flags = self.a_aux_density.capacity()
-            + self.b_input_density.capacity()
-            + self.b_aux_density.capacity();
+        let flags = self.a_aux_density.host_bytes()
+            + self.b_input_density.host_bytes()
+            + self.b_aux_density.host_bytes();
         self.a.bytes() + self.b.bytes() + self.c.bytes() + flags as u64
     }
 
@@ -335,9 +337,9 @@ impl R1cs {
             c,
             input: w.input,
             aux: w.aux,
-            a_aux_density: self.a_aux_density.clone(),
-            b_input_density: self.b_input_density.clone(),
-            b_aux_density: self.b_aux_density.clone(),
+            a_aux_density: self.a_aux_density.to_vec(),
+            b_input_density: self.b_input_density.to_vec(),
+            b_aux_density: self.b_aux_density.to_vec(),
         })
     }
 
@@ -438,9 +440,9 @@ impl ShapeCs {
             coeffs: self.coeffs,
             num_inputs: witness.input.len(),
             num_aux: witness.aux.len(),
-            a_aux_density: self.a_aux_density,
-            b_input_density: self.b_input_density,
-            b_aux_density: self.b_aux_density,
+            a_aux_density: self.a_aux_density.into(),
+            b_input_density: self.b_input_density.into(),
+            b_aux_density: self.b_aux_density.into(),
         };
         Ok((shape, witness))
     }
