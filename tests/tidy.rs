@@ -1043,6 +1043,45 @@ fn layers_are_drawn_in_architecture_md() {
     );
 }
 
+/// The measurement docs speak of the project (dates, builds, cards), not of how it was worked
+/// on: no "session" outside code blocks in docs/benchmarks.md and docs/gpu-notes.md, and
+/// docs/benchmarks.md opens with its table of current figures.
+#[test]
+fn measurement_docs_say_what_is() {
+    for name in ["docs/benchmarks.md", "docs/gpu-notes.md"] {
+        let text = read(&root().join(name));
+        let mut in_code = false;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+                continue;
+            }
+            assert!(
+                in_code || !line.to_lowercase().contains("session"),
+                "{name}:{}: \"session\" outside a code block: name the date and build instead\n{line}",
+                n + 1
+            );
+        }
+    }
+    let text = read(&root().join("docs/benchmarks.md"));
+    let mut headings = text.lines().filter(|l| l.starts_with("## "));
+    assert_eq!(
+        headings.next(),
+        Some("## Current figures"),
+        "docs/benchmarks.md must open with its \"## Current figures\" section"
+    );
+    let table = text
+        .split("## Current figures")
+        .nth(1)
+        .and_then(|rest| rest.lines().find(|l| l.starts_with('|')));
+    assert_eq!(
+        table,
+        Some("| metric | value | card / machine | build | date | real or synthetic | verified | how |"),
+        "docs/benchmarks.md's current figures must be one table: metric, value, card, build, \
+         date, real or synthetic, verified, how"
+    );
+}
+
 // ---- the test of the test -----------------------------------------------------------------
 
 /// A planted file: the path it pretends to be (`tidy-fixture: as PATH` on a line of its own)
