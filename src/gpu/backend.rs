@@ -1651,20 +1651,24 @@ impl PreparedSrs for GpuPrepared {
             }
             let fill = planned::Fill::Host([&a, &b, &c]);
             let m = domain_size(n);
-            return Ok(
-                self.run_planned(plan, None, &|| 0, |s, pl| s.h_planned(pl, &h, &fill, n, m))?
-            );
+            let sum = self.run_planned(plan, None, &|| 0, |s, pl| s.h_planned(pl, &h, &fill, n, m));
+            [a, b, c].into_iter().for_each(release);
+            return Ok(sum?);
         }
-        let sum = self.set.shared.h_sum(&a, &b, &c, &h)?;
+        let sum = self.set.shared.h_sum(&a, &b, &c, &h);
+        [a, b, c].into_iter().for_each(release);
         tracing::trace!(msm = "h", ms = t.elapsed().as_millis() as u64, "msm done");
-        Ok(sum)
+        Ok(sum?)
     }
 
     fn witness_sums(&self, mut w: Witness) -> Result<WitnessSums, ProverError> {
         if let Some(plan) = self.planned()? {
             let aux = std::mem::replace(&mut w.aux, Scalars::Heap(Vec::new()));
             let staged = self.staged_aux(&aux)?;
-            return Ok(self.witness_planned(plan, w, None, staged.scalars(), None)?);
+            let sums = self.witness_planned(plan, w, None, staged.scalars(), None);
+            drop(staged);
+            release(aux);
+            return Ok(sums?);
         }
         Ok(self.witness(w)?)
     }
@@ -1704,8 +1708,14 @@ impl PreparedSrs for GpuPrepared {
             let start = Instant::now();
             let (h, x) = self.h_shaped_planned(plan, shape, &w.input, staged.scalars())?;
             let h_done = start.elapsed();
-            let witness = self.witness_planned(plan, w, x, staged.scalars(), Some(shape))?;
-            return Ok(Sums { h, witness, h_done });
+            let witness = self.witness_planned(plan, w, x, staged.scalars(), Some(shape));
+            drop(staged);
+            release(aux);
+            return Ok(Sums {
+                h,
+                witness: witness?,
+                h_done,
+            });
         }
         let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
         let p = self.witness_points(w.input.len(), w.b_in)?;
