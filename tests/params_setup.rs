@@ -2,8 +2,7 @@
 //! parameters) at 2 KiB: cuzk proves a C1 output with the parameters it wrote, filecoin-proofs'
 //! `verify_seal` accepts the proof with the `.vk` it wrote, and refuses a tampered one.
 
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cuzk::params_gen::setup::{generate_fresh, Device};
 use cuzk::proofs::porep::satisfiable::c1_output;
@@ -11,24 +10,23 @@ use cuzk::proofs::{JobControl, PoRepRequest, ProofKind, ProofRequest, ProvingSer
 use cuzk::prover::cpu::CpuBackend;
 use cuzk::sealing::verify_c1_proof;
 
-/// The directory of this process's fresh parameters; filecoin-proofs reads
-/// `FIL_PROOFS_PARAMETER_CACHE` once per process, so it is set before anything else runs.
-fn fresh_dir() -> PathBuf {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let d = tempfile::Builder::new()
-            .prefix("cuzk-fresh-params-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", d.path());
-        d
-    });
-    dir.path().to_path_buf()
+/// A directory for this test's fresh parameters (1.1 GB), removed when the test ends (a static
+/// would never be dropped, and each run left its copy behind); filecoin-proofs reads
+/// `FIL_PROOFS_PARAMETER_CACHE` once per process, so it is set before anything else reads it
+/// (this binary's only test).
+fn fresh_dir() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("cuzk-fresh-params-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", d.path());
+    d
 }
 
 #[test]
 fn fresh_2kib_parameters_prove_and_filecoin_proofs_verifies() {
-    let dir = fresh_dir();
+    let held = fresh_dir();
+    let dir = held.path().to_path_buf();
     let mut log = |m: &str| eprintln!("setup: {m}");
     let seed: [u8; 32] = rand::random();
     let r = generate_fresh(&dir, ProofKind::PoRep, 2048, seed, &Device::Cpu, &mut log)
