@@ -59,6 +59,7 @@ const LAYERS: &[&[&str]] = &[
     &["config", "srs", "synth", "topology"],
     &["prover"],
     &["gpu"],
+    &["pipeline"],
     &["proofs"],
     &["engine"],
     &["proto"],

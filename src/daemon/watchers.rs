@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use super::access::Access;
 use super::{connection, handler, wire, Context};
 use crate::engine::{JobEvent, JobId, JobPhase, JobState};
-use crate::proofs::Step;
+use crate::pipeline::Step;
 use crate::proto::{ProgressEvent, ProgressStage, Response};
 
 /// Events a watcher's buffer holds at most (about 64 bytes each).
@@ -319,7 +319,7 @@ pub(super) async fn serve(
 mod tests {
     use super::*;
     use crate::engine::JobProgress;
-    use crate::proofs::StepEvent;
+    use crate::pipeline::StepEvent;
 
     fn step(job: JobId, partition: usize) -> JobEvent {
         JobEvent::Progress(JobProgress {

@@ -13,7 +13,8 @@ use super::estimate::{estimate_start, Measured, QueuedJob, RunningJob};
 use super::journal::{RecoveredJob, RecoveredState};
 use super::types::*;
 use super::EngineConfig;
-use crate::proofs::{JobControl, ProofKind, ProofRequest};
+use crate::pipeline::JobControl;
+use crate::proofs::{ProofKind, ProofRequest};
 use crate::srs::ParamsId;
 
 /// One job.
@@ -446,7 +447,7 @@ impl State {
     pub fn finish(
         &mut self,
         id: JobId,
-        result: Result<crate::proofs::ProofOutput, Failure>,
+        result: Result<crate::pipeline::ProofOutput, Failure>,
         now: Instant,
     ) {
         if let Some(result) = self.final_result(id, result, now) {
@@ -460,7 +461,7 @@ impl State {
     pub fn final_result(
         &mut self,
         id: JobId,
-        result: Result<crate::proofs::ProofOutput, Failure>,
+        result: Result<crate::pipeline::ProofOutput, Failure>,
         now: Instant,
     ) -> Option<JobResult> {
         let drain_cancelled = self.drain_cancelled;

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::proofs::{ProofKind, ProofOutput, ProveError};
+use crate::pipeline::{ProofOutput, ProveError};
+use crate::proofs::ProofKind;
 
 /// A job's identifier, unique for the life of the engine (never reused).
 pub type JobId = u64;
@@ -146,7 +147,7 @@ pub enum FailureKind {
 /// is kept for the retention time and returned by every Status.
 pub const MAX_MESSAGE: usize = 1024;
 
-pub use crate::proofs::bounded;
+pub use crate::pipeline::bounded;
 
 /// A failed job's error.
 #[derive(Clone, Debug, PartialEq, Eq)]

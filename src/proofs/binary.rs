@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::post::{WindowPostInput, WinningPostInput};
 use super::registry;
 use super::snap::SnapInput;
-use super::ProveError;
+use crate::pipeline::ProveError;
 
 /// The first bytes of a binary input (version 1). A JSON input cannot start with them.
 pub const MAGIC: [u8; 4] = *b"CZB1";

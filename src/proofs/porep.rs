@@ -14,12 +14,12 @@ use storage_proofs_porep::stacked::{
     self, generate_replica_id, StackedCircuit, StackedCompound, StackedDrg,
 };
 
-use super::pipeline::{
-    proof_bytes, prove_split_partitions, vanilla_verdict, verify, PartitionCircuit,
-};
+use super::request::PoRepRequest;
 use super::shapes::with_shape;
-use super::{JobControl, PoRepRequest, ProofKind, ProofOutput, ProveError, ProvingService};
-use crate::srs::ParamsId;
+use super::verdict::{proof_bytes, vanilla_verdict, verify};
+use crate::pipeline::partitions::{evaluations, prove_split_partitions, PartitionCircuit};
+use crate::pipeline::{JobControl, ProofOutput, ProveError, ProvingService};
+use crate::srs::{ParamsId, ProofKind};
 use crate::synth::{Recorded, Recording};
 
 /// lotus-bench's and Curio's wrapper around the C1 output.
@@ -509,14 +509,6 @@ pub fn synthesize_partition(
     parts: usize,
 ) -> Result<crate::synth::Synthesized, ProveError> {
     evaluations(record_partition(c1, k, parts, Recording::Evaluations)?)
-}
-
-/// The evaluations of what [`Recording::Evaluations`] recorded (for any proof kind).
-pub(crate) fn evaluations(r: Recorded) -> Result<crate::synth::Synthesized, ProveError> {
-    match r {
-        Recorded::Evaluations(s) => Ok(s),
-        _ => Err(ProveError::Synthesis("not the evaluations".into())),
-    }
 }
 
 /// Whose circuit a synthesis runs: the same variables and constraints either way.

@@ -20,11 +20,12 @@ use storage_proofs_post::fallback::{
 
 use super::binary;
 use super::bytes::{b64_32, b64_list};
-use super::pipeline::{proof_bytes, prove_partitions, Proved};
 use super::porep::prover_id;
 use super::shapes::with_shape;
-use super::{JobControl, ProofKind, ProofOutput, ProveError, ProvingService};
-use crate::srs::ParamsId;
+use super::verdict::{proof_bytes, vanilla_verdict};
+use crate::pipeline::partitions::{prove_partitions, Proved};
+use crate::pipeline::{JobControl, ProofOutput, ProveError, ProvingService};
+use crate::srs::{ParamsId, ProofKind};
 
 /// A WinningPoSt request, as JSON (or binary: [`binary::WinningPost`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -313,7 +314,7 @@ fn check_partitions<Tree: 'static + MerkleTreeTrait>(
     }
     let single =
         single_partition_vanilla_proofs(config, vp, &pub_inputs, vanilla).map_err(invalid)?;
-    super::pipeline::vanilla_verdict(
+    vanilla_verdict(
         FallbackPoSt::<Tree>::verify_all_partitions(vp, &pub_inputs, &[single]),
         "PoSt input",
         "its vanilla proofs do not verify against its randomness and sectors (made for other \

@@ -2,8 +2,9 @@
 
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof};
 
-use super::{porep, post, snap, ProofKind, ProveError};
-use crate::srs::ParamsId;
+use super::{porep, post, snap};
+use crate::pipeline::ProveError;
+use crate::srs::{ParamsId, ProofKind};
 
 // Filecoin's integer proof-type ids, as Lotus and Curio hold them (go-state-types
 // `abi.RegisteredSealProof`, `abi.RegisteredPoStProof`, `abi.RegisteredUpdateProof`): written

@@ -16,10 +16,11 @@ use storage_proofs_update::{
 };
 
 use super::bytes::{b64_32, b64_list};
-use super::pipeline::{proof_bytes, prove_partitions};
 use super::shapes::with_shape;
-use super::{JobControl, ProofKind, ProofOutput, ProveError, ProvingService};
-use crate::srs::ParamsId;
+use super::verdict::{proof_bytes, vanilla_verdict};
+use crate::pipeline::partitions::prove_partitions;
+use crate::pipeline::{JobControl, ProofOutput, ProveError, ProvingService};
+use crate::srs::{ParamsId, ProofKind};
 
 /// A SnapDeals request, as JSON (or binary: [`super::binary::Snap`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -228,7 +229,7 @@ fn check_vanilla_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let config = SectorUpdateConfig::from_porep_config(&porep_config(input.registered_proof));
     let (vanilla, public_inputs) = decode::<Tree>(input)?;
     let pp = compound_params::<Tree>(&config)?;
-    super::pipeline::vanilla_verdict(
+    vanilla_verdict(
         EmptySectorUpdate::<Tree>::verify_all_partitions(
             &pp.vanilla_params,
             &public_inputs,
