@@ -15,6 +15,7 @@ mod admission;
 pub mod cli;
 mod connection;
 mod fdinput;
+mod frames;
 mod grpc;
 mod handler;
 pub(crate) mod host;
