@@ -13,9 +13,8 @@
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
 use serde::{Deserialize, Serialize};
 
-use super::post::{WindowPostInput, WinningPostInput};
-use super::registry;
-use super::snap::SnapInput;
+use super::inputs::{SnapInput, WindowPostInput, WinningPostInput};
+use super::proof_types as registry;
 use crate::pipeline::ProveError;
 
 /// The first bytes of a binary input (version 1). A JSON input cannot start with them.

@@ -8,8 +8,10 @@
 
 pub mod binary;
 mod bytes;
+mod inputs;
 pub mod porep;
 pub mod post;
+mod proof_types;
 pub mod registry;
 mod request;
 pub mod shapes;

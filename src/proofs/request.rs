@@ -4,6 +4,7 @@ use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUp
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+pub use super::porep::PoRepRequest;
 use super::{binary, registry};
 use crate::pipeline::control::catch_panic;
 use crate::pipeline::{JobControl, ProofJob, ProofOutput, ProveError, ProvingService};
@@ -166,18 +167,6 @@ fn c1_proof(c1: &[u8]) -> Result<RegisteredSealProof, ProveError> {
         (None, Some(proof)) => Ok(proof),
         (None, None) => Err(bad(&"no registered_proof")),
     }
-}
-
-/// A PoRep C2 request.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct PoRepRequest {
-    /// The C1 output: filecoin-proofs-api's `SealCommitPhase1Output` JSON, or lotus-bench's
-    /// wrapper `{"SectorNum", "Phase1Out": base64(JSON), "SectorSize"}`.
-    pub c1: Vec<u8>,
-    /// The miner's actor id (`f01234` → 1234); the prover id is derived from it.
-    pub miner_id: u64,
-    /// The sector number. Required unless the C1 is a lotus-bench wrapper that carries one.
-    pub sector_number: Option<u64>,
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@ use filecoin_proofs::{
     DefaultPieceHasher, MerkleTreeTrait, PoRepConfig, SectorUpdateConfig, TreeRHasher,
 };
 use filecoin_proofs_api::RegisteredUpdateProof;
-use serde::{Deserialize, Serialize};
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::multi_proof::MultiProof;
 use storage_proofs_core::parameter_cache::CacheableParameters;
@@ -15,32 +14,12 @@ use storage_proofs_update::{
     PublicInputs, PublicParams, SetupParams,
 };
 
-use super::bytes::{b64_32, b64_list};
+pub use super::inputs::SnapInput;
 use super::shapes::with_shape;
 use super::verdict::{proof_bytes, vanilla_verdict};
 use crate::pipeline::partitions::prove_partitions;
 use crate::pipeline::{JobControl, ProofOutput, ProveError, ProvingService};
 use crate::srs::{ParamsId, ProofKind};
-
-/// A SnapDeals request, as JSON (or binary: [`super::binary::Snap`]).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SnapInput {
-    /// The registered update proof (`StackedDrg2KiBV1`, …).
-    pub registered_proof: RegisteredUpdateProof,
-    /// The sector's old replica commitment, base64.
-    #[serde(with = "b64_32")]
-    pub comm_r_old: [u8; 32],
-    /// The new replica commitment, base64.
-    #[serde(with = "b64_32")]
-    pub comm_r_new: [u8; 32],
-    /// The new data commitment, base64.
-    #[serde(with = "b64_32")]
-    pub comm_d_new: [u8; 32],
-    /// The partition vanilla proofs as filecoin-proofs-api's `generate_partition_proofs`
-    /// returns them, base64.
-    #[serde(with = "b64_list")]
-    pub vanilla_proofs: Vec<Vec<u8>>,
-}
 
 type Compound<Tree> = EmptySectorUpdateCompound<Tree>;
 

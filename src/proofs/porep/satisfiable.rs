@@ -35,7 +35,7 @@ use typenum::Unsigned;
 use super::circuit::{TreeDomain, TreeProof};
 use super::{compound_params, prover_id};
 use crate::pipeline::ProveError;
-use crate::proofs::registry::seal_proof;
+use crate::proofs::proof_types::seal_proof;
 use crate::proofs::shapes::with_shape;
 
 /// A satisfiable C1 output and the miner and sector it was made for.

@@ -21,7 +21,7 @@ use super::circuit::{TreeDomain, TreeProof};
 use super::{compound_params, prove_split_partitions, CircuitCode, PoRepJob};
 use crate::pipeline::partitions::evaluations;
 use crate::pipeline::{JobControl, ProveError, ProvingService, StageTimings};
-use crate::proofs::registry::seal_proof;
+use crate::proofs::proof_types::seal_proof;
 use crate::proofs::shapes::with_shape;
 use crate::srs::ParamsId;
 use crate::srs::ProofKind;
