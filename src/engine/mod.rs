@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 
-pub use state::{EngineStats, Lane};
+pub use state::EngineStats;
 pub use types::*;
 
 use crate::pipeline::{

@@ -76,17 +76,6 @@ pub fn cancelled_while_running() -> JobResult {
     ))
 }
 
-/// Which jobs a worker takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lane {
-    /// Any job, highest priority first (the `proving.workers` workers).
-    Any,
-    /// Critical jobs only (WinningPoSt): one extra worker, so that a critical job starts at
-    /// once instead of waiting for a running job to finish. It then shares the backend with
-    /// that job; the GPU backend interleaves the two at the granularity of its stages.
-    Critical,
-}
-
 /// What a worker takes from the queue.
 pub(super) struct Assignment {
     pub id: JobId,
