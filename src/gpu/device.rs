@@ -540,7 +540,7 @@ impl Gpu {
         // Measured after the context and the module took theirs: what is left is what the
         // proofs may use, less the margin, or the configured limit where that is lower.
         let (free, _) = ctx.mem_get_info().ctx("cuMemGetInfo")?;
-        let budget = super::plan::device_budget(free as u64, options.memory_limit);
+        let budget = super::budget::device_budget(free as u64, options.memory_limit);
         if options.memory_limit.is_some_and(|l| l > budget) {
             tracing::warn!(
                 ordinal,
