@@ -713,6 +713,20 @@ fn path_heads(toks: &[Tok], i: usize) -> Vec<(String, usize)> {
     }
 }
 
+/// The length of the `super::` chain that starts at `toks[i]`, and the index of the token
+/// after it.
+fn super_chain(toks: &[Tok], i: usize) -> (usize, usize) {
+    let mut k = 0;
+    let mut j = i;
+    while toks.get(j).is_some_and(|x| x.text == "super")
+        && toks.get(j + 1).is_some_and(|x| x.text == "::")
+    {
+        k += 1;
+        j += 2;
+    }
+    (k, j)
+}
+
 fn check_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
     if !ctx.in_src() || ctx.in_bin() {
         return;
@@ -755,14 +769,7 @@ fn check_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
             }
         } else if t.text == "super" {
             // Count the `super::` chain and see whether it climbs to the crate root.
-            let mut k = 0;
-            let mut j = i;
-            while toks.get(j).is_some_and(|x| x.text == "super")
-                && toks.get(j + 1).is_some_and(|x| x.text == "::")
-            {
-                k += 1;
-                j += 2;
-            }
+            let (k, j) = super_chain(toks, i);
             if k == here.len() + t.mod_depth {
                 for (target, line) in path_heads(toks, j) {
                     check(&target, line, out);
@@ -824,14 +831,8 @@ fn check_inner_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
             }
             path_heads(toks, i + 4)
         } else if t.text == "super" {
-            let mut k = 0;
-            let mut j = i;
-            while toks.get(j).is_some_and(|x| x.text == "super")
-                && toks.get(j + 1).is_some_and(|x| x.text == "::")
-            {
-                k += 1;
-                j += 2;
-            }
+            // Whether the `super::` chain climbs to the folder's root.
+            let (k, j) = super_chain(toks, i);
             if k + 1 != here.len() + t.mod_depth {
                 continue;
             }
