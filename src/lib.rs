@@ -8,6 +8,8 @@
 //!   A/B/C evaluations, the assignment and the query densities.
 //! * [`prover`] turns a synthesized circuit into a Groth16 proof behind a [`prover::Backend`]
 //!   boundary (CPU here, GPU in [`gpu`]).
+//! * [`pipeline`] proves any kind's partitions: resident parameters, the shared stages
+//!   (admission, synthesis, the devices), recorded shapes, progress and per-job control.
 //! * [`proofs`] knows the Filecoin proof kinds: it parses the miner's inputs, builds the circuits
 //!   and public inputs, and verifies every proof before returning it.
 //!
@@ -26,6 +28,7 @@ pub mod engine;
 pub mod gpu;
 #[cfg(feature = "scaffolding")]
 pub mod params_gen;
+pub mod pipeline;
 pub mod proofs;
 pub mod proto;
 pub mod prover;

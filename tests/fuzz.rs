@@ -38,7 +38,8 @@ mod daemon_support;
 mod grpc_support;
 
 use cuzk::config::{Config, ConfigError};
-use cuzk::proofs::{PoRepRequest, ProofRequest, ProveError};
+use cuzk::pipeline::ProveError;
+use cuzk::proofs::{PoRepRequest, ProofRequest};
 use cuzk::proto::*;
 use cuzk::srs::{load_srs, SrsError};
 

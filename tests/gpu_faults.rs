@@ -15,10 +15,10 @@ mod common;
 
 use cuzk::config::{FaultConfig, FaultKind, FaultStage};
 use cuzk::gpu::GpuOptions;
-use cuzk::proofs::{
-    Device, HealthPolicy, HealthState, JobControl, PipelineOptions, PoRepRequest, ProofKind,
-    ProofRequest, ProvingService,
+use cuzk::pipeline::{
+    Device, HealthPolicy, HealthState, JobControl, PipelineOptions, ProvingService,
 };
+use cuzk::proofs::{PoRepRequest, ProofKind, ProofRequest};
 use cuzk::prover::fault::FaultyBackend;
 use cuzk::sealing::seal_sector;
 use filecoin_proofs_api::RegisteredSealProof;

@@ -14,7 +14,8 @@ use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk::gpu::device::Gpu;
 use cuzk::gpu::{test_backend, GpuBackend, GpuOptions};
-use cuzk::proofs::{registry, ProofKind, ProvingService};
+use cuzk::pipeline::ProvingService;
+use cuzk::proofs::{registry, ProofKind};
 use cuzk::prover::{
     prove_with_randomness, prove_witness_with_randomness, Backend, Partition, PinnedPool,
     WitnessPartition,

@@ -27,11 +27,9 @@ use cuzk::gpu::device::{hold_memory, FreeWatch};
 use cuzk::gpu::msm::Curve;
 use cuzk::gpu::plan::{self, Plan, Quotient, Sizes};
 use cuzk::gpu::{GpuBackend, GpuOptions, MsmTuning};
+use cuzk::pipeline::{Device, JobControl, PipelineOptions, ProvingService};
 use cuzk::proofs::porep::{record_partition_by, CircuitCode};
-use cuzk::proofs::{
-    registry, Device, JobControl, PipelineOptions, PoRepRequest, ProofKind, ProofRequest,
-    ProvingService,
-};
+use cuzk::proofs::{registry, PoRepRequest, ProofKind, ProofRequest};
 use cuzk::prover::{
     prove_with_randomness, prove_witness_with_randomness, urgency, Backend, WitnessPartition,
 };

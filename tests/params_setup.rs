@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use cuzk::params_gen::setup::{generate_fresh, Device};
+use cuzk::pipeline::{JobControl, ProvingService};
 use cuzk::proofs::porep::satisfiable::c1_output;
-use cuzk::proofs::{JobControl, PoRepRequest, ProofKind, ProofRequest, ProvingService};
+use cuzk::proofs::{PoRepRequest, ProofKind, ProofRequest};
 use cuzk::prover::cpu::CpuBackend;
 use cuzk::sealing::verify_c1_proof;
 

@@ -7,10 +7,9 @@ use std::sync::Arc;
 
 use bellperson::groth16::{create_proof, Parameters};
 use blstrs::{Bls12, Scalar};
+use cuzk::pipeline::{JobControl, PipelineOptions, ProveError, ProvingService};
 use cuzk::proofs::porep::{visit_partition, PartitionVisitor};
-use cuzk::proofs::{
-    JobControl, PipelineOptions, PoRepRequest, ProofKind, ProofRequest, ProveError, ProvingService,
-};
+use cuzk::proofs::{PoRepRequest, ProofKind, ProofRequest};
 use cuzk::prover::{cpu::CpuBackend, prove_with_randomness, Backend};
 use cuzk::sealing::{seal_sector, SealedSector};
 use cuzk::srs::SrsCache;

@@ -7,8 +7,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Instant;
 
+use cuzk::pipeline::{JobControl, ProvingService};
 use cuzk::proofs::porep::satisfiable::{c1_output, SatisfiableC1};
-use cuzk::proofs::{JobControl, PoRepRequest, ProofKind, ProofRequest, ProvingService};
+use cuzk::proofs::{PoRepRequest, ProofKind, ProofRequest};
 use cuzk::prover::cpu::CpuBackend;
 use cuzk::sealing::{seal_sector, verify_c1_proof};
 use filecoin_proofs_api::RegisteredSealProof;

@@ -6,7 +6,8 @@ mod common;
 
 use std::sync::Arc;
 
-use cuzk::proofs::{JobControl, ProofKind, ProofRequest, ProveError, ProvingService};
+use cuzk::pipeline::{JobControl, ProveError, ProvingService};
+use cuzk::proofs::{ProofKind, ProofRequest};
 use cuzk::prover::cpu::CpuBackend;
 use cuzk::sealing::{
     seal_sector, verify_snap, verify_window_post_deadline, window_post_deadline_input,

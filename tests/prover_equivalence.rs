@@ -248,7 +248,8 @@ fn truncated_and_corrupt_parameter_files_name_the_section() {
 /// refused.
 #[test]
 fn evict_drops_the_prepared_set_with_the_host_copy() {
-    use cuzk::proofs::{registry, ProofKind, ProvingService};
+    use cuzk::pipeline::ProvingService;
+    use cuzk::proofs::{registry, ProofKind};
     let mut rng = rand::rngs::StdRng::seed_from_u64(8);
     let params = generate_random_parameters::<Bls12, _, _>(
         BitsCircuit {

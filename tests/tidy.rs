@@ -5,7 +5,14 @@
 //!   a lower layer of [`LAYERS`], read from `crate::…` paths (in `use` lines and in code,
 //!   `use crate::{a, b::c}` groups included) and from `super::` paths that climb out of the
 //!   top-level module. Modules of one layer are independent of each other. `src/bin/` sits
-//!   above every layer and `src/lib.rs` only declares them.
+//!   above every layer and `src/lib.rs` only declares them. Inside the folders of
+//!   [`INNER_LAYERS`] the same holds between the folder's child modules (a file, or a
+//!   subfolder with its files), read from `crate::folder::child` and from `super::` paths
+//!   that climb to the folder's root; what a child takes from the root itself (its
+//!   `mod.rs`: the daemon's `Context`, say) is not checked, and the root may use any child.
+//! * **length** — no function of `src/` is over [`MAX_FN_LINES`] lines, from its `fn` line to
+//!   its closing brace, except those named in [`LONG_FUNCTIONS`] with the reason. The
+//!   generated gRPC code is not read.
 //! * **env** — only `src/bin/` reads or changes the environment (`env::var`, `env::var_os`,
 //!   `env::vars`, `env::vars_os`, `env::set_var`, `env::remove_var`, and tracing-subscriber's
 //!   `EnvFilter::from_env` and its kin): the library takes its settings as values, so that
@@ -59,6 +66,7 @@ const LAYERS: &[&[&str]] = &[
     &["config", "srs", "synth", "topology"],
     &["prover"],
     &["gpu"],
+    &["pipeline"],
     &["proofs"],
     &["engine"],
     &["proto"],
@@ -67,10 +75,144 @@ const LAYERS: &[&[&str]] = &[
     &["cli"],
 ];
 
+/// The layers inside folders of `src/`, lowest first, as [`LAYERS`] orders the top-level
+/// modules: a child module may use the children of lower layers (and its own submodules),
+/// and those of one layer are independent of each other. Every child of a listed folder
+/// must be placed. ARCHITECTURE.md's code map follows this order.
+const INNER_LAYERS: &[(&str, &[&[&str]])] = &[
+    (
+        "pipeline",
+        &[
+            &["progress", "recorded"],
+            &["control"],
+            &["stages"],
+            &["service"],
+            &["partitions"],
+        ],
+    ),
+    (
+        "proofs",
+        &[
+            &["bytes", "proof_types", "shapes", "verdict"],
+            &["inputs", "porep"],
+            &["binary"],
+            &["post", "snap"],
+            &["registry"],
+            &["request"],
+        ],
+    ),
+    (
+        "daemon",
+        &[
+            &[
+                "access",
+                "cli",
+                "fdinput",
+                "host",
+                "listener",
+                "logging",
+                "notify",
+                "privileges",
+                "ratelimit",
+                "service",
+                "trace",
+                "wire",
+            ],
+            &["frames", "journal"],
+            &["admission", "metrics"],
+            &["handler", "textfile"],
+            &["grpc", "watchers"],
+            &["connection"],
+            &["server"],
+        ],
+    ),
+    (
+        "gpu",
+        &[
+            &["budget", "bytes", "compile", "error", "pinned"],
+            &["kernels"],
+            &["device"],
+            &["msm", "ntt", "setup"],
+            &["options", "plan", "r1cs"],
+            &["backend"],
+            &["selftest"],
+        ],
+    ),
+];
+
+/// The most lines a function of `src/` may have (see the **length** rule).
+const MAX_FN_LINES: usize = 100;
+
+/// Functions of `src/` allowed over [`MAX_FN_LINES`]: (file, function, why). Like
+/// [`ALLOWED`], an entry that no longer matches a function over the limit fails the test.
+const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
+    (
+        "src/gpu/backend/planned.rs",
+        "msms_planned",
+        "the GPU backend is being split by concern elsewhere; not edited meanwhile",
+    ),
+    (
+        "src/pipeline/partitions.rs",
+        "prove_split_partitions",
+        "to split: one partition's admission and synthesis, and the gathering of results with retries",
+    ),
+    (
+        "src/pipeline/stages/mod.rs",
+        "device_loop",
+        "to split: taking a partition, proving it, reporting its result",
+    ),
+    (
+        "src/daemon/metrics.rs",
+        "render",
+        "to split by family of metrics",
+    ),
+    (
+        "src/daemon/journal.rs",
+        "open",
+        "to split: opening the files, and replaying them",
+    ),
+    (
+        "src/gpu/device.rs",
+        "open",
+        "to split: the driver's context, and the module's kernels",
+    ),
+    (
+        "src/cli/bench_hostile.rs",
+        "run",
+        "a benchmark's script, to split by scenario",
+    ),
+    (
+        "src/cli/bench_partition.rs",
+        "run",
+        "a benchmark's script, to split by measurement",
+    ),
+    (
+        "src/cli/bench_pipeline.rs",
+        "run",
+        "a benchmark's script, to split by measurement",
+    ),
+    (
+        "src/cli/bench_reference.rs",
+        "reference",
+        "a benchmark's script, to split by measurement",
+    ),
+    (
+        "src/cli/demo.rs",
+        "run_with",
+        "to split: the daemon started, and the proofs asked of it",
+    ),
+    (
+        "src/engine/tests.rs",
+        "pure_a_label_takes_a_new_input_as_a_new_job",
+        "a test's scenario, to split into its cases",
+    ),
+];
+
 /// A rule of this file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Rule {
     Layering,
+    Length,
     Env,
     Print,
     Safety,
@@ -81,6 +223,7 @@ impl Rule {
     fn name(self) -> &'static str {
         match self {
             Rule::Layering => "layering",
+            Rule::Length => "length",
             Rule::Env => "env",
             Rule::Print => "print",
             Rule::Safety => "safety",
@@ -91,6 +234,7 @@ impl Rule {
     fn parse(s: &str) -> Option<Rule> {
         [
             Rule::Layering,
+            Rule::Length,
             Rule::Env,
             Rule::Print,
             Rule::Safety,
@@ -569,6 +713,20 @@ fn path_heads(toks: &[Tok], i: usize) -> Vec<(String, usize)> {
     }
 }
 
+/// The length of the `super::` chain that starts at `toks[i]`, and the index of the token
+/// after it.
+fn super_chain(toks: &[Tok], i: usize) -> (usize, usize) {
+    let mut k = 0;
+    let mut j = i;
+    while toks.get(j).is_some_and(|x| x.text == "super")
+        && toks.get(j + 1).is_some_and(|x| x.text == "::")
+    {
+        k += 1;
+        j += 2;
+    }
+    (k, j)
+}
+
 fn check_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
     if !ctx.in_src() || ctx.in_bin() {
         return;
@@ -611,14 +769,7 @@ fn check_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
             }
         } else if t.text == "super" {
             // Count the `super::` chain and see whether it climbs to the crate root.
-            let mut k = 0;
-            let mut j = i;
-            while toks.get(j).is_some_and(|x| x.text == "super")
-                && toks.get(j + 1).is_some_and(|x| x.text == "::")
-            {
-                k += 1;
-                j += 2;
-            }
+            let (k, j) = super_chain(toks, i);
             if k == here.len() + t.mod_depth {
                 for (target, line) in path_heads(toks, j) {
                     check(&target, line, out);
@@ -626,6 +777,118 @@ fn check_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
             }
         }
     }
+}
+
+/// The layering rule inside the folders of [`INNER_LAYERS`].
+fn check_inner_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
+    if !ctx.in_src() || ctx.in_bin() {
+        return;
+    }
+    let here = ctx.module_path();
+    let (Some(folder), Some(own)) = (here.first(), here.get(1)) else {
+        return; // a top-level file, or a folder's root
+    };
+    let Some(&(_, layers)) = INNER_LAYERS.iter().find(|(f, _)| f == folder) else {
+        return;
+    };
+    let layer = |m: &str| layers.iter().position(|l| l.contains(&m));
+    let mut flag = |line: usize, what: String| {
+        out.push(Violation {
+            path: ctx.path.to_string(),
+            line: line + 1,
+            rule: Rule::Layering,
+            what,
+        })
+    };
+    // An unplaced child is reported by `every_child_is_placed`.
+    let Some(a) = layer(own) else {
+        return;
+    };
+    let mut check = |target: &str, line: usize| {
+        let what = match layer(target) {
+            Some(b) if b > a => format!(
+                "`{folder}::{own}` (layer {a}) uses `{folder}::{target}` (layer {b}), a higher layer"
+            ),
+            Some(b) if b == a && target != own => format!(
+                "`{folder}::{own}` uses `{folder}::{target}` of its own layer {a}; they are independent"
+            ),
+            // A lower child, itself, or an item of the folder's root.
+            _ => return,
+        };
+        flag(line, what);
+    };
+    for (i, t) in toks.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|p| toks[p].text.as_str());
+        let next_is_path = toks.get(i + 1).is_some_and(|n| n.text == "::");
+        if !next_is_path || prev == Some("::") || prev == Some("$") {
+            continue;
+        }
+        let heads = if t.text == "crate" {
+            let into_folder = toks.get(i + 2).is_some_and(|x| &x.text == folder)
+                && toks.get(i + 3).is_some_and(|x| x.text == "::");
+            if !into_folder {
+                continue;
+            }
+            path_heads(toks, i + 4)
+        } else if t.text == "super" {
+            // Whether the `super::` chain climbs to the folder's root.
+            let (k, j) = super_chain(toks, i);
+            if k + 1 != here.len() + t.mod_depth {
+                continue;
+            }
+            path_heads(toks, j)
+        } else {
+            continue;
+        };
+        for (target, line) in heads {
+            check(&target, line);
+        }
+    }
+}
+
+/// Functions over [`MAX_FN_LINES`] lines, each named in its violation as ``fn `name` ``.
+fn check_fn_length(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
+    if !ctx.in_src() || ctx.path == GENERATED {
+        return;
+    }
+    for (i, t) in toks.iter().enumerate() {
+        let named = toks
+            .get(i + 1)
+            .is_some_and(|n| n.text.chars().all(is_ident_char) && !n.text.is_empty());
+        if t.text != "fn" || !named {
+            continue;
+        }
+        let Some(open) = (i..toks.len()).find(|&k| matches!(toks[k].text.as_str(), "{" | ";"))
+        else {
+            continue;
+        };
+        if toks[open].text != "{" {
+            continue;
+        }
+        let lines = toks[closing(toks, open)].line - t.line + 1;
+        if lines > MAX_FN_LINES {
+            out.push(Violation {
+                path: ctx.path.to_string(),
+                line: t.line + 1,
+                rule: Rule::Length,
+                what: format!(
+                    "fn `{}` is {lines} lines, over {MAX_FN_LINES}: split it, or name it in LONG_FUNCTIONS (tests/tidy.rs) with the reason",
+                    toks[i + 1].text
+                ),
+            });
+        }
+    }
+}
+
+/// The generated gRPC code (tonic-build's output, committed).
+const GENERATED: &str = "src/proto/grpc/cuzk.v1.rs";
+
+/// Whether `v` is a long function that [`LONG_FUNCTIONS`] names.
+fn long_allowed(v: &Violation) -> bool {
+    v.rule == Rule::Length
+        && LONG_FUNCTIONS
+            .iter()
+            .any(|&(path, name, _)| v.path == path && v.what.starts_with(&format!("fn `{name}` ")))
 }
 
 const ENV_FNS: &[&str] = &["var", "var_os", "vars", "vars_os", "set_var", "remove_var"];
@@ -872,6 +1135,8 @@ fn check_file(ctx: &FileCtx, text: &str) -> Vec<Violation> {
     let toks = tokenize(&lexed);
     let mut out = Vec::new();
     check_layering(ctx, &toks, &mut out);
+    check_inner_layering(ctx, &toks, &mut out);
+    check_fn_length(ctx, &toks, &mut out);
     check_env_and_print(ctx, &toks, &mut out);
     check_safety(ctx, &lexed, &toks, &mut out);
     check_vacuous(ctx, text, &toks, &mut out);
@@ -985,9 +1250,18 @@ fn tree_is_tidy() {
     let found = tree_violations();
     let mut problems: Vec<String> = found
         .iter()
-        .filter(|v| !ALLOWED.contains(&(v.path.as_str(), v.rule)))
+        .filter(|v| !ALLOWED.contains(&(v.path.as_str(), v.rule)) && !long_allowed(v))
         .map(|v| v.to_string())
         .collect();
+    for &(path, name, _) in LONG_FUNCTIONS {
+        let long = |v: &Violation| long_allowed(v) && v.path == path && v.what.contains(name);
+        if !found.iter().any(long) {
+            problems.push(format!(
+                "{path}: fn `{name}` is in LONG_FUNCTIONS (tests/tidy.rs) but is not over \
+                 {MAX_FN_LINES} lines: delete the entry"
+            ));
+        }
+    }
     for &(path, rule) in ALLOWED {
         if !found.iter().any(|v| v.path == path && v.rule == rule) {
             problems.push(format!(
@@ -1002,6 +1276,38 @@ fn tree_is_tidy() {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// Every child module of a folder of [`INNER_LAYERS`] (a file or a subfolder of it) is placed
+/// in a layer, and every name placed is one.
+#[test]
+fn every_child_is_placed() {
+    for &(folder, layers) in INNER_LAYERS {
+        let dir = root().join("src").join(folder);
+        let entries =
+            fs::read_dir(&dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
+        let children: BTreeSet<String> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().to_string();
+                match name.strip_suffix(".rs") {
+                    Some("mod") => None,
+                    Some(stem) => Some(stem.to_string()),
+                    None if e.path().is_dir() => Some(name),
+                    None => None,
+                }
+            })
+            .collect();
+        let placed: BTreeSet<String> = layers
+            .iter()
+            .flat_map(|l| l.iter())
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            children, placed,
+            "src/{folder}/'s child modules and its INNER_LAYERS entry (tests/tidy.rs) differ"
+        );
+    }
 }
 
 /// The top-level modules `src/lib.rs` declares.
@@ -1150,6 +1456,7 @@ fn planted_violations_are_found() {
     );
     for rule in [
         Rule::Layering,
+        Rule::Length,
         Rule::Env,
         Rule::Print,
         Rule::Safety,

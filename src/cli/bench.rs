@@ -12,7 +12,7 @@ use super::bench_reference::{Checked, ReferenceRun};
 use super::prove::{request_of, select_backend, ProveWhat};
 use super::Environment;
 use crate::gpu::GpuOptions;
-use crate::proofs::{JobControl, ProvingService};
+use crate::pipeline::{JobControl, ProvingService};
 
 /// `cuzk bench …`
 #[derive(Debug, clap::Args)]

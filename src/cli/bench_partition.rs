@@ -178,7 +178,10 @@ pub fn run(
                 code,
             )?),
         })?;
-        Ok((porep::evaluations(r)?, start.elapsed()))
+        Ok((
+            crate::pipeline::partitions::evaluations(r)?,
+            start.elapsed(),
+        ))
     };
 
     let base_rss = rss();
@@ -488,7 +491,7 @@ struct SectorRun {
     budget: u64,
     params_bytes: u64,
     peak_rss: u64,
-    stats: crate::proofs::PipelineStats,
+    stats: crate::pipeline::PipelineStats,
 }
 
 impl SectorRun {
@@ -552,7 +555,7 @@ fn sector(
     backend: Arc<dyn Backend>,
     limit: Option<u64>,
 ) -> anyhow::Result<SectorRun> {
-    use crate::proofs::{JobControl, PipelineOptions, ProvingService};
+    use crate::pipeline::{JobControl, PipelineOptions, ProvingService};
     let budget = match args.memory_budget {
         Some(b) => b,
         None => crate::daemon::host::memory()

@@ -12,7 +12,8 @@ use filecoin_proofs_api::RegisteredSealProof;
 use crate::config::Config;
 use crate::daemon::InProcess;
 use crate::params_gen::{ensure_params_with, GenOutcome, Generator};
-use crate::proofs::{ProofKind, ProofRequest, ProvingService};
+use crate::pipeline::ProvingService;
+use crate::proofs::{ProofKind, ProofRequest};
 use crate::proto::Submit;
 
 /// `cuzk demo`

@@ -8,7 +8,7 @@ use anyhow::{anyhow, bail, Context as _};
 use clap::{Args, ValueEnum};
 
 use crate::config::parse_size;
-use crate::proofs::sim::{simulate, Plan, Prediction};
+use crate::pipeline::sim::{simulate, Plan, Prediction};
 
 /// Sector sizes with preset partition counts and sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -8,7 +8,8 @@ use clap::{Args, Subcommand};
 use super::client::{prove_via_daemon_with, DaemonOpts, JobOpts};
 use super::Environment;
 use crate::gpu::GpuOptions;
-use crate::proofs::{PoRepRequest, ProofRequest, ProvingService};
+use crate::pipeline::ProvingService;
+use crate::proofs::{PoRepRequest, ProofRequest};
 use crate::prover::cpu::{CpuBackend, CpuOptions};
 use crate::prover::Backend;
 
@@ -120,7 +121,7 @@ pub fn run(args: ProveArgs, env: &Environment) -> anyhow::Result<()> {
     let proof = if args.standalone {
         let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());
         let svc = ProvingService::new(dir, select_backend(args.cpu, &env.gpu, &env.cpu));
-        let control = crate::proofs::JobControl::new();
+        let control = crate::pipeline::JobControl::new();
         let out = svc.prove(&request, &control)?;
         let t = &out.timings;
         eprintln!(

@@ -1,9 +1,10 @@
-//! The front door both sockets share: a new connection's peer credentials (SO_PEERCRED),
-//! the allow lists, and the one connection limit (`socket.max_connections` and each uid's
-//! share of it, counted over the protocol's socket and the gRPC endpoint together). A
-//! connection is admitted or refused here, at accept, before a byte of it is read; what is
-//! refused is closed by the socket's own code (an error frame on the protocol's socket, a
-//! GOAWAY on the gRPC one), never served.
+//! The front door both sockets share ([`accept`]): a new connection's peer credentials
+//! (SO_PEERCRED), the allow lists, and the one connection limit (`socket.max_connections`
+//! and each uid's share of it, counted over the protocol's socket and the gRPC endpoint
+//! together). A connection is admitted or refused here, at accept, before a byte of it is
+//! read; a refused one is told why in its socket's own way (an error frame on the
+//! protocol's socket, a GOAWAY on the gRPC one) and closed here ([`close_refused`]), never
+//! served.
 //!
 //! Also the accept loops' handling of accept errors (EMFILE and friends): a back-off that
 //! grows while they last, and a log line rate limited like the ones clients cause.
@@ -13,11 +14,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::net::UnixStream;
+use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::access::Access;
-use super::{ratelimit, Context};
+use super::{frames, ratelimit, Context};
+use crate::proto::ErrorCode;
 
 /// Which socket a connection came in on (for the log).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +86,68 @@ impl Drop for OpenConnection {
     fn drop(&mut self) {
         self.0.connections.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// Accepts `listener`'s connections until one is admitted, and returns it with its
+/// admission (held for as long as the connection lives). A refused one is closed here
+/// ([`close_refused`]); a failed accept pauses the loop ([`AcceptBackoff`]). Cancel-safe:
+/// nothing is held across its awaits but the listener's own accept.
+pub async fn accept(
+    ctx: &Arc<Context>,
+    listener: &UnixListener,
+    socket: Socket,
+    backoff: &mut AcceptBackoff,
+) -> (UnixStream, Admitted) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                backoff.reset();
+                match admit(ctx, &stream, socket) {
+                    Ok(admitted) => return (stream, admitted),
+                    Err(refusal) => close_refused(ctx, stream, socket, refusal),
+                }
+            }
+            Err(e) => tokio::time::sleep(backoff.failed(socket, &e)).await,
+        }
+    }
+}
+
+/// Tells a refused peer why, in its socket's way, and closes the connection: on the
+/// protocol's socket one error frame (written on a task of its own, given up after a
+/// moment: a slow peer never holds the accept loop), on the gRPC endpoint a GOAWAY written
+/// only if the socket takes it at once (an accepted socket's buffer is empty). A peer whose
+/// credentials could not be read has nothing to be answered: it is just closed.
+pub fn close_refused(ctx: &Context, stream: UnixStream, socket: Socket, refusal: Refusal) {
+    let (code, message) = match refusal {
+        Refusal::NoCredentials => return,
+        Refusal::NotAllowed => (ErrorCode::PermissionDenied, "peer uid/gid not allowed"),
+        Refusal::UidBusy => (ErrorCode::Busy, "too many connections for this uid"),
+        Refusal::Busy => (ErrorCode::Busy, "too many connections"),
+    };
+    match socket {
+        Socket::Protocol => {
+            let max = ctx.config.protocol.max_frame_size;
+            tokio::spawn(frames::refuse(stream, code, message, max));
+        }
+        Socket::Grpc => {
+            let _ = stream.try_write(&goaway(&refusal.to_string()));
+        }
+    }
+}
+
+/// The HTTP/2 bytes that refuse a connection: the server's preface (an empty SETTINGS
+/// frame) and a GOAWAY that lets no stream through (last stream 0, REFUSED_STREAM) with the
+/// reason as its debug data.
+fn goaway(reason: &str) -> Vec<u8> {
+    let debug = &reason.as_bytes()[..reason.len().min(256)];
+    let mut out = vec![0, 0, 0, 0x4, 0, 0, 0, 0, 0];
+    let len = (8 + debug.len()) as u32;
+    out.extend_from_slice(&len.to_be_bytes()[1..]);
+    out.extend_from_slice(&[0x7, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&0u32.to_be_bytes());
+    out.extend_from_slice(&0x7u32.to_be_bytes());
+    out.extend_from_slice(debug);
+    out
 }
 
 /// Admits `stream`'s peer, or says why not (the refusal is counted and logged, rate
@@ -272,6 +336,20 @@ mod tests {
         // Root is counted like any uid.
         assert!(slots.take(0, 1));
         assert!(!slots.take(0, 1));
+    }
+
+    #[test]
+    fn a_refusal_is_a_settings_frame_and_a_goaway_with_the_reason() {
+        let bytes = goaway("peer uid/gid not allowed");
+        // SETTINGS: empty, stream 0.
+        assert_eq!(&bytes[..9], &[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        let frame = &bytes[9..];
+        let len = u32::from_be_bytes([0, frame[0], frame[1], frame[2]]) as usize;
+        assert_eq!((frame[3], len), (7, frame.len() - 9), "GOAWAY, its length");
+        assert_eq!(&frame[9..13], &[0, 0, 0, 0], "last stream 0");
+        assert_eq!(&frame[13..17], &[0, 0, 0, 7], "REFUSED_STREAM");
+        assert_eq!(&frame[17..], b"peer uid/gid not allowed");
+        assert_eq!(goaway(&"x".repeat(1000)).len(), 9 + 9 + 8 + 256, "bounded");
     }
 
     #[test]

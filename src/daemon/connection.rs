@@ -1,50 +1,28 @@
-//! One client connection: credentials, framing, and one request at a time.
+//! One admitted client connection of the postcard socket: its session, and its requests
+//! answered one at a time until it closes, idles or the daemon drains. The peer was admitted
+//! before (`admission`); frames are read and written through `frames`.
 
-use std::os::fd::AsFd;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use futures::{SinkExt, StreamExt};
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use tokio::io::Interest;
+use futures::StreamExt;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tokio_util::codec::Framed;
 
 use super::admission::Admitted;
 use super::fdinput::{self, FdInputError, FdStream};
+use super::frames::{hung_up, send, Conn};
 use super::handler::{handle, Session};
-use super::{ratelimit, wire, Context};
+use super::{ratelimit, watchers, wire, Context};
 use crate::proto::{
-    decode_payload, encode_payload, ErrorCode, FrameCodec, FrameError, Request, Response,
-    LENGTH_PREFIX,
+    decode_payload, ErrorCode, FrameCodec, FrameError, Request, Response, LENGTH_PREFIX,
 };
-
-/// How long a refusal (busy, permission denied) may take to write before the socket is
-/// simply closed.
-const REFUSAL_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How often a connection whose request waits on a job checks that its peer is still there,
-/// once its socket has turned readable (see [`hung_up`]).
-const HANGUP_POLL: Duration = Duration::from_secs(1);
-
-/// A client connection, framed, its passed descriptors kept (`fdinput`).
-pub(super) type Conn = Framed<FdStream, FrameCodec>;
-
-/// Writes one error frame and closes, without waiting on a slow peer for long.
-pub async fn refuse(stream: UnixStream, code: ErrorCode, message: &str, max_frame: u32) {
-    let mut framed = Framed::new(stream, FrameCodec::new(max_frame));
-    let Response::Error(e) = wire::error(code, message, None) else {
-        return;
-    };
-    if let Ok(payload) = encode_payload(&Response::Error(e)) {
-        let _ = tokio::time::timeout(REFUSAL_TIMEOUT, framed.send(&payload[..])).await;
-    }
-}
 
 /// Serves a connection until the peer closes it, a framing error makes it unusable, or the
 /// daemon finishes draining (`closing`).
-pub async fn serve(
+pub(super) async fn serve(
     stream: UnixStream,
     peer: Admitted,
     ctx: Arc<Context>,
@@ -90,65 +68,17 @@ pub async fn serve(
         };
         let response = match frame {
             None => break,
-            Some(Err(FrameError::TooLarge { len, max })) => {
-                if let Some(suppressed) = ratelimit::MISBEHAVED.allow(Instant::now()) {
-                    tracing::warn!(
-                        uid,
-                        pid,
-                        len,
-                        max,
-                        suppressed,
-                        "frame too large; closing the connection"
-                    );
-                }
-                let msg = format!("frame of {len} bytes exceeds the limit of {max} bytes; closing");
-                let _ = send(
-                    &mut framed,
-                    &wire::error(ErrorCode::FrameTooLarge, msg, None),
-                )
-                .await;
-                break;
-            }
             Some(Err(e)) => {
-                tracing::debug!(uid, "connection error: {e}");
+                frame_failed(&mut framed, e, uid, pid).await;
                 break;
             }
             Some(Ok(payload)) => {
                 let start = consumed;
                 consumed += (LENGTH_PREFIX + payload.len()) as u64;
                 let passed = framed.get_mut().take_fd(start, consumed);
-                match decode_payload::<Request>(&payload) {
-                    // A Watch pushes events on the connection before its answer; `None` as below.
-                    Ok(Request::Watch(w)) if session.hello => {
-                        match super::watchers::serve(w.job_id, session.access, &ctx, &mut framed)
-                            .await
-                        {
-                            Some(response) => response,
-                            None => break,
-                        }
-                    }
-                    Ok(request @ (Request::SubmitFd(_) | Request::ProveFd(_))) if session.hello => {
-                        match passed_input(request, passed, &mut session, &ctx, &framed).await {
-                            Some(response) => response,
-                            None => break,
-                        }
-                    }
-                    // `None`: the client hung up while its Await or Prove waited for a job, for
-                    // hours where the job queues behind others; its slot must not wait that long.
-                    Ok(request) => {
-                        let hang_up = hung_up(framed.get_ref().get_ref());
-                        match handle(request, &mut session, &ctx, hang_up).await {
-                            Some(response) => response,
-                            None => break,
-                        }
-                    }
-                    Err(e) => {
-                        let e = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
-                        if let Some(suppressed) = ratelimit::MALFORMED.allow(Instant::now()) {
-                            tracing::info!(uid, client = %session.client, suppressed, "malformed frame: {e}");
-                        }
-                        wire::error(ErrorCode::MalformedFrame, e.to_string(), None)
-                    }
+                match answer(&payload, passed, &mut session, &ctx, &mut framed).await {
+                    Some(response) => response,
+                    None => break,
                 }
             }
         };
@@ -161,13 +91,67 @@ pub async fn serve(
     tracing::debug!(uid, client = %session.client, "client disconnected");
 }
 
+/// A frame that ends the connection: one too large is answered with its own error first.
+async fn frame_failed(framed: &mut Conn, e: FrameError, uid: u32, pid: i32) {
+    let FrameError::TooLarge { len, max } = e else {
+        tracing::debug!(uid, "connection error: {e}");
+        return;
+    };
+    if let Some(suppressed) = ratelimit::MISBEHAVED.allow(Instant::now()) {
+        tracing::warn!(
+            uid,
+            pid,
+            len,
+            max,
+            suppressed,
+            "frame too large; closing the connection"
+        );
+    }
+    let msg = format!("frame of {len} bytes exceeds the limit of {max} bytes; closing");
+    let _ = send(framed, &wire::error(ErrorCode::FrameTooLarge, msg, None)).await;
+}
+
+/// The answer to one request frame (`passed`: the descriptor that came with it). `None`:
+/// the client hung up while its request waited (for a job, for room for its input);
+/// nothing is left to answer.
+async fn answer(
+    payload: &[u8],
+    passed: Option<OwnedFd>,
+    session: &mut Session,
+    ctx: &Arc<Context>,
+    framed: &mut Conn,
+) -> Option<Response> {
+    match decode_payload::<Request>(payload) {
+        // A Watch pushes events on the connection before its answer.
+        Ok(Request::Watch(w)) if session.hello => {
+            watchers::serve(w.job_id, session.access, ctx, framed).await
+        }
+        Ok(request @ (Request::SubmitFd(_) | Request::ProveFd(_))) if session.hello => {
+            passed_input(request, passed, session, ctx, framed).await
+        }
+        // An Await or Prove may wait for hours where the job queues behind others: a client
+        // that hangs up meanwhile must not hold its slot that long.
+        Ok(request) => {
+            let hang_up = hung_up(framed.get_ref().get_ref());
+            handle(request, session, ctx, hang_up).await
+        }
+        Err(e) => {
+            let e = crate::engine::bounded(&e.to_string(), crate::engine::MAX_MESSAGE);
+            if let Some(suppressed) = ratelimit::MALFORMED.allow(Instant::now()) {
+                tracing::info!(uid = session.access.uid, client = %session.client, suppressed, "malformed frame: {e}");
+            }
+            Some(wire::error(ErrorCode::MalformedFrame, e.to_string(), None))
+        }
+    }
+}
+
 /// Answers a SubmitFd or ProveFd: reads the passed input (within `protocol.input_memory`,
 /// waiting for room), submits it as a Submit with that payload, and for ProveFd then waits
 /// for the job as Prove does. The memory is given back once the job is queued (or refused):
 /// the engine holds the input from there. `None`: the client hung up while waiting.
 async fn passed_input(
     request: Request,
-    fd: Option<std::os::fd::OwnedFd>,
+    fd: Option<OwnedFd>,
     session: &mut Session,
     ctx: &Arc<Context>,
     framed: &Conn,
@@ -239,65 +223,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// Resolves once the peer has closed the connection (or it failed), without reading from it.
-///
-/// Reading is not an option: a request the client pipelined behind this one must stay in
-/// the socket, to be read in order after the answer. Nor is end-of-stream a hang-up: a
-/// client may shut down its sending side after its last request and still read the answer.
-/// What tells is poll(2)'s POLLHUP, which a Unix stream socket reports only when the peer
-/// shut down both directions, as closing the socket or exiting does. Readiness wakes the
-/// check; since tokio keeps the socket readable for as long as unread bytes (or an
-/// end-of-stream) wait, later checks come every [`HANGUP_POLL`] instead.
-pub(super) async fn hung_up(stream: &UnixStream) {
-    // An error here (the runtime shutting down) falls through to the checks.
-    let _ = stream.ready(Interest::READABLE).await;
-    let mut every = tokio::time::interval(HANGUP_POLL);
-    loop {
-        every.tick().await;
-        if peer_closed(stream) {
-            return;
-        }
-    }
-}
-
-/// Whether poll(2) reports the peer gone (POLLHUP or POLLERR), without waiting.
-fn peer_closed(stream: &UnixStream) -> bool {
-    // POLLHUP and POLLERR are reported whatever the events asked for.
-    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::empty())];
-    match poll(&mut fds, PollTimeout::ZERO) {
-        Ok(n) if n > 0 => fds[0]
-            .revents()
-            .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)),
-        // Nothing to report, or EINTR: the next check sees it.
-        _ => false,
-    }
-}
-
 /// Resolves once the daemon has finished draining (or the sender is gone).
 async fn wait_closing(closing: &mut watch::Receiver<bool>) {
     let _ = closing.wait_for(|c| *c).await;
-}
-
-pub(super) async fn send(framed: &mut Conn, response: &Response) -> Result<(), FrameError> {
-    let payload = match encode_payload(response) {
-        Ok(p) => p,
-        Err(e) => encode_payload(&wire::error(
-            ErrorCode::Internal,
-            format!("cannot encode the response: {e}"),
-            None,
-        ))?,
-    };
-    match framed.send(&payload[..]).await {
-        // A response larger than the frame limit: say so, with a code of its own, rather
-        // than close silently.
-        Err(FrameError::TooLarge { len, max }) => {
-            let msg = format!(
-                "response of {len} bytes exceeds the frame limit of {max} bytes \
-                 (protocol.max_frame_size)"
-            );
-            let payload = encode_payload(&wire::error(ErrorCode::ResponseTooLarge, msg, None))?;
-            framed.send(&payload[..]).await
-        }
-        other => other,
-    }
 }

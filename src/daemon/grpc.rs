@@ -27,7 +27,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
 use super::access::Access;
-use super::admission::{self, AcceptBackoff, Admitted, Refusal, Socket};
+use super::admission::{self, AcceptBackoff, Admitted, Socket};
 use super::handler::{handle, Session};
 use super::{ratelimit, Context};
 use crate::engine::{JobState, Priority};
@@ -213,53 +213,27 @@ impl AsyncWrite for GrpcConn {
     }
 }
 
-/// The HTTP/2 bytes that refuse a connection: the server's preface (an empty SETTINGS
-/// frame) and a GOAWAY that lets no stream through (last stream 0, REFUSED_STREAM) with the
-/// reason as its debug data.
-pub fn goaway(reason: &str) -> Vec<u8> {
-    let debug = &reason.as_bytes()[..reason.len().min(256)];
-    let mut out = vec![0, 0, 0, 0x4, 0, 0, 0, 0, 0];
-    let len = (8 + debug.len()) as u32;
-    out.extend_from_slice(&len.to_be_bytes()[1..]);
-    out.extend_from_slice(&[0x7, 0, 0, 0, 0, 0]);
-    out.extend_from_slice(&0u32.to_be_bytes());
-    out.extend_from_slice(&0x7u32.to_be_bytes());
-    out.extend_from_slice(debug);
-    out
-}
-
-/// A new connection admitted, or refused and closed at once: a GOAWAY written if the
-/// socket takes it without waiting (an accepted socket's buffer is empty), then closed,
-/// before a byte from the peer is read.
-fn admit(ctx: &Arc<Context>, stream: UnixStream) -> Option<GrpcConn> {
-    match admission::admit(ctx, &stream, Socket::Grpc) {
-        Ok(admitted) => {
-            let protocol = &ctx.config.protocol;
-            let max_buffered = usize::try_from(ctx.config.grpc.max_message_size)
-                .unwrap_or(usize::MAX)
-                .saturating_add(MESSAGE_HEADER);
-            let accepted = tokio::time::Instant::now();
-            Some(GrpcConn {
-                peer: Peer {
-                    uid: admitted.uid,
-                    admin: admitted.access.admin,
-                    calls: Arc::new(Calls::new(max_buffered)),
-                },
-                stream,
-                _admitted: admitted,
-                accepted,
-                hello: protocol.hello_timeout,
-                idle: protocol.idle_timeout,
-                timer: Box::pin(tokio::time::sleep_until(accepted + protocol.hello_timeout)),
-                closed: false,
-            })
-        }
-        Err(refusal) => {
-            if refusal != Refusal::NoCredentials {
-                let _ = stream.try_write(&goaway(&refusal.to_string()));
-            }
-            None
-        }
+/// An admitted connection (the front door, `admission::accept`, closed the refused ones),
+/// its hello deadline starting now.
+fn connection(ctx: &Context, stream: UnixStream, admitted: Admitted) -> GrpcConn {
+    let protocol = &ctx.config.protocol;
+    let max_buffered = usize::try_from(ctx.config.grpc.max_message_size)
+        .unwrap_or(usize::MAX)
+        .saturating_add(MESSAGE_HEADER);
+    let accepted = tokio::time::Instant::now();
+    GrpcConn {
+        peer: Peer {
+            uid: admitted.uid,
+            admin: admitted.access.admin,
+            calls: Arc::new(Calls::new(max_buffered)),
+        },
+        stream,
+        _admitted: admitted,
+        accepted,
+        hello: protocol.hello_timeout,
+        idle: protocol.idle_timeout,
+        timer: Box::pin(tokio::time::sleep_until(accepted + protocol.hello_timeout)),
+        closed: false,
     }
 }
 
@@ -283,17 +257,10 @@ pub async fn serve(ctx: Arc<Context>, listener: UnixListener, stop: impl Future<
         move |(listener, mut backoff)| {
             let ctx = accept_ctx.clone();
             async move {
-                loop {
-                    match listener.accept().await {
-                        Ok((stream, _)) => {
-                            backoff.reset();
-                            if let Some(conn) = admit(&ctx, stream) {
-                                return Some((Ok::<_, std::io::Error>(conn), (listener, backoff)));
-                            }
-                        }
-                        Err(e) => tokio::time::sleep(backoff.failed(Socket::Grpc, &e)).await,
-                    }
-                }
+                let (stream, admitted) =
+                    admission::accept(&ctx, &listener, Socket::Grpc, &mut backoff).await;
+                let conn = connection(&ctx, stream, admitted);
+                Some((Ok::<_, std::io::Error>(conn), (listener, backoff)))
             }
         },
     );
@@ -902,19 +869,5 @@ mod tests {
         assert!(calls.expired(ended + s(60), t0, hello, idle).is_err());
         // protocol.idle_timeout "0s": never idle.
         assert!(calls.expired(ended + s(100_000), t0, hello, None).is_ok());
-    }
-
-    #[test]
-    fn a_refusal_is_a_settings_frame_and_a_goaway_with_the_reason() {
-        let bytes = goaway("peer uid/gid not allowed");
-        // SETTINGS: empty, stream 0.
-        assert_eq!(&bytes[..9], &[0, 0, 0, 4, 0, 0, 0, 0, 0]);
-        let frame = &bytes[9..];
-        let len = u32::from_be_bytes([0, frame[0], frame[1], frame[2]]) as usize;
-        assert_eq!((frame[3], len), (7, frame.len() - 9), "GOAWAY, its length");
-        assert_eq!(&frame[9..13], &[0, 0, 0, 0], "last stream 0");
-        assert_eq!(&frame[13..17], &[0, 0, 0, 7], "REFUSED_STREAM");
-        assert_eq!(&frame[17..], b"peer uid/gid not allowed");
-        assert_eq!(goaway(&"x".repeat(1000)).len(), 9 + 9 + 8 + 256, "bounded");
     }
 }

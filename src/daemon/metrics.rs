@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use super::Context;
-use crate::proofs::{DeviceHealth, PipelineStats};
+use crate::pipeline::{DeviceHealth, PipelineStats};
 
 /// Writes a metric family's HELP and TYPE lines.
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -176,7 +176,7 @@ type Gauge = (
 
 /// Each GPU's memory and the plan each resident set follows on it (`device` is its index,
 /// as in Status; CPU devices have neither).
-fn device_memory(out: &mut String, devices: &[crate::proofs::DeviceMemoryReport]) {
+fn device_memory(out: &mut String, devices: &[crate::pipeline::DeviceMemoryReport]) {
     let gpus = || {
         devices
             .iter()
@@ -531,7 +531,7 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proofs::{DeviceMemoryReport, SetPlan};
+    use crate::pipeline::{DeviceMemoryReport, SetPlan};
 
     fn gpu(plan: &str) -> DeviceMemoryReport {
         DeviceMemoryReport {

@@ -15,6 +15,7 @@ mod admission;
 pub mod cli;
 mod connection;
 mod fdinput;
+mod frames;
 mod grpc;
 mod handler;
 pub(crate) mod host;
@@ -47,7 +48,7 @@ pub use notify::Notifier;
 use crate::config::{Config, EnvDefaults, Loaded};
 use crate::engine::{Engine, EngineConfig, JobEvent, JobResult, JobSnapshot};
 use crate::gpu::GpuOptions;
-use crate::proofs::{Device, HealthPolicy, PipelineOptions, ProvingService};
+use crate::pipeline::{Device, HealthPolicy, PipelineOptions, ProvingService};
 use crate::prover::cpu::CpuOptions;
 use crate::prover::PinnedPool;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use sd_notify::NotifyState;
 
 use crate::engine::{Engine, JobState};
-use crate::proofs::ProvingService;
+use crate::pipeline::ProvingService;
 
 /// Sends notifications to systemd, or nowhere.
 ///

@@ -9,10 +9,9 @@ use sd_notify::NotifyState;
 use tokio::net::UnixListener;
 use tokio::sync::{mpsc, watch};
 
-use super::admission::{self, AcceptBackoff, Refusal, Socket};
+use super::admission::{self, AcceptBackoff, Socket};
 use super::notify::{status_line, Notifier};
 use super::{connection, textfile, Context};
-use crate::proto::ErrorCode;
 
 /// How often EXTEND_TIMEOUT_USEC is sent while draining, and by how much it extends.
 const EXTEND_EVERY: Duration = Duration::from_secs(5);
@@ -53,33 +52,13 @@ pub async fn serve(
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    backoff.reset();
-                    let admitted = match admission::admit(&ctx, &stream, Socket::Protocol) {
-                        Ok(admitted) => admitted,
-                        Err(refusal) => {
-                            let max = ctx.config.protocol.max_frame_size;
-                            let (code, message) = match refusal {
-                                Refusal::NotAllowed => (ErrorCode::PermissionDenied, "peer uid/gid not allowed"),
-                                Refusal::UidBusy => (ErrorCode::Busy, "too many connections for this uid"),
-                                Refusal::Busy => (ErrorCode::Busy, "too many connections"),
-                                // Nothing to answer to.
-                                Refusal::NoCredentials => continue,
-                            };
-                            // Bounded: REFUSAL_TIMEOUT, then closed.
-                            tokio::spawn(connection::refuse(stream, code, message, max));
-                            continue;
-                        }
-                    };
-                    let (ctx, closing, alive) = (ctx.clone(), closing_rx.clone(), alive_tx.clone());
-                    tokio::spawn(async move {
-                        connection::serve(stream, admitted, ctx, closing).await;
-                        drop(alive);
-                    });
-                }
-                Err(e) => tokio::time::sleep(backoff.failed(Socket::Protocol, &e)).await,
-            },
+            (stream, admitted) = admission::accept(&ctx, &listener, Socket::Protocol, &mut backoff) => {
+                let (ctx, closing, alive) = (ctx.clone(), closing_rx.clone(), alive_tx.clone());
+                tokio::spawn(async move {
+                    connection::serve(stream, admitted, ctx, closing).await;
+                    drop(alive);
+                });
+            }
         }
     }
     drop(listener);

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::proofs::{SpanObserver, Stage, StageSpan};
+use crate::pipeline::{SpanObserver, Stage, StageSpan};
 
 /// Events written at most: a daemon that runs for weeks must not fill its disk with a trace
 /// left on (about 150 bytes an event).

@@ -20,9 +20,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::access::Access;
-use super::{connection, handler, wire, Context};
+use super::frames::{hung_up, send, Conn};
+use super::{handler, wire, Context};
 use crate::engine::{JobEvent, JobId, JobPhase, JobState};
-use crate::proofs::Step;
+use crate::pipeline::Step;
 use crate::proto::{ProgressEvent, ProgressStage, Response};
 
 /// Events a watcher's buffer holds at most (about 64 bytes each).
@@ -224,7 +225,7 @@ pub(super) async fn serve(
     job: JobId,
     access: Access,
     ctx: &Context,
-    framed: &mut connection::Conn,
+    framed: &mut Conn,
 ) -> Option<Response> {
     if handler::visible_job(job, access, ctx).is_none() {
         return Some(handler::unknown_job(job));
@@ -265,9 +266,7 @@ pub(super) async fn serve(
             })
         };
         first = Some((event.stage, event.partition));
-        connection::send(framed, &Response::Progress(event))
-            .await
-            .ok()?;
+        send(framed, &Response::Progress(event)).await.ok()?;
     }
     let mut started = running;
     let result = loop {
@@ -277,7 +276,7 @@ pub(super) async fn serve(
         let wake = tokio::select! {
             _ = watcher.ready() => Wake::Events,
             changed = phase.changed() => Wake::Phase(changed.is_ok()),
-            _ = connection::hung_up(framed.get_ref().get_ref()) => Wake::HungUp,
+            _ = hung_up(framed.get_ref().get_ref()) => Wake::HungUp,
         };
         match wake {
             Wake::Events => {
@@ -288,9 +287,7 @@ pub(super) async fn serve(
                     {
                         continue;
                     }
-                    connection::send(framed, &Response::Progress(event))
-                        .await
-                        .ok()?;
+                    send(framed, &Response::Progress(event)).await.ok()?;
                 }
             }
             Wake::Phase(true) => {}
@@ -308,9 +305,7 @@ pub(super) async fn serve(
         .into_iter()
         .filter(|e| first != Some((e.stage, e.partition)))
     {
-        connection::send(framed, &Response::Progress(event))
-            .await
-            .ok()?;
+        send(framed, &Response::Progress(event)).await.ok()?;
     }
     Some(wire::result(job, &result))
 }
@@ -319,7 +314,7 @@ pub(super) async fn serve(
 mod tests {
     use super::*;
     use crate::engine::JobProgress;
-    use crate::proofs::StepEvent;
+    use crate::pipeline::StepEvent;
 
     fn step(job: JobId, partition: usize) -> JobEvent {
         JobEvent::Progress(JobProgress {

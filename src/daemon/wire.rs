@@ -123,7 +123,7 @@ pub fn result(job: JobId, r: &JobResult) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proofs::ProveError;
+    use crate::pipeline::ProveError;
     use crate::prover::ProverError;
 
     /// A device out of memory reaches the client as its own, retryable code; other backend

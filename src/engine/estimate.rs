@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::state::Lane;
+use super::types::Lane;
 use super::types::Priority;
 use crate::proofs::ProofKind;
 

@@ -1,7 +1,7 @@
 //! The job engine: a bounded priority queue in front of a fixed set of proving workers.
 //!
 //! The engine knows nothing of sockets or wire formats: it takes [`ProofRequest`]s, runs them
-//! on a [`Runner`] (the [`ProvingService`](crate::proofs::ProvingService) in the daemon, a
+//! on a [`Runner`] (the [`ProvingService`](crate::pipeline::ProvingService) in the daemon, a
 //! fake in tests) on dedicated OS threads, and reports through `tokio::sync::watch` channels
 //! (which work without a runtime) and an [`Observer`] callback. The daemon is a thin shell
 //! that maps the wire protocol onto it.
@@ -24,13 +24,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 
-pub use state::{EngineStats, Lane};
+pub use state::EngineStats;
 pub use types::*;
 
-use crate::proofs::{
-    JobControl, ProgressSink, ProofKind, ProofOutput, ProofRequest, ProveError, ProvingService,
-    StepEvent,
+use crate::pipeline::{
+    JobControl, ProgressSink, ProofOutput, ProveError, ProvingService, StepEvent,
 };
+use crate::proofs::{ProofKind, ProofRequest};
 use crate::srs::ParamsId;
 use journal::format::{self as jformat, Accepted, Finished};
 use journal::{Journal, Record, Recorder};
@@ -82,7 +82,7 @@ pub enum JobEvent {
     Progress(JobProgress),
 }
 
-/// A step of a running job's proof ([`crate::proofs::Step`]), with where the job stands.
+/// A step of a running job's proof ([`crate::pipeline::Step`]), with where the job stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JobProgress {
     /// The job.

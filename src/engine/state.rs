@@ -13,7 +13,8 @@ use super::estimate::{estimate_start, Measured, QueuedJob, RunningJob};
 use super::journal::{RecoveredJob, RecoveredState};
 use super::types::*;
 use super::EngineConfig;
-use crate::proofs::{JobControl, ProofKind, ProofRequest};
+use crate::pipeline::JobControl;
+use crate::proofs::{ProofKind, ProofRequest};
 use crate::srs::ParamsId;
 
 /// One job.
@@ -73,17 +74,6 @@ pub fn cancelled_while_running() -> JobResult {
         FailureKind::Cancelled,
         "cancelled while running",
     ))
-}
-
-/// Which jobs a worker takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lane {
-    /// Any job, highest priority first (the `proving.workers` workers).
-    Any,
-    /// Critical jobs only (WinningPoSt): one extra worker, so that a critical job starts at
-    /// once instead of waiting for a running job to finish. It then shares the backend with
-    /// that job; the GPU backend interleaves the two at the granularity of its stages.
-    Critical,
 }
 
 /// What a worker takes from the queue.
@@ -446,7 +436,7 @@ impl State {
     pub fn finish(
         &mut self,
         id: JobId,
-        result: Result<crate::proofs::ProofOutput, Failure>,
+        result: Result<crate::pipeline::ProofOutput, Failure>,
         now: Instant,
     ) {
         if let Some(result) = self.final_result(id, result, now) {
@@ -460,7 +450,7 @@ impl State {
     pub fn final_result(
         &mut self,
         id: JobId,
-        result: Result<crate::proofs::ProofOutput, Failure>,
+        result: Result<crate::pipeline::ProofOutput, Failure>,
         now: Instant,
     ) -> Option<JobResult> {
         let drain_cancelled = self.drain_cancelled;

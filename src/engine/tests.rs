@@ -3,7 +3,8 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::proofs::{ProofKind, StageTimings};
+use crate::pipeline::StageTimings;
+use crate::proofs::ProofKind;
 use crate::prover::ProverError;
 
 /// Sleeps `step` × `steps`, checking cancellation between steps like the prover does between

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::proofs::{ProofKind, ProofOutput, ProveError};
+use crate::pipeline::{ProofOutput, ProveError};
+use crate::proofs::ProofKind;
 
 /// A job's identifier, unique for the life of the engine (never reused).
 pub type JobId = u64;
@@ -146,7 +147,7 @@ pub enum FailureKind {
 /// is kept for the retention time and returned by every Status.
 pub const MAX_MESSAGE: usize = 1024;
 
-pub use crate::proofs::bounded;
+pub use crate::pipeline::bounded;
 
 /// A failed job's error.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -342,4 +343,15 @@ pub struct Capacity {
     pub estimated_proof: Option<Duration>,
     /// Succeeded jobs of the kind measured since start.
     pub measured_jobs: u64,
+}
+
+/// Which jobs a worker takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Any job, highest priority first (the `proving.workers` workers).
+    Any,
+    /// Critical jobs only (WinningPoSt): one extra worker, so that a critical job starts at
+    /// once instead of waiting for a running job to finish. It then shares the backend with
+    /// that job; the GPU backend interleaves the two at the granularity of its stages.
+    Critical,
 }

@@ -126,6 +126,25 @@ impl DevView {
     }
 }
 
+// Buffers and views pass as their device addresses.
+impl From<&DevBuf> for Arg {
+    fn from(b: &DevBuf) -> Arg {
+        Arg::Ptr(b.ptr())
+    }
+}
+
+impl From<DevView> for Arg {
+    fn from(v: DevView) -> Arg {
+        Arg::Ptr(v.ptr())
+    }
+}
+
+impl From<&mut DevBuf> for Arg {
+    fn from(b: &mut DevBuf) -> Arg {
+        Arg::Ptr(b.ptr())
+    }
+}
+
 /// The device memory a handle's buffers hold, against its cap (`gpu.memory_limit`, else the
 /// memory free when the device was opened, less a margin), and the most they held at once.
 /// An allocation that would pass the cap fails as the driver's out-of-memory does, so that a
@@ -521,7 +540,7 @@ impl Gpu {
         // Measured after the context and the module took theirs: what is left is what the
         // proofs may use, less the margin, or the configured limit where that is lower.
         let (free, _) = ctx.mem_get_info().ctx("cuMemGetInfo")?;
-        let budget = super::plan::device_budget(free as u64, options.memory_limit);
+        let budget = super::budget::device_budget(free as u64, options.memory_limit);
         if options.memory_limit.is_some_and(|l| l > budget) {
             tracing::warn!(
                 ordinal,

@@ -6,7 +6,6 @@
 //! [`super::device::Gpu::launch`] refuses arguments that do not match them, and a test reads
 //! the `extern "C" __global__` declarations in `cuda/` and checks that this table says the same.
 
-use super::device::{DevBuf, DevView};
 use super::GpuError;
 
 /// A kernel parameter's type, as the launch passes it.
@@ -58,24 +57,6 @@ impl Arg {
         v.try_into()
             .map(Arg::U32)
             .map_err(|_| GpuError::Input(format!("{v} does not fit a kernel's u32 parameter")))
-    }
-}
-
-impl From<&DevBuf> for Arg {
-    fn from(b: &DevBuf) -> Arg {
-        Arg::Ptr(b.ptr())
-    }
-}
-
-impl From<DevView> for Arg {
-    fn from(v: DevView) -> Arg {
-        Arg::Ptr(v.ptr())
-    }
-}
-
-impl From<&mut DevBuf> for Arg {
-    fn from(b: &mut DevBuf) -> Arg {
-        Arg::Ptr(b.ptr())
     }
 }
 

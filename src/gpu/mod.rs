@@ -20,6 +20,7 @@
 //!   `crate::cli::bench_gpu`.
 
 pub mod backend;
+pub mod budget;
 pub mod bytes;
 pub mod compile;
 pub mod device;

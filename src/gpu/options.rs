@@ -39,7 +39,7 @@ pub struct GpuOptions {
     /// after every phase, so only for diagnosis.
     pub trace: bool,
     /// Device memory the backend may hold at most (`gpu.memory_limit`), in bytes; `None`: what
-    /// is free when the device is opened, less a margin ([`super::plan::device_budget`]).
+    /// is free when the device is opened, less a margin ([`super::budget::device_budget`]).
     pub memory_limit: Option<u64>,
 }
 

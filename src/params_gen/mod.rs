@@ -17,7 +17,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::proofs::{registry, ProofKind, ProveError};
+use crate::pipeline::ProveError;
+use crate::proofs::{registry, ProofKind};
 use crate::srs::ParamsId;
 
 /// Why parameters could not be generated.

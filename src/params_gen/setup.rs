@@ -22,8 +22,9 @@ use crate::gpu::setup::{
     window_table, FixedBaseGpu, Normalize, DIGITS, G1_BYTES, G2_BYTES, WINDOWS,
 };
 use crate::gpu::GpuOptions;
+use crate::pipeline::ProveError;
 use crate::proofs::porep::synthetic;
-use crate::proofs::{registry, ProofKind, ProveError};
+use crate::proofs::{registry, ProofKind};
 use crate::srs::ParamsId;
 use crate::synth::{R1cs, Recorded, Recording};
 

@@ -13,10 +13,9 @@
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
 use serde::{Deserialize, Serialize};
 
-use super::post::{WindowPostInput, WinningPostInput};
-use super::registry;
-use super::snap::SnapInput;
-use super::ProveError;
+use super::inputs::{SnapInput, WindowPostInput, WinningPostInput};
+use super::proof_types as registry;
+use crate::pipeline::ProveError;
 
 /// The first bytes of a binary input (version 1). A JSON input cannot start with them.
 pub const MAGIC: [u8; 4] = *b"CZB1";

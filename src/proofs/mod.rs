@@ -1,29 +1,21 @@
 //! The Filecoin proof kinds: inputs, circuits, public inputs and verification.
 //!
-//! [`ProvingService`] is the library's front door: the daemon and the CLI hand it a
-//! [`ProofRequest`] and get back verified proof bytes with per-stage timings.
+//! A [`ProofRequest`] is what the daemon and the CLI hand the
+//! [`ProvingService`](crate::pipeline::ProvingService) (it implements
+//! [`ProofJob`](crate::pipeline::ProofJob)); each kind builds its partition circuits and
+//! public inputs, proves them through [`crate::pipeline`] and verifies the proof before it
+//! returns.
 
 pub mod binary;
 mod bytes;
-mod pipeline;
+mod inputs;
 pub mod porep;
 pub mod post;
-mod progress;
-mod recorded;
+mod proof_types;
 pub mod registry;
 mod request;
-mod service;
 pub mod shapes;
 pub mod snap;
-mod stages;
+mod verdict;
 
-pub use progress::{ProgressSink, Step, StepEvent};
 pub use request::{PoRepRequest, ProofKind, ProofRequest};
-pub use service::{
-    Device, DeviceMemoryReport, JobControl, ProofOutput, ProveError, ProvingService,
-    ResidentParams, SetPlan, StageTimings,
-};
-pub use stages::{
-    bounded, sim, DeviceHealth, DeviceSpec, DeviceStats, HealthPolicy, HealthState,
-    PipelineOptions, PipelineStats, PreparedSet, SpanObserver, Stage, StageSpan,
-};

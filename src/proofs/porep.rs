@@ -6,7 +6,7 @@ use filecoin_proofs::{
 };
 use filecoin_proofs_api::seal::SealCommitPhase1Output;
 use filecoin_proofs_api::RegisteredSealProof;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_core::proof::ProofScheme;
@@ -14,13 +14,24 @@ use storage_proofs_porep::stacked::{
     self, generate_replica_id, StackedCircuit, StackedCompound, StackedDrg,
 };
 
-use super::pipeline::{
-    proof_bytes, prove_split_partitions, vanilla_verdict, verify, PartitionCircuit,
-};
 use super::shapes::with_shape;
-use super::{JobControl, PoRepRequest, ProofKind, ProofOutput, ProveError, ProvingService};
-use crate::srs::ParamsId;
+use super::verdict::{proof_bytes, vanilla_verdict, verify};
+use crate::pipeline::partitions::{evaluations, prove_split_partitions, PartitionCircuit};
+use crate::pipeline::{JobControl, ProofOutput, ProveError, ProvingService};
+use crate::srs::{ParamsId, ProofKind};
 use crate::synth::{Recorded, Recording};
+
+/// A PoRep C2 request.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PoRepRequest {
+    /// The C1 output: filecoin-proofs-api's `SealCommitPhase1Output` JSON, or lotus-bench's
+    /// wrapper `{"SectorNum", "Phase1Out": base64(JSON), "SectorSize"}`.
+    pub c1: Vec<u8>,
+    /// The miner's actor id (`f01234` → 1234); the prover id is derived from it.
+    pub miner_id: u64,
+    /// The sector number. Required unless the C1 is a lotus-bench wrapper that carries one.
+    pub sector_number: Option<u64>,
+}
 
 /// lotus-bench's and Curio's wrapper around the C1 output.
 #[derive(Deserialize)]
@@ -509,14 +520,6 @@ pub fn synthesize_partition(
     parts: usize,
 ) -> Result<crate::synth::Synthesized, ProveError> {
     evaluations(record_partition(c1, k, parts, Recording::Evaluations)?)
-}
-
-/// The evaluations of what [`Recording::Evaluations`] recorded (for any proof kind).
-pub(crate) fn evaluations(r: Recorded) -> Result<crate::synth::Synthesized, ProveError> {
-    match r {
-        Recorded::Evaluations(s) => Ok(s),
-        _ => Err(ProveError::Synthesis("not the evaluations".into())),
-    }
 }
 
 /// Whose circuit a synthesis runs: the same variables and constraints either way.

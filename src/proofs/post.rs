@@ -8,7 +8,6 @@ use filecoin_proofs::{
     PoStType,
 };
 use filecoin_proofs_api::RegisteredPoStProof;
-use serde::{Deserialize, Serialize};
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::multi_proof::MultiProof;
 use storage_proofs_core::parameter_cache::CacheableParameters;
@@ -19,50 +18,13 @@ use storage_proofs_post::fallback::{
 };
 
 use super::binary;
-use super::bytes::{b64_32, b64_list};
-use super::pipeline::{proof_bytes, prove_partitions, Proved};
+pub use super::inputs::{WindowPostInput, WinningPostInput};
 use super::porep::prover_id;
 use super::shapes::with_shape;
-use super::{JobControl, ProofKind, ProofOutput, ProveError, ProvingService};
-use crate::srs::ParamsId;
-
-/// A WinningPoSt request, as JSON (or binary: [`binary::WinningPost`]).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct WinningPostInput {
-    /// The registered PoSt proof (`StackedDrgWinning2KiBV1`, …).
-    pub registered_proof: RegisteredPoStProof,
-    /// The 32-byte challenge randomness, base64.
-    #[serde(with = "b64_32")]
-    pub randomness: [u8; 32],
-    /// The miner's actor id.
-    pub miner_id: u64,
-    /// The sectors' vanilla proofs as filecoin-proofs-api returns them
-    /// (`generate_single_vanilla_proof`), base64.
-    #[serde(with = "b64_list")]
-    pub vanilla_proofs: Vec<Vec<u8>>,
-}
-
-/// A WindowPoSt request, as JSON (or binary: [`binary::WindowPost`]): one partition of a deadline (`partition_index` set), or
-/// the whole deadline (`partition_index` absent), as filecoin-proofs'
-/// `generate_window_post_with_vanilla` proves it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct WindowPostInput {
-    /// The registered PoSt proof (`StackedDrgWindow2KiBV1_2`, …).
-    pub registered_proof: RegisteredPoStProof,
-    /// The 32-byte challenge randomness, base64.
-    #[serde(with = "b64_32")]
-    pub randomness: [u8; 32],
-    /// The miner's actor id.
-    pub miner_id: u64,
-    /// Which partition of the deadline this is; absent (or `null`): the whole deadline,
-    /// every partition proved and the proofs concatenated in partition order.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partition_index: Option<usize>,
-    /// The per-sector vanilla proofs, base64: the partition's, or the whole deadline's (any
-    /// order: they are sorted by sector id, as the verifier orders them).
-    #[serde(with = "b64_list")]
-    pub vanilla_proofs: Vec<Vec<u8>>,
-}
+use super::verdict::{proof_bytes, vanilla_verdict};
+use crate::pipeline::partitions::{prove_partitions, Proved};
+use crate::pipeline::{JobControl, ProofOutput, ProveError, ProvingService};
+use crate::srs::{ParamsId, ProofKind};
 
 fn parse<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, ProveError> {
     serde_json::from_slice(bytes).map_err(|e| ProveError::InvalidInput(format!("{what}: {e}")))
@@ -313,7 +275,7 @@ fn check_partitions<Tree: 'static + MerkleTreeTrait>(
     }
     let single =
         single_partition_vanilla_proofs(config, vp, &pub_inputs, vanilla).map_err(invalid)?;
-    super::pipeline::vanilla_verdict(
+    vanilla_verdict(
         FallbackPoSt::<Tree>::verify_all_partitions(vp, &pub_inputs, &[single]),
         "PoSt input",
         "its vanilla proofs do not verify against its randomness and sectors (made for other \

@@ -4,7 +4,10 @@ use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUp
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{binary, registry, ProveError};
+pub use super::porep::PoRepRequest;
+use super::{binary, registry};
+use crate::pipeline::control::catch_panic;
+use crate::pipeline::{JobControl, ProofJob, ProofOutput, ProveError, ProvingService};
 use crate::srs::ParamsId;
 
 /// The four kinds of proof; defined with the parameter identities (`srs`), which name the kind
@@ -46,7 +49,7 @@ impl ProofRequest {
     /// synthesis or verification). The parsed input is dropped: proving parses it again.
     pub fn check(&self) -> Result<(), ProveError> {
         // The storage-proofs conversions may panic on malformed inputs, as in proving.
-        super::pipeline::catch_panic("the input check", || match self {
+        catch_panic("the input check", || match self {
             ProofRequest::PoRep(r) => super::porep::check(r),
             ProofRequest::SnapDeals { input } => super::snap::check(input),
             ProofRequest::WindowPoSt { input } => super::post::check_window(input),
@@ -63,7 +66,7 @@ impl ProofRequest {
     /// the input itself is bad, so proving it again on other devices could not help; `Ok`
     /// leaves a wrong device result as the suspect.
     pub fn check_vanilla(&self) -> Result<(), ProveError> {
-        super::pipeline::catch_panic("the vanilla proofs' check", || match self {
+        catch_panic("the vanilla proofs' check", || match self {
             ProofRequest::PoRep(r) => super::porep::check_vanilla(r),
             ProofRequest::SnapDeals { input } => super::snap::check_vanilla(input),
             ProofRequest::WindowPoSt { input } => super::post::check_vanilla_window(input),
@@ -98,6 +101,30 @@ impl ProofRequest {
                 super::post::params_id(proof_type::<RegisteredPoStProof>(input)?)
             }
         }
+    }
+}
+
+/// The kinds plugged into the pipeline: the service proves a request by its kind's code.
+impl ProofJob for ProofRequest {
+    fn prove_once(
+        &self,
+        service: &ProvingService,
+        control: &JobControl,
+    ) -> Result<ProofOutput, ProveError> {
+        match self {
+            ProofRequest::PoRep(r) => super::porep::prove(service, r, control),
+            ProofRequest::SnapDeals { input } => super::snap::prove(service, input, control),
+            ProofRequest::WindowPoSt { input } => {
+                super::post::prove_window(service, input, control)
+            }
+            ProofRequest::WinningPoSt { input } => {
+                super::post::prove_winning(service, input, control)
+            }
+        }
+    }
+
+    fn check_vanilla(&self) -> Result<(), ProveError> {
+        ProofRequest::check_vanilla(self)
     }
 }
 
@@ -140,18 +167,6 @@ fn c1_proof(c1: &[u8]) -> Result<RegisteredSealProof, ProveError> {
         (None, Some(proof)) => Ok(proof),
         (None, None) => Err(bad(&"no registered_proof")),
     }
-}
-
-/// A PoRep C2 request.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct PoRepRequest {
-    /// The C1 output: filecoin-proofs-api's `SealCommitPhase1Output` JSON, or lotus-bench's
-    /// wrapper `{"SectorNum", "Phase1Out": base64(JSON), "SectorSize"}`.
-    pub c1: Vec<u8>,
-    /// The miner's actor id (`f01234` → 1234); the prover id is derived from it.
-    pub miner_id: u64,
-    /// The sector number. Required unless the C1 is a lotus-bench wrapper that carries one.
-    pub sector_number: Option<u64>,
 }
 
 #[cfg(test)]

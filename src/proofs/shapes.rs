@@ -15,7 +15,7 @@ macro_rules! with_shape {
             SECTOR_SIZE_512_MIB => $f::<SectorShape512MiB $(, $g)*>($($args),*),
             SECTOR_SIZE_32_GIB => $f::<SectorShape32GiB $(, $g)*>($($args),*),
             SECTOR_SIZE_64_GIB => $f::<SectorShape64GiB $(, $g)*>($($args),*),
-            other => Err($crate::proofs::ProveError::InvalidInput(format!(
+            other => Err($crate::pipeline::ProveError::InvalidInput(format!(
                 "unsupported sector size {other} (2KiB, 8MiB, 512MiB, 32GiB and 64GiB are)"
             ))),
         }

@@ -5,7 +5,6 @@ use filecoin_proofs::{
     DefaultPieceHasher, MerkleTreeTrait, PoRepConfig, SectorUpdateConfig, TreeRHasher,
 };
 use filecoin_proofs_api::RegisteredUpdateProof;
-use serde::{Deserialize, Serialize};
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::multi_proof::MultiProof;
 use storage_proofs_core::parameter_cache::CacheableParameters;
@@ -15,31 +14,12 @@ use storage_proofs_update::{
     PublicInputs, PublicParams, SetupParams,
 };
 
-use super::bytes::{b64_32, b64_list};
-use super::pipeline::{proof_bytes, prove_partitions};
+pub use super::inputs::SnapInput;
 use super::shapes::with_shape;
-use super::{JobControl, ProofKind, ProofOutput, ProveError, ProvingService};
-use crate::srs::ParamsId;
-
-/// A SnapDeals request, as JSON (or binary: [`super::binary::Snap`]).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SnapInput {
-    /// The registered update proof (`StackedDrg2KiBV1`, …).
-    pub registered_proof: RegisteredUpdateProof,
-    /// The sector's old replica commitment, base64.
-    #[serde(with = "b64_32")]
-    pub comm_r_old: [u8; 32],
-    /// The new replica commitment, base64.
-    #[serde(with = "b64_32")]
-    pub comm_r_new: [u8; 32],
-    /// The new data commitment, base64.
-    #[serde(with = "b64_32")]
-    pub comm_d_new: [u8; 32],
-    /// The partition vanilla proofs as filecoin-proofs-api's `generate_partition_proofs`
-    /// returns them, base64.
-    #[serde(with = "b64_list")]
-    pub vanilla_proofs: Vec<Vec<u8>>,
-}
+use super::verdict::{proof_bytes, vanilla_verdict};
+use crate::pipeline::partitions::prove_partitions;
+use crate::pipeline::{JobControl, ProofOutput, ProveError, ProvingService};
+use crate::srs::{ParamsId, ProofKind};
 
 type Compound<Tree> = EmptySectorUpdateCompound<Tree>;
 
@@ -228,7 +208,7 @@ fn check_vanilla_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let config = SectorUpdateConfig::from_porep_config(&porep_config(input.registered_proof));
     let (vanilla, public_inputs) = decode::<Tree>(input)?;
     let pp = compound_params::<Tree>(&config)?;
-    super::pipeline::vanilla_verdict(
+    vanilla_verdict(
         EmptySectorUpdate::<Tree>::verify_all_partitions(
             &pp.vanilla_params,
             &public_inputs,

@@ -2,17 +2,18 @@
 //! separate so that reordering a library enum can never change the protocol.
 
 use super::messages::{DeviceHealth, HealthState, ProofInput, ProofKind};
+use crate::pipeline;
 use crate::proofs::{self, PoRepRequest, ProofRequest};
 
-impl From<proofs::DeviceHealth> for DeviceHealth {
-    fn from(h: proofs::DeviceHealth) -> Self {
+impl From<pipeline::DeviceHealth> for DeviceHealth {
+    fn from(h: pipeline::DeviceHealth) -> Self {
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         Self {
             name: h.name,
             state: match h.state {
-                proofs::HealthState::Healthy => HealthState::Healthy,
-                proofs::HealthState::Quarantined => HealthState::Quarantined,
-                proofs::HealthState::Probing => HealthState::Probing,
+                pipeline::HealthState::Healthy => HealthState::Healthy,
+                pipeline::HealthState::Quarantined => HealthState::Quarantined,
+                pipeline::HealthState::Probing => HealthState::Probing,
             },
             failures: h.failures,
             consecutive_failures: h.consecutive_failures,

@@ -7,10 +7,10 @@
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof};
 
 use super::messages::{ProofKind, RegisteredProof};
+use crate::pipeline::ProveError;
 use crate::proofs::registry::{
     FIRST_WINDOW_POST, POST_BY_ID as POST, SEAL_BY_ID as SEAL, UPDATE_BY_ID as UPDATE,
 };
-use crate::proofs::ProveError;
 use crate::srs::ParamsId;
 
 /// A proof-type id that names no proof, or not one that fits where it was given.

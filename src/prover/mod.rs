@@ -12,6 +12,7 @@ pub mod fr52;
 mod groth16;
 pub mod msm;
 pub mod ntt;
+mod options;
 mod pinned;
 pub mod pippenger;
 mod shaped;

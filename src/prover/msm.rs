@@ -11,7 +11,7 @@
 
 use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine, MultiPoint};
 
-use super::cpu::CpuOptions;
+use super::options::CpuOptions;
 use super::pippenger;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;

@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::engine::{FailureKind, JobOutput, JobResult, JobTimings, Priority};
-use crate::proofs::{PoRepRequest, ProofKind, ProofOutput, ProofRequest, StageTimings};
+use crate::pipeline::{ProofOutput, StageTimings};
+use crate::proofs::{PoRepRequest, ProofKind, ProofRequest};
 
 /// The first bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"CZKJ";

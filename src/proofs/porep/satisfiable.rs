@@ -34,9 +34,9 @@ use typenum::Unsigned;
 
 use super::circuit::{TreeDomain, TreeProof};
 use super::{compound_params, prover_id};
-use crate::proofs::registry::seal_proof;
+use crate::pipeline::ProveError;
+use crate::proofs::proof_types::seal_proof;
 use crate::proofs::shapes::with_shape;
-use crate::proofs::ProveError;
 
 /// A satisfiable C1 output and the miner and sector it was made for.
 pub struct SatisfiableC1 {

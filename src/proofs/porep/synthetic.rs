@@ -19,10 +19,12 @@ use typenum::Unsigned;
 
 use super::circuit::{TreeDomain, TreeProof};
 use super::{compound_params, prove_split_partitions, CircuitCode, PoRepJob};
-use crate::proofs::registry::seal_proof;
+use crate::pipeline::partitions::evaluations;
+use crate::pipeline::{JobControl, ProveError, ProvingService, StageTimings};
+use crate::proofs::proof_types::seal_proof;
 use crate::proofs::shapes::with_shape;
-use crate::proofs::{JobControl, ProofKind, ProveError, ProvingService, StageTimings};
 use crate::srs::ParamsId;
+use crate::srs::ProofKind;
 use crate::synth::{Recorded, Recording, Synthesized};
 
 /// The shape of a sector size's PoRep partitions.
@@ -70,7 +72,7 @@ pub fn synthesize(
     parts: usize,
     seed: u64,
 ) -> Result<Synthesized, ProveError> {
-    super::evaluations(record(sector_size, k, parts, seed, Recording::Evaluations)?)
+    evaluations(record(sector_size, k, parts, seed, Recording::Evaluations)?)
 }
 
 /// [`synthesize`] keeping `what`: the evaluations, the shape or the witness alone.

@@ -21,7 +21,7 @@ pub use sum::{sum_groups, sum_indexed};
 
 use rayon::prelude::*;
 
-use super::cpu::CpuOptions;
+use super::options::CpuOptions;
 use buckets::Buckets;
 use curve::Curve;
 use digits::{window_count, WindowDigits};

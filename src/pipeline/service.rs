@@ -1,31 +1,34 @@
 //! The proving service: parameters kept resident, one entry point per request.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use super::progress::{ProgressSink, Step, StepEvent};
+use super::control::{catch_panic, JobControl, ProveError, ProvedOn, StageTimings};
 use super::recorded::ShapeCache;
-use super::stages::{DeviceSpec, PipelineOptions, PipelineStats, PreparedSet, Stages};
-use super::{ProofKind, ProofRequest};
-use crate::prover::{Backend, Partition, PinnedPool, PinnedStats, PreparedSrs, ProverError};
-use crate::srs::{LoadedParams, ParamsId, Srs, SrsCache, SrsError};
+use super::stages::{
+    bounded, bounded_text, DeviceHealth, DeviceSpec, PipelineOptions, PipelineStats, Prepared,
+    PreparedSet, SpanObserver, Stages,
+};
+use crate::prover::{Backend, Partition, PinnedPool, PinnedStats, PreparedSrs};
+use crate::srs::{LoadedParams, ParamsId, ProofKind, Srs, SrsCache};
 use crate::topology::Placement;
 
-/// Time spent in each stage of one proof.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct StageTimings {
-    /// Finding, mapping and converting the parameters (zero when they were resident).
-    pub param_load: Duration,
-    /// Circuit synthesis of all partitions.
-    pub synthesis: Duration,
-    /// NTTs, MSMs and proof assembly of all partitions.
-    pub proving: Duration,
-    /// Checking the proof with the Filecoin verifier.
-    pub verification: Duration,
+/// A request the service proves: the proof kinds' code (`crate::proofs` implements it for
+/// its requests) plugged into the service, which wraps it in panic capture and the retry
+/// without the devices that made a proof that failed verification. The pipeline's one
+/// window onto the kinds: nothing in it names a kind's input or circuit.
+pub trait ProofJob: Sync {
+    /// Proves the job once through `service`'s stages and verifies the result.
+    fn prove_once(
+        &self,
+        service: &ProvingService,
+        control: &JobControl,
+    ) -> Result<ProofOutput, ProveError>;
+
+    /// Checks the job's vanilla proofs, after a proof of it failed verification: bad input
+    /// fails here, typed, without a second proof and without a charge against the devices.
+    fn check_vanilla(&self) -> Result<(), ProveError>;
 }
 
 /// A verified proof and how it was made.
@@ -44,211 +47,6 @@ pub struct ProofOutput {
     /// all, else each device (and the CPU fallback) with its count of partitions
     /// (`cuda:0 NVIDIA H200 ×8, fallback cpu (16 threads) ×2`).
     pub backend: String,
-}
-
-/// Shared between a running proof and whoever started it: its rank in the stages,
-/// cancellation and progress.
-pub struct JobControl {
-    class: u8,
-    seq: u64,
-    cancelled: AtomicBool,
-    partitions_total: AtomicUsize,
-    partitions_done: AtomicUsize,
-    /// Set while the job has partitions in the stages: drops them on cancel.
-    on_cancel: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
-    /// Where the proof's steps are reported, once someone attached a sink.
-    progress: std::sync::OnceLock<ProgressSink>,
-    /// Devices the job's partitions must not be proved on (those that made a proof of it
-    /// that failed verification), and those its partitions were proved on.
-    devices: Mutex<JobDevices>,
-}
-
-/// Which devices a job's partitions avoid, and which proved them.
-#[derive(Debug, Default)]
-struct JobDevices {
-    avoid: Vec<usize>,
-    used: Vec<usize>,
-}
-
-impl std::fmt::Debug for JobControl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JobControl")
-            .field("class", &self.class)
-            .field("seq", &self.seq)
-            .field("cancelled", &self.is_cancelled())
-            .field("progress", &self.progress())
-            .finish()
-    }
-}
-
-/// Orders jobs that share the stages: every control gets the next number.
-static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
-
-impl JobControl {
-    /// A fresh control of the normal class (1), not cancelled, no progress.
-    pub fn new() -> Arc<Self> {
-        Self::with_class(1)
-    }
-
-    /// A fresh control of `class` (0 low, 1 normal, 2 high, 3 critical): partitions of a higher class
-    /// are synthesized and proved first; within a class, in the order the controls were made.
-    pub fn with_class(class: u8) -> Arc<Self> {
-        Arc::new(Self {
-            class,
-            seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
-            cancelled: AtomicBool::new(false),
-            partitions_total: AtomicUsize::new(0),
-            partitions_done: AtomicUsize::new(0),
-            on_cancel: Mutex::new(None),
-            progress: std::sync::OnceLock::new(),
-            devices: Mutex::new(JobDevices::default()),
-        })
-    }
-
-    /// Reports the proof's steps to `sink` from now on (see [`super::progress`]). Only the
-    /// first sink attached is kept; returns whether this one was.
-    pub fn on_progress(&self, sink: ProgressSink) -> bool {
-        self.progress.set(sink).is_ok()
-    }
-
-    /// The attached sink, for the stages that report a partition's steps on their own
-    /// threads.
-    pub(crate) fn progress_sink(&self) -> Option<ProgressSink> {
-        self.progress.get().cloned()
-    }
-
-    /// Reports a step to the attached sink, if any.
-    pub(crate) fn report(&self, step: Step, partition: Option<usize>, took: Duration) {
-        if let Some(sink) = self.progress.get() {
-            report_to(sink, step, partition, took);
-        }
-    }
-
-    /// Asks the proof to stop: its waiting and queued partitions are dropped at once, a
-    /// running one at its next stage boundary.
-    pub fn cancel(&self) {
-        self.cancelled.store(true, Ordering::SeqCst);
-        let hook = self.on_cancel.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(stop) = hook.as_ref() {
-            stop();
-        }
-    }
-    /// Whether [`JobControl::cancel`] was called.
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::SeqCst)
-    }
-    /// (partitions proved, partitions in total); total is 0 until synthesis knows it.
-    pub fn progress(&self) -> (usize, usize) {
-        (
-            self.partitions_done.load(Ordering::SeqCst),
-            self.partitions_total.load(Ordering::SeqCst),
-        )
-    }
-    pub(crate) fn class(&self) -> u8 {
-        self.class
-    }
-    pub(crate) fn seq(&self) -> u64 {
-        self.seq
-    }
-    pub(crate) fn set_on_cancel(&self, hook: Option<Box<dyn Fn() + Send + Sync>>) {
-        *self.on_cancel.lock().unwrap_or_else(|p| p.into_inner()) = hook;
-    }
-    pub(crate) fn set_total(&self, total: usize) {
-        self.partitions_total.store(total, Ordering::SeqCst);
-    }
-    pub(crate) fn partition_done(&self) {
-        self.partitions_done.fetch_add(1, Ordering::SeqCst);
-    }
-    fn job_devices(&self) -> std::sync::MutexGuard<'_, JobDevices> {
-        self.devices.lock().unwrap_or_else(|p| p.into_inner())
-    }
-    /// The devices the job's partitions must not be proved on.
-    pub(crate) fn avoided_devices(&self) -> Vec<usize> {
-        self.job_devices().avoid.clone()
-    }
-    /// Records that device `d` proved a partition of the job.
-    pub(crate) fn proved_on(&self, d: usize) {
-        let mut j = self.job_devices();
-        if !j.used.contains(&d) {
-            j.used.push(d);
-        }
-    }
-    /// Starts the job's proving again, avoiding the devices its partitions were proved on;
-    /// returns them.
-    fn prove_again_without_used(&self) -> Vec<usize> {
-        self.partitions_done.store(0, Ordering::SeqCst);
-        let mut j = self.job_devices();
-        let used = std::mem::take(&mut j.used);
-        j.avoid = used.clone();
-        used
-    }
-    pub(crate) fn check(&self) -> Result<(), ProveError> {
-        if self.is_cancelled() {
-            Err(ProveError::Cancelled)
-        } else {
-            Ok(())
-        }
-    }
-}
-
-/// Calls `sink` with one step; a sink that panics takes nothing down with it (it is a
-/// watcher's, not the proof's).
-pub(crate) fn report_to(sink: &ProgressSink, step: Step, partition: Option<usize>, took: Duration) {
-    let event = StepEvent {
-        step,
-        partition,
-        took,
-    };
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink(&event)));
-}
-
-/// Why a proof could not be produced.
-#[derive(Debug, thiserror::Error)]
-pub enum ProveError {
-    /// The request's input could not be parsed or is inconsistent.
-    #[error("invalid input: {0}")]
-    InvalidInput(String),
-    /// The parameter files are missing, truncated or corrupt.
-    #[error(transparent)]
-    Params(#[from] SrsError),
-    /// The circuit could not be synthesized (e.g. vanilla proofs of the wrong shape).
-    #[error("synthesis failed: {0}")]
-    Synthesis(String),
-    /// The NTT/MSM backend failed.
-    #[error(transparent)]
-    Backend(#[from] ProverError),
-    /// The proof was produced but the Filecoin verifier rejected it. This is what inputs
-    /// that belong to another sector, miner or randomness lead to.
-    #[error("proof failed verification: {0}")]
-    VerificationFailed(String),
-    /// The job was cancelled.
-    #[error("cancelled")]
-    Cancelled,
-    /// A partition failed on every device it was tried on (and, where no other device was
-    /// usable, on the CPU prover).
-    #[error("partition {partition} failed on {}: {cause}", devices.join(", "))]
-    DeviceFailed {
-        /// The partition.
-        partition: usize,
-        /// The devices it was tried on, in order (`"cpu prover"` for the fallback).
-        devices: Vec<String>,
-        /// The last failure.
-        cause: String,
-        /// Whether the last failure was a device out of memory (the job may succeed later).
-        out_of_memory: bool,
-    },
-    /// A partition of this circuit needs more host memory than the budget leaves beside the
-    /// resident parameters: it can never be proved with this configuration.
-    #[error(
-        "a partition needs {needed} bytes of host memory; proving.memory_budget leaves {available} \
-         beside the resident parameters"
-    )]
-    ExceedsMemoryBudget {
-        /// Bytes one partition reserves.
-        needed: u64,
-        /// Bytes the budget leaves for partitions.
-        available: u64,
-    },
 }
 
 /// A resident parameter set, in host memory and on the devices.
@@ -286,7 +84,7 @@ pub const MAX_PLAN: usize = 512;
 /// A backend's plan line made safe to send, log and label: bounded once here for every
 /// reader (the DeviceMemory request, the metrics).
 fn plan_line(plan: &str) -> String {
-    super::bounded(plan, MAX_PLAN)
+    bounded(plan, MAX_PLAN)
 }
 
 /// How one parameter set's proofs use a device.
@@ -424,7 +222,7 @@ impl ProvingService {
     }
 
     /// Every device's health (failures, quarantine), in the devices' order.
-    pub fn health(&self) -> Vec<super::stages::DeviceHealth> {
+    pub fn health(&self) -> Vec<DeviceHealth> {
         self.stages.health()
     }
 
@@ -475,8 +273,8 @@ impl ProvingService {
 
     /// The device work of a prepared set: the prover, and where witness partitions are
     /// evaluated.
-    pub(crate) fn device_work(&self, set: PreparedSet) -> super::stages::Prepared {
-        super::stages::Prepared {
+    pub(crate) fn device_work(&self, set: PreparedSet) -> Prepared {
+        Prepared {
             set,
             pinned: self.pinned.clone(),
             evaluate: self.evaluate_pool(),
@@ -512,7 +310,7 @@ impl ProvingService {
 
     /// Sends every partition's stage times to `observer` from now on (the daemon's trace).
     /// Only the first observer set is kept; returns whether this one was.
-    pub fn observe_stages(&self, observer: super::stages::SpanObserver) -> bool {
+    pub fn observe_stages(&self, observer: SpanObserver) -> bool {
         self.stages.observe(observer)
     }
 
@@ -638,7 +436,7 @@ impl ProvingService {
 
     /// The provers that made a proof's partitions, by name (see `ProvedOn::describe`): the
     /// devices that proved them and the CPU fallback, not the devices configured.
-    pub(crate) fn proved_by(&self, on: &super::pipeline::ProvedOn) -> String {
+    pub(crate) fn proved_by(&self, on: &ProvedOn) -> String {
         on.describe(&self.device_names(), &self.fallback.name())
             .unwrap_or_else(|| self.backend_name())
     }
@@ -656,23 +454,12 @@ impl ProvingService {
     /// `control` drops the job's waiting and queued partitions at once.
     pub fn prove(
         &self,
-        request: &ProofRequest,
+        request: &dyn ProofJob,
         control: &JobControl,
     ) -> Result<ProofOutput, ProveError> {
         // Circuit code from the storage-proofs crates may panic on malformed inputs; a bad
         // request must never take the process (and the other jobs) down.
-        let once = || {
-            super::pipeline::catch_panic("proving", || match request {
-                ProofRequest::PoRep(r) => super::porep::prove(self, r, control),
-                ProofRequest::SnapDeals { input } => super::snap::prove(self, input, control),
-                ProofRequest::WindowPoSt { input } => {
-                    super::post::prove_window(self, input, control)
-                }
-                ProofRequest::WinningPoSt { input } => {
-                    super::post::prove_winning(self, input, control)
-                }
-            })
-        };
+        let once = || catch_panic("proving", || request.prove_once(self, control));
         let first = once();
         let Err(ProveError::VerificationFailed(why)) = &first else {
             return first;
@@ -701,8 +488,8 @@ impl ProvingService {
             .filter_map(|&d| names.get(d).map(String::as_str))
             .collect();
         tracing::warn!(
-            devices = %super::stages::bounded_text(&named.join(", ")),
-            error = %super::stages::bounded_text(why),
+            devices = %bounded_text(&named.join(", ")),
+            error = %bounded_text(why),
             "a proof failed verification; proving the job again without the devices that made it"
         );
         let second = once();

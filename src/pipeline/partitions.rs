@@ -6,22 +6,22 @@
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use bellperson::groth16::{verify_proofs_batch, Proof};
-use blstrs::{Bls12, Scalar};
-use rand_core::OsRng;
+use bellperson::groth16::Proof;
+use blstrs::Bls12;
 
+use super::control::{catch_panic, JobControl, ProveError, ProvedOn, StageTimings};
 use super::progress::Step;
 use super::recorded::Claim;
+use super::service::ProvingService;
 use super::stages::{
     bounded_text, is_device_fault, lower_this_thread, yield_to_critical, CriticalClaim, DeviceWork,
     Handover, JobRun, PartPools, PartitionDone, Staged, BACKGROUND_NICE, CRITICAL,
 };
-use super::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::prover::{Partition, ProverError, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
-use crate::synth::Synthesize;
 use crate::synth::{
-    record, record_on, with_yield_point, RecordError, Recorded, Recording, ShapeError,
+    record, record_on, with_yield_point, RecordError, Recorded, Recording, ShapeError, Synthesize,
+    Synthesized,
 };
 
 /// Proofs of all partitions, the parameters used, the timings so far and who proved them.
@@ -30,55 +30,6 @@ pub(crate) struct Proved {
     pub srs: Arc<Srs>,
     pub timings: StageTimings,
     pub on: ProvedOn,
-}
-
-/// Which provers made a job's partition proofs: each device (by its index in the service)
-/// and the CPU prover partitions fall back to where no usable device is left.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct ProvedOn {
-    devices: std::collections::BTreeMap<usize, usize>,
-    fallback: usize,
-}
-
-impl ProvedOn {
-    /// One partition proved on device `on`, or (`None`) on the fallback CPU prover.
-    pub(crate) fn record(&mut self, on: Option<usize>) {
-        match on {
-            Some(d) => *self.devices.entry(d).or_default() += 1,
-            None => self.fallback += 1,
-        }
-    }
-
-    /// The provers by name (`names[d]` for device `d`, `fallback` for the CPU prover): one
-    /// name where one prover made every partition, else each with its count
-    /// (`cuda:0 NVIDIA H200 ×8, fallback cpu (16 threads) ×2`); `None` where nothing was
-    /// proved.
-    pub(crate) fn describe(&self, names: &[String], fallback: &str) -> Option<String> {
-        let mut named: Vec<(String, usize)> = self
-            .devices
-            .iter()
-            .map(|(&d, &n)| {
-                let name = names
-                    .get(d)
-                    .cloned()
-                    .unwrap_or_else(|| format!("device {d}"));
-                (name, n)
-            })
-            .collect();
-        if self.fallback > 0 {
-            named.push((format!("fallback {fallback}"), self.fallback));
-        }
-        match named.as_slice() {
-            [] => None,
-            [(one, _)] => Some(one.clone()),
-            all => Some(
-                all.iter()
-                    .map(|(name, n)| format!("{name} ×{n}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ),
-        }
-    }
 }
 
 /// A partition's circuit: whole, or cut into parts that are synthesized at once on the
@@ -138,7 +89,7 @@ where
     let srs = match prepared.first() {
         Some(p) => p.srs().clone(),
         None => {
-            return Err(ProveError::Backend(crate::prover::ProverError::Device(
+            return Err(ProveError::Backend(ProverError::Device(
                 "no proving device".into(),
             )))
         }
@@ -440,12 +391,12 @@ impl Synthesis<'_> {
     }
 
     /// The A, B, C evaluations, the assignment and the densities.
-    fn evaluations<C, F>(&self, make_circuit: &F) -> Result<crate::synth::Synthesized, ProveError>
+    fn evaluations<C, F>(&self, make_circuit: &F) -> Result<Synthesized, ProveError>
     where
         C: Synthesize + Send,
         F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
     {
-        super::porep::evaluations(self.record(make_circuit, Recording::Evaluations)?)
+        evaluations(self.record(make_circuit, Recording::Evaluations)?)
     }
 
     /// The witness alone, on the shape recorded for set `id` (recording it first where
@@ -492,105 +443,10 @@ impl Synthesis<'_> {
     }
 }
 
-/// Runs `f`, turning a panic into an error. The storage-proofs circuits assert on inputs
-/// that do not fit together (e.g. vanilla proofs of another sector); such input must fail the
-/// job, not the process.
-pub(crate) fn catch_panic<T>(
-    what: &str,
-    f: impl FnOnce() -> Result<T, ProveError>,
-) -> Result<T, ProveError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
-        let msg = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        Err(ProveError::InvalidInput(format!(
-            "{what} rejected the input: {msg}"
-        )))
-    })
-}
-
-/// A storage-proofs vanilla verifier's answer (`verify_all_partitions`) as an input error:
-/// `Ok(true)` passes; `Ok(false)` is `refused`, and the verifier's own error is named, both
-/// prefixed with what the input is (`input`).
-pub(crate) fn vanilla_verdict(
-    verified: anyhow::Result<bool>,
-    input: &str,
-    refused: &str,
-) -> Result<(), ProveError> {
-    match verified {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(ProveError::InvalidInput(format!("{input}: {refused}"))),
-        Err(e) => Err(ProveError::InvalidInput(format!(
-            "{input}: vanilla proofs: {e}"
-        ))),
-    }
-}
-
-/// Verifies `proofs` against `inputs` (one input vector per proof) with the verifying key.
-pub(crate) fn verify(
-    srs: &Srs,
-    proofs: &[Proof<Bls12>],
-    inputs: &[Vec<Scalar>],
-) -> Result<Duration, ProveError> {
-    let start = Instant::now();
-    if proofs.len() != inputs.len() {
-        return Err(ProveError::VerificationFailed(format!(
-            "{} proofs for {} public-input sets",
-            proofs.len(),
-            inputs.len()
-        )));
-    }
-    let refs: Vec<&Proof<Bls12>> = proofs.iter().collect();
-    let ok = verify_proofs_batch(&srs.pvk, &mut OsRng, &refs, inputs)
-        .map_err(|e| ProveError::VerificationFailed(e.to_string()))?;
-    if !ok {
-        return Err(ProveError::VerificationFailed(
-            "the Groth16 verifier rejected the proof (inputs of another sector, miner or randomness?)"
-                .into(),
-        ));
-    }
-    Ok(start.elapsed())
-}
-
-/// Serialises proofs as filecoin-proofs does: 192 bytes each, in order.
-pub(crate) fn proof_bytes(proofs: &[Proof<Bls12>]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(proofs.len() * 192);
-    for p in proofs {
-        // Writing into a Vec cannot fail.
-        let _ = p.write(&mut out);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ProvedOn;
-
-    #[test]
-    fn the_provers_that_made_a_proof_are_named() {
-        let names = ["cuda:0 H200".to_string(), "cuda:1 H200".to_string()];
-        let describe = |on: &[Option<usize>]| {
-            let mut p = ProvedOn::default();
-            on.iter().for_each(|&d| p.record(d));
-            p.describe(&names, "cpu (16 threads)")
-        };
-        assert_eq!(describe(&[]), None);
-        assert_eq!(
-            describe(&[Some(1), Some(1)]).as_deref(),
-            Some("cuda:1 H200")
-        );
-        assert_eq!(
-            describe(&[None]).as_deref(),
-            Some("fallback cpu (16 threads)")
-        );
-        assert_eq!(
-            describe(&[Some(1), None, Some(0), Some(1)]).as_deref(),
-            Some("cuda:0 H200 ×1, cuda:1 H200 ×2, fallback cpu (16 threads) ×1")
-        );
-        let mut p = ProvedOn::default();
-        p.record(Some(7));
-        assert_eq!(p.describe(&names, "cpu").as_deref(), Some("device 7"));
+/// The evaluations of what [`Recording::Evaluations`] recorded (for any proof kind).
+pub(crate) fn evaluations(r: Recorded) -> Result<Synthesized, ProveError> {
+    match r {
+        Recorded::Evaluations(s) => Ok(s),
+        _ => Err(ProveError::Synthesis("not the evaluations".into())),
     }
 }

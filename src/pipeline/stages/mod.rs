@@ -42,8 +42,8 @@ pub use health::{bounded, DeviceHealth, HealthPolicy, HealthState, MAX_ERROR};
 use health::{Change, Health};
 pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, BACKGROUND_NICE};
 
+use super::control::{catch_panic, report_to, ProveError};
 use super::progress::{ProgressSink, Step};
-use super::ProveError;
 use crate::prover::{self, Backend, Partition, PinnedPool, PreparedSrs, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
 
@@ -263,7 +263,7 @@ impl JobRun {
     /// Reports a step of partition `partition` where the job has a sink.
     fn report(&self, step: Step, partition: usize, took: Duration) {
         if let Some(sink) = &self.progress {
-            super::service::report_to(sink, step, Some(partition), took);
+            report_to(sink, step, Some(partition), took);
         }
     }
     fn key(&self, partition: usize) -> Key {
@@ -852,7 +852,7 @@ impl Stages {
         self.inner.lock().measured.get(id).copied()
     }
 
-    /// A callback that stops `job`'s partitions, for [`super::JobControl`]'s cancel.
+    /// A callback that stops `job`'s partitions, for [`JobControl`](super::control::JobControl)'s cancel.
     pub(crate) fn stopper(&self, job: &Arc<JobRun>) -> Box<dyn Fn() + Send + Sync> {
         let inner: Weak<Inner> = Arc::downgrade(&self.inner);
         let job = job.clone();
@@ -1191,7 +1191,7 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
             job.report(Step::DeviceStarted, key.partition(), device_wait);
             let what = format!("partition {}", key.partition());
             let prove = || {
-                super::pipeline::catch_panic(&what, || match route {
+                catch_panic(&what, || match route {
                     Route::Device { .. } => work.prove(device, synthesized),
                     Route::Fallback => work.prove_fallback(synthesized),
                 })
