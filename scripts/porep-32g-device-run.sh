@@ -25,6 +25,10 @@
 # `queued`: after the cold load, QUEUED (default 4) proofs submitted together, each checked by
 # verify_seal; prints when each finished and the steady time per proof, (last - first) /
 # (QUEUED - 1), the figure of a device-bound pipeline.
+# BUDGET=80GiB (any size proving.memory_budget takes) is written into cuzkd's configuration;
+# without it cuzkd's default applies. Host memory is reported at each step: RSS and VmHWM
+# after the load (a VmHWM above the RSS is a transient copy), the peak RSS sampled every
+# 0.2 s and the VmHWM under the proofs, and the budget's parts (`cuzk status`).
 # SIZE=2KiB P=DIR scripts/porep-32g-device-run.sh prove tries the same steps at 2 KiB with the
 # parameters in DIR, on any machine (cuzkd proves on the CPU where no GPU is found).
 # Exits non-zero when any step fails (the preloads, a proof, the daemon's start) or when
@@ -50,9 +54,10 @@ summary() {
     echo "== summary (at $SECONDS s; parameters: fresh setup, NOT the ceremony's)"
     printf '%-34s %s\n' "measure" "value"
     for k in "satisfiable C1" "parameter setup (GPU)" ".params size" "cold load (preload)" \
-        "RSS after load" "first proof" "next proof" "verify_seal" "tampered proof" \
-        "warm load (page cache)" "queued proofs finished at (s)" "queued: steady time per proof" \
-        "queued: verify_seal accepted" "peak RSS (cuzkd)"; do
+        "memory budget" "RSS after load" "VmHWM after load" "first proof" "next proof" \
+        "verify_seal" "tampered proof" "warm load (page cache)" "queued proofs finished at (s)" \
+        "queued: steady time per proof" "queued: verify_seal accepted" "peak RSS (sampled)" \
+        "peak RSS (cuzkd)"; do
         printf '%-34s %s\n' "$k" "${row[$k]:-not measured}"
     done
 }
@@ -107,18 +112,26 @@ allow_root = true
 [gpu]
 kernel_cache = "$CUZK_GPU_CACHE"
 EOF
+    [ -z "${BUDGET:-}" ] || printf '[proving]\nmemory_budget = "%s"\n' "$BUDGET" >>"$D/cuzk.toml"
     "$BIN"/cuzkd --config "$D/cuzk.toml" >"$OUT/cuzkd-$1.log" 2>&1 &
     DAEMON=$!
+    # The largest VmRSS seen, every 0.2 s, until the daemon exits (VmHWM is the kernel's own
+    # peak; the two differ by what lived less than a sample).
+    (peak=0; while kb=$(awk '/VmRSS/ {print $2}' /proc/$DAEMON/status 2>/dev/null) && [ -n "$kb" ]; do
+        [ "$kb" -gt "$peak" ] && peak=$kb && echo "$peak" >"$D/peak-rss"; sleep 0.2; done) &
     for _ in $(seq 600); do [ -S "$SOCK" ] && return 0; sleep 0.1; done
     echo "cuzkd did not open its socket"; tail -20 "$OUT/cuzkd-$1.log"; exit 1
 }
 stop_daemon() {
     if [ -n "${DAEMON:-}" ]; then
-        note "peak RSS (cuzkd)" "$(awk '/VmHWM/ {printf "%.1f GiB", $2 / 1048576}' /proc/$DAEMON/status)"
+        note "peak RSS (sampled)" "$(awk '{printf "%.1f GiB", $1 / 1048576}' "$D/peak-rss" 2>/dev/null)"
+        note "peak RSS (cuzkd)" "VmHWM $(hwm)"
+        client status | grep -aE "host memory|held besides|process:" | tee "$OUT/status-$1.txt"
         kill "$DAEMON"; wait "$DAEMON" 2>/dev/null; DAEMON=
     fi
 }
 rss() { awk '/VmRSS/ {printf "%.1f GiB", $2 / 1048576}' /proc/$DAEMON/status; }
+hwm() { awk '/VmHWM/ {printf "%.1f GiB", $2 / 1048576}' /proc/$DAEMON/status; }
 # cuzk CMD ARGS… against the daemon, waiting for answers as long as the deadline allows.
 client() { timeout "$(left)" "$BIN"/cuzk "$@" --socket "$SOCK" --answer-timeout 0; }
 params_file=$(ls "$P"/v28-stacked-proof-of-replication-*.params | head -1)
@@ -133,6 +146,9 @@ t=$(ms)
 if client preload porep "$SIZE" | tee "$OUT/preload-cold.txt"; then
     note "cold load (preload)" "$(secs "$t" "$(ms)") ($(grep -a loaded "$OUT/preload-cold.txt"))"
     note "RSS after load" "$(rss)"
+    note "VmHWM after load" "$(hwm)"
+    note "memory budget" "$(client status | grep -a "host memory" | sed 's/.*, //')"
+    client status | grep -aE "held besides|process:"
 else
     fail "cold load (preload)" "exit ${PIPESTATUS[0]}"
 fi
@@ -159,13 +175,13 @@ if [ "$what" = queued ]; then
     proved=0
     for pid in "${pids[@]}"; do wait "$pid" && proved=$((proved + 1)); done
     [ "$proved" = "$n" ] || fail "queued proofs" "$((n - proved)) of $n failed"
+    stop_daemon queued
     done_at=$(for i in $(seq 1 "$n"); do [ -e "$D/done-q$i" ] && cat "$D/done-q$i"; done | sort -n |
         awk -v t="$t" '{printf "%s%.1f", (NR > 1 ? ", " : ""), ($1 - t) / 1000}')
     note "queued proofs finished at (s)" "$done_at"
     steady=$(for i in $(seq 1 "$n"); do [ -e "$D/done-q$i" ] && cat "$D/done-q$i"; done | sort -n |
         awk 'NR == 1 {a = $1} {b = $1; k = NR} END {if (k > 1) printf "%.1f s", (b - a) / 1000 / (k - 1); else print "-"}')
     note "queued: steady time per proof" "$steady"
-    stop_daemon
     ok=0
     for i in $(seq 1 "$n"); do
         "$BIN"/cuzk verify porep --param-dir "$P" --c1 "$S/c1.json" --proof "$D/proof-q$i.bin" \
@@ -181,7 +197,7 @@ if [ "$what" = queued ]; then
 fi
 
 prove first && prove next
-stop_daemon
+stop_daemon proofs
 
 # filecoin-proofs' verify_seal outside the daemon, on the proof and on a tampered copy.
 if [ -e "$D/proof-next.bin" ]; then

@@ -9,17 +9,10 @@ use std::time::{Duration, Instant};
 
 use cuzk::proto::{ErrorCode, JobState, Priority, ProofKind};
 use daemon_support::*;
-use nix::sys::signal::Signal;
 
 /// One job in flight (the default keeps one per synthesis thread in flight), so that the
 /// queue behind it is observable.
 const ONE_AT_A_TIME: (&str, &str) = ("proving.workers", "1");
-
-fn stop(mut daemon: Daemon) {
-    daemon.signal(Signal::SIGTERM);
-    let status = daemon.wait_exit(Duration::from_secs(30));
-    assert!(status.success(), "stderr:\n{}", daemon.env.stderr());
-}
 
 fn wait_running(client: &mut cuzk::proto::Client, job: u64) {
     eventually("the job to run", Duration::from_secs(10), || {

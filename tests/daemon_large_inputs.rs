@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use cuzk::proofs::binary;
 use cuzk::proto::{ErrorCode, ProofInput, Submit};
-use daemon_support::{code, Daemon};
+use daemon_support::{code, vm, Daemon};
 use filecoin_proofs_api::RegisteredPoStProof;
 
 /// The input in a sealed memfd, as a client passes it.
@@ -26,21 +26,6 @@ fn memfd(bytes: &[u8]) -> OwnedFd {
     let mut file = std::fs::File::from(fd);
     file.write_all(bytes).expect("write the memfd");
     OwnedFd::from(file)
-}
-
-/// `field` (VmRSS, VmHWM) of `pid`, in bytes.
-fn vm(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    let kib: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    kib << 10
 }
 
 fn mib(b: u64) -> f64 {

@@ -462,6 +462,8 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     let devices = known(client.devices())?;
     let health = known(client.health())?;
     let memory = known(client.device_memory())?;
+    // The budget's parts and the process's memory travel in the metrics, not the protocol.
+    let held = known(client.metrics())?.map(|m| HostMemory::from_metrics(&m));
     if a.daemon.json {
         let mut v = serde_json::to_value(&s)?;
         if let (Some(obj), Some(r)) = (v.as_object_mut(), &residency) {
@@ -479,11 +481,17 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         if let (Some(obj), Some(m)) = (v.as_object_mut(), &memory) {
             obj.insert("memory".into(), serde_json::to_value(&m.devices)?);
         }
+        if let (Some(obj), Some(h)) = (v.as_object_mut(), &held) {
+            obj.insert("host_memory".into(), serde_json::to_value(h)?);
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", status_text(&s, residency.as_ref()));
         if let Some(p) = &pipeline {
             print!("{}", pipeline_text(p));
+        }
+        if let Some(h) = &held {
+            print!("{}", h.text());
         }
         if let Some(d) = &devices {
             print!("{}", devices_text(d));
@@ -650,7 +658,7 @@ fn pipeline_text(p: &PipelineReport) -> String {
     };
     format!(
         "partitions: {} waiting, {} synthesizing (of {} threads), {} queued for the device, {} on it; \
-         {} proved\nhost memory: {} reserved by partitions, {} by parameters, {budget}\n",
+         {} proved\nhost memory: {} reserved by partitions, {} held besides them, {budget}\n",
         p.waiting,
         p.synthesizing,
         p.synthesis_threads,
@@ -660,6 +668,62 @@ fn pipeline_text(p: &PipelineReport) -> String {
         gib(p.reserved_bytes),
         gib(p.params_bytes),
     )
+}
+
+/// What the daemon's memory budget counts besides partitions, by part, and the process's
+/// own resident memory, as its metrics give them.
+#[derive(Debug, Default, serde::Serialize)]
+struct HostMemory {
+    /// `cuzk_memory_held_bytes` by part, in the metrics' order.
+    held: Vec<(String, u64)>,
+    /// VmRSS, VmHWM.
+    resident_bytes: Option<u64>,
+    peak_bytes: Option<u64>,
+}
+
+impl HostMemory {
+    fn from_metrics(text: &str) -> Self {
+        let mut out = Self::default();
+        for line in text.lines() {
+            let Some((name, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<u64>() else {
+                continue;
+            };
+            let label = |prefix: &str| {
+                name.strip_prefix(prefix)
+                    .and_then(|l| l.strip_suffix("\"}"))
+                    .map(str::to_owned)
+            };
+            if let Some(part) = label("cuzk_memory_held_bytes{part=\"") {
+                out.held.push((part, value));
+            } else if let Some(kind) = label("cuzk_process_memory_bytes{kind=\"") {
+                match kind.as_str() {
+                    "resident" => out.resident_bytes = Some(value),
+                    "peak" => out.peak_bytes = Some(value),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        if !self.held.is_empty() {
+            let parts: Vec<String> = self
+                .held
+                .iter()
+                .map(|(part, n)| format!("{} {}", part.replace('_', " "), gib(*n)))
+                .collect();
+            out += &format!("held besides partitions: {}\n", parts.join(", "));
+        }
+        if let (Some(rss), Some(peak)) = (self.resident_bytes, self.peak_bytes) {
+            out += &format!("process: {} resident, peak {}\n", gib(rss), gib(peak));
+        }
+        out
+    }
 }
 
 /// Bytes in GiB with two decimals (parameter sets are hundreds of MiB to tens of GiB).
@@ -765,6 +829,28 @@ fn parse_duration_arg(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_shows_the_budgets_parts_and_the_processs_memory_from_the_metrics() {
+        let metrics = "# HELP cuzk_memory_held_bytes …\n\
+                       cuzk_memory_held_bytes{part=\"params\"} 1073741824\n\
+                       cuzk_memory_held_bytes{part=\"process_base\"} 10737418\n\
+                       cuzk_memory_params_bytes 1084479242\n\
+                       cuzk_process_memory_bytes{kind=\"resident\"} 2147483648\n\
+                       cuzk_process_memory_bytes{kind=\"peak\"} 3221225472\n\
+                       cuzk_process_memory_bytes{kind=\"other\"} 1\n";
+        let h = HostMemory::from_metrics(metrics);
+        assert_eq!(
+            h.text(),
+            "held besides partitions: params 1.00 GiB, process base 0.01 GiB\n\
+             process: 2.00 GiB resident, peak 3.00 GiB\n"
+        );
+        // An older daemon without them: nothing.
+        assert_eq!(
+            HostMemory::from_metrics("cuzk_memory_params_bytes 5\n").text(),
+            ""
+        );
+    }
 
     #[test]
     fn status_prints_each_gpus_memory_and_plans_and_nothing_for_a_cpu() {

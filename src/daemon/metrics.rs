@@ -63,6 +63,19 @@ pub fn render(ctx: &Context) -> String {
         ctx.workers,
     );
     pipeline(&mut out, &ctx.service.pipeline());
+    if let Some((resident, peak)) = super::host::resident_and_peak() {
+        family(
+            &mut out,
+            "cuzk_process_memory_bytes",
+            "gauge",
+            "The daemon's resident memory now (VmRSS) and the most it ever was (VmHWM).",
+        );
+        let _ = writeln!(
+            out,
+            "cuzk_process_memory_bytes{{kind=\"resident\"}} {resident}"
+        );
+        let _ = writeln!(out, "cuzk_process_memory_bytes{{kind=\"peak\"}} {peak}");
+    }
     health(&mut out, &ctx.service.health());
     if let Some(p) = ctx.service.pinned() {
         pinned(&mut out, &p);
@@ -289,9 +302,22 @@ fn pipeline(out: &mut String, p: &PipelineStats) {
         out,
         "cuzk_memory_params_bytes",
         "gauge",
-        "Host memory of the resident parameters, counted against the budget.",
+        "Host memory held besides partitions (the parts of cuzk_memory_held_bytes), counted \
+         against the budget.",
         p.params_bytes,
     );
+    family(
+        out,
+        "cuzk_memory_held_bytes",
+        "gauge",
+        "Host memory held besides partitions, by part: parameters' host copies, the devices' \
+         page-locked blocks, the page-locked pool's limit, recorded shapes, the CPU workers' \
+         working memory, parameter loads in progress (their upper bound), the process's own \
+         memory at start.",
+    );
+    for (part, n) in p.held.parts() {
+        let _ = writeln!(out, "cuzk_memory_held_bytes{{part=\"{part}\"}} {n}");
+    }
     single(
         out,
         "cuzk_device_busy_seconds_total",

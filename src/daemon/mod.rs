@@ -743,6 +743,8 @@ fn start_service(config: &Config) -> Result<(Arc<ProvingService>, DeviceCounts),
         Some(pool) => service.with_pinned_pool(pool),
         None => service,
     };
+    // The budget is a cap on the process: admission also waits for its measured memory.
+    service.measure_memory_with(Box::new(host::resident));
     if let Some(path) = &config.debug.trace_file {
         match trace::open(path) {
             Ok(observer) => {

@@ -230,6 +230,18 @@ pub enum ProveError {
         /// Bytes the budget leaves for partitions.
         available: u64,
     },
+    /// Loading this parameter set needs more host memory than the budget leaves beside what
+    /// the process holds (other resident sets, shapes, pools): it can never be loaded now.
+    #[error(
+        "loading the parameters needs up to {needed} bytes of host memory; \
+         proving.memory_budget leaves {available} beside what the process holds"
+    )]
+    ParamsExceedMemoryBudget {
+        /// The load's upper bound.
+        needed: u64,
+        /// Bytes the budget leaves.
+        available: u64,
+    },
 }
 
 /// Which provers made a job's partition proofs: each device (by its index in the service)

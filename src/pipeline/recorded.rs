@@ -93,21 +93,31 @@ impl ShapeCache {
         drop(dropped);
     }
 
-    /// Host bytes of the recorded shapes, and of `workers` partitions' evaluations of each
-    /// (made on the host by the workers of devices that do not evaluate shapes themselves,
-    /// one partition each at a time).
-    pub(crate) fn bytes(&self, workers: usize) -> u64 {
+    /// Host bytes of the recorded shapes, and of `workers` partitions' working memory on
+    /// each (the workers of devices that do not evaluate shapes themselves evaluate and
+    /// prove one partition each at a time on the host: [`host_work_bytes`]).
+    pub(crate) fn bytes(&self, workers: usize) -> (u64, u64) {
         self.lock()
             .values()
-            .map(|slot| match slot {
+            .filter_map(|slot| match slot {
                 Slot::Ready(shape) => {
-                    let evaluations = 3 * 32 * shape.num_constraints() as u64;
-                    shape.host_bytes() + workers as u64 * evaluations
+                    Some((shape.host_bytes(), workers as u64 * host_work_bytes(shape)))
                 }
-                Slot::Recording => 0,
+                Slot::Recording => None,
             })
-            .sum()
+            .fold((0, 0), |(s, w), (a, b)| (s + a, w + b))
     }
+}
+
+/// Host bytes a worker that evaluates a partition of `shape` on the host and proves it with
+/// the CPU prover holds besides the witness: A, B and C, extended to the evaluation domain
+/// by the quotient's transforms, the quotient's scalars for the H MSM, and the
+/// assignment's scalar copies for the witness MSMs (`docs/host-memory.md` has the
+/// measurement this is checked against).
+pub(crate) fn host_work_bytes(shape: &R1cs) -> u64 {
+    let domain = (shape.num_constraints() as u64).next_power_of_two();
+    let vars = (shape.num_inputs + shape.num_aux) as u64;
+    32 * (4 * domain + 2 * vars)
 }
 
 impl Recording<'_> {
@@ -187,10 +197,10 @@ mod tests {
             assert!(waiter.join().unwrap(), "the waiter gets the recorded shape");
         });
         assert!(cache.get(&id()).is_some());
-        assert!(cache.bytes(1) > 0);
+        assert!(cache.bytes(1).0 > 0 && cache.bytes(1).1 > 0);
         cache.evict(&id());
         assert!(cache.get(&id()).is_none());
-        assert_eq!(cache.bytes(1), 0);
+        assert_eq!(cache.bytes(1), (0, 0));
     }
 
     #[test]

@@ -329,11 +329,22 @@ impl ProvingService {
             .iter()
             .flat_map(|(_, prepared)| prepared.iter().map(|p| p.host_bytes()))
             .sum();
-        let params = params.saturating_add(devices);
         let pinned = self.pinned.as_ref().map_or(0, |p| p.stats().limit);
-        let shapes = self.shapes.bytes(self.evaluating_workers);
-        self.stages
-            .set_params_bytes(params.saturating_add(pinned).saturating_add(shapes));
+        let (shapes, host_work) = self.shapes.bytes(self.evaluating_workers);
+        self.stages.set_held(|h| {
+            h.params = params;
+            h.device_host = devices;
+            h.pinned_pool = pinned;
+            h.shapes = shapes;
+            h.host_work = host_work;
+        });
+    }
+
+    /// Measures the process's resident memory with `probe` from now on (the daemon reads
+    /// `/proc`): admission and parameter loads also wait for it to leave room, and what it
+    /// is now counts against the budget as the process's base. Only the first probe is kept.
+    pub fn measure_memory_with(&self, probe: super::stages::MemoryProbe) -> bool {
+        self.stages.measure_with(probe)
     }
 
     /// Whether the parameter set `id` is resident (a proof that needs it does not load it).
@@ -343,11 +354,25 @@ impl ProvingService {
 
     /// The parameter set `id` prepared by every device's backend, loading and preparing it if
     /// needed; and the time that took (zero when it was resident).
+    ///
+    /// A load first waits for room in the memory budget for its upper bound
+    /// ([`crate::srs::load_bytes`]), and holds it until the set counts among the resident
+    /// ones; a set that can never fit is [`ProveError::ParamsExceedMemoryBudget`].
     pub fn prepared(&self, id: &ParamsId) -> Result<(PreparedSet, Duration), ProveError> {
-        let (_, prepared, time) = self.srs.get_prepared(id, |srs| self.prepare(srs))?;
+        let file = id.params_file(self.srs.dir());
+        let mut reservation = None;
+        let load = || {
+            let bytes = crate::srs::load_bytes(&file)?;
+            reservation = Some(self.stages.reserve_load(bytes)?);
+            Ok(Arc::new(crate::srs::load_srs(&file)?))
+        };
+        let (_, prepared, time) = self
+            .srs
+            .get_prepared_or(id, load, |srs| self.prepare(srs))?;
         if !time.is_zero() {
             self.update_params_bytes();
         }
+        drop(reservation);
         Ok((prepared, time))
     }
 

@@ -711,7 +711,9 @@ pub struct PipelineReport {
     pub budget_bytes: u64,
     /// Host bytes reserved by partitions in flight.
     pub reserved_bytes: u64,
-    /// Host bytes of the resident parameters (counted against the budget).
+    /// Host bytes held besides partitions and counted against the budget: the resident
+    /// parameters, page-locked pools and blocks, recorded shapes, loads in progress, the
+    /// daemon's own memory at start.
     pub params_bytes: u64,
     /// Milliseconds the device had at least one partition, since start.
     pub device_busy_ms: u64,

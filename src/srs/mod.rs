@@ -15,4 +15,4 @@ mod parse;
 pub use cache::{EvictError, Handle, LoadedParams, SrsCache};
 pub use error::SrsError;
 pub use ids::{list_param_dir, ListedParams, ParamsId, ProofKind, DEFAULT_PARAM_DIR};
-pub use parse::{load_srs, Section, Srs};
+pub use parse::{load_bytes, load_srs, Section, Srs};

@@ -1,12 +1,13 @@
-//! Parsing bellperson's parameter layout from a memory map.
+//! Parsing bellperson's parameter layout from the file, in parallel, straight into the
+//! points' final vectors.
 
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bellperson::groth16::{prepare_verifying_key, PreparedVerifyingKey, VerifyingKey};
 use blstrs::{Bls12, G1Affine, G2Affine};
-use memmap2::Mmap;
 use rayon::prelude::*;
 
 use super::SrsError;
@@ -83,65 +84,113 @@ impl Srs {
     }
 }
 
-/// A bounds-checked reader over the mapped file.
-struct Cursor<'a> {
+/// A bounds-checked reader over the parameter file. Points are read at offsets a piece at a
+/// time into small per-task buffers and decoded straight into their final vectors, so the
+/// file's pages are never part of the process (a mapping would count every page read in the
+/// process's RSS until it is unmapped: a second copy of the parameters at the end of a load).
+struct Reader<'a> {
     path: &'a Path,
-    bytes: &'a [u8],
-    offset: usize,
+    file: &'a File,
+    file_len: u64,
+    offset: u64,
 }
 
-impl<'a> Cursor<'a> {
-    fn take(&mut self, section: Section, len: usize) -> Result<&'a [u8], SrsError> {
+/// Points decoded per task: 1.5 MiB of G1 or 3 MiB of G2 bytes in each task's buffer, and
+/// enough tasks for every core (a 32 GiB set's `h` alone is thousands of them).
+const CHUNK_POINTS: usize = 1 << 14;
+
+impl<'a> Reader<'a> {
+    /// Checks that `len` bytes follow the current offset and moves past them; returns where
+    /// they start.
+    fn extent(&mut self, section: Section, len: u64) -> Result<u64, SrsError> {
         let end = self
             .offset
             .checked_add(len)
-            .filter(|&end| end <= self.bytes.len());
+            .filter(|&end| end <= self.file_len);
         match end {
             Some(end) => {
-                let out = &self.bytes[self.offset..end];
+                let start = self.offset;
                 self.offset = end;
-                Ok(out)
+                Ok(start)
             }
             None => Err(SrsError::Truncated {
                 path: self.path.to_path_buf(),
                 section: section.name(),
-                needed: len as u64,
-                offset: self.offset as u64,
-                file_len: self.bytes.len() as u64,
+                needed: len,
+                offset: self.offset,
+                file_len: self.file_len,
             }),
         }
     }
 
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<(), SrsError> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| SrsError::Io {
+                path: self.path.to_path_buf(),
+                source: e,
+            })
+    }
+
+    fn take<const N: usize>(&mut self, section: Section) -> Result<[u8; N], SrsError> {
+        let at = self.extent(section, N as u64)?;
+        let mut b = [0; N];
+        self.read_at(&mut b, at)?;
+        Ok(b)
+    }
+
     fn u32(&mut self, section: Section) -> Result<usize, SrsError> {
-        let b = self.take(section, 4)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        Ok(u32::from_be_bytes(self.take(section)?) as usize)
     }
 
     fn g1(&mut self, section: Section) -> Result<G1Affine, SrsError> {
-        let b = self.take(section, G1_LEN)?;
-        decode_g1(b).ok_or_else(|| invalid(self.path, section, 0))
+        let b = self.take::<G1_LEN>(section)?;
+        decode_g1(&b).ok_or_else(|| invalid(self.path, section, 0))
     }
 
     fn g2(&mut self, section: Section) -> Result<G2Affine, SrsError> {
-        let b = self.take(section, G2_LEN)?;
-        decode_g2(b).ok_or_else(|| invalid(self.path, section, 0))
+        let b = self.take::<G2_LEN>(section)?;
+        decode_g2(&b).ok_or_else(|| invalid(self.path, section, 0))
     }
 
-    /// Reads a counted section of points; the whole extent is checked before any decoding.
-    fn points<P: Send>(
+    /// Reads a counted section of points; the whole extent is checked before any byte of it
+    /// is read or the vector allocated. The points are read and decoded in parallel, each
+    /// task a run of [`CHUNK_POINTS`] into its own slots of the vector.
+    fn points<P: Copy + Send>(
         &mut self,
         section: Section,
         point_len: usize,
         decode: impl Fn(&[u8]) -> Option<P> + Sync,
     ) -> Result<Vec<P>, SrsError> {
         let count = self.u32(section)?;
-        let bytes = self.take(section, count.saturating_mul(point_len))?;
-        let path = self.path;
-        bytes
-            .par_chunks_exact(point_len)
+        let start = self.extent(section, (count as u64).saturating_mul(point_len as u64))?;
+        let mut out: Vec<P> = Vec::with_capacity(count);
+        let this = &*self;
+        out.spare_capacity_mut()[..count]
+            .par_chunks_mut(CHUNK_POINTS)
             .enumerate()
-            .map(|(i, b)| decode(b).ok_or_else(|| invalid(path, section, i)))
-            .collect()
+            .try_for_each_init(
+                || vec![0u8; CHUNK_POINTS * point_len],
+                |buf, (c, slots)| {
+                    let first = c * CHUNK_POINTS;
+                    let bytes = &mut buf[..slots.len() * point_len];
+                    this.read_at(bytes, start + (first * point_len) as u64)?;
+                    for (i, (slot, b)) in slots
+                        .iter_mut()
+                        .zip(bytes.chunks_exact(point_len))
+                        .enumerate()
+                    {
+                        let p = decode(b).ok_or_else(|| invalid(this.path, section, first + i))?;
+                        slot.write(p);
+                    }
+                    Ok(())
+                },
+            )?;
+        // SAFETY: the chunks above cover slots 0..count of the capacity exactly once each,
+        // and every chunk wrote each of its slots or returned an error, which returned before
+        // this line; `P` is `Copy`, so nothing needs dropping either way.
+        unsafe { out.set_len(count) };
+        Ok(out)
     }
 }
 
@@ -166,7 +215,7 @@ fn decode_g2(b: &[u8]) -> Option<G2Affine> {
     Option::from(G2Affine::from_uncompressed_unchecked(arr))
 }
 
-fn read_vk(cur: &mut Cursor<'_>) -> Result<VerifyingKey<Bls12>, SrsError> {
+fn read_vk(cur: &mut Reader<'_>) -> Result<VerifyingKey<Bls12>, SrsError> {
     let s = Section::Vk;
     let alpha_g1 = cur.g1(s)?;
     let beta_g1 = cur.g1(s)?;
@@ -186,8 +235,8 @@ fn read_vk(cur: &mut Cursor<'_>) -> Result<VerifyingKey<Bls12>, SrsError> {
     })
 }
 
-fn map_file(path: &Path) -> Result<Mmap, SrsError> {
-    let file = File::open(path).map_err(|e| match e.kind() {
+fn open_file(path: &Path) -> Result<(File, u64), SrsError> {
+    let io = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => SrsError::Missing {
             path: path.to_path_buf(),
         },
@@ -195,25 +244,35 @@ fn map_file(path: &Path) -> Result<Mmap, SrsError> {
             path: path.to_path_buf(),
             source: e,
         },
-    })?;
-    // SAFETY: the map is read-only and private to this function's caller for the duration of
-    // the parse. Parameter files are written once and never modified in place; a concurrent
-    // truncation would at worst raise SIGBUS, which is the same exposure every Filecoin
-    // prover accepts for its parameter cache.
-    unsafe { Mmap::map(&file) }.map_err(|e| SrsError::Io {
-        path: path.to_path_buf(),
-        source: e,
-    })
+    };
+    let file = File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    Ok((file, len))
 }
 
-/// Maps `params_path`, checks and converts every section, and checks that the `.vk` file next
-/// to it (if present) equals the verifying key inside the `.params` file.
+/// Host bytes a load of `params_path` holds at most: its points converted, which take no
+/// more than the file's bytes (96 per G1 point, 192 per G2 point, as in the file), and the
+/// reading tasks' buffers, a few MiB. Known before the load, so that it can wait for room.
+pub fn load_bytes(params_path: &Path) -> Result<u64, SrsError> {
+    let (_, len) = open_file(params_path)?;
+    Ok(len.saturating_add(LOAD_BUFFERS))
+}
+
+/// An upper bound on the reading tasks' buffers at once: one G2 chunk per task, and no more
+/// tasks alive than a few per core of a large host.
+const LOAD_BUFFERS: u64 = 256 * (CHUNK_POINTS * G2_LEN) as u64;
+
+/// Reads `params_path`, checks and converts every section, and checks that the `.vk` file
+/// next to it (if present) equals the verifying key inside the `.params` file. The points go
+/// straight into their vectors: the load's peak host memory is what it keeps, plus the
+/// reading tasks' buffers.
 pub fn load_srs(params_path: &Path) -> Result<Srs, SrsError> {
     let start = Instant::now();
-    let map = map_file(params_path)?;
-    let mut cur = Cursor {
+    let (file, file_len) = open_file(params_path)?;
+    let mut cur = Reader {
         path: params_path,
-        bytes: &map,
+        file: &file,
+        file_len,
         offset: 0,
     };
     let vk = read_vk(&mut cur)?;
@@ -223,16 +282,19 @@ pub fn load_srs(params_path: &Path) -> Result<Srs, SrsError> {
     let a = cur.points(Section::A, G1_LEN, decode_g1)?;
     let b_g1 = cur.points(Section::BG1, G1_LEN, decode_g1)?;
     let b_g2 = cur.points(Section::BG2, G2_LEN, decode_g2)?;
-    if cur.offset != map.len() {
+    if cur.offset != file_len {
         return Err(SrsError::Mismatch {
             path: params_path.to_path_buf(),
             detail: format!(
                 "{} unexpected bytes after section b_g2",
-                map.len() - cur.offset
+                file_len - cur.offset
             ),
         });
     }
-    check_vk_file(params_path, &map[..vk_len])?;
+    // The verifying key is a few KiB: read again as bytes for the comparison.
+    let mut vk_bytes = vec![0; vk_len as usize];
+    cur.read_at(&mut vk_bytes, 0)?;
+    check_vk_file(params_path, &vk_bytes)?;
     let pvk = prepare_verifying_key(&vk);
     Ok(Srs {
         path: params_path.to_path_buf(),
@@ -243,7 +305,7 @@ pub fn load_srs(params_path: &Path) -> Result<Srs, SrsError> {
         a,
         b_g1,
         b_g2,
-        file_len: map.len() as u64,
+        file_len,
         load_time: start.elapsed(),
     })
 }
@@ -266,5 +328,108 @@ fn check_vk_file(params_path: &Path, vk_bytes: &[u8]) -> Result<(), SrsError> {
             path: vk_path,
             source: e,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blstrs::{G1Projective, G2Projective};
+    use group::prime::PrimeCurveAffine;
+    use group::{Curve, Group};
+
+    /// `n` distinct points: multiples of the generator.
+    fn g1s(n: usize) -> Vec<G1Affine> {
+        let mut p = G1Projective::generator();
+        let mut out = vec![G1Projective::identity(); n];
+        for o in &mut out {
+            p += G1Projective::generator();
+            *o = p;
+        }
+        let mut affine = vec![G1Affine::identity(); n];
+        G1Projective::batch_normalize(&out, &mut affine);
+        affine
+    }
+
+    /// A `.params` file in bellperson's layout whose `h` and `l` span several reading tasks
+    /// (and end in a partial one), and where each section's first point is the identity.
+    fn write_file(path: &Path, h: &[G1Affine], l: &[G1Affine]) -> usize {
+        let g2 = G2Affine::from(G2Projective::generator());
+        let mut f = Vec::new();
+        for p in [G1Affine::generator(), h[0]] {
+            f.extend_from_slice(&p.to_uncompressed());
+        }
+        for p in [g2, g2] {
+            f.extend_from_slice(&p.to_uncompressed());
+        }
+        f.extend_from_slice(&l[0].to_uncompressed());
+        f.extend_from_slice(&g2.to_uncompressed());
+        let section = |f: &mut Vec<u8>, points: &[Vec<u8>]| {
+            f.extend_from_slice(&(points.len() as u32).to_be_bytes());
+            for p in points {
+                f.extend_from_slice(p);
+            }
+        };
+        let bytes = |ps: &[G1Affine]| -> Vec<Vec<u8>> {
+            ps.iter().map(|p| p.to_uncompressed().to_vec()).collect()
+        };
+        section(&mut f, &bytes(&h[..2]));
+        let vk_len = f.len();
+        section(&mut f, &bytes(h));
+        section(&mut f, &bytes(l));
+        section(&mut f, &bytes(&l[..3]));
+        section(&mut f, &bytes(&[]));
+        section(
+            &mut f,
+            &[
+                g2.to_uncompressed().to_vec(),
+                G2Affine::identity().to_uncompressed().to_vec(),
+            ],
+        );
+        std::fs::write(path, &f).unwrap();
+        vk_len
+    }
+
+    #[test]
+    fn sections_of_many_tasks_load_in_order_and_a_bad_point_is_named_by_its_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.params");
+        let mut h = g1s(2 * CHUNK_POINTS + 1234);
+        h[0] = G1Affine::identity();
+        let l = g1s(CHUNK_POINTS + 7);
+        let vk_len = write_file(&path, &h, &l);
+        let srs = load_srs(&path).unwrap();
+        assert_eq!(
+            (srs.h.as_slice(), srs.l.as_slice()),
+            (h.as_slice(), l.as_slice())
+        );
+        assert_eq!(srs.a, l[..3]);
+        assert!(srs.b_g1.is_empty());
+        assert_eq!(srs.b_g2.len(), 2);
+        assert_eq!(srs.vk.ic, h[..2]);
+        assert_eq!(srs.file_len, std::fs::metadata(&path).unwrap().len());
+        assert!(load_bytes(&path).unwrap() >= srs.resident_bytes());
+
+        // A point off the curve in the second task of `h`, and one in the last, partial task:
+        // each named by its index in the section.
+        let bytes = std::fs::read(&path).unwrap();
+        for index in [CHUNK_POINTS + 5, h.len() - 1] {
+            let mut bad = bytes.clone();
+            bad[vk_len + 4 + index * G1_LEN + 60] ^= 0x01;
+            std::fs::write(&path, &bad).unwrap();
+            match load_srs(&path) {
+                Err(SrsError::InvalidPoint {
+                    section, index: i, ..
+                }) => {
+                    assert_eq!((section, i), ("h", index))
+                }
+                other => panic!("expected an invalid point, got {:?}", other.err()),
+            }
+        }
+        // Trailing bytes after the last section.
+        let mut long = bytes.clone();
+        long.push(0);
+        std::fs::write(&path, &long).unwrap();
+        assert!(matches!(load_srs(&path), Err(SrsError::Mismatch { .. })));
     }
 }

@@ -397,3 +397,25 @@ pub fn connections(c: &mut Client) -> u64 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no cuzk_connections in\n{text}"))
 }
+
+/// `field` (VmRSS, VmHWM) of `pid`'s `/proc/<pid>/status`, in bytes.
+pub fn vm(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kib << 10
+}
+
+/// Stops `daemon` with SIGTERM; it must exit cleanly.
+pub fn stop(mut daemon: Daemon) {
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "stderr:\n{}", daemon.env.stderr());
+}

@@ -195,6 +195,15 @@ impl Gate {
         self.reserved
     }
 
+    /// Of [`Gate::reserved`], what synthesized partitions hold (their measured bytes).
+    pub fn synthesized_bytes(&self) -> u64 {
+        self.granted
+            .values()
+            .filter(|g| g.permit.is_none())
+            .map(|g| g.bytes)
+            .sum()
+    }
+
     /// Partitions waiting for admission.
     pub fn waiting(&self) -> usize {
         self.waiting.len()

@@ -17,18 +17,23 @@
 //! Memory: a partition reserves its host bytes before synthesis (the shape's upper bound
 //! from the parameters until a partition of that shape was measured, then the measurement)
 //! and releases them when the device worker has consumed the synthesized partition.
-//! Admission waits rather than exceeds `memory_budget` minus the resident parameters.
-//! Not counted: while a partition cut into parts is stitched, one part's copy of the vector
-//! being copied is alive beside the stitched one (a 32 GiB partition in 16 parts: about
-//! 0.26 GB over its 16.9 GB), and a vector's unused capacity, which is never touched.
+//! Admission waits rather than exceeds `memory_budget` minus what the process holds besides
+//! partitions ([`HeldBytes`]), and, where the daemon gave a probe of the process's resident
+//! memory, rather than let that memory and the partitions being synthesized pass the budget
+//! (`memory.rs`). A parameter load waits the same way for room for its upper bound.
+//! A partition cut into parts reserves, beside its measured size, one part's copy of the
+//! vector being copied while its parts are stitched (a 32 GiB partition in 16 parts: about
+//! 0.26 GB over its 16.9 GB). Not counted: a vector's unused capacity, which is never
+//! touched.
 
 mod gate;
 mod health;
+mod memory;
 mod placement;
 pub mod sim;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -40,6 +45,8 @@ pub use gate::CRITICAL;
 use gate::{Gate, GateConfig, Key};
 pub use health::{bounded, DeviceHealth, HealthPolicy, HealthState, MAX_ERROR};
 use health::{Change, Health};
+use memory::InFlight;
+pub use memory::{HeldBytes, MemoryProbe};
 pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, BACKGROUND_NICE};
 
 use super::control::{catch_panic, report_to, ProveError};
@@ -168,9 +175,13 @@ pub struct PipelineStats {
     pub device_running: usize,
     /// Host bytes reserved by partitions in flight.
     pub reserved_bytes: u64,
-    /// Host bytes of the resident parameters.
+    /// Host bytes held besides partitions: [`HeldBytes::total`] of `held`.
     pub params_bytes: u64,
-    /// The budget (parameters and partitions).
+    /// What is held besides partitions, by part.
+    pub held: HeldBytes,
+    /// The process's resident memory now, where the daemon gave a probe.
+    pub process_bytes: Option<u64>,
+    /// The budget (everything above and partitions).
     pub budget_bytes: u64,
     /// Time the device had at least one partition, since start.
     pub device_busy: Duration,
@@ -545,6 +556,11 @@ struct State {
     stopping: bool,
     /// Which devices take partitions.
     health: Health,
+    /// What the process holds besides partitions.
+    held: HeldBytes,
+    /// Of `held.loading`, the loads still waiting for room (they keep partitions from taking
+    /// it, but not each other: the first that fits goes).
+    waiting_loads: u64,
 }
 
 struct Inner {
@@ -561,7 +577,8 @@ struct Inner {
     /// The threads partitions' parts are synthesized and stitched on, made when first needed
     /// (`Err`: they could not be started, and partitions are synthesized whole).
     parts_pool: std::sync::OnceLock<Result<PartPools, String>>,
-    params_bytes: AtomicU64,
+    /// The process's resident memory, where the daemon gave a probe.
+    probe: std::sync::OnceLock<MemoryProbe>,
     observer: std::sync::OnceLock<SpanObserver>,
     /// Bumped when a device enters or leaves quarantine ([`Stages::health_changes`]): what
     /// the daemon's status line says changes with it, between job changes.
@@ -608,9 +625,51 @@ impl Inner {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn capacity(&self) -> u64 {
-        self.budget
-            .saturating_sub(self.params_bytes.load(Ordering::SeqCst))
+    /// What partitions may reserve in all beside what stays held (loads are passing: the
+    /// set they make counts once loaded): a partition or a load past it can never fit until
+    /// something resident is dropped.
+    fn capacity(&self, st: &State) -> u64 {
+        let resident = HeldBytes {
+            loading: 0,
+            ..st.held
+        };
+        self.budget.saturating_sub(resident.total())
+    }
+
+    fn rss(&self) -> Option<u64> {
+        self.probe.get().and_then(|probe| probe())
+    }
+
+    fn in_flight(st: &State) -> InFlight {
+        let synthesized = st.gate.synthesized_bytes();
+        InFlight {
+            synthesizing: st.gate.reserved().saturating_sub(synthesized),
+            synthesized,
+        }
+    }
+
+    /// What partitions may reserve in all now: [`Inner::capacity`], and the process's
+    /// measured memory (`memory::partition_capacity`).
+    fn grant_capacity(&self, st: &State) -> u64 {
+        memory::partition_capacity(
+            self.budget,
+            st.held.total(),
+            self.rss(),
+            Self::in_flight(st),
+        )
+    }
+
+    /// Waits on the admission condition: with a probe, at most [`MEMORY_POLL`], since freed
+    /// memory may leave the process's RSS after the wake-up that freed it.
+    fn wait_admit<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        if self.probe.get().is_some() {
+            self.admit
+                .wait_timeout(st, MEMORY_POLL)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0
+        } else {
+            self.admit.wait(st).unwrap_or_else(PoisonError::into_inner)
+        }
     }
 
     /// Drops the job's waiting and queued partitions (answering the queued ones
@@ -642,6 +701,26 @@ impl Inner {
                 item.synthesis,
             ));
         }
+    }
+}
+
+/// How long an admission or a load waiting for memory sleeps at most between looks at the
+/// process's resident memory.
+const MEMORY_POLL: Duration = Duration::from_millis(50);
+
+/// Host memory held for a parameter load ([`Stages::reserve_load`]), until dropped: after
+/// the loaded set counts among the resident ones.
+pub(crate) struct LoadReservation {
+    inner: Arc<Inner>,
+    bytes: u64,
+}
+
+impl Drop for LoadReservation {
+    fn drop(&mut self) {
+        let mut st = self.inner.lock();
+        st.held.loading = st.held.loading.saturating_sub(self.bytes);
+        drop(st);
+        self.inner.admit.notify_all();
     }
 }
 
@@ -694,6 +773,8 @@ impl Stages {
                 },
                 stopping: false,
                 health: Health::new(options.health, devices.len()),
+                held: HeldBytes::default(),
+                waiting_loads: 0,
             }),
             admit: Condvar::new(),
             device: Condvar::new(),
@@ -701,7 +782,7 @@ impl Stages {
             yield_to_critical: options.yield_to_critical,
             partition_threads: options.partition_threads.max(1),
             parts_pool: std::sync::OnceLock::new(),
-            params_bytes: AtomicU64::new(0),
+            probe: std::sync::OnceLock::new(),
             observer: std::sync::OnceLock::new(),
             health_changes: tokio::sync::watch::Sender::new(0),
         });
@@ -742,13 +823,72 @@ impl Stages {
         self.inner.observer.set(observer).is_ok()
     }
 
-    /// Records the host bytes of the resident parameters (they count against the budget).
-    pub(crate) fn set_params_bytes(&self, bytes: u64) {
+    /// Records what the resident parameter sets hold (they count against the budget):
+    /// `set` changes the parts it knows of, and leaves loads and the process's base alone.
+    pub(crate) fn set_held(&self, set: impl FnOnce(&mut HeldBytes)) {
         // Under the lock: a waiter between its check and its wait would miss the wake-up.
-        let st = self.inner.lock();
-        self.inner.params_bytes.store(bytes, Ordering::SeqCst);
+        let mut st = self.inner.lock();
+        set(&mut st.held);
         drop(st);
         self.inner.admit.notify_all();
+    }
+
+    /// Measures the process's memory with `probe` from now on: admission and parameter loads
+    /// wait for the process's resident memory too, and what it holds now (before any
+    /// parameters or partitions) counts as its base. Only the first probe set is kept;
+    /// returns whether this one was.
+    pub fn measure_with(&self, probe: MemoryProbe) -> bool {
+        let base = probe().unwrap_or(0);
+        if self.inner.probe.set(probe).is_err() {
+            return false;
+        }
+        self.set_held(|h| h.process_base = base);
+        true
+    }
+
+    /// Waits until a parameter load of `bytes` (its upper bound) fits the budget beside
+    /// everything held and reserved, then holds them until the reservation is dropped. While
+    /// it waits, its bytes count already, so that partitions admitted after it do not take
+    /// the room it waits for. An error when it can never fit: what is held besides
+    /// partitions (other sets included) leaves less than `bytes`.
+    pub(crate) fn reserve_load(&self, bytes: u64) -> Result<LoadReservation, ProveError> {
+        let mut st = self.inner.lock();
+        let never = |st: &State| {
+            let available = self.inner.capacity(st);
+            (bytes > available).then_some(ProveError::ParamsExceedMemoryBudget {
+                needed: bytes,
+                available,
+            })
+        };
+        if let Some(e) = never(&st) {
+            return Err(e);
+        }
+        st.held.loading = st.held.loading.saturating_add(bytes);
+        st.waiting_loads = st.waiting_loads.saturating_add(bytes);
+        let reservation = LoadReservation {
+            inner: self.inner.clone(),
+            bytes,
+        };
+        loop {
+            let held = st.held.total().saturating_sub(st.waiting_loads);
+            let in_flight = Inner::in_flight(&st);
+            let rss = self.inner.rss();
+            let fits = memory::load_fits(self.inner.budget, held, rss, in_flight, bytes);
+            // Another set or shape may have taken the room for good meanwhile.
+            let never = if fits { None } else { never(&st) };
+            if fits || never.is_some() {
+                st.waiting_loads = st.waiting_loads.saturating_sub(bytes);
+            }
+            if fits {
+                return Ok(reservation);
+            }
+            if let Some(e) = never {
+                drop(st);
+                drop(reservation);
+                return Err(e);
+            }
+            st = self.inner.wait_admit(st);
+        }
     }
 
     /// Whether non-critical synthesis pauses while a critical partition is in flight.
@@ -785,7 +925,9 @@ impl Stages {
             device_queued: st.queue.len(),
             device_running: st.busy.running,
             reserved_bytes: st.gate.reserved(),
-            params_bytes: self.inner.params_bytes.load(Ordering::SeqCst),
+            params_bytes: st.held.total(),
+            held: st.held,
+            process_bytes: self.inner.rss(),
             device_busy: st.busy.total(now),
             devices: st
                 .stats
@@ -842,9 +984,15 @@ impl Stages {
     }
 
     /// Host bytes a partition of the parameter set `id` reserves: the largest measured so
-    /// far, else an upper bound from the set's shape.
+    /// far, else an upper bound from the set's shape. A measured size is what a partition
+    /// holds once synthesized; one cut into `n` parts also holds, while its parts are
+    /// stitched, one part's copy of the vector being copied beside the stitched one: an
+    /// `n`th more.
     pub(crate) fn partition_bytes(&self, id: &ParamsId, srs: &Srs) -> u64 {
-        self.measured(id).unwrap_or_else(|| shape_bound(srs))
+        match self.measured(id) {
+            Some(m) => stitched_bytes(m, self.inner.partition_threads),
+            None => shape_bound(srs),
+        }
     }
 
     /// The largest host bytes measured of a partition of the parameter set `id`.
@@ -886,7 +1034,7 @@ impl Stages {
         }
         st.gate.wait(key, bytes);
         loop {
-            let capacity = self.inner.capacity();
+            let capacity = self.inner.capacity(&st);
             if !st.gate.is_granted(&key) && !st.gate.can_fit(job.class, bytes, capacity) {
                 st.gate.withdraw(&key);
                 drop(st);
@@ -896,7 +1044,8 @@ impl Stages {
                     available: capacity,
                 });
             }
-            if !st.gate.grant(capacity).is_empty() {
+            let room = self.inner.grant_capacity(&st);
+            if !st.gate.grant(room).is_empty() {
                 self.inner.admit.notify_all();
             }
             if st.gate.is_granted(&key) {
@@ -910,11 +1059,7 @@ impl Stages {
                 st.gate.withdraw(&key);
                 return Ok(false);
             }
-            st = self
-                .inner
-                .admit
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner);
+            st = self.inner.wait_admit(st);
         }
     }
 
@@ -1291,6 +1436,15 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
 /// An upper bound of a partition's host bytes from its parameters' shape: a, b and c grow
 /// to at most the domain (the H query's length + 1), the assignment and densities to at
 /// most twice their length (a vector's growth).
+/// Bytes a partition measured at `measured` once synthesized holds at most while it is
+/// synthesized in `parts` parts (see [`Stages::partition_bytes`]).
+fn stitched_bytes(measured: u64, parts: usize) -> u64 {
+    match parts {
+        0 | 1 => measured,
+        n => measured.saturating_add(measured / n as u64),
+    }
+}
+
 fn shape_bound(srs: &Srs) -> u64 {
     let domain = (srs.h.len() as u64 + 1).next_power_of_two();
     let aux = (srs.l.len() as u64).next_power_of_two();

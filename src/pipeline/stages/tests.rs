@@ -1,5 +1,6 @@
 //! The stages with a fake device: ranks, the critical worker, cancellation, the budget.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -271,7 +272,7 @@ fn a_partition_that_can_no_longer_fit_fails_instead_of_blocking_the_line() {
         std::thread::sleep(Duration::from_millis(1));
     }
     // Parameters are loaded: 80 bytes can never fit in what is left.
-    st.set_params_bytes(30);
+    st.set_held(|h| h.params = 30);
     let err = waiter.join().unwrap().unwrap_err();
     assert!(matches!(
         err,
@@ -281,6 +282,93 @@ fn a_partition_that_can_no_longer_fit_fails_instead_of_blocking_the_line() {
         }
     ));
     assert_eq!(st.stats().waiting, 0);
+}
+
+/// A parameter load waits for room beside the partitions in flight, and while it waits no
+/// partition admitted after it takes that room; once the loaded set counts, the reservation
+/// goes.
+#[test]
+fn a_parameter_load_waits_for_room_and_partitions_do_not_overtake_it() {
+    let st = Arc::new(stages(4, 100));
+    let (a, b) = (JobRun::new(1, 70), JobRun::new(1, 71));
+    assert!(st.admit(&a, 0, 50).unwrap());
+    let load = {
+        let st = st.clone();
+        std::thread::spawn(move || {
+            let r = st.reserve_load(60).unwrap();
+            st.set_held(|h| h.params = 55);
+            drop(r);
+        })
+    };
+    while st.stats().held.loading == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // 50 reserved, 60 waiting to load: a partition of 10 waits too.
+    let waiter = {
+        let (st, b) = (st.clone(), b.clone());
+        std::thread::spawn(move || st.admit(&b, 0, 10).unwrap())
+    };
+    while st.stats().waiting == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!((st.stats().waiting, st.stats().reserved_bytes), (1, 50));
+    assert!(!load.is_finished());
+    // The first partition is done: the load goes, then the waiting partition.
+    st.abandon(&a, 0);
+    load.join().unwrap();
+    assert!(waiter.join().unwrap());
+    let stats = st.stats();
+    assert_eq!((stats.held.loading, stats.held.params), (0, 55));
+    assert_eq!((stats.reserved_bytes, stats.params_bytes), (10, 55));
+    // A load that can never fit beside what is held is an error, not a wait.
+    assert!(matches!(
+        st.reserve_load(46),
+        Err(ProveError::ParamsExceedMemoryBudget {
+            needed: 46,
+            available: 45
+        })
+    ));
+    assert_eq!(st.stats().held.loading, 0);
+}
+
+/// With a probe of the process's memory, a partition waits while the process's measured
+/// memory and the partitions being synthesized leave no room for it, whatever the
+/// accounting says; with nothing in flight it goes by the accounting alone.
+#[test]
+fn admission_waits_for_the_processs_measured_memory() {
+    let st = Arc::new(stages(4, 100));
+    let rss = Arc::new(AtomicU64::new(5));
+    let probe = rss.clone();
+    assert!(st.measure_with(Box::new(move || Some(probe.load(Ordering::SeqCst)))));
+    assert!(!st.measure_with(Box::new(|| None)));
+    assert_eq!(st.stats().held.process_base, 5);
+    assert_eq!(st.stats().process_bytes, Some(5));
+    // Nothing in flight: measured memory far past the budget does not stop the first.
+    rss.store(500, Ordering::SeqCst);
+    let (a, b) = (JobRun::new(1, 80), JobRun::new(1, 81));
+    assert!(st.admit(&a, 0, 20).unwrap());
+    // 20 being synthesized; the process holds 75 (say, a backend's buffers): 75 + 20 + 10
+    // would pass 100.
+    rss.store(75, Ordering::SeqCst);
+    let waiter = {
+        let (st, b) = (st.clone(), b.clone());
+        std::thread::spawn(move || st.admit(&b, 0, 10).unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(st.stats().waiting, 1);
+    // The process's memory falls with no wake-up of its own: the wait looks again.
+    rss.store(70, Ordering::SeqCst);
+    assert!(waiter.join().unwrap());
+    assert_eq!(st.stats().reserved_bytes, 30);
+}
+
+#[test]
+fn a_partition_cut_into_parts_reserves_one_parts_copy_beside_its_measured_size() {
+    assert_eq!(stitched_bytes(1600, 16), 1700);
+    assert_eq!(stitched_bytes(1600, 1), 1600);
+    assert_eq!(stitched_bytes(1600, 0), 1600);
+    assert_eq!(stitched_bytes(u64::MAX, 2), u64::MAX);
 }
 
 /// Records which device proved each partition; every partition takes `hold`.
