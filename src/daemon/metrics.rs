@@ -279,45 +279,7 @@ fn pipeline(out: &mut String, p: &PipelineStats) {
     ] {
         let _ = writeln!(out, "cuzk_partitions{{stage=\"{stage}\"}} {n}");
     }
-    let budget = if p.budget_bytes == u64::MAX {
-        "+Inf".to_string()
-    } else {
-        p.budget_bytes.to_string()
-    };
-    single(
-        out,
-        "cuzk_memory_budget_bytes",
-        "gauge",
-        "proving.memory_budget: host memory for resident parameters and partitions in flight.",
-        budget,
-    );
-    single(
-        out,
-        "cuzk_memory_reserved_bytes",
-        "gauge",
-        "Host memory reserved by partitions in flight.",
-        p.reserved_bytes,
-    );
-    single(
-        out,
-        "cuzk_memory_params_bytes",
-        "gauge",
-        "Host memory held besides partitions (the parts of cuzk_memory_held_bytes), counted \
-         against the budget.",
-        p.params_bytes,
-    );
-    family(
-        out,
-        "cuzk_memory_held_bytes",
-        "gauge",
-        "Host memory held besides partitions, by part: parameters' host copies, the devices' \
-         page-locked blocks, the page-locked pool's limit, recorded shapes, the CPU workers' \
-         working memory, parameter loads in progress (their upper bound), the process's own \
-         memory at start.",
-    );
-    for (part, n) in p.held.parts() {
-        let _ = writeln!(out, "cuzk_memory_held_bytes{{part=\"{part}\"}} {n}");
-    }
+    memory(out, p);
     single(
         out,
         "cuzk_device_busy_seconds_total",
@@ -366,6 +328,49 @@ fn pipeline(out: &mut String, p: &PipelineStats) {
     );
     let _ = writeln!(out, "cuzk_partition_host_bytes_sum {}", p.measured.0);
     let _ = writeln!(out, "cuzk_partition_host_bytes_count {}", p.measured.1);
+}
+
+/// The memory budget and what is counted against it, by part.
+fn memory(out: &mut String, p: &PipelineStats) {
+    let budget = if p.budget_bytes == u64::MAX {
+        "+Inf".to_string()
+    } else {
+        p.budget_bytes.to_string()
+    };
+    single(
+        out,
+        "cuzk_memory_budget_bytes",
+        "gauge",
+        "proving.memory_budget: host memory for resident parameters and partitions in flight.",
+        budget,
+    );
+    single(
+        out,
+        "cuzk_memory_reserved_bytes",
+        "gauge",
+        "Host memory reserved by partitions in flight.",
+        p.reserved_bytes,
+    );
+    single(
+        out,
+        "cuzk_memory_params_bytes",
+        "gauge",
+        "Host memory held besides partitions (the parts of cuzk_memory_held_bytes), counted \
+         against the budget.",
+        p.params_bytes,
+    );
+    family(
+        out,
+        "cuzk_memory_held_bytes",
+        "gauge",
+        "Host memory held besides partitions, by part: parameters' host copies, the devices' \
+         page-locked blocks, the page-locked pool's limit, recorded shapes, the CPU workers' \
+         working memory, parameter loads in progress (their upper bound), the process's own \
+         memory at start.",
+    );
+    for (part, n) in p.held.parts() {
+        let _ = writeln!(out, "cuzk_memory_held_bytes{{part=\"{part}\"}} {n}");
+    }
 }
 
 /// Each device's name, busy time and partitions (`device` is its index, as in Status).
