@@ -1,4 +1,4 @@
-//! Filecoin Groth16 parameters: finding, mapping, checking and converting them.
+//! Filecoin Groth16 parameters: finding, reading, checking and converting them.
 //!
 //! A `.params` file is bellperson's layout: the verifying key, then the sections `h`, `l`, `a`,
 //! `b_g1` and `b_g2`, each a big-endian `u32` count followed by uncompressed points (G1: 96
