@@ -9,7 +9,9 @@ use clap::Subcommand;
 use super::bench_gpu::GpuFlags;
 use super::bench_msm::CpuFlags;
 use super::bench_reference::{Checked, ReferenceRun};
-use super::prove::{request_of, select_backend, ProveWhat};
+use super::prove::select_backend;
+use super::request::{request_of, ProveWhat};
+use super::rss::{peak_rss, reset_peak_rss};
 use super::Environment;
 use crate::gpu::GpuOptions;
 use crate::pipeline::{JobControl, ProvingService};
@@ -167,30 +169,6 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
             proof_bench(what, &args, dir, backend)
         }
     }
-}
-
-/// Resets the peak-RSS counter (Linux `clear_refs`), so each measurement has its own peak.
-pub(super) fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-/// Peak resident set size since the last reset, in bytes.
-pub(super) fn peak_rss() -> u64 {
-    peak_rss_of("self").unwrap_or(0)
-}
-
-/// The peak resident set size of process `pid` (`"self"` or a number), in bytes: Linux's
-/// `VmHWM` in `/proc/<pid>/status`.
-pub(super) fn peak_rss_of(pid: &str) -> Option<u64> {
-    status_bytes(pid, "VmHWM:")
-}
-
-/// A size `field` of `/proc/<pid>/status` (`VmHWM:`, `VmRSS:`), in bytes.
-pub(super) fn status_bytes(pid: &str, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb = status.lines().find_map(|l| l.strip_prefix(field))?;
-    let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
-    Some(kb * 1024)
 }
 
 struct Row {

@@ -220,12 +220,12 @@ impl Daemon {
 
     /// The daemon's peak resident set size so far.
     pub fn peak_rss(&self) -> Option<u64> {
-        super::bench::peak_rss_of(&self.child.id().to_string())
+        super::rss::peak_rss_of(&self.child.id().to_string())
     }
 
     /// The daemon's resident set size now (`VmRSS`), in bytes.
     pub fn rss(&self) -> Option<u64> {
-        super::bench::status_bytes(&self.child.id().to_string(), "VmRSS:")
+        super::rss::status_bytes(&self.child.id().to_string(), "VmRSS:")
     }
 
     /// The daemon's open file descriptors now (the entries of `/proc/<pid>/fd`).

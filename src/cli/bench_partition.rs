@@ -15,8 +15,8 @@ use ff::Field;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use super::bench::{peak_rss, reset_peak_rss, status_bytes};
 use super::bench_gpu::{random_g1, random_g2, repeat, TILE};
+use super::rss::{peak_rss, reset_peak_rss, status_bytes};
 use crate::gpu::bytes::bytes;
 use crate::proofs::porep::{self, synthetic};
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
-use super::prove::{request_of, ProveWhat};
+use super::request::{request_of, ProveWhat};
 use crate::proofs::{porep, post, ProofRequest};
 
 /// How the reference's proof was checked.
@@ -160,13 +160,13 @@ pub(super) fn measure(what: &ProveWhat, dir: &Path) -> anyhow::Result<ReferenceR
 /// The child's side: the reference once in this process, its line on stdout.
 pub(super) fn run_child(what: &ProveWhat) -> anyhow::Result<()> {
     let request = request_of(what)?;
-    super::bench::reset_peak_rss();
+    super::rss::reset_peak_rss();
     let (call, prove, checked) = reference(&request)?;
     let run = ReferenceRun {
         call: call.to_string(),
         prove,
         checked,
-        peak: super::bench::peak_rss(),
+        peak: super::rss::peak_rss(),
     };
     println!("{}", run.line());
     Ok(())

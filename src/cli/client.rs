@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Subcommand;
 
-use super::prove::{request_of, ProveWhat};
+use super::request::{request_of, ProveWhat};
 use crate::proofs::ProofRequest;
 use crate::proto::{
     self, Client, ClientError, DevicesReport, ErrorCode, HealthReport, HealthState, JobInfo,

@@ -19,6 +19,8 @@ pub mod params;
 pub mod plan;
 pub(crate) mod progress;
 pub mod prove;
+mod request;
+mod rss;
 pub mod sample;
 pub mod verify;
 

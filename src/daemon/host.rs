@@ -54,7 +54,7 @@ pub(crate) fn resident_and_peak() -> Option<(u64, u64)> {
 }
 
 /// A `Name:   123 kB` line of a `/proc` status file, in bytes.
-fn kib_field(status: &str, name: &str) -> Option<u64> {
+pub(crate) fn kib_field(status: &str, name: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(name))?;
     let mut words = line.split_whitespace().skip(1);
     let n: u64 = words.next()?.parse().ok()?;
