@@ -568,7 +568,8 @@ fn compaction_keeps_flagged_scalars_in_order() {
             err.err()
         );
         // The counted form trusts its count: the same selection; with a count one short of
-        // the flags, the first scalars (the scatter stops at the count).
+        // the flags, the first scalars. (That the scatter writes nothing past the count is
+        // not observable from here: the buffer has exactly `short` scalars.)
         let dst = gpu_msm::compact_counted(&gpu, &src, &flags, want.len()).unwrap();
         gpu.download(&dst, cuzk::gpu::bytes::bytes_mut(&mut got))
             .unwrap();
