@@ -15,7 +15,7 @@ use super::recorded::Claim;
 use super::service::ProvingService;
 use super::stages::{
     bounded_text, is_device_fault, lower_this_thread, yield_to_critical, CriticalClaim, DeviceWork,
-    Handover, JobRun, PartPools, PartitionDone, Staged, BACKGROUND_NICE, CRITICAL,
+    Form, Handover, JobRun, PartPools, PartitionDone, Staged, BACKGROUND_NICE, CRITICAL,
 };
 use crate::prover::{Partition, ProverError, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
@@ -95,7 +95,19 @@ where
         }
     };
     let stages = &svc.stages;
-    let bytes = stages.partition_bytes(id, &srs);
+    // What partition k reserves, decided at its admission: its assignment alone once the
+    // shape it will be synthesized against is recorded (the job's first partition may be
+    // the one recording it), else its evaluations too.
+    let reserve = || {
+        let shaped =
+            control.class() < CRITICAL && svc.uses_recorded_shapes() && svc.shapes.is_recorded(id);
+        let form = if shaped {
+            Form::Witness
+        } else {
+            Form::Evaluated
+        };
+        stages.partition_bytes(id, &srs, form)
+    };
     let work: Arc<dyn DeviceWork> = Arc::new(svc.device_work(prepared.clone()));
     let job = JobRun::reporting(control.class(), control.seq(), control.progress_sink());
     control.set_on_cancel(Some(stages.stopper(&job)));
@@ -129,7 +141,15 @@ where
         // the device queue; its result comes back on `tx`. `Ok(false)`: the job was stopped.
         let start = |k: usize, tx: mpsc::Sender<PartitionDone>, avoid: Vec<usize>| {
             let admitting = Instant::now();
-            if !stages.admit(&job, k, bytes)? {
+            let admitted = match stages.admit(&job, k, reserve()) {
+                // Sized while the job's first partition was recording the shape, which then
+                // took its own room: sized again, as the shaped partition it now is.
+                Err(ProveError::ExceedsMemoryBudget { needed, .. }) if reserve() < needed => {
+                    stages.admit(&job, k, reserve())
+                }
+                r => r,
+            };
+            if !admitted? {
                 return Ok(false);
             }
             control.report(Step::SynthesisStarted, Some(k), admitting.elapsed());

@@ -75,6 +75,11 @@ impl ShapeCache {
         }
     }
 
+    /// Whether the shape of set `id` is recorded (not merely being recorded).
+    pub(crate) fn is_recorded(&self, id: &ParamsId) -> bool {
+        matches!(self.lock().get(id), Some(Slot::Ready(_)))
+    }
+
     /// The shape of set `id`, if recorded.
     #[cfg(test)]
     pub(crate) fn get(&self, id: &ParamsId) -> Option<Arc<R1cs>> {

@@ -15,8 +15,10 @@
 //! ([`CriticalClaim`], `proving.yield_to_critical`).
 //!
 //! Memory: a partition reserves its host bytes before synthesis (the shape's upper bound
-//! from the parameters until a partition of that shape was measured, then the measurement)
-//! and releases them when the device worker has consumed the synthesized partition.
+//! from the parameters until a partition of that shape and [`Form`] was measured, then the
+//! measurement) and releases them when the device worker has consumed the synthesized
+//! partition. A partition synthesized against a recorded shape holds its assignment alone,
+//! a quarter of one with its evaluations, and is sized apart from those.
 //! Admission waits rather than exceeds `memory_budget` minus what the process holds besides
 //! partitions ([`HeldBytes`]), and, where the daemon gave a probe of the process's resident
 //! memory, rather than let that memory and the partitions being synthesized pass the budget
@@ -343,7 +345,23 @@ pub(crate) enum Staged {
     Witness(WitnessPartition),
 }
 
+/// What a synthesized partition holds on the host, for its reservation: its evaluations
+/// and assignment, or (against a recorded shape) its assignment alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Form {
+    Evaluated,
+    Witness,
+}
+
 impl Staged {
+    /// Which of the two it is.
+    pub(crate) fn form(&self) -> Form {
+        match self {
+            Staged::Evaluated(_) => Form::Evaluated,
+            Staged::Witness(_) => Form::Witness,
+        }
+    }
+
     /// Host bytes it holds now.
     pub(crate) fn host_bytes(&self) -> u64 {
         match self {
@@ -550,8 +568,8 @@ struct State {
     busy: Busy,
     /// Each device's busy time, partitions proved and idle workers.
     devices: Vec<DeviceState>,
-    /// Largest measured host bytes per parameter set's partitions.
-    measured: HashMap<ParamsId, u64>,
+    /// Largest measured host bytes per parameter set's partitions, per form.
+    measured: HashMap<(ParamsId, Form), u64>,
     stats: PipelineStats,
     stopping: bool,
     /// Which devices take partitions.
@@ -983,21 +1001,24 @@ impl Stages {
         }
     }
 
-    /// Host bytes a partition of the parameter set `id` reserves: the largest measured so
-    /// far, else an upper bound from the set's shape. A measured size is what a partition
-    /// holds once synthesized; one cut into `n` parts also holds, while its parts are
-    /// stitched, one part's copy of the vector being copied beside the stitched one: an
-    /// `n`th more.
-    pub(crate) fn partition_bytes(&self, id: &ParamsId, srs: &Srs) -> u64 {
-        match self.measured(id) {
+    /// Host bytes a partition of the parameter set `id` in `form` reserves: the largest
+    /// measured so far in that form, else an upper bound from the set's shape. A measured
+    /// size is what a partition holds once synthesized; one cut into `n` parts also holds,
+    /// while its parts are stitched, one part's copy of the vector being copied beside the
+    /// stitched one: an `n`th more.
+    pub(crate) fn partition_bytes(&self, id: &ParamsId, srs: &Srs, form: Form) -> u64 {
+        match self.measured(id, form) {
             Some(m) => stitched_bytes(m, self.inner.partition_threads),
-            None => shape_bound(srs),
+            None => match form {
+                Form::Evaluated => shape_bound(srs),
+                Form::Witness => witness_bound(srs),
+            },
         }
     }
 
-    /// The largest host bytes measured of a partition of the parameter set `id`.
-    fn measured(&self, id: &ParamsId) -> Option<u64> {
-        self.inner.lock().measured.get(id).copied()
+    /// The largest host bytes measured of a partition of the parameter set `id` in `form`.
+    fn measured(&self, id: &ParamsId, form: Form) -> Option<u64> {
+        self.inner.lock().measured.get(&(id.clone(), form)).copied()
     }
 
     /// A callback that stops `job`'s partitions, for [`JobControl`](super::control::JobControl)'s cancel.
@@ -1084,11 +1105,12 @@ impl Stages {
         } = to;
         let key = job.key(partition);
         let bytes = synthesized.host_bytes();
+        let form = synthesized.form();
         let now = Instant::now();
         let began = now.checked_sub(synthesis).unwrap_or(now);
         let mut st = self.inner.lock();
         st.gate.synthesized(&key, bytes);
-        let m = st.measured.entry(id.clone()).or_insert(0);
+        let m = st.measured.entry((id.clone(), form)).or_insert(0);
         *m = (*m).max(bytes);
         st.stats.measured.0 += bytes;
         st.stats.measured.1 += 1;
@@ -1433,9 +1455,6 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
     }
 }
 
-/// An upper bound of a partition's host bytes from its parameters' shape: a, b and c grow
-/// to at most the domain (the H query's length + 1), the assignment and densities to at
-/// most twice their length (a vector's growth).
 /// Bytes a partition measured at `measured` once synthesized holds at most while it is
 /// synthesized in `parts` parts (see [`Stages::partition_bytes`]).
 fn stitched_bytes(measured: u64, parts: usize) -> u64 {
@@ -1445,11 +1464,22 @@ fn stitched_bytes(measured: u64, parts: usize) -> u64 {
     }
 }
 
+/// An upper bound of a partition's host bytes from its parameters' shape: a, b and c grow
+/// to at most the domain (the H query's length + 1), the assignment and densities to at
+/// most twice their length (a vector's growth).
 fn shape_bound(srs: &Srs) -> u64 {
     let domain = (srs.h.len() as u64 + 1).next_power_of_two();
     let aux = (srs.l.len() as u64).next_power_of_two();
     let inputs = (srs.vk.ic.len() as u64).next_power_of_two();
     3 * domain * 32 + (aux + inputs) * 32 + 2 * aux + inputs
+}
+
+/// The same bound for a partition synthesized against a recorded shape: its assignment (the
+/// densities are the shape's, shared).
+fn witness_bound(srs: &Srs) -> u64 {
+    let aux = (srs.l.len() as u64).next_power_of_two();
+    let inputs = (srs.vk.ic.len() as u64).next_power_of_two();
+    (aux + inputs) * 32
 }
 
 #[cfg(test)]
