@@ -4,7 +4,7 @@
 //! sums at once. [`ScalarBatch`] works for any coordinate field; G1 and G2 use eight-lane
 //! AVX-512 IFMA solvers where the CPU has them (`simd_batch`).
 
-use super::curve::Coord;
+use super::coord::Coord;
 
 /// Solves batches of affine additions of points that are not the identity.
 ///

@@ -7,7 +7,8 @@
 //! waits in a deferred list until the batch has been applied.
 
 use super::batch::AffineBatch;
-use super::curve::{Coord, Curve};
+use super::coord::Coord;
+use super::curve::Curve;
 
 /// Additions per batch: large enough that the one inversion per batch is cheap, small
 /// enough that the batch's buckets and points stay in the L1/L2 cache.
@@ -37,7 +38,7 @@ pub struct Buckets<'a, C: Curve> {
     deferred: Vec<Pending>,
     /// Projective overflow buckets, allocated on first use.
     spill: Vec<C::Proj>,
-    solver: <C::F as Coord>::Batch,
+    solver: C::Batch,
     cap: usize,
 }
 
@@ -63,7 +64,7 @@ impl<'a, C: Curve> Buckets<'a, C> {
             batch: Vec::with_capacity(cap),
             deferred: Vec::with_capacity(cap),
             spill: Vec::new(),
-            solver: <C::F as Coord>::Batch::new(cap, simd),
+            solver: C::Batch::new(cap, simd),
             cap,
         }
     }

@@ -27,7 +27,7 @@ use blst::blst_fp;
 
 use blst::blst_fp2;
 
-use super::curve::Coord;
+use super::coord::Coord;
 
 pub use crate::prover::simd::{detected, LANES};
 use crate::prover::simd::{splat, MASK52};

@@ -10,6 +10,7 @@
 
 mod batch;
 mod buckets;
+mod coord;
 pub mod curve;
 mod digits;
 mod fp;

@@ -11,7 +11,7 @@
 #![cfg(target_arch = "x86_64")]
 
 use super::batch::{AffineBatch, ScalarBatch};
-use super::curve::Coord;
+use super::coord::Coord;
 use super::fp52::{detected, Fp2x8, Fp8, Packed, LANES};
 
 /// The G1 solver.

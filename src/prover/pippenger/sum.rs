@@ -8,7 +8,8 @@
 use rayon::prelude::*;
 
 use super::batch::AffineBatch;
-use super::curve::{Coord, Curve};
+use super::coord::Coord;
+use super::curve::Curve;
 
 /// Most points per independent tree (a rayon task): 4096 G1 points are 384 KiB.
 const BLOCK: usize = 1 << 12;
@@ -85,7 +86,7 @@ fn run_sums<C: Curve>(
         level.extend(members.filter(|p| !C::is_identity(p)));
     }
     starts.push(level.len());
-    let mut solver = <C::F as Coord>::Batch::new(level.len() / 2, simd);
+    let mut solver = C::Batch::new(level.len() / 2, simd);
     let mut sums: Vec<Option<C::Affine>> = vec![None; level.len() / 2];
     let (mut next, mut next_starts) = (
         Vec::with_capacity(level.len()),
