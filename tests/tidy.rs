@@ -152,11 +152,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "the GPU backend is being split by concern elsewhere; not edited meanwhile",
     ),
     (
-        "src/pipeline/partitions.rs",
-        "prove_split_partitions",
-        "to split: one partition's admission and synthesis, and the gathering of results with retries",
-    ),
-    (
         "src/pipeline/stages/mod.rs",
         "device_loop",
         "to split: taking a partition, proving it, reporting its result",

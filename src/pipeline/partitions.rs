@@ -95,20 +95,6 @@ where
         }
     };
     let stages = &svc.stages;
-    // What partition k reserves, decided at its admission: its assignment alone once the
-    // shape it will be synthesized against is recorded (the job's first partition may be
-    // the one recording it), else its evaluations too.
-    let reserve = || {
-        let shaped =
-            control.class() < CRITICAL && svc.uses_recorded_shapes() && svc.shapes.is_recorded(id);
-        let form = if shaped {
-            Form::Witness
-        } else {
-            Form::Evaluated
-        };
-        stages.partition_bytes(id, &srs, form)
-    };
-    let work: Arc<dyn DeviceWork> = Arc::new(svc.device_work(prepared.clone()));
     let job = JobRun::reporting(control.class(), control.seq(), control.progress_sink());
     control.set_on_cancel(Some(stages.stopper(&job)));
     // The hook is removed however this returns: a later cancel has nothing to drop.
@@ -122,120 +108,25 @@ where
     if control.is_cancelled() {
         return Err(ProveError::Cancelled);
     }
-    let (tx, rx) = mpsc::channel::<PartitionDone>();
-    let mut timings = StageTimings {
-        param_load,
-        ..Default::default()
+    let flight = Flight {
+        svc,
+        id,
+        srs: &srs,
+        control,
+        job: &job,
+        work: Arc::new(svc.device_work(prepared.clone())),
+        make_circuit: &make_circuit,
+        avoid_job: control.avoided_devices(),
     };
-    let mut proofs: Vec<Option<Proof<Bls12>>> = vec![None; partitions];
-    let mut on = ProvedOn::default();
-    let mut failure: Option<ProveError> = None;
-    // Devices the job's partitions avoid (those that made a proof of it that failed
-    // verification), and each partition's failed attempts on devices: (device, error).
-    let avoid_job = control.avoided_devices();
-    let mut tried: Vec<Vec<(Option<usize>, ProveError)>> =
-        (0..partitions).map(|_| Vec::new()).collect();
+    let mut gathered = Gathered::new(partitions, param_load);
+    let (tx, rx) = mpsc::channel::<PartitionDone>();
     std::thread::scope(|scope| {
-        let make_circuit = &make_circuit;
-        // Admits partition `k` and synthesizes it on a thread of its own, which hands it to
-        // the device queue; its result comes back on `tx`. `Ok(false)`: the job was stopped.
-        let start = |k: usize, tx: mpsc::Sender<PartitionDone>, avoid: Vec<usize>| {
-            let admitting = Instant::now();
-            let admitted = match stages.admit(&job, k, reserve()) {
-                // Sized while the job's first partition was recording the shape, which then
-                // took its own room: sized again, as the shaped partition it now is.
-                Err(ProveError::ExceedsMemoryBudget { needed, .. }) if reserve() < needed => {
-                    stages.admit(&job, k, reserve())
-                }
-                r => r,
-            };
-            if !admitted? {
-                return Ok(false);
-            }
-            control.report(Step::SynthesisStarted, Some(k), admitting.elapsed());
-            let (run, work) = (job.clone(), work.clone());
-            let spawned = std::thread::Builder::new()
-                .name(format!("cuzk-synth-{k}"))
-                .spawn_scoped(scope, move || {
-                    if run.is_stopped() {
-                        // Stopped between its admission and here: not worth synthesizing.
-                        stages.abandon(&run, k);
-                        let cancelled =
-                            PartitionDone::failed(k, ProveError::Cancelled, Duration::ZERO);
-                        let _ = tx.send(cancelled);
-                        return;
-                    }
-                    let critical = run.class() >= CRITICAL;
-                    if !critical {
-                        lower_this_thread(BACKGROUND_NICE);
-                    }
-                    // Made after admission: a critical partition never waits for what a
-                    // paused synthesis thread holds.
-                    let yielding = stages.yields_to_critical();
-                    let claim = (critical && yielding).then(CriticalClaim::new);
-                    let pause = !critical && yielding;
-                    // On the node with the fewest synthesis threads for its CPUs (pinned
-                    // only on a host of several NUMA nodes).
-                    let slot = svc.placement.enter_synthesis();
-                    slot.pin_current_thread();
-                    let start = Instant::now();
-                    let what = format!("partition {k} synthesis");
-                    let pool = stages.parts_pool(run.class());
-                    let point = pause.then_some(yield_to_critical as fn());
-                    let result = catch_panic(&what, || {
-                        let most = pool.map_or(1, |(_, threads)| threads);
-                        let stopped = || run.is_stopped();
-                        let shaped = !critical && svc.uses_recorded_shapes();
-                        let synthesis = Synthesis {
-                            k,
-                            most,
-                            pool,
-                            point,
-                            stopped: &stopped,
-                        };
-                        if shaped {
-                            if let Some(staged) = synthesis.with_shape(svc, id, make_circuit)? {
-                                return Ok(staged);
-                            }
-                        }
-                        let s = synthesis.evaluations(make_circuit)?;
-                        Ok(Staged::Evaluated(svc.stage_for_device(Partition::from(s))))
-                    });
-                    match result {
-                        Ok(synthesized) => {
-                            // Before the handover: a partition's steps are reported in order.
-                            control.report(Step::SynthesisDone, Some(k), start.elapsed());
-                            let to = Handover {
-                                job: run,
-                                partition: k,
-                                synthesized,
-                                synthesis: start.elapsed(),
-                                work,
-                                reply: tx,
-                                claim,
-                                avoid,
-                            };
-                            stages.to_device(id, to);
-                        }
-                        Err(e) => {
-                            stages.abandon(&run, k);
-                            stages.stop(&run);
-                            let _ = tx.send(PartitionDone::failed(k, e, start.elapsed()));
-                        }
-                    }
-                });
-            if let Err(e) = spawned {
-                stages.abandon(&job, k);
-                return Err(ProveError::Synthesis(format!("cannot start a thread: {e}")));
-            }
-            Ok(true)
-        };
         for k in 0..partitions {
-            match start(k, tx.clone(), avoid_job.clone()) {
+            match flight.start(scope, k, tx.clone(), flight.avoid_job.clone()) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
-                    failure = Some(e);
+                    gathered.failure = Some(e);
                     stages.stop(&job);
                     break;
                 }
@@ -245,92 +136,310 @@ where
         // Every started partition holds a sender until its result is sent; a retry takes
         // over the failed attempt's.
         for done in rx.iter() {
-            timings.synthesis += done.synthesis;
-            timings.proving += done.device;
-            tracing::debug!(
-                partition = done.partition,
-                synthesis_ms = done.synthesis.as_millis() as u64,
-                device_wait_ms = done.device_wait.as_millis() as u64,
-                device_ms = done.device.as_millis() as u64,
-                "partition proved"
-            );
-            match done.result {
-                Ok(proof) => {
-                    if let Some(slot) = proofs.get_mut(done.partition) {
-                        *slot = Some(proof);
-                    }
-                    if let Some(d) = done.on {
-                        control.proved_on(d);
-                    }
-                    on.record(done.on);
-                    control.partition_done();
-                    control.report(Step::DeviceDone, Some(done.partition), done.device);
-                }
-                Err(e) if is_device_fault(&e) => {
-                    let k = done.partition;
-                    let Some(attempts) = tried.get_mut(k) else {
-                        continue;
-                    };
-                    attempts.push((done.on, e));
-                    let again = attempts.len() < ATTEMPTS && failure.is_none() && !job.is_stopped();
-                    if let (true, Some(tx)) = (again, done.resend) {
-                        let mut avoid = avoid_job.clone();
-                        avoid.extend(attempts.iter().filter_map(|(d, _)| *d));
-                        let names = svc.device_names();
-                        let (on, error) = attempts.last().map(|(d, e)| (*d, e)).unzip();
-                        let device = on
-                            .flatten()
-                            .and_then(|d| names.get(d))
-                            .map_or("the CPU prover", String::as_str);
-                        tracing::warn!(
-                            partition = k,
-                            device = %bounded_text(device),
-                            error = %error.map(|e| bounded_text(&e.to_string())).unwrap_or_default(),
-                            attempt = attempts.len(),
-                            "a device failed a partition; proving it again elsewhere"
-                        );
-                        match start(k, tx, avoid) {
-                            // Proved again, or the job was stopped meanwhile (cancelled, or
-                            // failed elsewhere).
-                            Ok(_) => continue,
-                            Err(e) => {
-                                if failure.is_none() {
-                                    failure = Some(e);
-                                }
-                            }
-                        }
-                    }
-                    if failure.is_none() && !control.is_cancelled() {
-                        failure = Some(gave_up(k, attempts.as_slice(), &svc.device_names()));
-                    }
-                    stages.stop(&job);
-                }
-                // The first real failure is the job's; the rest of its partitions go.
-                Err(e) => {
-                    if failure.is_none() && !matches!(e, ProveError::Cancelled) {
-                        failure = Some(e);
-                    }
-                    stages.stop(&job);
-                }
-            }
+            flight.take(scope, &mut gathered, done);
         }
     });
-    if let Some(e) = failure {
-        return Err(e);
+    gathered.finish(control, srs)
+}
+
+/// One job's partitions in flight: what their admission, their synthesis threads and their
+/// retries share.
+struct Flight<'a, F> {
+    svc: &'a ProvingService,
+    id: &'a ParamsId,
+    srs: &'a Srs,
+    control: &'a JobControl,
+    job: &'a Arc<JobRun>,
+    work: Arc<dyn DeviceWork>,
+    make_circuit: &'a F,
+    /// Devices the job's partitions avoid: those that made a proof of it that failed
+    /// verification.
+    avoid_job: Vec<usize>,
+}
+
+impl<C, F> Flight<'_, F>
+where
+    C: Synthesize + Send,
+    F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
+{
+    /// What partition `k` reserves, decided at its admission: its assignment alone once the
+    /// shape it will be synthesized against is recorded (the job's first partition may be
+    /// the one recording it), else its evaluations too.
+    fn reserve(&self) -> u64 {
+        let svc = self.svc;
+        let shaped = self.control.class() < CRITICAL
+            && svc.uses_recorded_shapes()
+            && svc.shapes.is_recorded(self.id);
+        let form = if shaped {
+            Form::Witness
+        } else {
+            Form::Evaluated
+        };
+        svc.stages.partition_bytes(self.id, self.srs, form)
     }
-    control.check()?;
-    let proofs = proofs
-        .into_iter()
-        .collect::<Option<Vec<_>>>()
-        .ok_or(ProveError::Cancelled)?;
-    // Every kind verifies its proofs next, before it returns.
-    control.report(Step::Verifying, None, Duration::ZERO);
-    Ok(Proved {
-        proofs,
-        srs,
-        timings,
-        on,
-    })
+
+    /// Waits for partition `k`'s admission; `Ok(false)`: the job was stopped.
+    fn admit(&self, k: usize) -> Result<bool, ProveError> {
+        let stages = &self.svc.stages;
+        match stages.admit(self.job, k, self.reserve()) {
+            // Sized while the job's first partition was recording the shape, which then
+            // took its own room: sized again, as the shaped partition it now is.
+            Err(ProveError::ExceedsMemoryBudget { needed, .. }) if self.reserve() < needed => {
+                stages.admit(self.job, k, self.reserve())
+            }
+            r => r,
+        }
+    }
+
+    /// Admits partition `k` and synthesizes it on a thread of its own, which hands it to the
+    /// device queue; its result comes back on `tx`. `Ok(false)`: the job was stopped.
+    fn start<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        k: usize,
+        tx: mpsc::Sender<PartitionDone>,
+        avoid: Vec<usize>,
+    ) -> Result<bool, ProveError> {
+        let admitting = Instant::now();
+        if !self.admit(k)? {
+            return Ok(false);
+        }
+        self.control
+            .report(Step::SynthesisStarted, Some(k), admitting.elapsed());
+        let spawned = std::thread::Builder::new()
+            .name(format!("cuzk-synth-{k}"))
+            .spawn_scoped(scope, move || self.synthesize(k, tx, avoid));
+        if let Err(e) = spawned {
+            self.svc.stages.abandon(self.job, k);
+            return Err(ProveError::Synthesis(format!("cannot start a thread: {e}")));
+        }
+        Ok(true)
+    }
+
+    /// Partition `k`'s synthesis thread: synthesizes it and hands it to the device queue,
+    /// or sends its failure on `tx`.
+    fn synthesize(&self, k: usize, tx: mpsc::Sender<PartitionDone>, avoid: Vec<usize>) {
+        let (stages, run) = (&self.svc.stages, self.job);
+        if run.is_stopped() {
+            // Stopped between its admission and here: not worth synthesizing.
+            stages.abandon(run, k);
+            let _ = tx.send(PartitionDone::failed(
+                k,
+                ProveError::Cancelled,
+                Duration::ZERO,
+            ));
+            return;
+        }
+        let critical = run.class() >= CRITICAL;
+        if !critical {
+            lower_this_thread(BACKGROUND_NICE);
+        }
+        // Made after admission: a critical partition never waits for what a paused
+        // synthesis thread holds.
+        let yielding = stages.yields_to_critical();
+        let claim = (critical && yielding).then(CriticalClaim::new);
+        // On the node with the fewest synthesis threads for its CPUs (pinned only on a host
+        // of several NUMA nodes).
+        let slot = self.svc.placement.enter_synthesis();
+        slot.pin_current_thread();
+        let start = Instant::now();
+        let what = format!("partition {k} synthesis");
+        let result = catch_panic(&what, || self.staged(k, critical, yielding));
+        match result {
+            Ok(synthesized) => {
+                // Before the handover: a partition's steps are reported in order.
+                self.control
+                    .report(Step::SynthesisDone, Some(k), start.elapsed());
+                let to = Handover {
+                    job: run.clone(),
+                    partition: k,
+                    synthesized,
+                    synthesis: start.elapsed(),
+                    work: self.work.clone(),
+                    reply: tx,
+                    claim,
+                    avoid,
+                };
+                stages.to_device(self.id, to);
+            }
+            Err(e) => {
+                stages.abandon(run, k);
+                stages.stop(run);
+                let _ = tx.send(PartitionDone::failed(k, e, start.elapsed()));
+            }
+        }
+    }
+
+    /// Partition `k` synthesized as the device queue takes it: against the recorded shape
+    /// where it can be, else with its evaluations.
+    fn staged(&self, k: usize, critical: bool, yielding: bool) -> Result<Staged, ProveError> {
+        let (svc, run) = (self.svc, self.job);
+        let pool = svc.stages.parts_pool(run.class());
+        let pause = !critical && yielding;
+        let stopped = || run.is_stopped();
+        let synthesis = Synthesis {
+            k,
+            most: pool.map_or(1, |(_, threads)| threads),
+            pool,
+            point: pause.then_some(yield_to_critical as fn()),
+            stopped: &stopped,
+        };
+        if !critical && svc.uses_recorded_shapes() {
+            if let Some(staged) = synthesis.with_shape(svc, self.id, self.make_circuit)? {
+                return Ok(staged);
+            }
+        }
+        let s = synthesis.evaluations(self.make_circuit)?;
+        Ok(Staged::Evaluated(svc.stage_for_device(Partition::from(s))))
+    }
+
+    /// Takes one partition's result: its proof, or its failure, proving it again elsewhere
+    /// when a device failed it and attempts are left.
+    fn take<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        gathered: &mut Gathered,
+        done: PartitionDone,
+    ) {
+        gathered.timings.synthesis += done.synthesis;
+        gathered.timings.proving += done.device;
+        tracing::debug!(
+            partition = done.partition,
+            synthesis_ms = done.synthesis.as_millis() as u64,
+            device_wait_ms = done.device_wait.as_millis() as u64,
+            device_ms = done.device.as_millis() as u64,
+            "partition proved"
+        );
+        let stages = &self.svc.stages;
+        match done.result {
+            Ok(proof) => gathered.proved(self.control, done.partition, proof, done.on, done.device),
+            Err(e) if is_device_fault(&e) => {
+                let k = done.partition;
+                let Some(attempts) = gathered.tried.get_mut(k) else {
+                    return;
+                };
+                attempts.push((done.on, e));
+                let again = attempts.len() < ATTEMPTS
+                    && gathered.failure.is_none()
+                    && !self.job.is_stopped();
+                if let (true, Some(tx)) = (again, done.resend) {
+                    match self.retry(scope, k, attempts, tx) {
+                        // Proved again, or the job was stopped meanwhile (cancelled, or
+                        // failed elsewhere).
+                        Ok(_) => return,
+                        Err(e) => {
+                            gathered.failure.get_or_insert(e);
+                        }
+                    }
+                }
+                if gathered.failure.is_none() && !self.control.is_cancelled() {
+                    let names = self.svc.device_names();
+                    gathered.failure = Some(gave_up(k, &gathered.tried[k], &names));
+                }
+                stages.stop(self.job);
+            }
+            // The first real failure is the job's; the rest of its partitions go.
+            Err(e) => {
+                if gathered.failure.is_none() && !matches!(e, ProveError::Cancelled) {
+                    gathered.failure = Some(e);
+                }
+                stages.stop(self.job);
+            }
+        }
+    }
+
+    /// Starts partition `k` again after the device failures in `attempts`, on a device that
+    /// has not failed it (or the CPU prover), its result going to `tx`.
+    fn retry<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        k: usize,
+        attempts: &[(Option<usize>, ProveError)],
+        tx: mpsc::Sender<PartitionDone>,
+    ) -> Result<bool, ProveError> {
+        let mut avoid = self.avoid_job.clone();
+        avoid.extend(attempts.iter().filter_map(|(d, _)| *d));
+        let names = self.svc.device_names();
+        let (on, error) = attempts.last().map(|(d, e)| (*d, e)).unzip();
+        let device = on
+            .flatten()
+            .and_then(|d| names.get(d))
+            .map_or("the CPU prover", String::as_str);
+        tracing::warn!(
+            partition = k,
+            device = %bounded_text(device),
+            error = %error.map(|e| bounded_text(&e.to_string())).unwrap_or_default(),
+            attempt = attempts.len(),
+            "a device failed a partition; proving it again elsewhere"
+        );
+        self.start(scope, k, tx, avoid)
+    }
+}
+
+/// What a job gathers from its partitions: their proofs in order, the timings, who proved
+/// them, each partition's failed attempts on devices (device, error), and the job's failure.
+struct Gathered {
+    timings: StageTimings,
+    proofs: Vec<Option<Proof<Bls12>>>,
+    on: ProvedOn,
+    tried: Vec<Vec<(Option<usize>, ProveError)>>,
+    failure: Option<ProveError>,
+}
+
+impl Gathered {
+    fn new(partitions: usize, param_load: Duration) -> Self {
+        Gathered {
+            timings: StageTimings {
+                param_load,
+                ..Default::default()
+            },
+            proofs: vec![None; partitions],
+            on: ProvedOn::default(),
+            tried: (0..partitions).map(|_| Vec::new()).collect(),
+            failure: None,
+        }
+    }
+
+    /// Partition `k`'s proof, made on device `on` (`None`: the CPU prover) in `device`.
+    fn proved(
+        &mut self,
+        control: &JobControl,
+        k: usize,
+        proof: Proof<Bls12>,
+        on: Option<usize>,
+        device: Duration,
+    ) {
+        if let Some(slot) = self.proofs.get_mut(k) {
+            *slot = Some(proof);
+        }
+        if let Some(d) = on {
+            control.proved_on(d);
+        }
+        self.on.record(on);
+        control.partition_done();
+        control.report(Step::DeviceDone, Some(k), device);
+    }
+
+    /// The job's proofs, or its failure.
+    fn finish(self, control: &JobControl, srs: Arc<Srs>) -> Result<Proved, ProveError> {
+        if let Some(e) = self.failure {
+            return Err(e);
+        }
+        control.check()?;
+        let proofs = self
+            .proofs
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or(ProveError::Cancelled)?;
+        // Every kind verifies its proofs next, before it returns.
+        control.report(Step::Verifying, None, Duration::ZERO);
+        Ok(Proved {
+            proofs,
+            srs,
+            timings: self.timings,
+            on: self.on,
+        })
+    }
 }
 
 /// Attempts at one partition on devices: the first and two more, each on a device that has

@@ -8,7 +8,6 @@
 use rayon::prelude::*;
 
 use super::batch::AffineBatch;
-use super::coord::Coord;
 use super::curve::Curve;
 
 /// Most points per independent tree (a rayon task): 4096 G1 points are 384 KiB.
