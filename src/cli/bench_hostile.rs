@@ -12,6 +12,8 @@
 //! answers. The requests fuzzed are read-only or refer to job ids no job has (no Cancel,
 //! Preload or Evict: the attackers share the honest client's uid, and the trust model lets
 //! a uid cancel its own jobs).
+//!
+//! `--grpc` attacks the gRPC socket instead (`bench_hostile_grpc.rs`).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
