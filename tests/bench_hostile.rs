@@ -78,7 +78,8 @@ fn hostile_clients_do_not_stop_honest_proofs() {
 /// `cuzk bench hostile --grpc` for a few seconds: 20 HTTP/2 attackers and the refused
 /// peers on the gRPC socket of a real CPU-only cuzkd (no parameters: the honest client's
 /// Ping and GetStatus need none). Asserts the outcome: the daemon alive with no panic,
-/// every honest round served on both sockets, the refused peers closed within 1 s.
+/// every honest round served on both sockets, the refused peers and the connections over a
+/// uid's limit closed within 1 s.
 #[test]
 fn grpc_attackers_do_not_crash_the_daemon_or_stop_the_honest_client() {
     if !nix::unistd::geteuid().is_root() {
@@ -122,6 +123,11 @@ fn grpc_attackers_do_not_crash_the_daemon_or_stop_the_honest_client() {
     assert!(rounds >= 5, "{rounds} honest rounds in 5 s");
     let refused = row("refused peers' connections: closed within (slowest), still open after 1 s");
     assert!(refused.ends_with("| met |"), "{refused}");
+    let over = row("over-limit connections (a uid past its share, after the attack): refused with GOAWAY, slowest close, still open after 1 s");
+    assert!(
+        over.starts_with("20 of 20: ") && over.ends_with("| met |"),
+        "{over}"
+    );
     let opened: u64 = row("hostile gRPC connections opened (connects refused)")
         .split_whitespace()
         .next()

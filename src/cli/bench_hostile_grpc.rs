@@ -9,7 +9,9 @@
 //! does not, the honest client as root: so the benchmark runs as root. Each attacker opens
 //! connection after connection of one kind: 1,000 streams whose length prefix claims
 //! 256 MiB; a slow writer of a 64 MiB message; 200 streams each with 32 KiB of real bytes,
-//! never ended; the preface and nothing else; garbage after the preface.
+//! never ended; the preface and nothing else; garbage after the preface. After the attack,
+//! a third uid fills its share of connections and the connections it opens past it are
+//! timed until they are closed.
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -23,8 +25,8 @@ use anyhow::{bail, Context as _};
 use super::bench_daemon::{connect, Daemon};
 use super::bench_hostile::HostileBenchArgs;
 use crate::proto::h2raw::{
-    call, frame, get_status, header_block, hello, message_prefix, read_until_closed, DATA,
-    END_HEADERS, GET_STATUS, HEADERS,
+    call, frame, frames, get_status, header_block, hello, message_prefix, read_until_closed, DATA,
+    END_HEADERS, GET_STATUS, GOAWAY, HEADERS,
 };
 
 const CLIENT: &str = "cuzk-bench-hostile-grpc";
@@ -33,6 +35,11 @@ const ATTACKER_UID: u32 = 65_534;
 const REFUSED_UID: u32 = 65_532;
 /// Threads of refused peers, each connecting again as soon as it is closed.
 const REFUSED_PEERS: usize = 4;
+/// The uid of the over-limit probe after the attack: it holds its whole per-uid share of
+/// connections, then each connection more is refused at accept.
+const PROBE_UID: u32 = 65_533;
+/// Connections the probe opens past its share.
+const OVER_LIMIT_PROBES: usize = 20;
 /// Honest rounds (a Ping on the protocol's socket, a GetStatus on the gRPC one) before the
 /// attack, for the reference latency.
 const BASELINE_ROUNDS: usize = 50;
@@ -180,15 +187,55 @@ fn daemon_set(args: &HostileBenchArgs, grpc: &Path) -> Vec<String> {
         format!("grpc.path={:?}", grpc.display().to_string()),
         "grpc.mode=\"0666\"".into(),
         "socket.mode=\"0666\"".into(),
-        format!("socket.allowed_uids=[0, {ATTACKER_UID}]"),
+        format!("socket.allowed_uids=[0, {ATTACKER_UID}, {PROBE_UID}]"),
         format!(
             "socket.max_connections={}",
             args.clients + REFUSED_PEERS + 32
         ),
+        format!("socket.max_connections_per_uid={}", per_uid(args)),
     ];
     // The caller's keys last: they win.
     set.extend(args.daemon.set.iter().cloned());
     set
+}
+
+/// Each uid's share of connections: room for every attacker, and for the probe's uid to
+/// reach its limit while root keeps slots.
+fn per_uid(args: &HostileBenchArgs) -> usize {
+    args.clients + 8
+}
+
+/// After the attack: `share` idle connections of [`PROBE_UID`] fill its share, then each of
+/// [`OVER_LIMIT_PROBES`] more is timed until the daemon closes it; `(refused with a GOAWAY
+/// saying "too many connections", slowest close, still open after 1 s)`. The held
+/// connections are closed at the end (before the daemon's hello timeout would).
+fn over_limit(grpc: &Path, share: usize) -> (usize, Duration, usize) {
+    let mut held = Vec::with_capacity(share);
+    for _ in 0..share {
+        if let Ok(mut s) = UnixStream::connect(grpc) {
+            let _ = s.write_all(&hello());
+            held.push(s);
+        }
+    }
+    // The daemon admits the held ones as it accepts them.
+    std::thread::sleep(Duration::from_millis(300));
+    let (mut refused, mut slowest, mut late) = (0, Duration::ZERO, 0);
+    for _ in 0..OVER_LIMIT_PROBES {
+        let Ok(mut s) = UnixStream::connect(grpc) else {
+            continue;
+        };
+        let _ = s.write_all(&hello());
+        let (got, closed) = read_until_closed(&mut s, GOAL_REFUSED_CLOSE * 5);
+        let goaway = frames(&got).iter().any(|f| {
+            f.0 == GOAWAY && String::from_utf8_lossy(&f.3).contains("too many connections")
+        });
+        refused += usize::from(goaway);
+        let took = closed.unwrap_or(GOAL_REFUSED_CLOSE * 5);
+        slowest = slowest.max(took);
+        late += usize::from(took > GOAL_REFUSED_CLOSE);
+    }
+    drop(held);
+    (refused, slowest, late)
 }
 
 /// What the run measured.
@@ -203,6 +250,8 @@ struct Outcome {
     peak: u64,
     exit: Option<std::process::ExitStatus>,
     panics: usize,
+    /// [`over_limit`]'s figures.
+    over_limit: (usize, Duration, usize),
     attack: Duration,
 }
 
@@ -299,6 +348,14 @@ fn attack(
     for t in threads {
         unprivileged += usize::from(matches!(t.join(), Ok(None)));
     }
+    let (grpc_path, share) = (grpc.to_path_buf(), per_uid(args));
+    let over_limit = spawn_as(PROBE_UID, "over-limit".into(), move || {
+        over_limit(&grpc_path, share)
+    })?
+    .join()
+    .ok()
+    .flatten();
+    unprivileged += usize::from(over_limit.is_none());
     if unprivileged > 0 {
         bail!("{unprivileged} attacker threads could not take their uid");
     }
@@ -312,6 +369,7 @@ fn attack(
         peak: daemon.peak_rss().unwrap_or(0),
         exit: daemon.exit_status(),
         panics: daemon.log_count("panicked"),
+        over_limit: over_limit.unwrap_or_default(),
         attack,
     })
 }
@@ -380,6 +438,16 @@ fn report(args: &HostileBenchArgs, o: &Outcome, t: &Tally) {
         ),
         "≤ 1 s, 0",
         met(late == 0 && t.refused.load(Ordering::Relaxed) > 0),
+    );
+    let (refused, slowest, late) = o.over_limit;
+    row(
+        "over-limit connections (a uid past its share, after the attack): refused with GOAWAY, slowest close, still open after 1 s",
+        format!(
+            "{refused} of {OVER_LIMIT_PROBES}: {:.1} ms, {late}",
+            slowest.as_secs_f64() * 1e3
+        ),
+        "≤ 1 s, 0",
+        met(refused == OVER_LIMIT_PROBES && late == 0),
     );
     row(
         "honest rounds failed",
