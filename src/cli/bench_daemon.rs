@@ -129,7 +129,7 @@ impl Daemon {
         set: &[String],
         client_name: &'static str,
     ) -> anyhow::Result<Self> {
-        let dir = PathBuf::from(format!("/tmp/{client_name}-{}", std::process::id()));
+        let dir = Self::dir_for(client_name);
         std::fs::create_dir_all(&dir)?;
         let socket = dir.join("cuzk.sock");
         let config = dir.join("cuzk.toml");
@@ -176,6 +176,16 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(daemon)
+    }
+
+    /// The directory [`Daemon::start`] gives a daemon started for `client_name`.
+    pub fn dir_for(client_name: &str) -> PathBuf {
+        PathBuf::from(format!("/tmp/{client_name}-{}", std::process::id()))
+    }
+
+    /// The daemon's exit status, if it has exited.
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// The last 2000 characters of the daemon's log.

@@ -12,6 +12,8 @@
 //! answers. The requests fuzzed are read-only or refer to job ids no job has (no Cancel,
 //! Preload or Evict: the attackers share the honest client's uid, and the trust model lets
 //! a uid cancel its own jobs).
+//!
+//! `--grpc` attacks the gRPC socket instead (`bench_hostile_grpc.rs`).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -55,6 +57,15 @@ pub struct HostileBenchArgs {
     /// 1: WinningPoSt only).
     #[arg(long, default_value_t = 2)]
     pub winning_every: usize,
+    /// Attack the gRPC socket instead (`[grpc]` enabled): HTTP/2 clients sending oversized
+    /// length prefixes, 1,000 streams, slow writes, idle connections and garbage, refused
+    /// peers of a uid the allow list refuses, while an honest client is timed on both
+    /// sockets. Needs root (the clients take uids of their own); makes no proof.
+    #[arg(long)]
+    pub grpc: bool,
+    /// With --grpc: how long the attack lasts, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub seconds: u64,
     /// The attackers' random seed (the run prints it).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -379,6 +390,9 @@ fn is_winning(i: usize, every: usize) -> bool {
 
 /// Runs the benchmark with the parameter directory `params`.
 pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
+    if args.grpc {
+        return super::bench_hostile_grpc::run(&args, params);
+    }
     if args.clients == 0 || args.proofs == 0 {
         bail!("--clients and --proofs must be at least 1");
     }
@@ -557,7 +571,7 @@ pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn met(ok: bool) -> &'static str {
+pub(super) fn met(ok: bool) -> &'static str {
     if ok {
         "met"
     } else {
@@ -575,7 +589,7 @@ fn secs(d: Option<Duration>) -> String {
     d.map_or("–".into(), |d| format!("{:.2} s", d.as_secs_f64()))
 }
 
-fn ratio(a: Option<Duration>, b: Option<Duration>) -> f64 {
+pub(super) fn ratio(a: Option<Duration>, b: Option<Duration>) -> f64 {
     match (a, b) {
         (Some(a), Some(b)) if !b.is_zero() => a.as_secs_f64() / b.as_secs_f64(),
         _ => f64::NAN,
@@ -668,5 +682,23 @@ mod tests {
             panic!("not hostile")
         };
         assert_eq!((h.clients, h.frames, h.proofs, h.seed), (8, 1000, 1, 1));
+        assert!(!h.grpc);
+        let cli = crate::cli::Cli::try_parse_from([
+            "cuzk",
+            "bench",
+            "hostile",
+            "--grpc",
+            "--seconds",
+            "5",
+        ])
+        .unwrap();
+        let crate::cli::Command::Bench(b) = cli.command else {
+            panic!("not bench")
+        };
+        let super::super::bench::BenchWhat::Hostile(h) = b.what else {
+            panic!("not hostile")
+        };
+        assert!(h.grpc);
+        assert_eq!(h.seconds, 5);
     }
 }

@@ -8,6 +8,7 @@ pub mod bench;
 mod bench_daemon;
 pub mod bench_gpu;
 mod bench_hostile;
+mod bench_hostile_grpc;
 mod bench_msm;
 mod bench_partition;
 mod bench_pipeline;

@@ -9,6 +9,7 @@ mod client;
 mod codec;
 mod convert;
 pub mod grpc;
+pub mod h2raw;
 mod messages;
 mod registered;
 
