@@ -11,6 +11,7 @@ mod bench_hostile;
 mod bench_msm;
 mod bench_partition;
 mod bench_pipeline;
+mod bench_post;
 mod bench_reference;
 mod bench_soak;
 pub mod client;
