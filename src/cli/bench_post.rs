@@ -56,7 +56,7 @@ pub fn run(args: PostBenchArgs, backend: Result<Arc<dyn Backend>, String>) -> an
     let shape = synthetic::shape(args.kind, args.sector_size)?;
     let slots = args.sectors.unwrap_or(shape.sectors);
     println!(
-        "synthetic {} {} partition: {slots} of {} sector slots, {} challenges each, paths of arities {:?}",
+        "synthetic {} {} partition: {slots} of {} sector slots, {} challenge(s) each, paths of arities {:?}",
         format_sector_size(args.sector_size),
         args.kind,
         shape.sectors,
@@ -66,7 +66,7 @@ pub fn run(args: PostBenchArgs, backend: Result<Arc<dyn Backend>, String>) -> an
     let start = Instant::now();
     let whole = synthetic::count_constraints(args.kind, args.sector_size, None)?;
     println!(
-        "whole partition: {whole} constraints, input constraints included (counted on the blank circuit in {:.1} s)",
+        "whole partition: {whole} constraints, input constraints included (counted from one and two slots of the blank circuit in {:.1} s)",
         start.elapsed().as_secs_f64()
     );
     let base = status_bytes("self", "VmRSS:").unwrap_or(0);
@@ -78,13 +78,13 @@ pub fn run(args: PostBenchArgs, backend: Result<Arc<dyn Backend>, String>) -> an
     let n = s.num_constraints();
     let bytes = host_bytes(&s);
     println!(
-        "synthesis (whole, one thread, as the stages synthesize a PoSt partition): {:.2} s, {n} constraints, {} aux, {} inputs, {:.1} GiB held ({:.1} B/constraint), peak RSS +{:.1} GiB",
+        "synthesis (whole, one thread, as the stages synthesize a PoSt partition): {:.2} s, {n} constraints, {} aux, {} inputs, {:.1} MiB held ({:.1} B/constraint), peak RSS +{:.1} MiB",
         took.as_secs_f64(),
         s.aux.len(),
         s.input.len(),
-        gib(bytes),
+        mib(bytes),
         bytes as f64 / n as f64,
-        gib(peak)
+        mib(peak)
     );
     if slots < shape.sectors {
         let scale = whole as f64 / n as f64;
@@ -156,6 +156,10 @@ fn device_stage(
         println!("device stage median: {:.3} s", median.as_secs_f64());
     }
     Ok(())
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
 }
 
 fn gib(bytes: u64) -> f64 {
