@@ -74,6 +74,9 @@ pub enum BenchWhat {
     /// size): its constraint count, synthesis time and host bytes, the device stage on
     /// synthetic parameters where there is a GPU.
     Post(super::bench_post::PostBenchArgs),
+    /// A storage provider's day: a continuous PoRep load, a WindowPoSt deadline at a set
+    /// time, a WinningPoSt every period (so far `--plan`: the day's arrivals, printed).
+    Day(super::bench_day::DayBenchArgs),
     /// Hold a GPU's memory, leaving only some of it free, until killed: a stand-in for another
     /// program on the card, to run cuzk beside it as on a smaller one.
     HoldGpu(HoldGpuArgs),
@@ -117,6 +120,7 @@ pub fn filecoin_proofs_param_dir(args: &BenchArgs, env: &Environment) -> Option<
         | BenchWhat::Hostile(_)
         | BenchWhat::Partition(_)
         | BenchWhat::Post(_)
+        | BenchWhat::Day(_)
         | BenchWhat::HoldGpu(_) => None,
     }
 }
@@ -155,6 +159,7 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
             let cpu_backend = || select_backend(true, &gpu, &cpu);
             super::bench_partition::run(p, &limits, &backend, &cpu_backend)
         }
+        BenchWhat::Day(d) => super::bench_day::run(d),
         BenchWhat::Post(p) => {
             // The CPU only when asked for: without a GPU the device stage is skipped.
             let backend = if args.cpu {

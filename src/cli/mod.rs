@@ -6,6 +6,7 @@
 
 pub mod bench;
 mod bench_daemon;
+mod bench_day;
 pub mod bench_gpu;
 mod bench_hostile;
 mod bench_msm;

@@ -352,7 +352,8 @@ mod tests {
         let big = shape(ProofKind::WindowPoSt, 64 << 30).unwrap();
         assert_eq!(
             (big.sectors, big.challenges, big.nodes),
-            (2349, 10, 1 << 31)
+            (2300, 10, 1 << 31),
+            "filecoin-proofs' WINDOW_POST_SECTOR_COUNT at 64 GiB"
         );
         // 2^31 leaves: nine octal base levels, an 8-ary sub-tree and a binary top tree.
         let mut arities = vec![8; 10];
