@@ -159,27 +159,42 @@ pub fn run(args: DayBenchArgs) -> anyhow::Result<()> {
     );
     let arrivals = day.arrivals();
     println!(
-        "a {} day of {} proofs: {} PoRep in flight throughout, {} arrivals",
+        "a {} day of {} proofs, {} arrivals:",
         format_duration(day.duration()),
         format_sector_size(args.sector_size),
-        args.porep_in_flight,
         arrivals.len()
     );
-    for a in &arrivals {
-        let what = match a.class {
-            Class::WinningPoSt => "WinningPoSt".to_string(),
-            Class::WindowPoSt(k) => format!("WindowPoSt partition {k}"),
-        };
-        match a.due {
-            Some(due) => println!(
-                "{:>8}  {what}, due at {}",
-                format_duration(a.at),
-                format_duration(due)
-            ),
-            None => println!("{:>8}  {what}", format_duration(a.at)),
+    println!(
+        "{:>8}  start {} PoRep, and another whenever one ends until {}",
+        "0s",
+        day.porep_to_start(0, Duration::ZERO),
+        format_duration(day.duration())
+    );
+    // Walked as the runner will issue them: at each arrival's time, whatever is due.
+    let mut issued = 0;
+    while let Some(next) = arrivals.get(issued) {
+        let batch = Day::due(&arrivals, issued, next.at);
+        for a in &arrivals[batch.clone()] {
+            print_arrival(a);
         }
+        issued = batch.end.max(issued + 1);
     }
     Ok(())
+}
+
+fn print_arrival(a: &Arrival) {
+    let what = match a.class {
+        Class::WinningPoSt => "WinningPoSt".to_string(),
+        Class::WindowPoSt(k) => format!("WindowPoSt partition {k}"),
+    };
+    match a.due {
+        Some(due) => println!(
+            "{:>8}  {what}, due at {}",
+            format_duration(a.at),
+            format_duration(due)
+        ),
+        None => println!("{:>8}  {what}", format_duration(a.at)),
+    }
 }
 
 #[cfg(test)]
