@@ -70,6 +70,13 @@ pub enum BenchWhat {
     /// parts against one thread, host bytes per constraint, the device stage on synthetic
     /// parameters.
     Partition(super::bench_partition::PartitionBenchArgs),
+    /// One WinningPoSt or WindowPoSt partition of the real shape (synthetic, any sector
+    /// size): its constraint count, synthesis time and host bytes, the device stage on
+    /// synthetic parameters where there is a GPU.
+    Post(super::bench_post::PostBenchArgs),
+    /// A storage provider's day: a continuous PoRep load, a WindowPoSt deadline at a set
+    /// time, a WinningPoSt every period (so far `--plan`: the day's arrivals, printed).
+    Day(super::bench_day::DayBenchArgs),
     /// Hold a GPU's memory, leaving only some of it free, until killed: a stand-in for another
     /// program on the card, to run cuzk beside it as on a smaller one.
     HoldGpu(HoldGpuArgs),
@@ -112,6 +119,8 @@ pub fn filecoin_proofs_param_dir(args: &BenchArgs, env: &Environment) -> Option<
         | BenchWhat::Soak(_)
         | BenchWhat::Hostile(_)
         | BenchWhat::Partition(_)
+        | BenchWhat::Post(_)
+        | BenchWhat::Day(_)
         | BenchWhat::HoldGpu(_) => None,
     }
 }
@@ -149,6 +158,16 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
             };
             let cpu_backend = || select_backend(true, &gpu, &cpu);
             super::bench_partition::run(p, &limits, &backend, &cpu_backend)
+        }
+        BenchWhat::Day(d) => super::bench_day::run(d),
+        BenchWhat::Post(p) => {
+            // The CPU only when asked for: without a GPU the device stage is skipped.
+            let backend = if args.cpu {
+                Ok(select_backend(true, &gpu, &cpu))
+            } else {
+                crate::gpu::try_backend(&gpu).map_err(|e| e.to_string())
+            };
+            super::bench_post::run(p, backend)
         }
         BenchWhat::Pipeline(p) => {
             let dir = args.param_dir.clone().unwrap_or_else(|| env.param_dir());

@@ -823,7 +823,7 @@ fn once_or_twice(
 
 /// Parameters of the sections `s` needs, made of random points tiled from a few thousand
 /// (an MSM's time does not depend on which points it adds).
-fn synthetic_srs(s: &Synthesized) -> Srs {
+pub(super) fn synthetic_srs(s: &Synthesized) -> Srs {
     let g1 = random_g1(TILE, 11);
     let g2 = random_g2(TILE / 8, 12);
     let tiled1 = |n: usize, shift: usize| repeat(&g1[shift..], n);
@@ -888,7 +888,7 @@ fn census(s: &Synthesized) {
 }
 
 /// Host bytes a synthesized partition holds: 32 per field element, one per density flag.
-fn host_bytes(s: &Synthesized) -> u64 {
+pub(super) fn host_bytes(s: &Synthesized) -> u64 {
     let scalars = s.a.len() + s.b.len() + s.c.len() + s.aux.len() + s.input.len();
     let flags = s.a_aux_density.len() + s.b_aux_density.len() + s.b_input_density.len();
     (scalars * std::mem::size_of::<Scalar>() + flags) as u64

@@ -6,12 +6,14 @@
 
 pub mod bench;
 mod bench_daemon;
+mod bench_day;
 pub mod bench_gpu;
 mod bench_hostile;
 mod bench_hostile_grpc;
 mod bench_msm;
 mod bench_partition;
 mod bench_pipeline;
+mod bench_post;
 mod bench_reference;
 mod bench_soak;
 pub mod client;

@@ -671,6 +671,9 @@ fn prove_deadline_shape<Tree: 'static + MerkleTreeTrait>(
     Ok(output(ProofKind::WindowPoSt, svc, proved, v))
 }
 
+#[cfg(feature = "scaffolding")] // benchmarks only; cuzkd is built without it
+pub mod synthetic;
+
 /// Vanilla proofs of `sectors` sectors for `proof` (filecoin-proofs-api's
 /// `generate_single_vanilla_proof` bytes: bincode of `FallbackPoStSectorProof`) with every
 /// challenge and Merkle path of the real shape and random values: they decode like real
@@ -700,22 +703,12 @@ fn synthetic_vanilla_shape<Tree: 'static + MerkleTreeTrait>(
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     (0..sectors)
         .map(|i| {
-            let (comm_c, comm_r_last) = (Domain::random(&mut rng), Domain::random(&mut rng));
-            let inclusion_proofs = (0..challenges)
-                .map(|_| {
-                    let node = rng.gen_range(0..nodes);
-                    super::porep::synthetic::tree_proof::<Tree>(&mut rng, nodes, node, comm_r_last)
-                })
-                .collect();
+            let leaves: Vec<usize> = (0..challenges).map(|_| rng.gen_range(0..nodes)).collect();
             let sector = FallbackPoStSectorProof::<Tree> {
                 sector_id: (i as u64).into(),
                 comm_r: Domain::random(&mut rng),
                 vanilla_proof: fallback::Proof {
-                    sectors: vec![fallback::SectorProof {
-                        inclusion_proofs,
-                        comm_c,
-                        comm_r_last,
-                    }],
+                    sectors: vec![synthetic::sector_proof::<Tree>(&mut rng, nodes, &leaves)],
                 },
             };
             bincode::serialize(&sector)
