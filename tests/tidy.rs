@@ -152,11 +152,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "the GPU backend is being split by concern elsewhere; not edited meanwhile",
     ),
     (
-        "src/pipeline/stages/mod.rs",
-        "device_loop",
-        "to split: taking a partition, proving it, reporting its result",
-    ),
-    (
         "src/daemon/metrics.rs",
         "render",
         "to split by family of metrics",

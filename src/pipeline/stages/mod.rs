@@ -1284,62 +1284,7 @@ fn log_change(name: &str, change: Change, error: &str) {
 }
 
 fn device_loop(inner: &Inner, device: usize, lane: Lane) {
-    loop {
-        let (key, item, route) = {
-            let mut st = inner.lock();
-            let general = usize::from(lane != Lane::CriticalOnly);
-            if let Some(d) = st.devices.get_mut(device) {
-                d.idle_general += general;
-            }
-            loop {
-                let now = Instant::now();
-                let next = next_item(&mut st, device, lane, now);
-                if let Next::Take(key, item, route) = next {
-                    if route == (Route::Device { probe: true }) {
-                        st.health.start_probe(device);
-                    }
-                    st.busy.start(now);
-                    if let Some(d) = st.devices.get_mut(device) {
-                        d.busy.start(now);
-                        d.idle_general -= general;
-                        d.last_start = Some(now);
-                    }
-                    if !st.queue.is_empty() {
-                        // What is left may be another device's to take: its worker may have
-                        // deferred it before this take changed who goes first.
-                        inner.device.notify_all();
-                    }
-                    break (key, *item, route);
-                }
-                if st.stopping {
-                    return;
-                }
-                if matches!(next, Next::Defer) {
-                    // The device that goes first has an idle worker waiting: wake it (the
-                    // order is strict, so it takes the partition rather than defer again).
-                    inner.device.notify_all();
-                }
-                // A quarantined device's general workers wake when its back-off ends, to
-                // probe it with a queued partition.
-                let probe_at = st
-                    .health
-                    .probe_at(device)
-                    .filter(|at| *at > now && lane != Lane::CriticalOnly);
-                st = match probe_at {
-                    Some(at) => {
-                        inner
-                            .device
-                            .wait_timeout(st, at.saturating_duration_since(now))
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .0
-                    }
-                    None => inner
-                        .device
-                        .wait(st)
-                        .unwrap_or_else(PoisonError::into_inner),
-                };
-            }
-        };
+    while let Some((key, item, route)) = take_next(inner, device, lane) {
         let started = Instant::now();
         let item_queued = item.queued_at;
         let device_wait = started.saturating_duration_since(item_queued);
@@ -1372,60 +1317,17 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
         let ended = Instant::now();
         let on_device = ended.saturating_duration_since(started);
         let fault = matches!(&result, Err(e) if is_device_fault(e));
-        let error = match &result {
-            Err(e) if fault => e.to_string(),
-            _ => String::new(),
+        let outcome = Outcome {
+            key,
+            route,
+            proved: result.is_ok(),
+            fault: fault
+                .then(|| result.as_ref().err().map(|e| e.to_string()))
+                .flatten(),
+            device_wait,
+            on_device,
         };
-        let (change, name) = {
-            let mut st = inner.lock();
-            let now = Instant::now();
-            st.busy.end(now);
-            let proved = result.is_ok();
-            if let Some(d) = st.devices.get_mut(device) {
-                d.busy.end(now);
-            }
-            let change = match route {
-                Route::Device { .. } => {
-                    if let Some(d) = st.devices.get_mut(device) {
-                        d.proved += u64::from(proved);
-                        d.failed += u64::from(fault);
-                    }
-                    if proved {
-                        st.health.succeeded(device, now)
-                    } else if fault {
-                        st.health.failed(device, now, &error)
-                    } else {
-                        st.health.inconclusive(device, now);
-                        None
-                    }
-                }
-                Route::Fallback => {
-                    st.stats.fallback_proved += u64::from(proved);
-                    None
-                }
-            };
-            st.gate.release(&key);
-            if proved {
-                st.stats.partitions_proved += 1;
-                st.stats.device_wait += device_wait;
-                st.stats.device_time += on_device;
-            }
-            let name = st
-                .stats
-                .devices
-                .get(device)
-                .map(|d| d.name.clone())
-                .unwrap_or_default();
-            (change, name)
-        };
-        inner.admit.notify_all();
-        if let Some(change) = change {
-            // Who takes what changed: queued partitions may now be another device's, or the
-            // CPU prover's.
-            inner.device.notify_all();
-            inner.health_changed();
-            log_change(&name, change, &error);
-        }
+        inner.settle(device, &outcome);
         if matches!(&result, Err(e) if !matches!(e, ProveError::Cancelled) && !fault) {
             // The job fails with this error: its other partitions need not run. A device's
             // failure is the job's to retry elsewhere (it stops itself when it gives up).
@@ -1452,6 +1354,134 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
             started,
         );
         inner.span_on(&job, partition, Stage::Device, device, started, ended);
+    }
+}
+
+/// The next partition device worker `device` (of `lane`) takes, once there is one for it,
+/// with the device marked busy; `None` when the stages stop.
+fn take_next(inner: &Inner, device: usize, lane: Lane) -> Option<(Key, DeviceItem, Route)> {
+    let mut st = inner.lock();
+    let general = usize::from(lane != Lane::CriticalOnly);
+    if let Some(d) = st.devices.get_mut(device) {
+        d.idle_general += general;
+    }
+    loop {
+        let now = Instant::now();
+        let next = next_item(&mut st, device, lane, now);
+        if let Next::Take(key, item, route) = next {
+            if route == (Route::Device { probe: true }) {
+                st.health.start_probe(device);
+            }
+            st.busy.start(now);
+            if let Some(d) = st.devices.get_mut(device) {
+                d.busy.start(now);
+                d.idle_general -= general;
+                d.last_start = Some(now);
+            }
+            if !st.queue.is_empty() {
+                // What is left may be another device's to take: its worker may have
+                // deferred it before this take changed who goes first.
+                inner.device.notify_all();
+            }
+            return Some((key, *item, route));
+        }
+        if st.stopping {
+            return None;
+        }
+        if matches!(next, Next::Defer) {
+            // The device that goes first has an idle worker waiting: wake it (the order is
+            // strict, so it takes the partition rather than defer again).
+            inner.device.notify_all();
+        }
+        // A quarantined device's general workers wake when its back-off ends, to probe it
+        // with a queued partition.
+        let probe_at = st
+            .health
+            .probe_at(device)
+            .filter(|at| *at > now && lane != Lane::CriticalOnly);
+        st = match probe_at {
+            Some(at) => {
+                inner
+                    .device
+                    .wait_timeout(st, at.saturating_duration_since(now))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+            None => inner
+                .device
+                .wait(st)
+                .unwrap_or_else(PoisonError::into_inner),
+        };
+    }
+}
+
+/// How a partition's turn on a device (or the CPU prover) ended, for [`Inner::settle`].
+struct Outcome {
+    key: Key,
+    route: Route,
+    proved: bool,
+    /// The device's error, where it failed the partition ([`is_device_fault`]).
+    fault: Option<String>,
+    device_wait: Duration,
+    on_device: Duration,
+}
+
+impl Inner {
+    /// Counts `outcome` of device `device`: its busy time ends, its health moves, the
+    /// partition's memory is released, and the workers and admissions that may now go are
+    /// woken.
+    fn settle(&self, device: usize, outcome: &Outcome) {
+        let error = outcome.fault.clone().unwrap_or_default();
+        let (change, name) = {
+            let mut st = self.lock();
+            let now = Instant::now();
+            st.busy.end(now);
+            let (proved, fault) = (outcome.proved, outcome.fault.is_some());
+            if let Some(d) = st.devices.get_mut(device) {
+                d.busy.end(now);
+            }
+            let change = match outcome.route {
+                Route::Device { .. } => {
+                    if let Some(d) = st.devices.get_mut(device) {
+                        d.proved += u64::from(proved);
+                        d.failed += u64::from(fault);
+                    }
+                    if proved {
+                        st.health.succeeded(device, now)
+                    } else if fault {
+                        st.health.failed(device, now, &error)
+                    } else {
+                        st.health.inconclusive(device, now);
+                        None
+                    }
+                }
+                Route::Fallback => {
+                    st.stats.fallback_proved += u64::from(proved);
+                    None
+                }
+            };
+            st.gate.release(&outcome.key);
+            if proved {
+                st.stats.partitions_proved += 1;
+                st.stats.device_wait += outcome.device_wait;
+                st.stats.device_time += outcome.on_device;
+            }
+            let name = st
+                .stats
+                .devices
+                .get(device)
+                .map(|d| d.name.clone())
+                .unwrap_or_default();
+            (change, name)
+        };
+        self.admit.notify_all();
+        if let Some(change) = change {
+            // Who takes what changed: queued partitions may now be another device's, or the
+            // CPU prover's.
+            self.device.notify_all();
+            self.health_changed();
+            log_change(&name, change, &error);
+        }
     }
 }
 
