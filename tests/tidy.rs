@@ -152,11 +152,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "the GPU backend is being split by concern elsewhere; not edited meanwhile",
     ),
     (
-        "src/daemon/metrics.rs",
-        "render",
-        "to split by family of metrics",
-    ),
-    (
         "src/daemon/journal.rs",
         "open",
         "to split: opening the files, and replaying them",

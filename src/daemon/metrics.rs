@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use super::Context;
+use crate::engine::EngineStats;
 use crate::pipeline::{DeviceHealth, PipelineStats};
 
 /// Writes a metric family's HELP and TYPE lines.
@@ -21,47 +22,7 @@ fn single(out: &mut String, name: &str, kind: &str, help: &str, value: impl std:
 pub fn render(ctx: &Context) -> String {
     let stats = ctx.engine.stats();
     let mut out = String::new();
-    family(
-        &mut out,
-        "cuzk_info",
-        "gauge",
-        "Daemon version and proving backend.",
-    );
-    let _ = writeln!(
-        out,
-        "cuzk_info{{version=\"{}\",backend=\"{}\"}} 1",
-        env!("CARGO_PKG_VERSION"),
-        escape(&ctx.backend)
-    );
-    let uptime = format!("{:.3}", ctx.started.elapsed().as_secs_f64());
-    single(
-        &mut out,
-        "cuzk_uptime_seconds",
-        "gauge",
-        "Seconds since the daemon started.",
-        uptime,
-    );
-    single(
-        &mut out,
-        "cuzk_jobs_queued",
-        "gauge",
-        "Jobs waiting for a worker.",
-        stats.queued,
-    );
-    single(
-        &mut out,
-        "cuzk_jobs_running",
-        "gauge",
-        "Jobs being proved.",
-        stats.running,
-    );
-    single(
-        &mut out,
-        "cuzk_workers",
-        "gauge",
-        "Jobs in flight at once (besides the critical worker).",
-        ctx.workers,
-    );
+    daemon(&mut out, ctx, &stats);
     pipeline(&mut out, &ctx.service.pipeline());
     if let Some((resident, peak)) = super::host::resident_and_peak() {
         family(
@@ -83,37 +44,94 @@ pub fn render(ctx: &Context) -> String {
     if let Some(j) = &ctx.journal {
         journal(&mut out, &j.metrics());
     }
+    connections(&mut out, ctx, &stats);
+    jobs(&mut out, &stats);
+    params(&mut out, ctx);
+    device_memory(&mut out, &ctx.service.device_memory());
+    out
+}
+
+/// The daemon itself: version and backend, uptime, jobs queued and running, workers.
+fn daemon(out: &mut String, ctx: &Context, stats: &EngineStats) {
+    family(
+        out,
+        "cuzk_info",
+        "gauge",
+        "Daemon version and proving backend.",
+    );
+    let _ = writeln!(
+        out,
+        "cuzk_info{{version=\"{}\",backend=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        escape(&ctx.backend)
+    );
+    let uptime = format!("{:.3}", ctx.started.elapsed().as_secs_f64());
     single(
-        &mut out,
+        out,
+        "cuzk_uptime_seconds",
+        "gauge",
+        "Seconds since the daemon started.",
+        uptime,
+    );
+    single(
+        out,
+        "cuzk_jobs_queued",
+        "gauge",
+        "Jobs waiting for a worker.",
+        stats.queued,
+    );
+    single(
+        out,
+        "cuzk_jobs_running",
+        "gauge",
+        "Jobs being proved.",
+        stats.running,
+    );
+    single(
+        out,
+        "cuzk_workers",
+        "gauge",
+        "Jobs in flight at once (besides the critical worker).",
+        ctx.workers,
+    );
+}
+
+/// Refusals and connections.
+fn connections(out: &mut String, ctx: &Context, stats: &EngineStats) {
+    single(
+        out,
         "cuzk_queue_full_total",
         "counter",
         "Submissions refused because the queue was full.",
         stats.rejected_queue_full,
     );
     single(
-        &mut out,
+        out,
         "cuzk_connections",
         "gauge",
         "Open client connections.",
         ctx.connections.load(Ordering::Relaxed),
     );
     single(
-        &mut out,
+        out,
         "cuzk_connections_total",
         "counter",
         "Client connections accepted since start.",
         ctx.connections_total.load(Ordering::Relaxed),
     );
     single(
-        &mut out,
+        out,
         "cuzk_connections_refused_total",
         "counter",
         "Connections refused (too many in all or for the peer's uid, or peer not allowed).",
         ctx.connections_refused.load(Ordering::Relaxed),
     );
+}
 
+/// Finished jobs by kind and outcome, and the time their stages took.
+fn jobs(out: &mut String, stats: &EngineStats) {
     family(
-        &mut out,
+        out,
         "cuzk_jobs_finished_total",
         "counter",
         "Finished jobs by proof kind and outcome.",
@@ -126,7 +144,7 @@ pub fn render(ctx: &Context) -> String {
         );
     }
     family(
-        &mut out,
+        out,
         "cuzk_job_stage_seconds_total",
         "counter",
         "Time spent per stage by succeeded jobs.",
@@ -147,8 +165,12 @@ pub fn render(ctx: &Context) -> String {
             );
         }
     }
+}
+
+/// The resident parameter sets, on the host and on the GPU.
+fn params(out: &mut String, ctx: &Context) {
     family(
-        &mut out,
+        out,
         "cuzk_params_resident_bytes",
         "gauge",
         "Parameter sets resident in memory.",
@@ -162,7 +184,7 @@ pub fn render(ctx: &Context) -> String {
         );
     }
     family(
-        &mut out,
+        out,
         "cuzk_params_device_bytes",
         "gauge",
         "Points of the resident parameter sets held on the GPU.",
@@ -176,8 +198,6 @@ pub fn render(ctx: &Context) -> String {
             p.device_bytes()
         );
     }
-    device_memory(&mut out, &ctx.service.device_memory());
-    out
 }
 
 /// A device memory gauge: its name, help, and how to read it.
