@@ -152,11 +152,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "the GPU backend is being split by concern elsewhere; not edited meanwhile",
     ),
     (
-        "src/daemon/journal.rs",
-        "open",
-        "to split: opening the files, and replaying them",
-    ),
-    (
         "src/gpu/device.rs",
         "open",
         "to split: the driver's context, and the module's kernels",

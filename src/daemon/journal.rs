@@ -35,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::ratelimit::LogLimit;
 use crate::engine::journal::format::{self, Record};
 use crate::engine::journal::replay::{self, Applied, InputKey, JournalState};
-use crate::engine::journal::{Journal, Recorder, RecoveredState};
+use crate::engine::journal::{Journal, Recorder, RecoveredJob, RecoveredState};
 use crate::proofs::ProofRequest;
 
 const LOG: &str = "journal.log";
@@ -233,45 +233,8 @@ pub fn open(
 ) -> Result<(Journal, Report, Arc<FileJournal>), JournalError> {
     let dir = options.dir.clone();
     let inputs = dir.join(INPUTS);
-    for d in [&dir, &inputs] {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(d)
-            .map_err(io_err(d))?;
-    }
-    let lock_path = dir.join(LOCK);
-    let lock = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&lock_path)
-        .map_err(io_err(&lock_path))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => return Err(JournalError::Locked(dir)),
-        Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
-    }
-    let log_path = dir.join(LOG);
-    let bytes = match fs::read(&log_path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(io_err(&log_path)(e)),
-    };
-    let replayed = replay::replay(&bytes);
-    drop(bytes);
-    for s in replayed.skipped.iter().take(SKIPPED_LOGGED) {
-        tracing::warn!(path = %log_path.display(), "journal: {}", crate::engine::bounded(&s.to_string(), crate::engine::MAX_MESSAGE));
-    }
-    if replayed.skipped.len() > SKIPPED_LOGGED {
-        tracing::warn!(
-            path = %log_path.display(),
-            "journal: {} more damaged stretches skipped",
-            replayed.skipped.len() - SKIPPED_LOGGED
-        );
-    }
+    let (lock, lock_path) = lock_dir(&dir, &inputs)?;
+    let replayed = read_log(&dir.join(LOG))?;
     let mut state = replayed.state;
     let now_ms = unix_ms(now);
     state.expire(now_ms, options.retention, options.max_finished);
@@ -296,15 +259,7 @@ pub fn open(
         next_id,
         ..Report::default()
     };
-    for j in &jobs {
-        match j.state {
-            RecoveredState::Queued(_) => {
-                report.requeued += 1;
-                report.were_running += usize::from(j.was_running);
-            }
-            RecoveredState::Finished { .. } => report.results += 1,
-        }
-    }
+    report.count(&jobs);
     let journal = Arc::new(FileJournal {
         inputs,
         options,
@@ -347,6 +302,70 @@ pub fn open(
         report,
         journal,
     ))
+}
+
+/// Makes `dir` and `inputs` where missing (owner only) and takes the journal's lock file,
+/// held for the daemon's life: another daemon holding it is [`JournalError::Locked`].
+fn lock_dir(dir: &Path, inputs: &Path) -> Result<(fs::File, PathBuf), JournalError> {
+    for d in [dir, inputs] {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(d)
+            .map_err(io_err(d))?;
+    }
+    let lock_path = dir.join(LOCK);
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(io_err(&lock_path))?;
+    match lock.try_lock() {
+        Ok(()) => Ok((lock, lock_path)),
+        Err(fs::TryLockError::WouldBlock) => Err(JournalError::Locked(dir.to_path_buf())),
+        Err(fs::TryLockError::Error(e)) => Err(io_err(&lock_path)(e)),
+    }
+}
+
+/// Replays the log at `log_path` (none: an empty journal), logging a bounded number of the
+/// damaged stretches it skipped.
+fn read_log(log_path: &Path) -> Result<replay::Replay, JournalError> {
+    let bytes = match fs::read(log_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(io_err(log_path)(e)),
+    };
+    let replayed = replay::replay(&bytes);
+    for s in replayed.skipped.iter().take(SKIPPED_LOGGED) {
+        tracing::warn!(path = %log_path.display(), "journal: {}", crate::engine::bounded(&s.to_string(), crate::engine::MAX_MESSAGE));
+    }
+    if replayed.skipped.len() > SKIPPED_LOGGED {
+        tracing::warn!(
+            path = %log_path.display(),
+            "journal: {} more damaged stretches skipped",
+            replayed.skipped.len() - SKIPPED_LOGGED
+        );
+    }
+    Ok(replayed)
+}
+
+impl Report {
+    /// Counts the recovered `jobs`: requeued (and of those, the ones that were running) and
+    /// finished with a result.
+    fn count(&mut self, jobs: &[RecoveredJob]) {
+        for j in jobs {
+            match j.state {
+                RecoveredState::Queued(_) => {
+                    self.requeued += 1;
+                    self.were_running += usize::from(j.was_running);
+                }
+                RecoveredState::Finished { .. } => self.results += 1,
+            }
+        }
+    }
 }
 
 /// Deletes what a crash left in `inputs` (temporary files, inputs no unfinished job needs)
