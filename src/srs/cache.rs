@@ -366,30 +366,7 @@ mod tests {
 
     /// A set of one point per section, built in memory.
     fn tiny_srs() -> Arc<Srs> {
-        use group::prime::PrimeCurveAffine;
-        let (g1, g2) = (blstrs::G1Affine::generator(), blstrs::G2Affine::generator());
-        let vk = bellperson::groth16::VerifyingKey {
-            alpha_g1: g1,
-            beta_g1: g1,
-            beta_g2: g2,
-            gamma_g2: g2,
-            delta_g1: g1,
-            delta_g2: g2,
-            ic: vec![g1],
-        };
-        let pvk = bellperson::groth16::prepare_verifying_key(&vk);
-        Arc::new(Srs {
-            path: PathBuf::from("tiny"),
-            vk,
-            pvk,
-            h: vec![g1],
-            l: vec![g1],
-            a: vec![g1],
-            b_g1: vec![g1],
-            b_g2: vec![g2],
-            file_len: 0,
-            load_time: Duration::ZERO,
-        })
+        Arc::new(Srs::of_generators(1, 1, 1))
     }
 
     /// Counts loads in flight and copies alive: a copy is a `Resident` value, made by the

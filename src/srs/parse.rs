@@ -332,6 +332,38 @@ fn check_vk_file(params_path: &Path, vk_bytes: &[u8]) -> Result<(), SrsError> {
 }
 
 #[cfg(test)]
+impl Srs {
+    /// Parameters built in memory for tests, every point the generator: `h` H points, `l`
+    /// aux points, `inputs` input points, one point in each of the A and B queries.
+    pub(crate) fn of_generators(h: usize, l: usize, inputs: usize) -> Srs {
+        use group::prime::PrimeCurveAffine;
+        let (g1, g2) = (G1Affine::generator(), G2Affine::generator());
+        let vk = VerifyingKey {
+            alpha_g1: g1,
+            beta_g1: g1,
+            beta_g2: g2,
+            gamma_g2: g2,
+            delta_g1: g1,
+            delta_g2: g2,
+            ic: vec![g1; inputs],
+        };
+        let pvk = prepare_verifying_key(&vk);
+        Srs {
+            path: PathBuf::from("generators"),
+            vk,
+            pvk,
+            h: vec![g1; h],
+            l: vec![g1; l],
+            a: vec![g1],
+            b_g1: vec![g1],
+            b_g2: vec![g2],
+            file_len: 0,
+            load_time: Duration::ZERO,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use blstrs::{G1Projective, G2Projective};

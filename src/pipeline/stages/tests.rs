@@ -664,33 +664,6 @@ fn a_quarantined_device_is_probed_after_its_backoff() {
     assert!(!changed());
 }
 
-/// Parameters of `h` H points, `l` aux points and `inputs` input points (all the generator).
-fn srs_of(h: usize, l: usize, inputs: usize) -> Srs {
-    let (g1, g2) = (G1Affine::generator(), G2Affine::generator());
-    let vk = bellperson::groth16::VerifyingKey {
-        alpha_g1: g1,
-        beta_g1: g1,
-        beta_g2: g2,
-        gamma_g2: g2,
-        delta_g1: g1,
-        delta_g2: g2,
-        ic: vec![g1; inputs],
-    };
-    let pvk = bellperson::groth16::prepare_verifying_key(&vk);
-    Srs {
-        path: "test".into(),
-        vk,
-        pvk,
-        h: vec![g1; h],
-        l: vec![g1; l],
-        a: Vec::new(),
-        b_g1: Vec::new(),
-        b_g2: Vec::new(),
-        file_len: 0,
-        load_time: Duration::ZERO,
-    }
-}
-
 /// A partition synthesized against a recorded shape reserves its assignment's bound, not its
 /// evaluations' too (a 32 GiB one: 4.3 of 17.4 GB), and a measured evaluated partition sizes
 /// evaluated ones only: the job that records the shape must not size the shaped partitions
@@ -698,7 +671,7 @@ fn srs_of(h: usize, l: usize, inputs: usize) -> Srs {
 #[test]
 fn a_witness_partition_is_sized_apart_from_an_evaluated_one() {
     let st = Arc::new(stages(4, 1 << 30));
-    let srs = srs_of(1023, 1000, 2);
+    let srs = Srs::of_generators(1023, 1000, 2);
     let witness = (1024 + 2) * 32;
     assert_eq!(st.partition_bytes(&id(), &srs, Form::Witness), witness);
     assert_eq!(
