@@ -152,14 +152,7 @@ fn length_claims_reserve_nothing_and_streams_are_limited() {
     let mut server = Vec::new();
     for _ in 0..10 {
         let mut bytes = hello();
-        for i in 0..1000u32 {
-            bytes.extend(call(
-                2 * i + 1,
-                GET_STATUS,
-                &message_prefix(256 << 20),
-                false,
-            ));
-        }
+        bytes.extend(claiming_streams(GET_STATUS, 1000, 256 << 20));
         let mut s = raw(&path, &bytes);
         let (got, _) = read_until_closed(&mut s, Duration::from_millis(500));
         server.push(got);
@@ -334,14 +327,7 @@ fn a_hundred_hostile_clients_do_not_crash_the_daemon_or_stop_an_honest_one() {
                     // 1,000 streams claiming 256 MiB each.
                     0 => {
                         let mut bytes = hello();
-                        for j in 0..1000u32 {
-                            bytes.extend(call(
-                                2 * j + 1,
-                                GET_STATUS,
-                                &message_prefix(256 << 20),
-                                false,
-                            ));
-                        }
+                        bytes.extend(claiming_streams(GET_STATUS, 1000, 256 << 20));
                         let _ = s.write_all(&bytes);
                         let _ = read_until_closed(&mut s, Duration::from_secs(1));
                     }
@@ -362,19 +348,7 @@ fn a_hundred_hostile_clients_do_not_crash_the_daemon_or_stop_an_honest_one() {
                     // initial windows), never ended.
                     2 => {
                         let mut bytes = hello();
-                        for j in 0..200u32 {
-                            let mut data = message_prefix(32 << 10);
-                            data.extend_from_slice(&[0x0a; 32 << 10]);
-                            bytes.extend(frame(
-                                HEADERS,
-                                END_HEADERS,
-                                2 * j + 1,
-                                &header_block(GET_STATUS),
-                            ));
-                            for piece in data.chunks(16 << 10) {
-                                bytes.extend(frame(DATA, 0, 2 * j + 1, piece));
-                            }
-                        }
+                        bytes.extend(unended_messages(GET_STATUS, 200, 32 << 10));
                         let _ = s.write_all(&bytes);
                         let _ = read_until_closed(&mut s, Duration::from_secs(1));
                     }

@@ -1145,16 +1145,7 @@ fn grpc_seeds() -> Vec<Vec<u8>> {
         many.extend(call(2 * i + 1, GET_STATUS, &empty, true));
     }
     seeds.push(many);
-    let mut claims = Vec::new();
-    for i in 0..100u32 {
-        claims.extend(call(
-            2 * i + 1,
-            GET_STATUS,
-            &message_prefix(256 << 20),
-            false,
-        ));
-    }
-    seeds.push(claims);
+    seeds.push(claiming_streams(GET_STATUS, 100, 256 << 20));
     let mut control = Vec::new();
     for i in 0..50u64 {
         control.extend(frame(PING, 0, 0, &i.to_be_bytes()));

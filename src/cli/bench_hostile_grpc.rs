@@ -25,8 +25,8 @@ use anyhow::{bail, Context as _};
 use super::bench_daemon::{connect, Daemon};
 use super::bench_hostile::HostileBenchArgs;
 use crate::proto::h2raw::{
-    call, frame, frames, get_status, header_block, hello, message_prefix, read_until_closed, DATA,
-    END_HEADERS, GET_STATUS, GOAWAY, HEADERS,
+    claiming_streams, frame, frames, get_status, header_block, hello, message_prefix,
+    read_until_closed, unended_messages, DATA, END_HEADERS, GET_STATUS, GOAWAY, HEADERS,
 };
 
 const CLIENT: &str = "cuzk-bench-hostile-grpc";
@@ -99,16 +99,7 @@ fn hostile_connection(grpc: &Path, kind: usize, n: u64, tally: &Tally) {
     let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
     let mut bytes = hello();
     match kind {
-        0 => {
-            for j in 0..1000u32 {
-                bytes.extend(call(
-                    2 * j + 1,
-                    GET_STATUS,
-                    &message_prefix(256 << 20),
-                    false,
-                ));
-            }
-        }
+        0 => bytes.extend(claiming_streams(GET_STATUS, 1000, 256 << 20)),
         1 => {
             bytes.extend(frame(HEADERS, END_HEADERS, 1, &header_block(GET_STATUS)));
             bytes.extend(frame(DATA, 0, 1, &message_prefix(64 << 20)));
@@ -121,21 +112,7 @@ fn hostile_connection(grpc: &Path, kind: usize, n: u64, tally: &Tally) {
             }
             return;
         }
-        2 => {
-            for j in 0..200u32 {
-                let mut data = message_prefix(32 << 10);
-                data.extend_from_slice(&[0x0a; 32 << 10]);
-                bytes.extend(frame(
-                    HEADERS,
-                    END_HEADERS,
-                    2 * j + 1,
-                    &header_block(GET_STATUS),
-                ));
-                for piece in data.chunks(16 << 10) {
-                    bytes.extend(frame(DATA, 0, 2 * j + 1, piece));
-                }
-            }
-        }
+        2 => bytes.extend(unended_messages(GET_STATUS, 200, 32 << 10)),
         3 => {
             let _ = s.write_all(&bytes);
             let _ = read_until_closed(&mut s, Duration::from_secs(5));

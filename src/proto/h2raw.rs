@@ -95,6 +95,33 @@ pub fn call(id: u32, path: &str, data: &[u8], end: bool) -> Vec<u8> {
     out
 }
 
+/// `streams` calls of `path` (client stream ids 1, 3, …), each opened with a length prefix
+/// claiming `claim` bytes and never sent further: what a peer does to make the server reserve
+/// room for bytes that never come.
+pub fn claiming_streams(path: &str, streams: u32, claim: u32) -> Vec<u8> {
+    let prefix = message_prefix(claim);
+    (0..streams)
+        .flat_map(|j| call(2 * j + 1, path, &prefix, false))
+        .collect()
+}
+
+/// `streams` calls of `path`, each sending a whole message of `len` bytes (in 16 KiB DATA
+/// frames, within the initial flow-control windows) and never ending its stream: real bytes
+/// the server holds while it waits for the end.
+pub fn unended_messages(path: &str, streams: u32, len: u32) -> Vec<u8> {
+    let mut data = message_prefix(len);
+    data.resize(data.len() + len as usize, 0x0a);
+    let mut bytes = Vec::new();
+    for j in 0..streams {
+        let id = 2 * j + 1;
+        bytes.extend(frame(HEADERS, END_HEADERS, id, &header_block(path)));
+        for piece in data.chunks(16 << 10) {
+            bytes.extend(frame(DATA, 0, id, piece));
+        }
+    }
+    bytes
+}
+
 /// One frame read back: type, flags, stream and payload.
 pub type Frame = (u8, u8, u32, Vec<u8>);
 
@@ -266,5 +293,24 @@ mod tests {
         let mut client = hello();
         client.extend(call(3, GET_STATUS, &[], true));
         assert_eq!(count_frames(&client), 3);
+    }
+
+    #[test]
+    fn attack_builders_open_the_streams_they_say() {
+        let claims = frames(&claiming_streams(GET_STATUS, 3, 256 << 20));
+        let ids: Vec<u32> = claims.iter().map(|f| f.2).collect();
+        assert_eq!(ids, [1, 1, 3, 3, 5, 5]);
+        assert!(claims.iter().all(|f| f.1 & END_STREAM == 0));
+        assert_eq!(claims[1].3, message_prefix(256 << 20));
+        let sent = frames(&unended_messages(GET_STATUS, 2, 32 << 10));
+        // Per stream: HEADERS, then 5 + 32 KiB of message in 16 KiB pieces (three frames).
+        assert_eq!(sent.len(), 2 * 4);
+        let data: usize = sent
+            .iter()
+            .filter(|f| f.0 == DATA && f.2 == 3)
+            .map(|f| f.3.len())
+            .sum();
+        assert_eq!(data, 5 + (32 << 10));
+        assert!(sent.iter().all(|f| f.1 & END_STREAM == 0));
     }
 }
