@@ -1316,18 +1316,19 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
         };
         let ended = Instant::now();
         let on_device = ended.saturating_duration_since(started);
-        let fault = matches!(&result, Err(e) if is_device_fault(e));
         let outcome = Outcome {
             key,
             route,
             proved: result.is_ok(),
-            fault: fault
-                .then(|| result.as_ref().err().map(|e| e.to_string()))
-                .flatten(),
+            fault: match &result {
+                Err(e) if is_device_fault(e) => Some(e.to_string()),
+                _ => None,
+            },
             device_wait,
             on_device,
         };
         inner.settle(device, &outcome);
+        let fault = outcome.fault.is_some();
         if matches!(&result, Err(e) if !matches!(e, ProveError::Cancelled) && !fault) {
             // The job fails with this error: its other partitions need not run. A device's
             // failure is the job's to retry elsewhere (it stops itself when it gives up).
