@@ -1107,10 +1107,10 @@ fn check_loaded(srs: &cuzk::srs::Srs, file: &[u8], vk: Option<&[u8]>) {
     g1s(&mut out, &vk_key.ic);
     let vk_len = out.len();
     for s in [&srs.h, &srs.l, &srs.a, &srs.b_g1] {
-        g1s(&mut out, s);
+        g1s(&mut out, &s.get().unwrap());
     }
     out.extend_from_slice(&(srs.b_g2.len() as u32).to_be_bytes());
-    for p in &srs.b_g2 {
+    for p in srs.b_g2.get().unwrap().iter() {
         out.extend_from_slice(&p.to_uncompressed());
     }
     assert_eq!(srs.file_len, file.len() as u64);

@@ -258,6 +258,68 @@ fn every_memory_plan_proves_the_same_bytes_and_verifies() {
     }
 }
 
+/// Host copies only while something needs them: once the device holds a query, the process
+/// drops the host's copy of it (H, L and A at the load, the B queries with the first proof);
+/// where the device loses its copy, the points are read again from the parameter file and
+/// the proofs still verify.
+#[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
+fn host_copies_go_while_the_device_holds_them_and_come_back_from_the_file() {
+    let params = common::init(&[ProofKind::PoRep]);
+    let dir = tempfile::tempdir().unwrap();
+    let sealed = seal_sector(dir.path(), RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 9)
+        .expect("sealing a 2 KiB sector");
+    let id = registry::params_id(ProofKind::PoRep, 2048).unwrap();
+    let device = Arc::new(GpuBackend::new(&options(None)).expect("a CUDA device"));
+    let svc = ProvingService::with_devices(
+        params.clone(),
+        vec![Device::new(device.clone() as Arc<dyn Backend>)],
+        &PipelineOptions::default(),
+    )
+    .expect("the device workers start");
+    let held = || {
+        let (_, set) = svc
+            .srs()
+            .loaded_prepared()
+            .pop()
+            .expect("the set is resident");
+        let srs = set.first().expect("one device").srs().clone();
+        (
+            srs.resident_bytes(),
+            srs.points_bytes(),
+            srs.b_g1.held_bytes() + srs.b_g2.held_bytes(),
+        )
+    };
+    svc.preload(&id).expect("preload");
+    let (after_load, all, b) = held();
+    println!("after the load: {after_load} of {all} bytes held, the B queries' {b}");
+    assert_eq!(
+        after_load, b,
+        "only the B queries, which go up with the first proof, stay"
+    );
+    let request = ProofRequest::PoRep(PoRepRequest {
+        c1: sealed.c1_json.clone(),
+        miner_id: 1000,
+        sector_number: Some(sealed.sector_number),
+    });
+    for round in 0..3 {
+        if round == 2 {
+            // The device loses every point: they come back from the file.
+            device.clear_cache().expect("the device's points dropped");
+        }
+        let out = svc
+            .prove(&request, &JobControl::new())
+            .unwrap_or_else(|e| panic!("proof {round}: {e}"));
+        assert!(
+            sealed.verify_porep(&out.proof, &params).unwrap(),
+            "proof {round} verifies"
+        );
+        assert_eq!(svc.pipeline().fallback_proved, 0, "proved on the device");
+        let (now, _, _) = held();
+        assert_eq!(now, 0, "after proof {round} the host holds no points");
+    }
+}
+
 /// A limit below the smallest form's need: the device refuses the set's proofs with an error
 /// naming both sizes, and the service proves them on the CPU instead, verified.
 #[test]
@@ -319,11 +381,15 @@ fn msm_work_covers_the_drivers_buffers() {
         Backend::reset_memory_peak(&backend);
         let points = if g2 {
             assert!(srs.b_g2.len() >= n);
-            backend.msm_g2_gpu(&srs.b_g2[..n], &scalars).unwrap();
+            backend
+                .msm_g2_gpu(&srs.b_g2.get().unwrap()[..n], &scalars)
+                .unwrap();
             n as u64 * 192
         } else {
             assert!(srs.l.len() >= n);
-            backend.msm_g1_gpu(&srs.l[..n], &scalars).unwrap();
+            backend
+                .msm_g1_gpu(&srs.l.get().unwrap()[..n], &scalars)
+                .unwrap();
             n as u64 * 96
         };
         let peak = backend.memory_use().peak;

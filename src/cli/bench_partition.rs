@@ -27,7 +27,7 @@ use crate::prover::{
     count_set, prove_with_randomness, prove_witness_with_randomness, Backend, PreparedSrs, Witness,
     WitnessPartition,
 };
-use crate::srs::Srs;
+use crate::srs::{HostPoints, Srs};
 use crate::synth::Synthesized;
 
 /// Goals of issue 15 (H200 host: 16 cores, 128 GiB, one H200).
@@ -844,11 +844,11 @@ pub(super) fn synthetic_srs(s: &Synthesized) -> Srs {
         path: PathBuf::from("synthetic"),
         vk,
         pvk,
-        h: tiled1(domain - 1, 1),
-        l: tiled1(s.aux.len(), 2),
-        a: tiled1(n_in + count_set(&s.a_aux_density), 3),
-        b_g1: tiled1(b_len, 4),
-        b_g2: repeat(&g2, b_len),
+        h: HostPoints::in_memory(tiled1(domain - 1, 1)),
+        l: HostPoints::in_memory(tiled1(s.aux.len(), 2)),
+        a: HostPoints::in_memory(tiled1(n_in + count_set(&s.a_aux_density), 3)),
+        b_g1: HostPoints::in_memory(tiled1(b_len, 4)),
+        b_g2: HostPoints::in_memory(repeat(&g2, b_len)),
         file_len: 0,
         load_time: Duration::ZERO,
     }

@@ -31,10 +31,13 @@ use crate::prover::{
     count_set, dense, Backend, DeviceMemory, HostAllocator, PreparedSrs, ProverError, RawBlock,
     Scalars, Sums, Witness, WitnessSums,
 };
-use crate::srs::Srs;
+use crate::srs::{HostPoints, Srs, Want};
 use crate::synth::R1cs;
 
+mod host;
 mod planned;
+
+use host::{covers, Host, HostBytes};
 
 /// A query of a parameter set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,11 +61,11 @@ struct SlotKey {
 }
 
 /// The points of one MSM: the buffer that holds them on the device, or will once
-/// [`State::ensure`] uploaded `bytes`, their host copy.
+/// [`State::ensure`] uploaded them from their host copy.
 #[derive(Clone, Copy)]
 struct Points<'a> {
     key: SlotKey,
-    bytes: &'a [u8],
+    host: Host<'a>,
     n: usize,
     curve: Curve,
 }
@@ -86,6 +89,27 @@ impl<'a> Points<'a> {
         Self::new(set, query, all, range, Curve::G2)
     }
 
+    /// A range of a parameter set's G1 query (its host copy read only where an upload
+    /// needs it).
+    fn of_g1(
+        set: u64,
+        query: Query,
+        all: &'a HostPoints<G1Affine>,
+        range: Range<usize>,
+    ) -> Result<Self, GpuError> {
+        Self::of_query(set, query, Host::G1(all), all.len(), range, Curve::G1)
+    }
+
+    /// The same in G2.
+    fn of_g2(
+        set: u64,
+        query: Query,
+        all: &'a HostPoints<G2Affine>,
+        range: Range<usize>,
+    ) -> Result<Self, GpuError> {
+        Self::of_query(set, query, Host::G2(all), all.len(), range, Curve::G2)
+    }
+
     fn new<T: super::bytes::Plain>(
         set: u64,
         query: Query,
@@ -93,12 +117,9 @@ impl<'a> Points<'a> {
         range: Range<usize>,
         curve: Curve,
     ) -> Result<Self, GpuError> {
-        let points = all.get(range.clone()).ok_or_else(|| {
-            GpuError::Input(format!(
-                "points {range:?} of a {query:?} query of {}",
-                all.len()
-            ))
-        })?;
+        let points = all
+            .get(range.clone())
+            .ok_or_else(|| out_of(&range, query, all.len()))?;
         Ok(Points {
             key: SlotKey {
                 set,
@@ -106,11 +127,49 @@ impl<'a> Points<'a> {
                 start: range.start,
                 end: range.end,
             },
-            bytes: bytes(points),
+            host: Host::Bytes(bytes(points)),
             n: points.len(),
             curve,
         })
     }
+
+    fn of_query(
+        set: u64,
+        query: Query,
+        host: Host<'a>,
+        len: usize,
+        range: Range<usize>,
+        curve: Curve,
+    ) -> Result<Self, GpuError> {
+        if range.start > range.end || range.end > len {
+            return Err(out_of(&range, query, len));
+        }
+        Ok(Points {
+            key: SlotKey {
+                set,
+                query,
+                start: range.start,
+                end: range.end,
+            },
+            host,
+            n: range.len(),
+            curve,
+        })
+    }
+
+    /// Bytes of the points on the device.
+    fn byte_len(&self) -> usize {
+        self.n * self.curve.affine_bytes()
+    }
+
+    /// The points' host bytes (a released query's read again from its file).
+    fn host_bytes(&self) -> Result<HostBytes<'a>, GpuError> {
+        self.host.bytes(self.key.start..self.key.end)
+    }
+}
+
+fn out_of(range: &Range<usize>, query: Query, len: usize) -> GpuError {
+    GpuError::Input(format!("points {range:?} of a {query:?} query of {len}"))
 }
 
 pub(super) struct State {
@@ -133,6 +192,9 @@ pub(super) struct State {
     park: Option<[PinnedHostSlice<u8>; 2]>,
     /// The id of the next set.
     next_set: u64,
+    /// Each set's claims on the host copies of its queries, with the query's length: kept
+    /// until the query's points are all resident here (see [`crate::srs::HostPoints`]).
+    wants: HashMap<(u64, Query), (usize, Want)>,
 }
 
 /// The device, shared by the backend and the sets prepared on it.
@@ -249,9 +311,10 @@ impl State {
         if self.bases.contains_key(&p.key) {
             return Ok(());
         }
-        let buf = match self.gpu.upload_new(p.bytes) {
+        let host = p.host_bytes()?;
+        let buf = match self.gpu.upload_new(&host) {
             Err(e) if e.is_out_of_memory() && self.evict_except(None) => {
-                self.gpu.upload_new(p.bytes)?
+                self.gpu.upload_new(&host)?
             }
             r => r?,
         };
@@ -259,7 +322,39 @@ impl State {
             bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
         }
         self.bases.insert(p.key, buf);
+        self.settle_want(p.key.set, p.key.query);
         Ok(())
+    }
+
+    /// Claims the host copies of `srs`'s queries for set `set` until each is resident.
+    fn want_host_copies(&mut self, set: u64, srs: &Srs) {
+        let queries = [
+            (Query::H, srs.h.len(), srs.h.want()),
+            (Query::L, srs.l.len(), srs.l.want()),
+            (Query::A, srs.a.len(), srs.a.want()),
+            (Query::BG1, srs.b_g1.len(), srs.b_g1.want()),
+            (Query::BG2, srs.b_g2.len(), srs.b_g2.want()),
+        ];
+        for (q, len, want) in queries {
+            self.wants.insert((set, q), (len, want));
+        }
+    }
+
+    /// Gives up the claim on a query's host copy once all its points are resident: the
+    /// process may then release that copy. Points evicted later are read again from the file
+    /// when next uploaded.
+    fn settle_want(&mut self, set: u64, query: Query) {
+        let Some(&(len, _)) = self.wants.get(&(set, query)) else {
+            return;
+        };
+        let ranges = self
+            .bases
+            .keys()
+            .filter(|k| k.set == set && k.query == query)
+            .map(|k| (k.start, k.end));
+        if covers(ranges, len) {
+            self.wants.remove(&(set, query));
+        }
     }
 
     /// The resident points of `key` (see [`State::ensure`]).
@@ -441,6 +536,7 @@ impl Drop for SetGuard {
         let _ = s.gpu.bind();
         s.drop_bases(|k| k.set == id);
         s.resident.remove(&id);
+        s.wants.retain(|(set, _), _| *set != id);
         // Freed memory returns to the driver at the next synchronization (CUDA's stream-ordered
         // allocator): make it visible at once. A failure here means the context has failed,
         // which the next call reports.
@@ -750,7 +846,7 @@ impl State {
         let missing: usize = queries
             .iter()
             .filter(|p| !self.bases.contains_key(&p.key))
-            .map(|p| p.bytes.len())
+            .map(|p| p.byte_len())
             .sum();
         let work = aux_work_bytes(n, q.a.n, q.b_g1.n, aux_resident);
         let free = self.gpu.available()?;
@@ -896,6 +992,7 @@ impl GpuBackend {
                     streamed: Vec::new(),
                     park: None,
                     next_set: 0,
+                    wants: HashMap::new(),
                 }),
                 turn: Mutex::new(Turn::default()),
                 turn_changed: Condvar::new(),
@@ -945,22 +1042,23 @@ impl GpuBackend {
             let queries = [
                 (
                     plan::Query::H,
-                    Points::g1(set.id, Query::H, &srs.h, 0..srs.h.len())?,
+                    Points::of_g1(set.id, Query::H, &srs.h, 0..srs.h.len())?,
                 ),
                 (
                     plan::Query::L,
-                    Points::g1(set.id, Query::L, &srs.l, 0..srs.l.len())?,
+                    Points::of_g1(set.id, Query::L, &srs.l, 0..srs.l.len())?,
                 ),
                 (
                     plan::Query::A,
-                    Points::g1(set.id, Query::A, &srs.a, 0..n_in)?,
+                    Points::of_g1(set.id, Query::A, &srs.a, 0..n_in)?,
                 ),
                 (
                     plan::Query::A,
-                    Points::g1(set.id, Query::A, &srs.a, n_in..srs.a.len())?,
+                    Points::of_g1(set.id, Query::A, &srs.a, n_in..srs.a.len())?,
                 ),
             ];
             let mut s = self.lock()?;
+            s.want_host_copies(set.id, &srs);
             for (_, p) in queries.iter().filter(|(q, p)| p.n > 0 && keep(*q)) {
                 match s.ensure(p) {
                     Err(e) if e.is_out_of_memory() => {
@@ -973,7 +1071,7 @@ impl GpuBackend {
             s.gpu.context()
         };
         let pinned = match &plan {
-            Ok(p) if !all => Some(pin_streamed(&ctx, &srs, p)),
+            Ok(p) if !all => Some(pin_streamed(&ctx, &srs, p)?),
             _ => None,
         };
         match &plan {
@@ -1227,23 +1325,39 @@ fn plan_within(gpu: &Gpu, sizes: &Sizes, budget: u64) -> Result<Plan, plan::TooS
     plan::plan(budget, sizes, &bits)
 }
 
+/// The host copies of the queries a plan streams, held (and page-locked) for the set's life.
+struct StreamedCopies {
+    g1: Vec<Arc<Vec<G1Affine>>>,
+    g2: Vec<Arc<Vec<G2Affine>>>,
+}
+
 /// The host points of the queries `plan` streams, page-locked in place (the driver's refusals
 /// logged: those points go through the staging buffers).
-fn pin_streamed(ctx: &cudarc::driver::CudaContext, srs: &Arc<Srs>, plan: &Plan) -> PinnedHost<Srs> {
+fn pin_streamed(
+    ctx: &cudarc::driver::CudaContext,
+    srs: &Arc<Srs>,
+    plan: &Plan,
+) -> Result<PinnedHost<StreamedCopies>, GpuError> {
     let start = Instant::now();
     let resident = plan.resident;
-    let (pinned, refused) = PinnedHost::new(ctx, srs.clone(), |srs: &Srs| {
-        [
-            (plan::Query::H, bytes(&srs.h)),
-            (plan::Query::L, bytes(&srs.l)),
-            (plan::Query::A, bytes(&srs.a)),
-            (plan::Query::BG1, bytes(&srs.b_g1)),
-            (plan::Query::BG2, bytes(&srs.b_g2)),
-        ]
-        .into_iter()
-        .filter(|(q, _)| !resident.has(*q))
-        .map(|(_, b)| b)
-        .collect()
+    let g1 = [
+        (plan::Query::H, &srs.h),
+        (plan::Query::L, &srs.l),
+        (plan::Query::A, &srs.a),
+        (plan::Query::BG1, &srs.b_g1),
+    ]
+    .into_iter()
+    .filter(|(q, _)| !resident.has(*q))
+    .map(|(_, points)| points.get())
+    .collect::<Result<Vec<_>, _>>()?;
+    let g2 = match resident.has(plan::Query::BG2) {
+        true => Vec::new(),
+        false => vec![srs.b_g2.get()?],
+    };
+    let copies = Arc::new(StreamedCopies { g1, g2 });
+    let (pinned, refused) = PinnedHost::new(ctx, copies, |c: &StreamedCopies| {
+        let g1 = c.g1.iter().map(|v| bytes(v));
+        g1.chain(c.g2.iter().map(|v| bytes(v))).collect()
     });
     for e in refused {
         tracing::warn!(error = %e, params = %srs.path.display(), "streamed points stay pageable: they go through the staging buffers (slower)");
@@ -1254,7 +1368,7 @@ fn pin_streamed(ctx: &cudarc::driver::CudaContext, srs: &Arc<Srs>, plan: &Plan) 
         ms = start.elapsed().as_millis() as u64,
         "streamed points page-locked in place"
     );
-    pinned
+    Ok(pinned)
 }
 
 /// An assignment in page-locked memory for a planned proof.
@@ -1296,7 +1410,7 @@ pub struct GpuPrepared {
     plan: Result<Plan, plan::TooSmall>,
     /// The streamed queries' host points, page-locked (plans that stream some).
     #[allow(dead_code)]
-    pinned: Option<PinnedHost<Srs>>,
+    pinned: Option<PinnedHost<StreamedCopies>>,
     /// The budget a proof had to be retried under after running out of memory (a plan's
     /// estimate short of what the device took, or memory another process took); `u64::MAX`
     /// until then.
@@ -1542,7 +1656,7 @@ impl GpuPrepared {
         input: &[Scalar],
         aux: &[Scalar],
     ) -> Result<(G1Projective, Option<DevBuf>), GpuError> {
-        let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
+        let h = Points::of_g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
         let n = shape.num_constraints();
         let m = domain_size(n);
         self.run_planned(plan, Some(shape), &|| 0, |s, pl| {
@@ -1564,13 +1678,13 @@ impl GpuPrepared {
     fn witness_points(&self, n_in: usize, b_in: usize) -> Result<WitnessPoints<'_>, GpuError> {
         let (srs, id) = (&*self.srs, self.set.id);
         Ok(WitnessPoints {
-            l: Points::g1(id, Query::L, &srs.l, 0..srs.l.len())?,
-            a_in: Points::g1(id, Query::A, &srs.a, 0..n_in)?,
-            a_aux: Points::g1(id, Query::A, &srs.a, n_in..srs.a.len())?,
-            b1_in: Points::g1(id, Query::BG1, &srs.b_g1, 0..b_in)?,
-            b1_aux: Points::g1(id, Query::BG1, &srs.b_g1, b_in..srs.b_g1.len())?,
-            b2_in: Points::g2(id, Query::BG2, &srs.b_g2, 0..b_in)?,
-            b2_aux: Points::g2(id, Query::BG2, &srs.b_g2, b_in..srs.b_g2.len())?,
+            l: Points::of_g1(id, Query::L, &srs.l, 0..srs.l.len())?,
+            a_in: Points::of_g1(id, Query::A, &srs.a, 0..n_in)?,
+            a_aux: Points::of_g1(id, Query::A, &srs.a, n_in..srs.a.len())?,
+            b1_in: Points::of_g1(id, Query::BG1, &srs.b_g1, 0..b_in)?,
+            b1_aux: Points::of_g1(id, Query::BG1, &srs.b_g1, b_in..srs.b_g1.len())?,
+            b2_in: Points::of_g2(id, Query::BG2, &srs.b_g2, 0..b_in)?,
+            b2_aux: Points::of_g2(id, Query::BG2, &srs.b_g2, b_in..srs.b_g2.len())?,
         })
     }
 
@@ -1636,32 +1750,9 @@ impl GpuPrepared {
     }
 }
 
-impl PreparedSrs for GpuPrepared {
-    fn srs(&self) -> &Arc<Srs> {
-        &self.srs
-    }
-
-    fn h_sum(&self, a: Scalars, b: Scalars, c: Scalars) -> Result<G1Projective, ProverError> {
-        let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
-        let t = Instant::now();
-        if let Some(plan) = self.planned()? {
-            let n = a.len();
-            if b.len() != n || c.len() != n {
-                return Err(GpuError::Input("A, B and C have different lengths".into()).into());
-            }
-            let fill = planned::Fill::Host([&a, &b, &c]);
-            let m = domain_size(n);
-            let sum = self.run_planned(plan, None, &|| 0, |s, pl| s.h_planned(pl, &h, &fill, n, m));
-            [a, b, c].into_iter().for_each(release);
-            return Ok(sum?);
-        }
-        let sum = self.set.shared.h_sum(&a, &b, &c, &h);
-        [a, b, c].into_iter().for_each(release);
-        tracing::trace!(msm = "h", ms = t.elapsed().as_millis() as u64, "msm done");
-        Ok(sum?)
-    }
-
-    fn witness_sums(&self, mut w: Witness) -> Result<WitnessSums, ProverError> {
+impl GpuPrepared {
+    /// [`PreparedSrs::witness_sums`] before the host copies are let go of.
+    fn witness_sums_of(&self, mut w: Witness) -> Result<WitnessSums, ProverError> {
         if let Some(plan) = self.planned()? {
             let aux = std::mem::replace(&mut w.aux, Scalars::Heap(Vec::new()));
             let staged = self.staged_aux(&aux)?;
@@ -1673,31 +1764,8 @@ impl PreparedSrs for GpuPrepared {
         Ok(self.witness(w)?)
     }
 
-    fn evaluates_shapes(&self) -> bool {
-        true
-    }
-
-    fn h_sum_shaped(
-        &self,
-        shape: &Arc<R1cs>,
-        input: &[Scalar],
-        aux: &[Scalar],
-    ) -> Result<G1Projective, ProverError> {
-        if let Some(plan) = self.planned()? {
-            return Ok(self.h_shaped_planned(plan, shape, input, aux)?.0);
-        }
-        let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
-        let t = Instant::now();
-        let sum = self.set.shared.h_sum_shaped(shape, input, aux, &h)?;
-        tracing::trace!(
-            msm = "h",
-            ms = t.elapsed().as_millis() as u64,
-            "msm done (shaped)"
-        );
-        Ok(sum)
-    }
-
-    fn sums_shaped(&self, shape: &Arc<R1cs>, w: Witness) -> Result<Sums, ProverError> {
+    /// [`PreparedSrs::sums_shaped`] before the host copies are let go of.
+    fn sums_shaped_of(&self, shape: &Arc<R1cs>, w: Witness) -> Result<Sums, ProverError> {
         if let Some(plan) = self.planned()? {
             // The assignment copied once into page-locked memory, for every upload of it. Two
             // turns on the device: an urgent caller waiting takes its turn between them
@@ -1717,7 +1785,7 @@ impl PreparedSrs for GpuPrepared {
                 h_done,
             });
         }
-        let h = Points::g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
+        let h = Points::of_g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
         let p = self.witness_points(w.input.len(), w.b_in)?;
         let joint = self
             .set
@@ -1747,6 +1815,81 @@ impl PreparedSrs for GpuPrepared {
             None => self.witness(w)?,
         };
         Ok(Sums { h, witness, h_done })
+    }
+
+    /// Releases the host copies of the queries no one wants any more (the B queries go up
+    /// with the first proof, after which this device no longer needs the host's copy).
+    fn let_go_of_host_copies(&self) {
+        let bytes = self.srs.release_unwanted();
+        if bytes > 0 {
+            tracing::info!(
+                params = %self.srs.path.display(),
+                bytes,
+                "host copy of parameter points released: the devices hold them"
+            );
+        }
+    }
+}
+
+impl PreparedSrs for GpuPrepared {
+    fn srs(&self) -> &Arc<Srs> {
+        &self.srs
+    }
+
+    fn h_sum(&self, a: Scalars, b: Scalars, c: Scalars) -> Result<G1Projective, ProverError> {
+        let h = Points::of_g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
+        let t = Instant::now();
+        if let Some(plan) = self.planned()? {
+            let n = a.len();
+            if b.len() != n || c.len() != n {
+                return Err(GpuError::Input("A, B and C have different lengths".into()).into());
+            }
+            let fill = planned::Fill::Host([&a, &b, &c]);
+            let m = domain_size(n);
+            let sum = self.run_planned(plan, None, &|| 0, |s, pl| s.h_planned(pl, &h, &fill, n, m));
+            [a, b, c].into_iter().for_each(release);
+            return Ok(sum?);
+        }
+        let sum = self.set.shared.h_sum(&a, &b, &c, &h);
+        [a, b, c].into_iter().for_each(release);
+        tracing::trace!(msm = "h", ms = t.elapsed().as_millis() as u64, "msm done");
+        Ok(sum?)
+    }
+
+    fn witness_sums(&self, w: Witness) -> Result<WitnessSums, ProverError> {
+        let sums = self.witness_sums_of(w);
+        self.let_go_of_host_copies();
+        sums
+    }
+
+    fn evaluates_shapes(&self) -> bool {
+        true
+    }
+
+    fn h_sum_shaped(
+        &self,
+        shape: &Arc<R1cs>,
+        input: &[Scalar],
+        aux: &[Scalar],
+    ) -> Result<G1Projective, ProverError> {
+        if let Some(plan) = self.planned()? {
+            return Ok(self.h_shaped_planned(plan, shape, input, aux)?.0);
+        }
+        let h = Points::of_g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
+        let t = Instant::now();
+        let sum = self.set.shared.h_sum_shaped(shape, input, aux, &h)?;
+        tracing::trace!(
+            msm = "h",
+            ms = t.elapsed().as_millis() as u64,
+            "msm done (shaped)"
+        );
+        Ok(sum)
+    }
+
+    fn sums_shaped(&self, shape: &Arc<R1cs>, w: Witness) -> Result<Sums, ProverError> {
+        let sums = self.sums_shaped_of(shape, w);
+        self.let_go_of_host_copies();
+        sums
     }
 
     fn device_bytes(&self) -> u64 {

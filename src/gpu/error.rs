@@ -27,6 +27,10 @@ pub enum GpuError {
     /// Inputs the backend cannot process (lengths differ, size over the supported maximum).
     #[error("invalid input: {0}")]
     Input(String),
+    /// The host copy of a parameter query, released while the device held it, could not be
+    /// read again from its file.
+    #[error("parameter points: {0}")]
+    Params(#[from] crate::srs::SrsError),
 }
 
 impl GpuError {

@@ -366,10 +366,15 @@ impl ProvingService {
             reservation = Some(self.stages.reserve_load(bytes)?);
             Ok(Arc::new(crate::srs::load_srs(&file)?))
         };
-        let (_, prepared, time) = self
+        let (srs, prepared, time) = self
             .srs
             .get_prepared_or(id, load, |srs| self.prepare(srs))?;
-        if !time.is_zero() {
+        // Every device prepared: the host copies of what they all hold can go.
+        let released = srs.release_unwanted();
+        if released > 0 {
+            tracing::info!(params = %srs.path.display(), bytes = released, "host copy of parameter points released: the devices hold them");
+        }
+        if !time.is_zero() || released > 0 {
             self.update_params_bytes();
         }
         drop(reservation);

@@ -8,7 +8,7 @@ use blstrs::{G1Projective, Scalar};
 use super::{
     dense, msm, ntt, Backend, PreparedSrs, ProverError, Scalars, Sums, Witness, WitnessSums,
 };
-use crate::srs::Srs;
+use crate::srs::{Srs, Want};
 
 pub use super::options::CpuOptions;
 
@@ -35,11 +35,27 @@ impl Backend for CpuBackend {
         format!("cpu ({} threads)", rayon::current_num_threads())
     }
 
-    /// Nothing to do: the CPU reads the points where the parameter cache keeps them.
+    /// The CPU reads the points where the parameter cache keeps them, and claims every
+    /// query's host copy for as long as it may prove with the set (a copy released while a
+    /// device held it is read again from the file here).
     fn prepare(&self, srs: Arc<Srs>) -> Result<Arc<dyn PreparedSrs>, ProverError> {
+        let wants = [
+            srs.h.want(),
+            srs.l.want(),
+            srs.a.want(),
+            srs.b_g1.want(),
+            srs.b_g2.want(),
+        ];
+        // Any copy a device let go of is read again now rather than in the middle of a proof.
+        srs.h.get()?;
+        srs.l.get()?;
+        srs.a.get()?;
+        srs.b_g1.get()?;
+        srs.b_g2.get()?;
         Ok(Arc::new(CpuPrepared {
             srs,
             options: self.options.clone(),
+            _wants: wants,
         }))
     }
 }
@@ -48,6 +64,8 @@ impl Backend for CpuBackend {
 struct CpuPrepared {
     srs: Arc<Srs>,
     options: CpuOptions,
+    /// The claims that keep the host copies (see [`crate::srs::HostPoints`]).
+    _wants: [Want; 5],
 }
 
 impl CpuPrepared {
@@ -65,7 +83,8 @@ impl CpuPrepared {
 
     /// Σ h_i · H_i.
     fn h_msm(&self, h: &[Scalar]) -> Result<G1Projective, ProverError> {
-        timed("h", || Ok(msm::msm_g1_with(&self.options, &self.srs.h, h)))
+        let points = self.srs.h.get()?;
+        timed("h", || Ok(msm::msm_g1_with(&self.options, &points, h)))
     }
 }
 
@@ -120,13 +139,15 @@ impl PreparedSrs for CpuPrepared {
         check_len("B query in G1", srs.b_g1.len(), b_in + b_aux.len())?;
         check_len("B query in G2", srs.b_g2.len(), b_in + b_aux.len())?;
         check_len("B inputs", b_in, b_input.len())?;
+        let (l, a, b_g1, b_g2) = (srs.l.get()?, srs.a.get()?, srs.b_g1.get()?, srs.b_g2.get()?);
+        let (l, a, b_g1, b_g2) = (&l[..], &a[..], &b_g1[..], &b_g2[..]);
         let l_and_a = move || {
             rayon::join(
-                move || timed("l", || Ok(msm::msm_g1_with(o, &srs.l, &aux))),
+                move || timed("l", || Ok(msm::msm_g1_with(o, l, &aux))),
                 move || {
                     timed("a", || {
-                        Ok(msm::msm_g1_with(o, &srs.a[..n_in], &input)
-                            + msm::msm_g1_with(o, &srs.a[n_in..], &a_aux))
+                        Ok(msm::msm_g1_with(o, &a[..n_in], &input)
+                            + msm::msm_g1_with(o, &a[n_in..], &a_aux))
                     })
                 },
             )
@@ -135,14 +156,14 @@ impl PreparedSrs for CpuPrepared {
             rayon::join(
                 || {
                     timed("b_g1", || {
-                        Ok(msm::msm_g1_with(o, &srs.b_g1[..b_in], &b_input)
-                            + msm::msm_g1_with(o, &srs.b_g1[b_in..], &b_aux))
+                        Ok(msm::msm_g1_with(o, &b_g1[..b_in], &b_input)
+                            + msm::msm_g1_with(o, &b_g1[b_in..], &b_aux))
                     })
                 },
                 || {
                     timed("b_g2", || {
-                        Ok(msm::msm_g2_with(o, &srs.b_g2[..b_in], &b_input)
-                            + msm::msm_g2_with(o, &srs.b_g2[b_in..], &b_aux))
+                        Ok(msm::msm_g2_with(o, &b_g2[..b_in], &b_input)
+                            + msm::msm_g2_with(o, &b_g2[b_in..], &b_aux))
                     })
                 },
             )

@@ -86,6 +86,10 @@ pub enum ProverError {
     /// Any other failure of the device.
     #[error(transparent)]
     Device(BoxError),
+    /// A query's host copy, released while a device held the query, could not be read
+    /// again from the parameter file.
+    #[error(transparent)]
+    Params(#[from] crate::srs::SrsError),
 }
 
 impl ProverError {

@@ -4,16 +4,17 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bellperson::groth16::{prepare_verifying_key, PreparedVerifyingKey, VerifyingKey};
 use blstrs::{Bls12, G1Affine, G2Affine};
 use rayon::prelude::*;
 
+use super::points::{FilePoint, HostPoints, Origin};
 use super::SrsError;
 
-const G1_LEN: usize = 96;
-const G2_LEN: usize = 192;
+pub(super) const G1_LEN: usize = 96;
+pub(super) const G2_LEN: usize = 192;
 
 /// The sections of a `.params` file, in file order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,15 +56,15 @@ pub struct Srs {
     /// The verifying key prepared for pairings.
     pub pvk: PreparedVerifyingKey<Bls12>,
     /// `h` query (domain size − 1 points).
-    pub h: Vec<G1Affine>,
+    pub h: HostPoints<G1Affine>,
     /// `l` query (one point per aux variable).
-    pub l: Vec<G1Affine>,
+    pub l: HostPoints<G1Affine>,
     /// `a` query.
-    pub a: Vec<G1Affine>,
+    pub a: HostPoints<G1Affine>,
     /// `b` query in G1.
-    pub b_g1: Vec<G1Affine>,
+    pub b_g1: HostPoints<G1Affine>,
     /// `b` query in G2.
-    pub b_g2: Vec<G2Affine>,
+    pub b_g2: HostPoints<G2Affine>,
     /// Size of the file.
     pub file_len: u64,
     /// How long mapping and converting took.
@@ -71,11 +72,35 @@ pub struct Srs {
 }
 
 impl Srs {
-    /// Bytes the converted points occupy in memory.
+    /// Bytes the converted points occupy in host memory now (queries released while a device
+    /// holds them count nothing).
     pub fn resident_bytes(&self) -> u64 {
+        [
+            self.h.held_bytes(),
+            self.l.held_bytes(),
+            self.a.held_bytes(),
+            self.b_g1.held_bytes(),
+            self.b_g2.held_bytes(),
+        ]
+        .iter()
+        .sum()
+    }
+
+    /// Bytes the converted points take when every query is held.
+    pub fn points_bytes(&self) -> u64 {
         let g1 = self.h.len() + self.l.len() + self.a.len() + self.b_g1.len();
         (g1 * std::mem::size_of::<G1Affine>() + self.b_g2.len() * std::mem::size_of::<G2Affine>())
             as u64
+    }
+
+    /// Drops the host copy of every query that no one wants (see [`HostPoints`]); returns
+    /// the bytes dropped.
+    pub fn release_unwanted(&self) -> u64 {
+        self.h.release_unwanted()
+            + self.l.release_unwanted()
+            + self.a.release_unwanted()
+            + self.b_g1.release_unwanted()
+            + self.b_g2.release_unwanted()
     }
 
     /// Gigabytes of file converted per second of load time.
@@ -88,7 +113,7 @@ impl Srs {
 /// time into small per-task buffers and decoded straight into their final vectors, so the
 /// file's pages are never part of the process (a mapping would count every page read in the
 /// process's RSS until it is unmapped: a second copy of the parameters at the end of a load).
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     path: &'a Path,
     file: &'a File,
     file_len: u64,
@@ -100,6 +125,16 @@ struct Reader<'a> {
 const CHUNK_POINTS: usize = 1 << 14;
 
 impl<'a> Reader<'a> {
+    /// A reader at the start of `file` (`file_len` bytes long).
+    pub(super) fn new(path: &'a Path, file: &'a File, file_len: u64) -> Self {
+        Reader {
+            path,
+            file,
+            file_len,
+            offset: 0,
+        }
+    }
+
     /// Checks that `len` bytes follow the current offset and moves past them; returns where
     /// they start.
     fn extent(&mut self, section: Section, len: u64) -> Result<u64, SrsError> {
@@ -154,8 +189,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a counted section of points; the whole extent is checked before any byte of it
-    /// is read or the vector allocated. The points are read and decoded in parallel, each
-    /// task a run of [`CHUNK_POINTS`] into its own slots of the vector.
+    /// is read or the vector allocated.
     fn points<P: Copy + Send>(
         &mut self,
         section: Section,
@@ -164,8 +198,40 @@ impl<'a> Reader<'a> {
     ) -> Result<Vec<P>, SrsError> {
         let count = self.u32(section)?;
         let start = self.extent(section, (count as u64).saturating_mul(point_len as u64))?;
+        self.points_at(section, start, count, point_len, decode)
+    }
+
+    /// Reads a counted section of points as a query that can be released and read again.
+    fn query<P: FilePoint>(
+        &mut self,
+        section: Section,
+        modified: Option<SystemTime>,
+    ) -> Result<HostPoints<P>, SrsError> {
+        let count = self.u32(section)?;
+        let len = (count as u64).saturating_mul(P::FILE_LEN as u64);
+        let offset = self.extent(section, len)?;
+        let points = self.points_at(section, offset, count, P::FILE_LEN, P::decode)?;
+        let origin = Origin {
+            path: self.path.to_path_buf(),
+            section,
+            offset,
+            file_len: self.file_len,
+            modified,
+        };
+        Ok(HostPoints::from_file(points, origin))
+    }
+
+    /// Reads `count` points from `start`, in parallel, each task a run of [`CHUNK_POINTS`]
+    /// into its own slots of the vector. The extent must be checked by the caller.
+    pub(super) fn points_at<P: Copy + Send>(
+        &self,
+        section: Section,
+        start: u64,
+        count: usize,
+        point_len: usize,
+        decode: impl Fn(&[u8]) -> Option<P> + Sync,
+    ) -> Result<Vec<P>, SrsError> {
         let mut out: Vec<P> = Vec::with_capacity(count);
-        let this = &*self;
         out.spare_capacity_mut()[..count]
             .par_chunks_mut(CHUNK_POINTS)
             .enumerate()
@@ -174,13 +240,13 @@ impl<'a> Reader<'a> {
                 |buf, (c, slots)| {
                     let first = c * CHUNK_POINTS;
                     let bytes = &mut buf[..slots.len() * point_len];
-                    this.read_at(bytes, start + (first * point_len) as u64)?;
+                    self.read_at(bytes, start + (first * point_len) as u64)?;
                     for (i, (slot, b)) in slots
                         .iter_mut()
                         .zip(bytes.chunks_exact(point_len))
                         .enumerate()
                     {
-                        let p = decode(b).ok_or_else(|| invalid(this.path, section, first + i))?;
+                        let p = decode(b).ok_or_else(|| invalid(self.path, section, first + i))?;
                         slot.write(p);
                     }
                     Ok(())
@@ -205,12 +271,12 @@ fn invalid(path: &Path, section: Section, index: usize) -> SrsError {
 /// Decodes an uncompressed G1 point, checking that it is on the curve. The subgroup check is
 /// skipped: it costs more than the whole conversion, and the files come from the operator's
 /// own parameter cache (filecoin-proofs makes the same choice).
-fn decode_g1(b: &[u8]) -> Option<G1Affine> {
+pub(super) fn decode_g1(b: &[u8]) -> Option<G1Affine> {
     let arr: &[u8; G1_LEN] = b.try_into().ok()?;
     Option::from(G1Affine::from_uncompressed_unchecked(arr))
 }
 
-fn decode_g2(b: &[u8]) -> Option<G2Affine> {
+pub(super) fn decode_g2(b: &[u8]) -> Option<G2Affine> {
     let arr: &[u8; G2_LEN] = b.try_into().ok()?;
     Option::from(G2Affine::from_uncompressed_unchecked(arr))
 }
@@ -269,19 +335,15 @@ const LOAD_BUFFERS: u64 = 256 * (CHUNK_POINTS * G2_LEN) as u64;
 pub fn load_srs(params_path: &Path) -> Result<Srs, SrsError> {
     let start = Instant::now();
     let (file, file_len) = open_file(params_path)?;
-    let mut cur = Reader {
-        path: params_path,
-        file: &file,
-        file_len,
-        offset: 0,
-    };
+    let modified = file.metadata().and_then(|m| m.modified()).ok();
+    let mut cur = Reader::new(params_path, &file, file_len);
     let vk = read_vk(&mut cur)?;
     let vk_len = cur.offset;
-    let h = cur.points(Section::H, G1_LEN, decode_g1)?;
-    let l = cur.points(Section::L, G1_LEN, decode_g1)?;
-    let a = cur.points(Section::A, G1_LEN, decode_g1)?;
-    let b_g1 = cur.points(Section::BG1, G1_LEN, decode_g1)?;
-    let b_g2 = cur.points(Section::BG2, G2_LEN, decode_g2)?;
+    let h = cur.query(Section::H, modified)?;
+    let l = cur.query(Section::L, modified)?;
+    let a = cur.query(Section::A, modified)?;
+    let b_g1 = cur.query(Section::BG1, modified)?;
+    let b_g2 = cur.query(Section::BG2, modified)?;
     if cur.offset != file_len {
         return Err(SrsError::Mismatch {
             path: params_path.to_path_buf(),
@@ -352,11 +414,11 @@ impl Srs {
             path: PathBuf::from("generators"),
             vk,
             pvk,
-            h: vec![g1; h],
-            l: vec![g1; l],
-            a: vec![g1],
-            b_g1: vec![g1],
-            b_g2: vec![g2],
+            h: HostPoints::in_memory(vec![g1; h]),
+            l: HostPoints::in_memory(vec![g1; l]),
+            a: HostPoints::in_memory(vec![g1]),
+            b_g1: HostPoints::in_memory(vec![g1]),
+            b_g2: HostPoints::in_memory(vec![g2]),
             file_len: 0,
             load_time: Duration::ZERO,
         }
@@ -432,10 +494,13 @@ mod tests {
         let vk_len = write_file(&path, &h, &l);
         let srs = load_srs(&path).unwrap();
         assert_eq!(
-            (srs.h.as_slice(), srs.l.as_slice()),
+            (
+                srs.h.get().unwrap().as_slice(),
+                srs.l.get().unwrap().as_slice()
+            ),
             (h.as_slice(), l.as_slice())
         );
-        assert_eq!(srs.a, l[..3]);
+        assert_eq!(srs.a.get().unwrap()[..], l[..3]);
         assert!(srs.b_g1.is_empty());
         assert_eq!(srs.b_g2.len(), 2);
         assert_eq!(srs.vk.ic, h[..2]);
@@ -463,5 +528,50 @@ mod tests {
         long.push(0);
         std::fs::write(&path, &long).unwrap();
         assert!(matches!(load_srs(&path), Err(SrsError::Mismatch { .. })));
+    }
+
+    #[test]
+    fn a_query_nobody_wants_is_released_and_read_again_the_same_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.params");
+        let (h, l) = (g1s(CHUNK_POINTS + 3), g1s(40));
+        write_file(&path, &h, &l);
+        let srs = load_srs(&path).unwrap();
+        let all = srs.resident_bytes();
+        assert_eq!(all, srs.points_bytes());
+
+        // A claim keeps its query; the others go.
+        let want_l = srs.l.want();
+        let reader = srs.h.get().unwrap();
+        let released = srs.release_unwanted();
+        assert_eq!(released, all - srs.l.held_bytes());
+        assert_eq!(srs.resident_bytes(), (l.len() * 96) as u64);
+        assert!(srs.h.held().is_none() && srs.l.held().is_some());
+        assert_eq!(
+            reader.as_slice(),
+            h.as_slice(),
+            "a reader keeps what it holds"
+        );
+        drop(reader);
+
+        // Read again, the same points; held from then on until the next release.
+        assert_eq!(srs.h.get().unwrap().as_slice(), h.as_slice());
+        assert_eq!(srs.b_g2.get().unwrap().len(), 2);
+        assert!(srs.h.held().is_some());
+        drop(want_l);
+        // `a` was not read again: everything but it is released now.
+        assert_eq!(srs.release_unwanted(), srs.points_bytes() - 3 * 96);
+        assert_eq!((srs.resident_bytes(), srs.release_unwanted()), (0, 0));
+
+        // A file changed since the load is refused, not read into the set.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.push(0);
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(srs.l.get(), Err(SrsError::Mismatch { .. })));
+
+        // Points built in memory have no file: never released.
+        let built = Srs::of_generators(4, 2, 1);
+        assert_eq!(built.release_unwanted(), 0);
+        assert_eq!(built.resident_bytes(), built.points_bytes());
     }
 }

@@ -17,7 +17,7 @@ use super::super::ntt::{Domain, FR_BYTES};
 use super::super::plan::{self, Plan, Quotient, SHAPE_SLOT_BYTES};
 use super::super::r1cs::{DeviceShape, StreamedShape};
 use super::super::GpuError;
-use super::{AuxPoints, Points, Query, SlotKey, State};
+use super::{AuxPoints, HostBytes, Points, Query, SlotKey, State};
 use crate::prover::WitnessSums;
 use crate::synth::R1cs;
 
@@ -270,6 +270,16 @@ impl State {
                     .transpose()
             })
             .collect::<Result<_, _>>()?;
+        // The streamed queries' host bytes, held while they stream (a released query's read
+        // again from its file).
+        let hosts: Vec<Option<HostBytes<'_>>> = msms
+            .iter()
+            .zip(&kept)
+            .map(|(m, k)| match k {
+                Some(_) => Ok(None),
+                None => m.p.host_bytes().map(Some),
+            })
+            .collect::<Result<_, GpuError>>()?;
         let mut ring = gpu.ring(slot)?;
         let mut out: Vec<Vec<MsmParts>> = msms.iter().map(|_| Vec::new()).collect();
         gpu.stream(
@@ -277,11 +287,11 @@ impl State {
             pieces.len(),
             |j| {
                 let p = &pieces[j];
-                match kept[p.msm] {
-                    Some(_) => Vec::new(),
-                    None => {
+                match &hosts[p.msm] {
+                    None => Vec::new(),
+                    Some(host) => {
                         let a = affine(p);
-                        vec![&msms[p.msm].p.bytes[p.first * a..p.end * a]]
+                        vec![&host[p.first * a..p.end * a]]
                     }
                 }
             },
