@@ -147,11 +147,6 @@ const MAX_FN_LINES: usize = 100;
 /// [`ALLOWED`], an entry that no longer matches a function over the limit fails the test.
 const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
     (
-        "src/gpu/backend/planned.rs",
-        "msms_planned",
-        "the GPU backend is being split by concern elsewhere; not edited meanwhile",
-    ),
-    (
         "src/gpu/device.rs",
         "open",
         "to split: the driver's context, and the module's kernels",

@@ -196,15 +196,9 @@ impl State {
         result
     }
 
-    /// The parts of each MSM of `msms` (Σ scalars·points over its query, in pieces), in order:
-    /// one stream of pieces for all of them, so that the points of one MSM's first piece travel
-    /// while the last piece of the one before is summed. A query's points are resident where
-    /// planned (made so now; streamed instead where they do not fit) or streamed from host
-    /// memory through two device buffers.
-    pub(super) fn msms_planned(
-        &mut self,
-        msms: &[PlannedMsm<'_>],
-    ) -> Result<Vec<Vec<MsmParts>>, GpuError> {
+    /// Which of `msms` have their points resident now: those the plan keeps, made resident
+    /// where they fit (the others stream).
+    fn resident_now(&mut self, msms: &[PlannedMsm<'_>]) -> Result<Vec<bool>, GpuError> {
         let mut resident = Vec::with_capacity(msms.len());
         for m in msms {
             resident.push(m.resident && m.p.n > 0 && self.ensure_or_stream(&m.p)?);
@@ -214,38 +208,20 @@ impl State {
         for (r, m) in resident.iter_mut().zip(msms) {
             *r &= self.bases.contains_key(&m.p.key);
         }
-        // Every MSM's pieces, in order, and where each piece's selected scalars are.
-        let mut pieces = Vec::new();
-        let mut bounds = Vec::with_capacity(msms.len());
-        for (i, m) in msms.iter().enumerate() {
-            let n = m.p.n;
-            // Points the plan keeps but that are not resident now stream in pieces whose ring
-            // takes no more than the copy the plan counted.
-            let piece = if m.resident && !resident[i] {
-                m.fallback
-            } else {
-                m.piece
-            };
-            let piece = piece.clamp(1, n.max(1));
-            bounds.push(match m.scalars {
-                Selection::Of { flags, .. } if n > 0 => Some(selection_bounds(flags, piece, n)?),
-                Selection::Dense(v) if v.len() < n * FR_BYTES => {
-                    return Err(GpuError::Input(format!(
-                        "{} scalar bytes for {n} points",
-                        v.len()
-                    )))
-                }
-                _ => None,
-            });
-            for k in 0..n.div_ceil(piece) {
-                pieces.push(Piece {
-                    msm: i,
-                    k,
-                    first: k * piece,
-                    end: ((k + 1) * piece).min(n),
-                });
-            }
-        }
+        Ok(resident)
+    }
+
+    /// The parts of each MSM of `msms` (Σ scalars·points over its query, in pieces), in order:
+    /// one stream of pieces for all of them, so that the points of one MSM's first piece travel
+    /// while the last piece of the one before is summed. A query's points are resident where
+    /// planned (made so now; streamed instead where they do not fit) or streamed from host
+    /// memory through two device buffers.
+    pub(super) fn msms_planned(
+        &mut self,
+        msms: &[PlannedMsm<'_>],
+    ) -> Result<Vec<Vec<MsmParts>>, GpuError> {
+        let resident = self.resident_now(msms)?;
+        let (pieces, bounds) = cut_into_pieces(msms, &resident)?;
         let gpu = &self.gpu;
         let affine = |p: &Piece| msms[p.msm].p.curve.affine_bytes();
         let streamed = |p: &&Piece| !resident[p.msm];
@@ -499,6 +475,46 @@ fn sum_g1(parts: &[MsmParts]) -> G1Projective {
 
 fn parts_g2(parts: &[MsmParts]) -> G2Projective {
     parts.iter().map(msm::finish_g2).sum()
+}
+
+/// Every MSM's pieces, in order, and where each piece's selected scalars are (`resident`:
+/// whether each MSM's points are resident now).
+fn cut_into_pieces(
+    msms: &[PlannedMsm<'_>],
+    resident: &[bool],
+) -> Result<(Vec<Piece>, Vec<Option<Vec<usize>>>), GpuError> {
+    let mut pieces = Vec::new();
+    let mut bounds = Vec::with_capacity(msms.len());
+    for (i, m) in msms.iter().enumerate() {
+        let n = m.p.n;
+        // Points the plan keeps but that are not resident now stream in pieces whose ring
+        // takes no more than the copy the plan counted.
+        let piece = if m.resident && !resident[i] {
+            m.fallback
+        } else {
+            m.piece
+        };
+        let piece = piece.clamp(1, n.max(1));
+        bounds.push(match m.scalars {
+            Selection::Of { flags, .. } if n > 0 => Some(selection_bounds(flags, piece, n)?),
+            Selection::Dense(v) if v.len() < n * FR_BYTES => {
+                return Err(GpuError::Input(format!(
+                    "{} scalar bytes for {n} points",
+                    v.len()
+                )))
+            }
+            _ => None,
+        });
+        for k in 0..n.div_ceil(piece) {
+            pieces.push(Piece {
+                msm: i,
+                k,
+                first: k * piece,
+                end: ((k + 1) * piece).min(n),
+            });
+        }
+    }
+    Ok((pieces, bounds))
 }
 
 /// Where each piece of `piece` selected values begins in `flags` (one more entry: the end of
