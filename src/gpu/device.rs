@@ -496,47 +496,9 @@ impl Gpu {
             .result()
             .ctx("cuDriverGetVersion")?;
         let arch = (major * 10 + minor) as u32;
-        let pci = |a, what| ctx.attribute(a).ctx(what);
-        let pci_bus_id = format!(
-            "{:04x}:{:02x}:{:02x}.0",
-            pci(
-                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
-                "PCI domain"
-            )?,
-            pci(
-                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
-                "PCI bus"
-            )?,
-            pci(
-                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID,
-                "PCI device"
-            )?,
-        );
+        let pci_bus_id = pci_bus_id(&ctx)?;
         let t0 = Instant::now();
-        let (bin, cached) = compile::cubin(
-            arch,
-            driver_version,
-            options.kernel_cache.as_deref(),
-            &options.nvrtc_defines,
-        )?;
-        let module = ctx
-            .load_module(Ptx::from_binary(bin))
-            .ctx("cuModuleLoadData")?;
-        let smem_optin = ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            .ctx("shared memory limit")? as u32;
-        let mut funcs = HashMap::new();
-        for k in kernels::ALL {
-            let f = module.load_function(k.name).ctx("cuModuleGetFunction")?;
-            if k.smem_optin {
-                f.set_attribute(
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    smem_optin as i32,
-                )
-                .ctx("cuFuncSetAttribute")?;
-            }
-            funcs.insert(k.name, f);
-        }
+        let (funcs, cached, smem_optin) = load_kernels(&ctx, arch, driver_version, options)?;
         // Measured after the context and the module took theirs: what is left is what the
         // proofs may use, less the margin, or the configured limit where that is lower.
         let (free, _) = ctx.mem_get_info().ctx("cuMemGetInfo")?;
@@ -1256,6 +1218,62 @@ impl Gpu {
         unsafe { b.launch(cfg) }.ctx(name)?;
         Ok(())
     }
+}
+
+/// The device's PCI address, as `nvidia-smi` prints it (`0000:1b:00.0`).
+fn pci_bus_id(ctx: &CudaContext) -> Result<String, GpuError> {
+    let pci = |a, what| ctx.attribute(a).ctx(what);
+    Ok(format!(
+        "{:04x}:{:02x}:{:02x}.0",
+        pci(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
+            "PCI domain"
+        )?,
+        pci(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
+            "PCI bus"
+        )?,
+        pci(
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID,
+            "PCI device"
+        )?,
+    ))
+}
+
+/// The kernels compiled (or taken from the cache) for `arch` and loaded into `ctx`, by name;
+/// whether the cubin came from the cache; the opt-in shared memory per block, which the
+/// kernels that want it are given.
+fn load_kernels(
+    ctx: &Arc<CudaContext>,
+    arch: u32,
+    driver_version: i32,
+    options: &GpuOptions,
+) -> Result<(HashMap<&'static str, CudaFunction>, bool, u32), GpuError> {
+    let (bin, cached) = compile::cubin(
+        arch,
+        driver_version,
+        options.kernel_cache.as_deref(),
+        &options.nvrtc_defines,
+    )?;
+    let module = ctx
+        .load_module(Ptx::from_binary(bin))
+        .ctx("cuModuleLoadData")?;
+    let smem_optin = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .ctx("shared memory limit")? as u32;
+    let mut funcs = HashMap::new();
+    for k in kernels::ALL {
+        let f = module.load_function(k.name).ctx("cuModuleGetFunction")?;
+        if k.smem_optin {
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem_optin as i32,
+            )
+            .ctx("cuFuncSetAttribute")?;
+        }
+        funcs.insert(k.name, f);
+    }
+    Ok((funcs, cached, smem_optin))
 }
 
 #[cfg(test)]
