@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
 use filecoin_proofs_api::RegisteredSealProof;
@@ -14,7 +14,7 @@ use crate::daemon::InProcess;
 use crate::params_gen::{ensure_params_with, GenOutcome, Generator};
 use crate::pipeline::ProvingService;
 use crate::proofs::{ProofKind, ProofRequest};
-use crate::proto::Submit;
+use crate::proto::{ProofResult, Submit};
 
 /// `cuzk demo`
 #[derive(Debug, clap::Args)]
@@ -83,32 +83,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
 /// existed.
 pub fn run_with(args: DemoArgs, env: &crate::cli::Environment) -> anyhow::Result<()> {
     let dir = param_dir(&args, env);
-    let step = |msg: &str| eprintln!("cuzk demo: {msg}");
-    let t = Instant::now();
-    let mut meter = crate::cli::meter::Meter::new(
-        "cuzk demo",
-        crate::cli::progress::Display::for_stderr(false),
-    );
-    let (_, outcome) = ensure_params_with(
-        &dir,
-        ProofKind::PoRep,
-        SECTOR_SIZE,
-        Generator::Setup,
-        &mut meter,
-    )
-    .context("generating 2 KiB test parameters")?;
-    drop(meter);
-    let params_time = t.elapsed();
-    match outcome {
-        GenOutcome::Existing => step(&format!(
-            "2 KiB PoRep parameters found in {}",
-            dir.display()
-        )),
-        GenOutcome::Generated(d) => step(&format!(
-            "generated 2 KiB PoRep parameters in {:.1} s",
-            d.as_secs_f64()
-        )),
-    }
+    let params_time = test_params(&dir)?;
     let work = WorkDir::new()?;
     step("sealing a fresh 2 KiB sector (PC1, PC2, C1) …");
     let t = Instant::now();
@@ -120,8 +95,70 @@ pub fn run_with(args: DemoArgs, env: &crate::cli::Environment) -> anyhow::Result
     )
     .context("sealing the demo sector")?;
     let seal_time = t.elapsed();
+    let result = prove_over_the_socket(&dir, &work.0, &sector, args.cpu, env)?;
 
-    let daemon = start_daemon(&dir, &work.0, args.cpu, env)?;
+    let t = Instant::now();
+    let valid = sector
+        .verify_porep(&result.proof, &dir)
+        .context("verifying with filecoin-proofs")?;
+    let verify_time = t.elapsed();
+    ensure!(valid, "filecoin-proofs rejected the proof");
+    let times = Times {
+        params: params_time,
+        seal: seal_time,
+        verify: verify_time,
+    };
+    if args.json {
+        print_json(&result, &times);
+    } else {
+        print_table(&result, &times);
+    }
+    Ok(())
+}
+
+fn step(msg: &str) {
+    eprintln!("cuzk demo: {msg}");
+}
+
+/// The 2 KiB PoRep test parameters in `dir`, generated where missing; how long that took.
+fn test_params(dir: &Path) -> anyhow::Result<Duration> {
+    let t = Instant::now();
+    let mut meter = crate::cli::meter::Meter::new(
+        "cuzk demo",
+        crate::cli::progress::Display::for_stderr(false),
+    );
+    let (_, outcome) = ensure_params_with(
+        dir,
+        ProofKind::PoRep,
+        SECTOR_SIZE,
+        Generator::Setup,
+        &mut meter,
+    )
+    .context("generating 2 KiB test parameters")?;
+    drop(meter);
+    match outcome {
+        GenOutcome::Existing => step(&format!(
+            "2 KiB PoRep parameters found in {}",
+            dir.display()
+        )),
+        GenOutcome::Generated(d) => step(&format!(
+            "generated 2 KiB PoRep parameters in {:.1} s",
+            d.as_secs_f64()
+        )),
+    }
+    Ok(t.elapsed())
+}
+
+/// The sector's PoRep C2 proved by an in-process daemon on a socket in `work`, followed
+/// over the socket until done.
+fn prove_over_the_socket(
+    params: &Path,
+    work: &Path,
+    sector: &crate::sealing::SealedSector,
+    force_cpu: bool,
+    env: &crate::cli::Environment,
+) -> anyhow::Result<ProofResult> {
+    let daemon = start_daemon(params, work, force_cpu, env)?;
     step(&format!(
         "daemon listening on {}",
         daemon.socket().display()
@@ -144,26 +181,30 @@ pub fn run_with(args: DemoArgs, env: &crate::cli::Environment) -> anyhow::Result
     let result = super::follow(&mut client, accepted.job_id, false)?;
     drop(client);
     daemon.stop();
+    Ok(result)
+}
 
-    let t = Instant::now();
-    let valid = sector
-        .verify_porep(&result.proof, &dir)
-        .context("verifying with filecoin-proofs")?;
-    let verify_time = t.elapsed();
-    ensure!(valid, "filecoin-proofs rejected the proof");
-    if args.json {
-        let doc = serde_json::json!({
-            "sector_size": SECTOR_SIZE,
-            "proof": hex::encode(&result.proof),
-            "backend": result.backend,
-            "verified_by_filecoin_proofs": valid,
-            "seal_s": seal_time.as_secs_f64(),
-            "params_s": params_time.as_secs_f64(),
-            "timings_us": result.timings,
-        });
-        println!("{doc}");
-        return Ok(());
-    }
+/// How long the demo's steps around the proof took.
+struct Times {
+    params: Duration,
+    seal: Duration,
+    verify: Duration,
+}
+
+fn print_json(result: &ProofResult, times: &Times) {
+    let doc = serde_json::json!({
+        "sector_size": SECTOR_SIZE,
+        "proof": hex::encode(&result.proof),
+        "backend": result.backend,
+        "verified_by_filecoin_proofs": true,
+        "seal_s": times.seal.as_secs_f64(),
+        "params_s": times.params.as_secs_f64(),
+        "timings_us": result.timings,
+    });
+    println!("{doc}");
+}
+
+fn print_table(result: &ProofResult, times: &Times) {
     println!(
         "2 KiB PoRep C2 proved by cuzkd ({}) and verified by filecoin-proofs",
         result.backend
@@ -171,21 +212,20 @@ pub fn run_with(args: DemoArgs, env: &crate::cli::Environment) -> anyhow::Result
     println!(
         "  {:<16}{:>10.3} s",
         "test parameters",
-        params_time.as_secs_f64()
+        times.params.as_secs_f64()
     );
-    println!("  {:<16}{:>10.3} s", "sealing", seal_time.as_secs_f64());
+    println!("  {:<16}{:>10.3} s", "sealing", times.seal.as_secs_f64());
     print!("{}", super::timing_table(&result.timings));
     println!(
         "  {:<16}{:>10.3} s",
         "fil-proofs check",
-        verify_time.as_secs_f64()
+        times.verify.as_secs_f64()
     );
     println!(
         "proof ({} bytes): {}",
         result.proof.len(),
         hex::encode(&result.proof)
     );
-    Ok(())
 }
 
 /// Starts the in-process daemon on a socket in `work`.
