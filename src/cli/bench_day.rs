@@ -5,19 +5,48 @@
 //! `--plan`, which prints it. Running the day through the engine's stages and reporting each
 //! class's latencies comes next.
 
+//! `cuzk bench day` (issue 41): a storage provider's day at one sector size, run for real
+//! through the engine's proving stages on the GPU where there is one (the CPU otherwise) — a
+//! continuous PoRep load (`--porep-in-flight` synthetic sectors, topped up all day), a
+//! WindowPoSt deadline of N synthetic partitions arriving at `--deadline-at`, a synthetic
+//! WinningPoSt every `--winning-post-every` — each proof a job in the class the engine gives
+//! its kind (WinningPoSt critical, WindowPoSt high, PoRep normal).
+//!
+//! Before the day, in the same process: the synthetic parameters (random points of each
+//! kind's section sizes) are made and made resident, WinningPoSt is timed alone (its idle
+//! latency, the reference of its goal), and PoRep runs alone for `--reference-for` (sectors
+//! per hour without the PoSt work). Then the day; the report (`bench_day_report.rs`) gives
+//! each class's latencies, the deadline's completion time after it arrived, PoRep sectors
+//! per hour with and without the PoSt work, the device's busy fraction and the peak RSS,
+//! beside issue 41's goals. Synthetic proofs are never verified (their witnesses are random).
+//!
+//! The schedule is pure — functions of the time since the day began, passed in, so tests
+//! need no clock (`--plan` prints it); `bench_day_run.rs` is the I/O around it.
+
 use std::ops::Range;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::config::{format_duration, parse_duration};
+use super::bench_day_report::{self as report, DayReport, Dist};
+use super::bench_day_run::{self as runner, DayProver};
+use super::rss::{peak_rss, reset_peak_rss};
+use crate::config::{format_duration, parse_duration, parse_size};
+use crate::pipeline::{PipelineOptions, ProvingService};
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};
+use crate::prover::Backend;
 
-/// Options of `cuzk bench day`.
+/// Options of `cuzk bench day`. Host memory: the three kinds' synthetic parameters are
+/// resident together (at 32 GiB about 40 GiB each for PoRep and a whole WindowPoSt partition;
+/// the size is printed before they are made, and a day whose parameters exceed the stages'
+/// budget is refused: pass `--window-post-sectors` for a smaller WindowPoSt partition).
+/// Device memory: the global `--gpu-memory-limit SIZE` runs the day as a card of that size.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DayBenchArgs {
     /// Sector size of every proof of the day.
     #[arg(long, value_parser = parse_sector_size, default_value = "32GiB")]
     pub sector_size: u64,
-    /// How long the day runs: no proof is started after it.
+    /// How long the day runs: no proof is started after it (those running finish).
     #[arg(long, value_parser = parse_duration, default_value = "15m")]
     pub duration: Duration,
     /// A WinningPoSt arrives every this long, the first one after one period.
@@ -35,7 +64,28 @@ pub struct DayBenchArgs {
     /// PoRep proofs kept in flight for the whole day (the continuous load).
     #[arg(long, default_value_t = 2)]
     pub porep_in_flight: usize,
-    /// Print the day's arrivals and stop (the only mode built yet).
+    /// Before the day, PoRep alone this long (the same load): sectors per hour without the
+    /// PoSt work.
+    #[arg(long, value_parser = parse_duration, default_value = "1m")]
+    pub reference_for: Duration,
+    /// Before that, WinningPoSt alone this many times after a warm-up: its idle latency.
+    #[arg(long, default_value_t = 3)]
+    pub idle_runs: usize,
+    /// Sector slots of each WindowPoSt partition [default: all, the real partition: 2,349 at
+    /// 32 GiB, about 125 M constraints].
+    #[arg(long)]
+    pub window_post_sectors: Option<usize>,
+    /// The stages' host memory budget [default: as cuzkd's, the host's memory less an eighth].
+    #[arg(long, value_parser = parse_size)]
+    pub memory_budget: Option<u64>,
+    /// Write every partition's stage times as Chrome trace events (Perfetto opens them), as
+    /// cuzkd's debug.trace_file does.
+    #[arg(long)]
+    pub trace_file: Option<PathBuf>,
+    /// Seed of the first proof's synthetic values (each proof takes the next).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the day's arrivals and stop.
     #[arg(long)]
     pub plan: bool,
 }
@@ -147,16 +197,147 @@ impl Day {
     pub fn duration(&self) -> Duration {
         self.duration
     }
+
+    /// How long to wait at `now`, with the first `issued` of `arrivals` started, for the next
+    /// thing the schedule starts: the next arrival, or the day's end (when top-ups stop);
+    /// after both, a second (only proofs ending are left to wait for).
+    pub fn next_wake(&self, arrivals: &[Arrival], issued: usize, now: Duration) -> Duration {
+        let end = (now < self.duration).then_some(self.duration);
+        let next = arrivals
+            .get(issued)
+            .map(|a| a.at)
+            .into_iter()
+            .chain(end)
+            .min();
+        match next {
+            Some(t) => t.saturating_sub(now),
+            None => Duration::from_secs(1),
+        }
+    }
+
+    /// The same PoRep load alone for `duration` (the reference stretch).
+    pub fn porep_alone(&self, duration: Duration) -> Day {
+        Day {
+            duration,
+            deadline_partitions: 0,
+            ..self.clone()
+        }
+    }
 }
 
-/// Runs `cuzk bench day`: with `--plan` prints the day's arrivals.
-pub fn run(args: DayBenchArgs) -> anyhow::Result<()> {
+/// Runs `cuzk bench day`: with `--plan` prints the day's arrivals; otherwise runs the day on
+/// the backend `open` gives (the GPU, or the CPU where there is none).
+pub fn run(args: DayBenchArgs, open: &dyn Fn() -> Arc<dyn Backend>) -> anyhow::Result<()> {
     let day = Day::new(&args)?;
+    if args.plan {
+        print_plan(&args, &day);
+        return Ok(());
+    }
+    let r = run_day(&args, &day, open())?;
+    report::print(&r);
+    let failures = r.failures();
     anyhow::ensure!(
-        args.plan,
-        "cuzk bench day runs only with --plan so far: the day's arrivals are planned, running \
-         them through the engine's stages is not built yet"
+        failures.is_empty(),
+        "{} proofs failed: {}",
+        failures.len(),
+        failures.join("; ")
     );
+    Ok(())
+}
+
+/// The service, its parameters (sized, refused past the budget, made), then the run.
+fn run_day(args: &DayBenchArgs, day: &Day, backend: Arc<dyn Backend>) -> anyhow::Result<DayReport> {
+    let budget = super::bench_partition::stages_budget(args.memory_budget)?;
+    let options = PipelineOptions {
+        memory_budget: budget,
+        ..PipelineOptions::default()
+    };
+    let svc = ProvingService::with_pipeline(PathBuf::from("/nonexistent"), backend, &options)?;
+    if let Some(path) = &args.trace_file {
+        svc.observe_stages(crate::daemon::trace::open(path)?);
+    }
+    reset_peak_rss();
+    let start = Instant::now();
+    let sets = runner::sizes(args.sector_size, args.window_post_sectors)?;
+    let bytes: u64 = sets.iter().map(|s| s.sections.bytes()).sum();
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    println!(
+        "generating synthetic {} parameters (random points; sized in {:.1} s): {}; {:.1} GiB of host memory in all, the stages' budget {:.1} GiB",
+        format_sector_size(args.sector_size),
+        start.elapsed().as_secs_f64(),
+        sets.iter()
+            .map(|s| format!("{} {:.2} GiB", s.what, gib(s.sections.bytes())))
+            .collect::<Vec<_>>()
+            .join(", "),
+        gib(bytes),
+        gib(budget)
+    );
+    anyhow::ensure!(
+        bytes < budget,
+        "the parameters would not fit the stages' memory budget: pass --window-post-sectors \
+         (fewer WindowPoSt sector slots) or --memory-budget"
+    );
+    let took = runner::generate(&svc, &sets)?;
+    println!(
+        "parameters generated and resident (on {}) in {:.1} s; synthetic proofs are never verified: their witnesses are random",
+        svc.backend_name(),
+        took.as_secs_f64()
+    );
+    let p = DayProver::new(svc, args.sector_size, args.window_post_sectors, args.seed);
+    stretches(args, day, &p)
+}
+
+/// WinningPoSt alone, PoRep alone, then the day; the report of all three.
+fn stretches(args: &DayBenchArgs, day: &Day, p: &DayProver) -> anyhow::Result<DayReport> {
+    let idle = runner::idle_winning(p, args.idle_runs)?;
+    let idle_winning = Dist::of(&idle);
+    println!(
+        "WinningPoSt alone: {} runs after a warm-up, median {:.2} s",
+        idle.len(),
+        idle_winning.p50.as_secs_f64()
+    );
+    let (done, wall) = runner::drive(p, &day.porep_alone(args.reference_for), &[]);
+    let reference = report::Stretch::of(&done, wall);
+    println!(
+        "PoRep alone for {} ({} in flight): {} sectors in {:.1} s",
+        format_duration(args.reference_for),
+        args.porep_in_flight,
+        reference.porep.count,
+        wall.as_secs_f64()
+    );
+    println!(
+        "the day: {} of {} synthetic proofs, {} arrivals",
+        format_duration(day.duration()),
+        format_sector_size(args.sector_size),
+        day.arrivals().len()
+    );
+    let busy_before = p.svc.pipeline().device_busy;
+    let (done, wall) = runner::drive(p, day, &day.arrivals());
+    let busy = p.svc.pipeline().device_busy.saturating_sub(busy_before);
+    let f = DayReport::of_day(&done, wall, args.deadline_at.min(day.duration()));
+    Ok(DayReport {
+        idle_winning,
+        reference,
+        day: f.day,
+        winning: f.winning,
+        window: f.window,
+        deadline_partitions: deadline_count(day),
+        deadline_done: f.deadline_done,
+        deadline_within: args.deadline_within,
+        device_busy: busy.as_secs_f64() / wall.as_secs_f64().max(1e-9),
+        peak_rss: peak_rss(),
+    })
+}
+
+/// The day's WindowPoSt partitions (none where the deadline is after the day).
+fn deadline_count(day: &Day) -> usize {
+    let a = day.arrivals();
+    a.iter()
+        .filter(|a| matches!(a.class, Class::WindowPoSt(_)))
+        .count()
+}
+
+fn print_plan(args: &DayBenchArgs, day: &Day) {
     let arrivals = day.arrivals();
     println!(
         "a {} day of {} proofs, {} arrivals:",
@@ -179,7 +360,6 @@ pub fn run(args: DayBenchArgs) -> anyhow::Result<()> {
         }
         issued = batch.end.max(issued + 1);
     }
-    Ok(())
 }
 
 fn print_arrival(a: &Arrival) {
@@ -210,6 +390,12 @@ mod tests {
             deadline_partitions: 3,
             deadline_within: Duration::from_secs(600),
             porep_in_flight: 2,
+            reference_for: Duration::from_secs(10),
+            idle_runs: 1,
+            window_post_sectors: None,
+            memory_budget: None,
+            trace_file: None,
+            seed: 1,
             plan: true,
         }
     }
