@@ -466,6 +466,90 @@ mod tests {
     }
 
     #[test]
+    fn the_runner_wakes_for_the_next_arrival_then_the_end() {
+        let day = Day::new(&args()).unwrap();
+        let a = day.arrivals();
+        let s = |x| Duration::from_secs(x);
+        assert_eq!(day.next_wake(&a, 0, s(10)), s(20), "the first WinningPoSt");
+        assert_eq!(
+            day.next_wake(&a, 1, s(30)),
+            s(30),
+            "the deadline, with a WinningPoSt"
+        );
+        assert_eq!(day.next_wake(&a, 6, s(100)), s(20), "the day's end");
+        assert_eq!(day.next_wake(&a, 6, s(130)), s(1), "only endings left");
+        let alone = day.porep_alone(s(10));
+        assert_eq!(alone.duration(), s(10));
+        assert!(alone
+            .arrivals()
+            .iter()
+            .all(|a| a.class == Class::WinningPoSt));
+        assert_eq!(alone.porep_to_start(0, s(5)), 2);
+    }
+
+    /// A whole tiny day on the CPU: every class proved, the deadline done, the report's
+    /// figures consistent with each other, the stage trace written. About a minute on two
+    /// loaded cores (the 2 KiB PoRep partition's device stage is most of it).
+    #[test]
+    fn a_tiny_day_runs_every_class_through_the_stages() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = |x| Duration::from_secs(x);
+        let a = DayBenchArgs {
+            sector_size: 2048,
+            duration: s(10),
+            winning_post_every: s(3),
+            deadline_at: s(2),
+            deadline_partitions: 2,
+            porep_in_flight: 1,
+            reference_for: s(1),
+            memory_budget: Some(8 << 30),
+            trace_file: Some(dir.path().join("trace.json")),
+            plan: false,
+            ..args()
+        };
+        let day = Day::new(&a).unwrap();
+        let cpu = crate::prover::cpu::CpuBackend::new(Default::default());
+        let r = run_day(&a, &day, Arc::new(cpu)).unwrap();
+        assert!(r.failures().is_empty(), "{:?}", r.failures());
+        let counts = (r.idle_winning.count, r.winning.count, r.window.count);
+        assert_eq!(
+            counts,
+            (1, 3, 2),
+            "WinningPoSt at 3, 6 and 9 s; two partitions"
+        );
+        assert!(
+            r.day.porep.count >= 1 && r.reference.porep.count >= 1,
+            "{r:?}"
+        );
+        for d in [
+            r.idle_winning,
+            r.winning,
+            r.window,
+            r.day.porep,
+            r.reference.porep,
+        ] {
+            assert!(
+                Duration::ZERO < d.p50 && d.p50 <= d.p90 && d.p90 <= d.max,
+                "{d:?}"
+            );
+        }
+        assert_eq!(r.deadline_partitions, 2);
+        assert_eq!(r.deadline_done, Some(r.window.max), "both arrived at once");
+        assert!(r.day.wall >= a.duration && r.day.porep.max <= r.day.wall);
+        let per_hour = r.day.porep.count as f64 * 3600.0 / r.day.wall.as_secs_f64();
+        assert!((r.day.porep_per_hour - per_hour).abs() < 1e-6);
+        assert!(r.reference.wall >= r.reference.porep.max);
+        assert!(
+            0.0 < r.device_busy && r.device_busy <= 1.01,
+            "{}",
+            r.device_busy
+        );
+        assert!(r.peak_rss > 0);
+        let trace = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
+        assert!(trace.contains("\"cat\":\"device\"") && trace.contains("\"class\":3"));
+    }
+
+    #[test]
     fn empty_periods_and_days_are_refused() {
         let mut a = args();
         a.winning_post_every = Duration::ZERO;

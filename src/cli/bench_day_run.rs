@@ -224,3 +224,28 @@ pub(super) fn drive(p: &DayProver, day: &Day, arrivals: &[Arrival]) -> (Vec<Done
     });
     (done, start.elapsed())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_of_identical_slots_extrapolate_exactly() {
+        let size = 2048;
+        let of = |n| {
+            let s = post::synthesize(ProofKind::WinningPoSt, size, n, 3).unwrap();
+            Sections::of(&s)
+        };
+        let whole = of(None);
+        let slots = post::shape(ProofKind::WinningPoSt, size).unwrap().sectors;
+        assert_eq!(slots, 66);
+        assert_eq!(extrapolate(&of(Some(1)), &of(Some(2)), slots), whole);
+        assert!(whole.bytes() > 96 * whole.constraints as u64);
+        // The 32 GiB WindowPoSt partition's slots, as the day sizes its 2,349.
+        let window = |n| {
+            let s = post::synthesize(ProofKind::WindowPoSt, 32 << 30, Some(n), 3).unwrap();
+            Sections::of(&s)
+        };
+        assert_eq!(extrapolate(&window(1), &window(2), 3), window(3));
+    }
+}
