@@ -77,7 +77,8 @@ pub enum BenchWhat {
     /// A storage provider's day through the proving stages: a continuous synthetic PoRep
     /// load, a WindowPoSt deadline at a set time, a WinningPoSt every period; each class's
     /// latencies, the deadline's completion, PoRep sectors per hour with and without the PoSt
-    /// work (synthetic proofs, never verified).
+    /// work, device busy, peak RSS (synthetic proofs, never verified). `--gpu-memory-limit
+    /// 16GiB` runs the same day as a 16 GiB card; without a GPU it runs on the CPU.
     Day(super::bench_day::DayBenchArgs),
     /// Hold a GPU's memory, leaving only some of it free, until killed: a stand-in for another
     /// program on the card, to run cuzk beside it as on a smaller one.

@@ -13,8 +13,10 @@
 //! its kind (WinningPoSt critical, WindowPoSt high, PoRep normal).
 //!
 //! Before the day, in the same process: the synthetic parameters (random points of each
-//! kind's section sizes) are made and made resident, WinningPoSt is timed alone (its idle
-//! latency, the reference of its goal), and PoRep runs alone for `--reference-for` (sectors
+//! kind's section sizes) are made and made resident, a PoRep sector and a WinningPoSt are
+//! proved as warm-ups (the PoRep circuit's shape is recorded then; WindowPoSt's is recorded
+//! by the deadline's first partition, as in a daemon's first deadline), WinningPoSt is timed
+//! alone (its idle latency, the reference of its goal), and PoRep runs alone for `--reference-for` (sectors
 //! per hour without the PoSt work). Then the day; the report (`bench_day_report.rs`) gives
 //! each class's latencies, the deadline's completion time after it arrived, PoRep sectors
 //! per hour with and without the PoSt work, the device's busy fraction and the peak RSS,
@@ -36,11 +38,8 @@ use crate::pipeline::{PipelineOptions, ProvingService};
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};
 use crate::prover::Backend;
 
-/// Options of `cuzk bench day`. Host memory: the three kinds' synthetic parameters are
-/// resident together (at 32 GiB about 40 GiB each for PoRep and a whole WindowPoSt partition;
-/// the size is printed before they are made, and a day whose parameters exceed the stages'
-/// budget is refused: pass `--window-post-sectors` for a smaller WindowPoSt partition).
-/// Device memory: the global `--gpu-memory-limit SIZE` runs the day as a card of that size.
+/// Options of `cuzk bench day` (host memory: see `--window-post-sectors`; device memory:
+/// the global `--gpu-memory-limit SIZE` runs the day as a card of that size).
 #[derive(clap::Args, Debug, Clone)]
 pub struct DayBenchArgs {
     /// Sector size of every proof of the day.
@@ -68,11 +67,15 @@ pub struct DayBenchArgs {
     /// PoSt work.
     #[arg(long, value_parser = parse_duration, default_value = "1m")]
     pub reference_for: Duration,
-    /// Before that, WinningPoSt alone this many times after a warm-up: its idle latency.
+    /// Before that, WinningPoSt alone this many times, after the warm-ups: its idle latency.
     #[arg(long, default_value_t = 3)]
     pub idle_runs: usize,
     /// Sector slots of each WindowPoSt partition [default: all, the real partition: 2,349 at
-    /// 32 GiB, about 125 M constraints].
+    /// 32 GiB, 125 M constraints]. Host memory: the three kinds' synthetic parameters are
+    /// resident together; at 32 GiB PoRep's take 44 GiB and a whole WindowPoSt partition's
+    /// about as much (each slot adds 53,344 constraints), which with a PoRep load does not fit
+    /// 125 GiB: pass e.g. 1000. The sizes are printed before the parameters are made, and a
+    /// day whose parameters exceed the stages' budget is refused.
     #[arg(long)]
     pub window_post_sectors: Option<usize>,
     /// The stages' host memory budget [default: as cuzkd's, the host's memory less an eighth].
@@ -277,6 +280,10 @@ fn run_day(args: &DayBenchArgs, day: &Day, backend: Arc<dyn Backend>) -> anyhow:
         "the parameters would not fit the stages' memory budget: pass --window-post-sectors \
          (fewer WindowPoSt sector slots) or --memory-budget"
     );
+    println!(
+        "{:.1} GiB of the budget left for the partitions in flight (admission waits for room)",
+        gib(budget - bytes)
+    );
     let took = runner::generate(&svc, &sets)?;
     println!(
         "parameters generated and resident (on {}) in {:.1} s; synthetic proofs are never verified: their witnesses are random",
@@ -292,7 +299,7 @@ fn stretches(args: &DayBenchArgs, day: &Day, p: &DayProver) -> anyhow::Result<Da
     let idle = runner::idle_winning(p, args.idle_runs)?;
     let idle_winning = Dist::of(&idle);
     println!(
-        "WinningPoSt alone: {} runs after a warm-up, median {:.2} s",
+        "WinningPoSt alone: {} runs after the warm-ups (a PoRep sector and a WinningPoSt), median {:.2} s",
         idle.len(),
         idle_winning.p50.as_secs_f64()
     );

@@ -151,9 +151,18 @@ pub(super) fn generate(svc: &ProvingService, sets: &[Set]) -> Result<Duration, P
     Ok(start.elapsed())
 }
 
-/// WinningPoSt alone: one warm-up, then `runs` timed one after another.
+/// The warm-ups, side by side: a PoRep sector (its first records the circuit's shape, as a
+/// daemon's first sector does, so that the reference stretch is steady) and a WinningPoSt.
+/// Then WinningPoSt alone, `runs` timed one after another.
 pub(super) fn idle_winning(p: &DayProver, runs: usize) -> Result<Vec<Duration>, ProveError> {
-    p.prove(Work::Winning)?;
+    std::thread::scope(|scope| {
+        let porep = scope.spawn(|| p.prove(Work::PoRep));
+        let winning = p.prove(Work::Winning);
+        let porep = porep
+            .join()
+            .unwrap_or_else(|_| Err(ProveError::Synthesis("the PoRep warm-up panicked".into())));
+        porep.and(winning)
+    })?;
     (0..runs)
         .map(|_| {
             let start = Instant::now();
