@@ -73,9 +73,10 @@ pub struct DayBenchArgs {
     /// Sector slots of each WindowPoSt partition [default: all, the real partition: 2,349 at
     /// 32 GiB, 125 M constraints]. Host memory: the three kinds' synthetic parameters are
     /// resident together; at 32 GiB PoRep's take 44 GiB and a whole WindowPoSt partition's
-    /// about as much (each slot adds 53,344 constraints), which with a PoRep load does not fit
-    /// 125 GiB: pass e.g. 1000. The sizes are printed before the parameters are made, and a
-    /// day whose parameters exceed the stages' budget is refused.
+    /// 57 GiB (1000 slots: 25 GiB; 600: 14 GiB; each slot adds 53,344 constraints), which
+    /// with a PoRep load in flight does not fit 125 GiB: pass e.g. 600. The sizes are printed
+    /// before the parameters are made, and a day whose parameters exceed the stages' budget
+    /// is refused.
     #[arg(long)]
     pub window_post_sectors: Option<usize>,
     /// The stages' host memory budget [default: as cuzkd's, the host's memory less an eighth].
@@ -256,9 +257,12 @@ fn run_day(args: &DayBenchArgs, day: &Day, backend: Arc<dyn Backend>) -> anyhow:
         ..PipelineOptions::default()
     };
     let svc = ProvingService::with_pipeline(PathBuf::from("/nonexistent"), backend, &options)?;
-    if let Some(path) = &args.trace_file {
-        svc.observe_stages(crate::daemon::trace::open(path)?);
-    }
+    let trace = match &args.trace_file {
+        Some(path) => Some(crate::daemon::trace::open(path)?),
+        None => None,
+    };
+    let device = Arc::new(runner::DeviceTime::default());
+    svc.observe_stages(device.observer(trace));
     reset_peak_rss();
     let start = Instant::now();
     let sets = runner::sizes(args.sector_size, args.window_post_sectors)?;
@@ -291,11 +295,16 @@ fn run_day(args: &DayBenchArgs, day: &Day, backend: Arc<dyn Backend>) -> anyhow:
         took.as_secs_f64()
     );
     let p = DayProver::new(svc, args.sector_size, args.window_post_sectors, args.seed);
-    stretches(args, day, &p)
+    stretches(args, day, &p, &device)
 }
 
 /// WinningPoSt alone, PoRep alone, then the day; the report of all three.
-fn stretches(args: &DayBenchArgs, day: &Day, p: &DayProver) -> anyhow::Result<DayReport> {
+fn stretches(
+    args: &DayBenchArgs,
+    day: &Day,
+    p: &DayProver,
+    device: &runner::DeviceTime,
+) -> anyhow::Result<DayReport> {
     let idle = runner::idle_winning(p, args.idle_runs)?;
     let idle_winning = Dist::of(&idle);
     println!(
@@ -318,9 +327,11 @@ fn stretches(args: &DayBenchArgs, day: &Day, p: &DayProver) -> anyhow::Result<Da
         format_sector_size(args.sector_size),
         day.arrivals().len()
     );
-    let busy_before = p.svc.pipeline().device_busy;
+    // PoSt's classes: WindowPoSt's (high, 2) and WinningPoSt's (critical, 3).
+    let (busy_before, post_before) = (p.svc.pipeline().device_busy, device.of_classes_from(2));
     let (done, wall) = runner::drive(p, day, &day.arrivals());
     let busy = p.svc.pipeline().device_busy.saturating_sub(busy_before);
+    let post_device = device.of_classes_from(2).saturating_sub(post_before);
     let f = DayReport::of_day(&done, wall, args.deadline_at.min(day.duration()));
     Ok(DayReport {
         idle_winning,
@@ -332,6 +343,7 @@ fn stretches(args: &DayBenchArgs, day: &Day, p: &DayProver) -> anyhow::Result<Da
         deadline_done: f.deadline_done,
         deadline_within: args.deadline_within,
         device_busy: busy.as_secs_f64() / wall.as_secs_f64().max(1e-9),
+        post_device,
         peak_rss: peak_rss(),
     })
 }

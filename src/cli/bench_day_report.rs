@@ -125,6 +125,8 @@ pub(super) struct DayReport {
     pub deadline_within: Duration,
     /// The device's busy time over the day's wall time.
     pub device_busy: f64,
+    /// The device time the day's PoSt partitions took (WindowPoSt and WinningPoSt).
+    pub post_device: Duration,
     /// Peak RSS of the process, parameters included.
     pub peak_rss: u64,
 }
@@ -155,8 +157,19 @@ impl DayReport {
         self.winning.max.as_secs_f64() / self.idle_winning.p50.as_secs_f64().max(1e-9)
     }
 
-    /// Whether each goal is met: WinningPoSt's, the deadline's.
-    pub fn goals(&self) -> (bool, bool) {
+    /// The share of PoRep's sectors per hour that the day lost against PoRep alone, and
+    /// the share of the day's wall time the PoSt work held the device (what the goal lets
+    /// it lose).
+    pub fn porep_loss(&self) -> (f64, f64) {
+        let alone = self.reference.porep_per_hour.max(1e-9);
+        let lost = 1.0 - self.day.porep_per_hour / alone;
+        let allowed = self.post_device.as_secs_f64() / self.day.wall.as_secs_f64().max(1e-9);
+        (lost, allowed)
+    }
+
+    /// Whether each goal is met: WinningPoSt's, the deadline's, PoRep's throughput.
+    pub fn goals(&self) -> (bool, bool, bool) {
+        let (lost, allowed) = self.porep_loss();
         let winning = self.winning.count > 0
             && self.winning_ratio() <= WINNING_RATIO
             && self.winning.max <= WINNING_MAX;
@@ -164,7 +177,7 @@ impl DayReport {
             || self
                 .deadline_done
                 .is_some_and(|d| d <= self.deadline_within);
-        (winning, deadline)
+        (winning, deadline, lost <= allowed)
     }
 
     /// Every failed proof of both stretches.
@@ -203,7 +216,7 @@ fn met(ok: bool) -> &'static str {
 
 /// Prints the report: the latency table, then the deadline, throughput, device and memory.
 pub(super) fn print(r: &DayReport) {
-    let (winning_ok, deadline_ok) = r.goals();
+    let (winning_ok, deadline_ok, porep_ok) = r.goals();
     println!("| class | proofs | p50 | p90 | max | goal |");
     println!("|---|---|---|---|---|---|");
     println!(
@@ -248,6 +261,14 @@ pub(super) fn print(r: &DayReport) {
         r.reference.porep.count,
         s(r.reference.wall),
         100.0 * r.day.porep_per_hour / alone.max(1e-9)
+    );
+    let (lost, allowed) = r.porep_loss();
+    println!(
+        "PoRep lost {:.0} % of its sectors per hour; the PoSt work held the device {} ({:.0} % of the day), the most the goal lets it lose: {}",
+        100.0 * lost,
+        s(r.post_device),
+        100.0 * allowed,
+        met(porep_ok)
     );
     println!(
         "device busy during the day: {:.0} %; peak RSS (parameters included): {:.1} GiB",
@@ -321,11 +342,16 @@ mod tests {
             deadline_done: Some(ms(600)),
             deadline_within: ms(600),
             device_busy: 0.5,
+            post_device: ms(500),
             peak_rss: 0,
         };
-        assert_eq!(r.goals(), (true, true));
+        r.reference.porep_per_hour = 10.0;
+        r.day.porep_per_hour = 7.5;
+        assert_eq!(r.porep_loss(), (0.25, 0.25));
+        assert_eq!(r.goals(), (true, true, true));
         r.idle_winning = Dist::of(&[ms(700)]);
         r.deadline_done = Some(ms(601));
-        assert_eq!(r.goals(), (false, false));
+        r.post_device = ms(400);
+        assert_eq!(r.goals(), (false, false, false));
     }
 }

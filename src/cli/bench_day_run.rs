@@ -4,14 +4,14 @@
 //! the engine gives its kind, and gathers when it ended.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::bench_day::{Arrival, Class, Day};
 use super::bench_day_report::{Done, Work};
 use super::bench_partition::{srs_of, Sections};
 use crate::engine::Priority;
-use crate::pipeline::{JobControl, ProveError, ProvingService};
+use crate::pipeline::{JobControl, ProveError, ProvingService, SpanObserver, Stage, StageSpan};
 use crate::proofs::porep::synthetic as porep;
 use crate::proofs::post::synthetic as post;
 use crate::srs::{ParamsId, ProofKind};
@@ -169,6 +169,35 @@ pub(super) fn idle_winning(p: &DayProver, runs: usize) -> Result<Vec<Duration>, 
             p.prove(Work::Winning).map(|()| start.elapsed())
         })
         .collect()
+}
+
+/// Device time per class (0 low to 3 critical), summed from the stages' spans.
+#[derive(Default)]
+pub(super) struct DeviceTime(Mutex<[Duration; 4]>);
+
+impl DeviceTime {
+    /// An observer of the stages that adds each device span to its class, then hands every
+    /// span to `then` (the trace writer) where there is one.
+    pub fn observer(self: &Arc<Self>, then: Option<SpanObserver>) -> SpanObserver {
+        let me = self.clone();
+        Arc::new(move |span: &StageSpan| {
+            if span.stage == Stage::Device {
+                let mut t = me.0.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(c) = t.get_mut(usize::from(span.class)) {
+                    *c += span.end.saturating_duration_since(span.start);
+                }
+            }
+            if let Some(then) = &then {
+                then(span);
+            }
+        })
+    }
+
+    /// Device time so far of the classes `from..`.
+    pub fn of_classes_from(&self, from: usize) -> Duration {
+        let t = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        t.iter().skip(from).sum()
+    }
 }
 
 fn work_of(class: Class) -> Work {
