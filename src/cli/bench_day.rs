@@ -312,24 +312,27 @@ fn stretches(
         idle.len(),
         idle_winning.p50.as_secs_f64()
     );
-    let (done, wall) = runner::drive(p, &day.porep_alone(args.reference_for), &[]);
+    println!(
+        "PoRep alone for {} ({} in flight; those started finish):",
+        format_duration(args.reference_for),
+        args.porep_in_flight
+    );
+    let (done, wall) = runner::drive(p, &day.porep_alone(args.reference_for), &[], &print_done);
     let reference = report::Stretch::of(&done, wall);
     println!(
-        "PoRep alone for {} ({} in flight): {} sectors in {:.1} s",
-        format_duration(args.reference_for),
-        args.porep_in_flight,
+        "PoRep alone: {} sectors in {:.1} s",
         reference.porep.count,
         wall.as_secs_f64()
     );
     println!(
-        "the day: {} of {} synthetic proofs, {} arrivals",
+        "the day: {} of {} synthetic proofs, {} arrivals (each proof's end below, since the day began)",
         format_duration(day.duration()),
         format_sector_size(args.sector_size),
         day.arrivals().len()
     );
     // PoSt's classes: WindowPoSt's (high, 2) and WinningPoSt's (critical, 3).
     let (busy_before, post_before) = (p.svc.pipeline().device_busy, device.of_classes_from(2));
-    let (done, wall) = runner::drive(p, day, &day.arrivals());
+    let (done, wall) = runner::drive(p, day, &day.arrivals(), &print_done);
     let busy = p.svc.pipeline().device_busy.saturating_sub(busy_before);
     let post_device = device.of_classes_from(2).saturating_sub(post_before);
     let f = DayReport::of_day(&done, wall, args.deadline_at.min(day.duration()));
@@ -354,6 +357,20 @@ fn deadline_count(day: &Day) -> usize {
     a.iter()
         .filter(|a| matches!(a.class, Class::WindowPoSt(_)))
         .count()
+}
+
+/// One line per proof as it ends, for whoever watches the day.
+fn print_done(d: &report::Done) {
+    let what = match d.work {
+        report::Work::PoRep => "PoRep sector".to_string(),
+        report::Work::Winning => "WinningPoSt".to_string(),
+        report::Work::Window(k) => format!("WindowPoSt partition {k}"),
+    };
+    let end = format!("{:>8.1}s", d.ended.as_secs_f64());
+    match &d.error {
+        None => println!("{end}  {what} done in {:.2} s", d.latency().as_secs_f64()),
+        Some(e) => println!("{end}  {what} FAILED: {e}"),
+    }
 }
 
 fn print_plan(args: &DayBenchArgs, day: &Day) {

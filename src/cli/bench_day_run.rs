@@ -209,8 +209,14 @@ fn work_of(class: Class) -> Work {
 
 /// Runs `day` (its PoRep load) with `arrivals` through `p`: each proof on a thread of its
 /// own, started when the schedule says; returns every finished proof and the wall time until
-/// the last one ended. After a PoRep fails, none is started again (a failing load would spin).
-pub(super) fn drive(p: &DayProver, day: &Day, arrivals: &[Arrival]) -> (Vec<Done>, Duration) {
+/// the last one ended, and tells `each` of every proof as it ends. After a PoRep fails, none
+/// is started again (a failing load would spin).
+pub(super) fn drive(
+    p: &DayProver,
+    day: &Day,
+    arrivals: &[Arrival],
+    each: &dyn Fn(&Done),
+) -> (Vec<Done>, Duration) {
     let start = Instant::now();
     let (tx, rx) = mpsc::channel::<Done>();
     let mut done = Vec::new();
@@ -256,6 +262,7 @@ pub(super) fn drive(p: &DayProver, day: &Day, arrivals: &[Arrival]) -> (Vec<Done
                     porep_failed |= d.error.is_some();
                 }
                 running -= 1;
+                each(&d);
                 done.push(d);
             }
         }
