@@ -74,8 +74,11 @@ pub enum BenchWhat {
     /// size): its constraint count, synthesis time and host bytes, the device stage on
     /// synthetic parameters where there is a GPU.
     Post(super::bench_post::PostBenchArgs),
-    /// A storage provider's day: a continuous PoRep load, a WindowPoSt deadline at a set
-    /// time, a WinningPoSt every period (so far `--plan`: the day's arrivals, printed).
+    /// A storage provider's day through the proving stages: a continuous synthetic PoRep
+    /// load, a WindowPoSt deadline at a set time, a WinningPoSt every period; each class's
+    /// latencies, the deadline's completion, PoRep sectors per hour with and without the PoSt
+    /// work, device busy, peak RSS (synthetic proofs, never verified). `--gpu-memory-limit
+    /// 16GiB` runs the same day as a 16 GiB card; without a GPU it runs on the CPU.
     Day(super::bench_day::DayBenchArgs),
     /// Hold a GPU's memory, leaving only some of it free, until killed: a stand-in for another
     /// program on the card, to run cuzk beside it as on a smaller one.
@@ -159,7 +162,18 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
             let cpu_backend = || select_backend(true, &gpu, &cpu);
             super::bench_partition::run(p, &limits, &backend, &cpu_backend)
         }
-        BenchWhat::Day(d) => super::bench_day::run(d),
+        BenchWhat::Day(d) => {
+            let limit = match args.gpu.gpu_memory_limit.as_slice() {
+                [] => gpu.memory_limit,
+                [l] => (*l != 0).then_some(*l),
+                _ => anyhow::bail!("a day runs under one --gpu-memory-limit"),
+            };
+            let gpu = GpuOptions {
+                memory_limit: limit,
+                ..gpu.clone()
+            };
+            super::bench_day::run(d, &|| select_backend(args.cpu, &gpu, &cpu))
+        }
         BenchWhat::Post(p) => {
             // The CPU only when asked for: without a GPU the device stage is skipped.
             let backend = if args.cpu {

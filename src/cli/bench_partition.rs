@@ -556,14 +556,7 @@ fn sector(
     limit: Option<u64>,
 ) -> anyhow::Result<SectorRun> {
     use crate::pipeline::{JobControl, PipelineOptions, ProvingService};
-    let budget = match args.memory_budget {
-        Some(b) => b,
-        None => crate::daemon::host::memory()
-            .map(crate::daemon::host::budget_from)
-            .ok_or_else(|| {
-                anyhow::anyhow!("cannot read the host's memory: pass --memory-budget")
-            })?,
-    };
+    let budget = stages_budget(args.memory_budget)?;
     let options = PipelineOptions {
         memory_budget: budget,
         ..PipelineOptions::default()
@@ -592,6 +585,17 @@ fn sector(
         peak_rss: peak_rss(),
         stats: svc.pipeline(),
     })
+}
+
+/// The stages' memory budget: `given`, else cuzkd's default (the host's memory less an
+/// eighth).
+pub(super) fn stages_budget(given: Option<u64>) -> anyhow::Result<u64> {
+    match given {
+        Some(b) => Ok(b),
+        None => crate::daemon::host::memory()
+            .map(crate::daemon::host::budget_from)
+            .ok_or_else(|| anyhow::anyhow!("cannot read the host's memory: pass --memory-budget")),
+    }
 }
 
 fn describe(args: &PartitionBenchArgs) -> anyhow::Result<String> {
@@ -824,12 +828,54 @@ fn once_or_twice(
 /// Parameters of the sections `s` needs, made of random points tiled from a few thousand
 /// (an MSM's time does not depend on which points it adds).
 pub(super) fn synthetic_srs(s: &Synthesized) -> Srs {
+    srs_of(&Sections::of(s))
+}
+
+/// The lengths of a circuit's parameter sections, from what decides them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Sections {
+    /// Constraints, one per input included.
+    pub constraints: usize,
+    /// Inputs, ONE included.
+    pub inputs: usize,
+    /// Aux variables.
+    pub aux: usize,
+    /// Aux variables in A (set flags of the A aux density).
+    pub a_aux: usize,
+    /// Variables in B: inputs and aux.
+    pub b: usize,
+}
+
+impl Sections {
+    /// The sections of a synthesized circuit.
+    pub fn of(s: &Synthesized) -> Self {
+        Sections {
+            constraints: s.num_constraints(),
+            inputs: s.input.len(),
+            aux: s.aux.len(),
+            a_aux: count_set(&s.a_aux_density),
+            b: count_set(&s.b_input_density) + count_set(&s.b_aux_density),
+        }
+    }
+
+    /// The H query's points: the domain less one.
+    fn h(&self) -> usize {
+        self.constraints.next_power_of_two().max(2) - 1
+    }
+
+    /// Host bytes of parameters of these sections (affine points: 96 bytes in G1, 192 in G2).
+    pub fn bytes(&self) -> u64 {
+        let g1 = self.h() + self.aux + self.inputs + self.a_aux + self.b + self.inputs;
+        (g1 * std::mem::size_of::<blstrs::G1Affine>()
+            + self.b * std::mem::size_of::<blstrs::G2Affine>()) as u64
+    }
+}
+
+/// Parameters of `sec`, made of random points tiled from a few thousand.
+pub(super) fn srs_of(sec: &Sections) -> Srs {
     let g1 = random_g1(TILE, 11);
     let g2 = random_g2(TILE / 8, 12);
     let tiled1 = |n: usize, shift: usize| repeat(&g1[shift..], n);
-    let domain = s.num_constraints().next_power_of_two().max(2);
-    let n_in = s.input.len();
-    let b_len = count_set(&s.b_input_density) + count_set(&s.b_aux_density);
     let vk = VerifyingKey {
         alpha_g1: g1[0],
         beta_g1: g1[1],
@@ -837,18 +883,18 @@ pub(super) fn synthetic_srs(s: &Synthesized) -> Srs {
         gamma_g2: g2[1],
         delta_g1: g1[2],
         delta_g2: g2[2],
-        ic: tiled1(n_in, 5),
+        ic: tiled1(sec.inputs, 5),
     };
     let pvk = prepare_verifying_key(&vk);
     Srs {
         path: PathBuf::from("synthetic"),
         vk,
         pvk,
-        h: HostPoints::in_memory(tiled1(domain - 1, 1)),
-        l: HostPoints::in_memory(tiled1(s.aux.len(), 2)),
-        a: HostPoints::in_memory(tiled1(n_in + count_set(&s.a_aux_density), 3)),
-        b_g1: HostPoints::in_memory(tiled1(b_len, 4)),
-        b_g2: HostPoints::in_memory(repeat(&g2, b_len)),
+        h: HostPoints::in_memory(tiled1(sec.h(), 1)),
+        l: HostPoints::in_memory(tiled1(sec.aux, 2)),
+        a: HostPoints::in_memory(tiled1(sec.inputs + sec.a_aux, 3)),
+        b_g1: HostPoints::in_memory(tiled1(sec.b, 4)),
+        b_g2: HostPoints::in_memory(repeat(&g2, sec.b)),
         file_len: 0,
         load_time: Duration::ZERO,
     }

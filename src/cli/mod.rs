@@ -7,6 +7,8 @@
 pub mod bench;
 mod bench_daemon;
 mod bench_day;
+mod bench_day_report;
+mod bench_day_run;
 pub mod bench_gpu;
 mod bench_hostile;
 mod bench_hostile_grpc;

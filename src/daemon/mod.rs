@@ -29,7 +29,7 @@ mod ratelimit;
 mod server;
 mod service;
 mod textfile;
-mod trace;
+pub mod trace;
 mod watchers;
 mod wire;
 

@@ -21,7 +21,7 @@ struct Writer {
 }
 
 /// Creates (or truncates) `path` and returns the observer that appends to it.
-pub(super) fn open(path: &Path) -> std::io::Result<SpanObserver> {
+pub fn open(path: &Path) -> std::io::Result<SpanObserver> {
     let mut out = BufWriter::new(File::create(path)?);
     out.write_all(b"[\n")?;
     out.flush()?;

@@ -22,8 +22,8 @@ use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, Pub
 use typenum::Unsigned;
 
 use super::{setup, setup_params, Compound, PublicInputs};
-use crate::pipeline::partitions::evaluations;
-use crate::pipeline::ProveError;
+use crate::pipeline::partitions::{evaluations, prove_partitions};
+use crate::pipeline::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::proofs::porep::synthetic::tree_proof;
 use crate::proofs::porep::PartitionVisitor;
 use crate::proofs::proof_types::post_proof;
@@ -130,6 +130,54 @@ pub fn record(
     what: Recording,
 ) -> Result<Recorded, ProveError> {
     visit(kind, sector_size, sectors, seed, Record(what))?
+}
+
+/// Proves a synthetic partition (values from `seed`, its first `sectors` slots as
+/// [`synthesize`] takes them) through `svc`'s stages — admission, synthesis on the
+/// partition's thread, the device queue — with the parameters [`params_id`], which the
+/// caller made resident for the same slot count ([`ProvingService::preload_built`]). The
+/// proof is dropped: it cannot verify.
+pub fn prove_partition(
+    svc: &ProvingService,
+    kind: ProofKind,
+    sector_size: u64,
+    sectors: Option<usize>,
+    seed: u64,
+    control: &JobControl,
+) -> Result<StageTimings, ProveError> {
+    let id = params_id(kind, sector_size);
+    let prove = Prove {
+        svc,
+        id: &id,
+        control,
+    };
+    visit(kind, sector_size, sectors, seed, prove)?
+}
+
+/// Proves a circuit through the stages as a job of one partition.
+struct Prove<'a> {
+    svc: &'a ProvingService,
+    id: &'a ParamsId,
+    control: &'a JobControl,
+}
+
+impl PartitionVisitor for Prove<'_> {
+    type Output = Result<StageTimings, ProveError>;
+    fn visit<C: bellperson::Circuit<blstrs::Scalar> + Clone + Send>(
+        self,
+        circuit: C,
+        _public_inputs: Vec<blstrs::Scalar>,
+    ) -> Self::Output {
+        // The stages may synthesize it more than once (a retry): each time from a copy.
+        let circuit = std::sync::Mutex::new(circuit);
+        let make = |_| {
+            Ok(circuit
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone())
+        };
+        Ok(prove_partitions(self.svc, self.id, 1, make, self.control)?.timings)
+    }
 }
 
 /// Records a circuit with cuzk's constraint systems.
