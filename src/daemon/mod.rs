@@ -738,7 +738,7 @@ fn start_service(config: &Config) -> Result<(Arc<ProvingService>, DeviceCounts),
             source,
         })?
         .with_placement(placement)
-        .with_fallback(Arc::new(crate::prover::cpu::CpuBackend::new(cpu)));
+        .with_fallback(Arc::new(crate::prover::cpu::CpuBackend::fallback(cpu)));
     let service = match pinned {
         Some(pool) => service.with_pinned_pool(pool),
         None => service,

@@ -210,7 +210,7 @@ impl ProvingService {
             evaluate_pool: std::sync::OnceLock::new(),
             devices,
             params_bytes: Mutex::new(()),
-            fallback: Arc::new(crate::prover::cpu::CpuBackend::default()),
+            fallback: Arc::new(crate::prover::cpu::CpuBackend::fallback(Default::default())),
         })
     }
 

@@ -16,12 +16,28 @@ pub use super::options::CpuOptions;
 #[derive(Debug, Default, Clone)]
 pub struct CpuBackend {
     options: CpuOptions,
+    /// The fallback of devices: it claims no host copy of the points (see `prepare`).
+    fallback: bool,
 }
 
 impl CpuBackend {
     /// A CPU backend computing as `options` say.
     pub fn new(options: CpuOptions) -> Self {
-        CpuBackend { options }
+        CpuBackend {
+            options,
+            fallback: false,
+        }
+    }
+
+    /// The CPU prover behind devices, for partitions a device failed: it keeps no host copy
+    /// of the points alive. A proof on it reads again, from the parameter file, the queries
+    /// whose copies were released while the devices held them; they go again at the next
+    /// release (after the next proof on a device).
+    pub fn fallback(options: CpuOptions) -> Self {
+        CpuBackend {
+            options,
+            fallback: true,
+        }
     }
 
     /// The options it was built with.
@@ -35,23 +51,19 @@ impl Backend for CpuBackend {
         format!("cpu ({} threads)", rayon::current_num_threads())
     }
 
-    /// The CPU reads the points where the parameter cache keeps them, and claims every
-    /// query's host copy for as long as it may prove with the set (a copy released while a
-    /// device held it is read again from the file here).
+    /// The CPU reads the points where the parameter cache keeps them. A CPU proving device
+    /// claims every query's host copy for as long as it may prove with the set; the fallback
+    /// of devices claims none, and reads the released ones again when it proves.
     fn prepare(&self, srs: Arc<Srs>) -> Result<Arc<dyn PreparedSrs>, ProverError> {
-        let wants = [
-            srs.h.want(),
-            srs.l.want(),
-            srs.a.want(),
-            srs.b_g1.want(),
-            srs.b_g2.want(),
-        ];
-        // Any copy a device let go of is read again now rather than in the middle of a proof.
-        srs.h.get()?;
-        srs.l.get()?;
-        srs.a.get()?;
-        srs.b_g1.get()?;
-        srs.b_g2.get()?;
+        let wants = (!self.fallback).then(|| {
+            [
+                srs.h.want(),
+                srs.l.want(),
+                srs.a.want(),
+                srs.b_g1.want(),
+                srs.b_g2.want(),
+            ]
+        });
         Ok(Arc::new(CpuPrepared {
             srs,
             options: self.options.clone(),
@@ -64,8 +76,9 @@ impl Backend for CpuBackend {
 struct CpuPrepared {
     srs: Arc<Srs>,
     options: CpuOptions,
-    /// The claims that keep the host copies (see [`crate::srs::HostPoints`]).
-    _wants: [Want; 5],
+    /// The claims that keep the host copies (see [`crate::srs::HostPoints`]); none for the
+    /// fallback of devices.
+    _wants: Option<[Want; 5]>,
 }
 
 impl CpuPrepared {
