@@ -477,12 +477,15 @@ fn parts_g2(parts: &[MsmParts]) -> G2Projective {
     parts.iter().map(msm::finish_g2).sum()
 }
 
+/// Per MSM, where each piece's selected scalars begin among the set flags (`None`: dense).
+type SelectionBounds = Vec<Option<Vec<usize>>>;
+
 /// Every MSM's pieces, in order, and where each piece's selected scalars are (`resident`:
 /// whether each MSM's points are resident now).
 fn cut_into_pieces(
     msms: &[PlannedMsm<'_>],
     resident: &[bool],
-) -> Result<(Vec<Piece>, Vec<Option<Vec<usize>>>), GpuError> {
+) -> Result<(Vec<Piece>, SelectionBounds), GpuError> {
     let mut pieces = Vec::new();
     let mut bounds = Vec::with_capacity(msms.len());
     for (i, m) in msms.iter().enumerate() {
