@@ -157,11 +157,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "a benchmark's script, to split by measurement",
     ),
     (
-        "src/cli/bench_pipeline.rs",
-        "run",
-        "a benchmark's script, to split by measurement",
-    ),
-    (
         "src/cli/bench_reference.rs",
         "reference",
         "a benchmark's script, to split by measurement",
