@@ -157,11 +157,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "a benchmark's script, to split by measurement",
     ),
     (
-        "src/cli/bench_reference.rs",
-        "reference",
-        "a benchmark's script, to split by measurement",
-    ),
-    (
         "src/engine/tests.rs",
         "pure_a_label_takes_a_new_input_as_a_new_job",
         "a test's scenario, to split into its cases",
