@@ -147,11 +147,6 @@ const MAX_FN_LINES: usize = 100;
 /// [`ALLOWED`], an entry that no longer matches a function over the limit fails the test.
 const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
     (
-        "src/cli/bench_hostile.rs",
-        "run",
-        "a benchmark's script, to split by scenario",
-    ),
-    (
         "src/cli/bench_partition.rs",
         "run",
         "a benchmark's script, to split by measurement",
