@@ -147,11 +147,6 @@ const MAX_FN_LINES: usize = 100;
 /// [`ALLOWED`], an entry that no longer matches a function over the limit fails the test.
 const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
     (
-        "src/cli/bench_partition.rs",
-        "run",
-        "a benchmark's script, to split by measurement",
-    ),
-    (
         "src/engine/tests.rs",
         "pure_a_label_takes_a_new_input_as_a_new_job",
         "a test's scenario, to split into its cases",
