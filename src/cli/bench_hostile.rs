@@ -388,16 +388,60 @@ fn is_winning(i: usize, every: usize) -> bool {
     every > 0 && (i + 1).is_multiple_of(every)
 }
 
-/// Runs the benchmark with the parameter directory `params`.
-pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
-    if args.grpc {
-        return super::bench_hostile_grpc::run(&args, params);
+impl Honest {
+    /// No proof yet.
+    fn new() -> Honest {
+        Honest {
+            idle: Vec::new(),
+            attacked: Vec::new(),
+            failures: Vec::new(),
+        }
     }
-    if args.clients == 0 || args.proofs == 0 {
-        bail!("--clients and --proofs must be at least 1");
+
+    /// The reference, before the attack: each kind proved by the run (only WinningPoSt
+    /// where `winning_every` is 1) once to warm up, then once timed.
+    fn measure_idle(
+        &mut self,
+        daemon: &mut Daemon,
+        inputs: &Inputs,
+        winning_every: usize,
+    ) -> anyhow::Result<()> {
+        // The reference: each kind once to warm up (parameters, shapes), then once timed.
+        for winning in [false, true] {
+            if winning_every != 1 || winning {
+                for round in 0..2 {
+                    match prove_one(daemon, inputs, winning)? {
+                        Ok(t) if round == 1 => self.idle.push(t),
+                        Ok(_) => {}
+                        Err(e) => bail!("an honest proof failed before the attack: {e}"),
+                    }
+                }
+            }
+        }
+        Ok(())
     }
-    let exe = args.daemon.exe()?;
-    let inputs = args.daemon.inputs()?;
+}
+
+/// What the attack did, and what the daemon showed after it.
+struct Attack {
+    counters: Arc<Counters>,
+    /// Honest proofs made, during the attack and after it until `--proofs` were.
+    proofs: usize,
+    /// From the first attacker's start to the last one's end.
+    duration: Duration,
+    /// A new client's Hello and Status after the attack.
+    after: Duration,
+    /// Panics in the daemon's log.
+    panics: usize,
+    /// The daemon's log's size.
+    log_bytes: u64,
+    /// The daemon's peak RSS.
+    peak: Option<u64>,
+}
+
+/// Starts the daemon, with `socket.max_connections` raised to the clients plus 16 unless a
+/// `--set` gives it.
+fn start_daemon(args: &HostileBenchArgs, exe: &Path, params: &Path) -> anyhow::Result<Daemon> {
     let mut set = args.daemon.set.clone();
     if !set
         .iter()
@@ -405,44 +449,47 @@ pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
     {
         set.push(format!("socket.max_connections={}", args.clients + 16));
     }
-    let mut daemon = Daemon::start(&exe, params, &set, CLIENT)?;
-    let backend = daemon.client()?.welcome().backend.clone();
-    let mut honest = Honest {
-        idle: Vec::new(),
-        attacked: Vec::new(),
-        failures: Vec::new(),
-    };
-    // The reference: each kind once to warm up (parameters, shapes), then once timed.
-    for winning in [false, true] {
-        if args.winning_every != 1 || winning {
-            for round in 0..2 {
-                match prove_one(&mut daemon, &inputs, winning)? {
-                    Ok(t) if round == 1 => honest.idle.push(t),
-                    Ok(_) => {}
-                    Err(e) => bail!("an honest proof failed before the attack: {e}"),
-                }
-            }
-        }
-    }
+    Daemon::start(exe, params, &set, CLIENT)
+}
 
-    let counters = Arc::new(Counters::default());
+/// Spawns the attackers on `socket`, each on a thread of its own, sharing `counters` and
+/// the frame budget.
+fn spawn_attackers(
+    args: &HostileBenchArgs,
+    socket: &Path,
+    counters: &Arc<Counters>,
+) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
     let budget = Arc::new(AtomicU64::new(0));
-    let socket = daemon.socket().to_path_buf();
-    let start = Instant::now();
-    let attackers: Vec<_> = (0..args.clients)
+    (0..args.clients)
         .map(|i| {
-            let (counters, budget, socket) = (counters.clone(), budget.clone(), socket.clone());
+            let (counters, budget) = (counters.clone(), budget.clone());
+            let socket = socket.to_path_buf();
             let seed = args.seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
             let total = args.frames;
             std::thread::Builder::new()
                 .name(format!("hostile-{i}"))
                 .spawn(move || attacker(&socket, seed, total, &budget, &counters))
         })
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
+
+/// The attack, with the honest client proving through it until it ends and `--proofs`
+/// were made; then a new client's Status, and the daemon's log and memory. Consumes the
+/// daemon.
+fn attack(
+    args: &HostileBenchArgs,
+    mut daemon: Daemon,
+    inputs: &Inputs,
+    honest: &mut Honest,
+) -> anyhow::Result<Attack> {
+    let counters = Arc::new(Counters::default());
+    let socket = daemon.socket().to_path_buf();
+    let start = Instant::now();
+    let attackers = spawn_attackers(args, &socket, &counters)?;
     let mut i = 0;
     let mut attack_end = None;
     while i < args.proofs || attack_end.is_none() {
-        match prove_one(&mut daemon, &inputs, is_winning(i, args.winning_every))? {
+        match prove_one(&mut daemon, inputs, is_winning(i, args.winning_every))? {
             Ok(t) if attack_end.is_none() => honest.attacked.push(t),
             Ok(_) => {}
             Err(e) => honest.failures.push(format!("honest proof {i}: {e}")),
@@ -455,7 +502,7 @@ pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
     for a in attackers {
         let _ = a.join();
     }
-    let attack = attack_end.unwrap_or_else(|| start.elapsed());
+    let duration = attack_end.unwrap_or_else(|| start.elapsed());
     daemon.check_running()?;
     // After the attack: a new client is served at once.
     let after = Instant::now();
@@ -467,25 +514,73 @@ pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
     let peak = daemon.peak_rss();
     drop(c);
     drop(daemon);
+    Ok(Attack {
+        counters,
+        proofs: i,
+        duration,
+        after,
+        panics,
+        log_bytes,
+        peak,
+    })
+}
 
-    let frames = counters.frames.load(Ordering::Relaxed);
+/// Runs the benchmark with the parameter directory `params`.
+pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
+    if args.grpc {
+        return super::bench_hostile_grpc::run(&args, params);
+    }
+    if args.clients == 0 || args.proofs == 0 {
+        bail!("--clients and --proofs must be at least 1");
+    }
+    let exe = args.daemon.exe()?;
+    let inputs = args.daemon.inputs()?;
+    let mut daemon = start_daemon(&args, &exe, params)?;
+    let backend = daemon.client()?.welcome().backend.clone();
+    let mut honest = Honest::new();
+    honest.measure_idle(&mut daemon, &inputs, args.winning_every)?;
+    let attack = attack(&args, daemon, &inputs, &mut honest)?;
+
     println!(
         "cuzk bench hostile: {} hostile clients, seed {}, devices configured: {backend}; {} honest proofs ({} during the attack), {} failed",
         args.clients,
         args.seed,
-        i,
+        attack.proofs,
         honest.attacked.len(),
         honest.failures.len()
     );
-    let row = |a: &str, b: String, c: &str, d: &str| println!("| {a} | {b} | {c} | {d} |");
+    report_attack(&args, &attack);
+    report_honest(&honest, &attack);
+    for f in honest.failures.iter().take(5) {
+        eprintln!("failed: {f}");
+    }
+    let panics = attack.panics;
+    if !honest.failures.is_empty() || panics > 0 {
+        bail!(
+            "{} honest proofs failed, {panics} panics logged",
+            honest.failures.len()
+        );
+    }
+    Ok(())
+}
+
+/// One row of the report's table.
+fn row(a: &str, b: String, c: &str, d: &str) {
+    println!("| {a} | {b} | {c} | {d} |");
+}
+
+/// The report's table head and its rows of what the attackers did.
+fn report_attack(args: &HostileBenchArgs, attack: &Attack) {
+    let counters = &attack.counters;
+    let frames = counters.frames.load(Ordering::Relaxed);
     row("measure", "this run".into(), "goal", "status");
     row("---", "---".into(), "---", "---");
     row(
         "fuzzed frames sent",
         format!(
             "{frames} in {:.1} s ({:.0} frames/s)",
-            attack.as_secs_f64(),
-            frames as f64 / attack.as_secs_f64().max(1e-9)
+            attack.duration.as_secs_f64(),
+            frames as f64 / attack.duration.as_secs_f64().max(1e-9)
         ),
         &format!("≥ {GOAL_FRAMES}"),
         met(frames >= GOAL_FRAMES),
@@ -516,6 +611,11 @@ pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
         "",
         "",
     );
+}
+
+/// The report's rows of the daemon's health and the honest client's proofs.
+fn report_honest(honest: &Honest, attack: &Attack) {
+    let (i, panics) = (attack.proofs, attack.panics);
     row(
         "daemon crashes, panics in its log",
         format!("0, {panics}"),
@@ -542,7 +642,7 @@ pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
     );
     row(
         "a new client's Hello + Status after the attack",
-        format!("{:.1} ms", after.as_secs_f64() * 1e3),
+        format!("{:.1} ms", attack.after.as_secs_f64() * 1e3),
         "",
         "",
     );
@@ -550,8 +650,8 @@ pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
         "daemon log written (peak RSS)",
         format!(
             "{:.1} KiB ({})",
-            log_bytes as f64 / 1024.0,
-            peak.map_or("–".into(), |b| format!(
+            attack.log_bytes as f64 / 1024.0,
+            attack.peak.map_or("–".into(), |b| format!(
                 "{:.1} MiB",
                 b as f64 / (1u64 << 20) as f64
             ))
@@ -559,16 +659,6 @@ pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
         "",
         "",
     );
-    for f in honest.failures.iter().take(5) {
-        eprintln!("failed: {f}");
-    }
-    if !honest.failures.is_empty() || panics > 0 {
-        bail!(
-            "{} honest proofs failed, {panics} panics logged",
-            honest.failures.len()
-        );
-    }
-    Ok(())
 }
 
 pub(super) fn met(ok: bool) -> &'static str {

@@ -155,38 +155,130 @@ pub fn run(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()?;
-    let synthesize = |parts: usize, code| -> anyhow::Result<(Synthesized, Duration)> {
-        let start = Instant::now();
-        let what = crate::synth::Recording::Evaluations;
-        let r = pool.install(|| match &args.c1 {
-            Some(path) => {
-                let c1 = std::fs::read(path)?;
-                Ok::<_, anyhow::Error>(porep::record_partition_by(
-                    &c1,
-                    args.partition,
-                    parts,
-                    what,
-                    code,
-                )?)
-            }
-            None => Ok(synthetic::record_by(
-                args.sector_size,
+
+    let (mut ours, split) = split_synthesis(&args, &pool, threads)?;
+    let t_ref = if args.no_reference {
+        None
+    } else {
+        Some(one_thread_synthesis(&args, &pool, &split.digest)?)
+    };
+    let (shape, recorded) = if args.no_shape {
+        (None, None)
+    } else {
+        drop(ours);
+        let (times, evaluated, recorded) = shape_path(&args, &pool, threads, &split.digest)?;
+        ours = evaluated;
+        (Some(times), Some(recorded))
+    };
+    let srs = (!args.no_device || args.sector).then(|| synthetic_srs_timed(&ours));
+    // A run that fails is reported and the others go on (the sector too); the benchmark
+    // fails at the end.
+    let mut failed = Vec::new();
+    let devices = match (&srs, args.no_device) {
+        (Some(srs), false) => {
+            let runs = DeviceRuns {
+                args: &args,
+                limits,
+                backend,
+                ours: &ours,
+                recorded: recorded.as_ref(),
+                srs,
+            };
+            runs.run(&mut failed)?
+        }
+        _ => Vec::new(),
+    };
+    if let (Some(srs), true) = (&srs, args.against_cpu) {
+        if let Err(e) = against_cpu(&ours, srs.clone(), cpu(), &devices) {
+            println!("the CPU prover against the device FAILED: {e:#}");
+            failed.push("the CPU prover against the device".into());
+        }
+    }
+    drop(ours);
+    drop(recorded);
+    let sector = match srs {
+        Some(srs) if args.sector => {
+            let limit = limits.last().copied().flatten();
+            Some(sector(&args, srs, backend(limit), limit)?)
+        }
+        _ => None,
+    };
+    print_table(
+        &args,
+        split.time,
+        t_ref,
+        split.bytes_per_constraint,
+        split.peak,
+        &devices,
+    );
+    if let Some(t) = shape {
+        t.print(&args, t_ref);
+    }
+    if let Some(s) = sector {
+        s.print(&args);
+    }
+    anyhow::ensure!(
+        failed.is_empty(),
+        "device stages failed: {}",
+        failed.join("; ")
+    );
+    Ok(())
+}
+
+/// The partition synthesized in `parts` parts with `code`'s circuit on `pool`, with its time.
+fn synthesize(
+    args: &PartitionBenchArgs,
+    pool: &rayon::ThreadPool,
+    parts: usize,
+    code: porep::CircuitCode,
+) -> anyhow::Result<(Synthesized, Duration)> {
+    let start = Instant::now();
+    let what = crate::synth::Recording::Evaluations;
+    let r = pool.install(|| match &args.c1 {
+        Some(path) => {
+            let c1 = std::fs::read(path)?;
+            Ok::<_, anyhow::Error>(porep::record_partition_by(
+                &c1,
                 args.partition,
                 parts,
-                args.seed,
                 what,
                 code,
-            )?),
-        })?;
-        Ok((
-            crate::pipeline::partitions::evaluations(r)?,
-            start.elapsed(),
-        ))
-    };
+            )?)
+        }
+        None => Ok(synthetic::record_by(
+            args.sector_size,
+            args.partition,
+            parts,
+            args.seed,
+            what,
+            code,
+        )?),
+    })?;
+    Ok((
+        crate::pipeline::partitions::evaluations(r)?,
+        start.elapsed(),
+    ))
+}
 
+/// What the split synthesis measured.
+struct Split {
+    time: Duration,
+    /// Peak RSS over the RSS before it, in bytes.
+    peak: u64,
+    /// Host bytes held per constraint.
+    bytes_per_constraint: f64,
+    digest: [u8; 32],
+}
+
+/// The split synthesis, on every thread of `pool`, printed with its census.
+fn split_synthesis(
+    args: &PartitionBenchArgs,
+    pool: &rayon::ThreadPool,
+    threads: usize,
+) -> anyhow::Result<(Synthesized, Split)> {
     let base_rss = rss();
     reset_peak_rss();
-    let (mut ours, t_ours) = synthesize(threads, porep::CircuitCode::Ours)?;
+    let (ours, t_ours) = synthesize(args, pool, threads, porep::CircuitCode::Ours)?;
     let peak = peak_rss().saturating_sub(base_rss);
     let n = ours.num_constraints();
     let bytes = host_bytes(&ours);
@@ -201,61 +293,83 @@ pub fn run(
         hex::encode(&digest[..8]),
     );
     census(&ours);
-    let t_ref = if args.no_reference {
-        None
-    } else {
-        // The reference: storage-proofs-porep's own circuit, whole, on one thread.
-        let (theirs, t_ref) = synthesize(1, porep::CircuitCode::Bellperson)?;
-        let theirs = self::digest(&theirs);
-        let same = digest == theirs;
-        println!(
-            "one-thread synthesis (storage-proofs-porep's circuit): {:.2} s, digest {}: {}",
-            t_ref.as_secs_f64(),
-            hex::encode(&theirs[..8]),
-            if same { "bit-identical" } else { "DIFFERENT" }
-        );
-        if !same {
-            anyhow::bail!("split synthesis differs from one-thread synthesis");
-        }
-        Some(t_ref)
+    let split = Split {
+        time: t_ours,
+        peak,
+        bytes_per_constraint: bytes as f64 / n as f64,
+        digest,
     };
-    let (shape, recorded) = if args.no_shape {
-        (None, None)
-    } else {
-        drop(ours);
-        let (times, evaluated, recorded) = shape_path(&args, &pool, threads, &digest)?;
-        ours = evaluated;
-        (Some(times), Some(recorded))
-    };
-    let srs = (!args.no_device || args.sector).then(|| {
-        let start = Instant::now();
-        let srs = Arc::new(synthetic_srs(&ours));
-        println!(
-            "synthetic parameters: {:.1} GiB of random points in {:.1} s",
-            gib(srs.resident_bytes()),
-            start.elapsed().as_secs_f64()
-        );
-        srs
-    });
-    let mut devices = Vec::new();
-    let mut reference: Option<Vec<Proof<Bls12>>> = None;
-    // The runs: under each limit, then with no limit beside a process holding the memory.
-    let runs = limits
-        .iter()
-        .map(|&l| (l, None))
-        .chain(args.beside_held.iter().map(|&f| (None, Some(f))));
-    // A run that fails is reported and the others go on (the sector too); the benchmark
-    // fails at the end.
-    let mut failed = Vec::new();
-    if let (Some(srs), false) = (&srs, args.no_device) {
+    Ok((ours, split))
+}
+
+/// The reference: storage-proofs-porep's own circuit, whole, on one thread; its time. Fails
+/// where its digest is not `expected`, the split synthesis's.
+fn one_thread_synthesis(
+    args: &PartitionBenchArgs,
+    pool: &rayon::ThreadPool,
+    expected: &[u8; 32],
+) -> anyhow::Result<Duration> {
+    // The reference: storage-proofs-porep's own circuit, whole, on one thread.
+    let (theirs, t_ref) = synthesize(args, pool, 1, porep::CircuitCode::Bellperson)?;
+    let theirs = digest(&theirs);
+    let same = *expected == theirs;
+    println!(
+        "one-thread synthesis (storage-proofs-porep's circuit): {:.2} s, digest {}: {}",
+        t_ref.as_secs_f64(),
+        hex::encode(&theirs[..8]),
+        if same { "bit-identical" } else { "DIFFERENT" }
+    );
+    if !same {
+        anyhow::bail!("split synthesis differs from one-thread synthesis");
+    }
+    Ok(t_ref)
+}
+
+/// Parameters of `s`'s section sizes made of random points, printed with their time.
+fn synthetic_srs_timed(s: &Synthesized) -> Arc<Srs> {
+    let start = Instant::now();
+    let srs = Arc::new(synthetic_srs(s));
+    println!(
+        "synthetic parameters: {:.1} GiB of random points in {:.1} s",
+        gib(srs.resident_bytes()),
+        start.elapsed().as_secs_f64()
+    );
+    srs
+}
+
+/// The device stage's runs and what they share.
+struct DeviceRuns<'a> {
+    args: &'a PartitionBenchArgs,
+    limits: &'a [Option<u64>],
+    backend: &'a dyn Fn(Option<u64>) -> Arc<dyn Backend>,
+    ours: &'a Synthesized,
+    recorded: Option<&'a WitnessPartition>,
+    srs: &'a Arc<Srs>,
+}
+
+impl DeviceRuns<'_> {
+    /// The device stage under each limit, then with no limit beside a process holding the
+    /// memory; each run's proofs checked against the first's. A run that fails is named in
+    /// `failed` and the others go on.
+    fn run(&self, failed: &mut Vec<String>) -> anyhow::Result<Vec<DeviceTimes>> {
+        let args = self.args;
+        let mut devices = Vec::new();
+        let mut reference: Option<Vec<Proof<Bls12>>> = None;
+        // The runs: under each limit, then with no limit beside a process holding the memory.
+        let runs = self
+            .limits
+            .iter()
+            .map(|&l| (l, None))
+            .chain(args.beside_held.iter().map(|&f| (None, Some(f))));
         for (limit, held) in runs {
             let _hog = held.map(Hog::start).transpose()?;
-            let b = backend(limit);
-            let again = recorded.as_ref().map(|w| WitnessPartition {
+            let b = (self.backend)(limit);
+            let again = self.recorded.map(|w| WitnessPartition {
                 witness: w.witness.clone(),
                 shape: w.shape.clone(),
             });
-            let mut d = match device_stage(&ours, again, srs.clone(), b, args.runs, limit) {
+            let srs = self.srs.clone();
+            let mut d = match device_stage(self.ours, again, srs, b, args.runs, limit) {
                 Ok(d) => d,
                 Err(e) => {
                     let what = match held {
@@ -280,42 +394,8 @@ pub fn run(
             }
             devices.push(d);
         }
+        Ok(devices)
     }
-    if let (Some(srs), true) = (&srs, args.against_cpu) {
-        if let Err(e) = against_cpu(&ours, srs.clone(), cpu(), &devices) {
-            println!("the CPU prover against the device FAILED: {e:#}");
-            failed.push("the CPU prover against the device".into());
-        }
-    }
-    drop(ours);
-    drop(recorded);
-    let sector = match srs {
-        Some(srs) if args.sector => {
-            let limit = limits.last().copied().flatten();
-            Some(sector(&args, srs, backend(limit), limit)?)
-        }
-        _ => None,
-    };
-    print_table(
-        &args,
-        t_ours,
-        t_ref,
-        bytes as f64 / n as f64,
-        peak,
-        &devices,
-    );
-    if let Some(t) = shape {
-        t.print(&args, t_ref);
-    }
-    if let Some(s) = sector {
-        s.print(&args);
-    }
-    anyhow::ensure!(
-        failed.is_empty(),
-        "device stages failed: {}",
-        failed.join("; ")
-    );
-    Ok(())
 }
 
 /// The recorded shape's path through one partition.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail};
 
 use super::bench_daemon::{connect, Daemon, DaemonFlags, Inputs};
-use crate::proto::Timings;
+use crate::proto::{Client, Timings};
 
 const CLIENT: &str = "cuzk-bench-pipeline";
 /// The goals of the pipeline issue, on the H200 host with 2 KiB PoRep.
@@ -96,29 +96,80 @@ fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1e3)
 }
 
-/// Runs the benchmark with the parameter directory `params`.
-pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
-    let exe = args.daemon.exe()?;
-    let inputs = args.daemon.inputs()?;
+/// What the queue's run measured, with the daemon's metrics around it.
+struct Loaded {
+    /// The wall time from the first submission to the last job's answer.
+    wall: Duration,
+    /// Jobs answered without a proof.
+    failed: usize,
+    /// The daemon's metrics before the jobs were submitted, and after the last answer.
+    before: String,
+    after: String,
+    /// The WinningPoSts proved while the jobs ran.
+    samples: Vec<Sample>,
+}
+
+impl Loaded {
+    /// How much metric `name` grew over the run.
+    fn delta(&self, name: &str) -> f64 {
+        metric(&self.after, name).unwrap_or(0.0) - metric(&self.before, name).unwrap_or(0.0)
+    }
+}
+
+/// Starts the daemon with `--set` keys and the trace file, if asked for.
+fn start_daemon(args: &PipelineBenchArgs, exe: &Path, params: &Path) -> anyhow::Result<Daemon> {
     let mut set = args.daemon.set.clone();
     if let Some(trace) = &args.trace_file {
         let path = std::path::absolute(trace)?;
         set.push(format!("debug.trace_file={:?}", path.display().to_string()));
     }
-    let daemon = Daemon::start(&exe, params, &set, CLIENT)?;
-    let mut client = daemon.client()?;
-    let welcome = client.welcome().clone();
+    Daemon::start(exe, params, &set, CLIENT)
+}
 
+/// Warms the daemon, then measures the references on it idle: one job alone, and five
+/// WinningPoSts.
+fn references(
+    daemon: &Daemon,
+    client: &mut Client,
+    inputs: &Inputs,
+) -> anyhow::Result<(Duration, Vec<Sample>)> {
     // Warm: parameters resident, kernels compiled. Then the references, on the idle daemon.
     client.prove(inputs.porep())?;
-    winning_once(daemon.socket(), &inputs)?;
+    winning_once(daemon.socket(), inputs)?;
     let start = Instant::now();
     client.prove(inputs.porep())?;
     let alone = start.elapsed();
     let idle: Vec<Sample> = (0..5)
-        .map(|_| winning_once(daemon.socket(), &inputs))
+        .map(|_| winning_once(daemon.socket(), inputs))
         .collect::<anyhow::Result<_>>()?;
+    Ok((alone, idle))
+}
 
+/// Proves a WinningPoSt every `every` on a thread of its own until `running` clears.
+fn spawn_prober(
+    socket: PathBuf,
+    inputs: Inputs,
+    every: Duration,
+    running: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<anyhow::Result<Vec<Sample>>> {
+    std::thread::spawn(move || -> anyhow::Result<Vec<Sample>> {
+        let mut samples = Vec::new();
+        std::thread::sleep(every.min(Duration::from_secs(1)));
+        while running.load(Ordering::SeqCst) {
+            samples.push(winning_once(&socket, &inputs)?);
+            std::thread::sleep(every);
+        }
+        Ok(samples)
+    })
+}
+
+/// Queues the jobs, with WinningPoSt interleaved, and waits for every answer.
+fn run_queue(
+    args: &PipelineBenchArgs,
+    daemon: &Daemon,
+    client: &mut Client,
+    inputs: &Inputs,
+) -> anyhow::Result<Loaded> {
     let before = client.metrics()?;
     let start = Instant::now();
     let ids: Vec<u64> = (0..args.jobs)
@@ -129,18 +180,9 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
         bail!("--winning-post-every: expected seconds, 0 for none");
     }
     let prober = (args.winning_post_every > 0.0).then(|| {
-        let (running, inputs) = (running.clone(), inputs.clone());
         let every = Duration::from_secs_f64(args.winning_post_every);
         let socket = daemon.socket().to_path_buf();
-        std::thread::spawn(move || -> anyhow::Result<Vec<Sample>> {
-            let mut samples = Vec::new();
-            std::thread::sleep(every.min(Duration::from_secs(1)));
-            while running.load(Ordering::SeqCst) {
-                samples.push(winning_once(&socket, &inputs)?);
-                std::thread::sleep(every);
-            }
-            Ok(samples)
-        })
+        spawn_prober(socket, inputs.clone(), every, running.clone())
     });
     let mut failed = 0;
     for id in &ids {
@@ -157,26 +199,59 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
     let wall = start.elapsed();
     running.store(false, Ordering::SeqCst);
     let after = client.metrics()?;
-    let loaded = match prober {
+    let samples = match prober {
         Some(h) => h
             .join()
             .map_err(|_| anyhow!("the WinningPoSt thread panicked"))??,
         None => Vec::new(),
     };
+    Ok(Loaded {
+        wall,
+        failed,
+        before,
+        after,
+        samples,
+    })
+}
+
+/// Runs the benchmark with the parameter directory `params`.
+pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
+    let exe = args.daemon.exe()?;
+    let inputs = args.daemon.inputs()?;
+    let daemon = start_daemon(&args, &exe, params)?;
+    let mut client = daemon.client()?;
+    let welcome = client.welcome().clone();
+    let (alone, idle) = references(&daemon, &mut client, &inputs)?;
+    let loaded = run_queue(&args, &daemon, &mut client, &inputs)?;
     let peak = daemon.peak_rss();
     drop(client);
     drop(daemon);
 
-    let delta =
-        |name: &str| metric(&after, name).unwrap_or(0.0) - metric(&before, name).unwrap_or(0.0);
+    println!(
+        "cuzk bench pipeline: {} {} jobs, devices configured: {}, {} jobs in flight, {} failed",
+        args.jobs, args.kind, welcome.backend, welcome.workers, loaded.failed
+    );
+    report_devices(&args, &loaded, alone);
+    report_winning(&loaded.samples, &idle);
+    if let Some(p) = peak {
+        println!(
+            "| daemon peak RSS | {:.2} GiB | | | |",
+            p as f64 / (1u64 << 30) as f64
+        );
+    }
+    if loaded.failed > 0 {
+        bail!("{} of {} jobs failed", loaded.failed, args.jobs);
+    }
+    Ok(())
+}
+
+/// The report's table head and its rows of throughput and the devices' work.
+fn report_devices(args: &PipelineBenchArgs, loaded: &Loaded, alone: Duration) {
+    let wall = loaded.wall;
+    let delta = |name: &str| loaded.delta(name);
     let busy = delta("cuzk_device_busy_seconds_total") / wall.as_secs_f64();
     let rate = args.jobs as f64 / wall.as_secs_f64() * 60.0;
     let serial = 60.0 / alone.as_secs_f64();
-    let (idle50, idle_max) = p50_max(&mut idle.iter().map(|s| s.latency).collect::<Vec<_>>());
-    println!(
-        "cuzk bench pipeline: {} {} jobs, devices configured: {}, {} jobs in flight, {} failed",
-        args.jobs, args.kind, welcome.backend, welcome.workers, failed
-    );
     println!("| measure | this run | reference (same run) | ratio | goal |");
     println!("|---|---|---|---|---|");
     println!(
@@ -198,7 +273,7 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
         .map_while(|i| {
             let n = format!("cuzk_device_partitions_total{{device=\"{i}\"}}");
             let w = format!("cuzk_device_work_seconds_total{{device=\"{i}\"}}");
-            metric(&after, &n)?;
+            metric(&loaded.after, &n)?;
             Some(format!(
                 "device {i}: {:.0} partitions, busy {:.1} %",
                 delta(&n),
@@ -209,7 +284,7 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
     if devices.len() > 1 {
         println!("| per device | {} | | | |", devices.join("; "));
     }
-    if metric(&after, "cuzk_pinned_leases_total").is_some() {
+    if metric(&loaded.after, "cuzk_pinned_leases_total").is_some() {
         println!(
             "| pinned pool: leases / misses | {:.0} / {:.0} | | | |",
             delta("cuzk_pinned_leases_total"),
@@ -227,34 +302,30 @@ pub fn run(args: PipelineBenchArgs, params: &Path) -> anyhow::Result<()> {
         stage("device_wait"),
         stage("device")
     );
-    if !loaded.is_empty() {
-        let n = loaded.len();
-        let (l50, lmax) = p50_max(&mut loaded.iter().map(|s| s.latency).collect::<Vec<_>>());
-        println!(
-            "| WinningPoSt p50 / max ({n} under load) | {} / {} | idle: {} / {} | {:.2}× / {:.2}× | ≤ {GOAL_WINNING_RATIO}× idle |",
-            ms(l50),
-            ms(lmax),
-            ms(idle50),
-            ms(idle_max),
-            l50.as_secs_f64() / idle50.as_secs_f64(),
-            lmax.as_secs_f64() / idle_max.as_secs_f64()
-        );
-        println!(
-            "| WinningPoSt mean ms: queue / synthesis / proving / verification / rest | {} | idle: {} | | |",
-            stage_means(&loaded),
-            stage_means(&idle)
-        );
+}
+
+/// The report's rows of WinningPoSt under load against idle, if any was proved under load.
+fn report_winning(loaded: &[Sample], idle: &[Sample]) {
+    if loaded.is_empty() {
+        return;
     }
-    if let Some(p) = peak {
-        println!(
-            "| daemon peak RSS | {:.2} GiB | | | |",
-            p as f64 / (1u64 << 30) as f64
-        );
-    }
-    if failed > 0 {
-        bail!("{failed} of {} jobs failed", args.jobs);
-    }
-    Ok(())
+    let (idle50, idle_max) = p50_max(&mut idle.iter().map(|s| s.latency).collect::<Vec<_>>());
+    let n = loaded.len();
+    let (l50, lmax) = p50_max(&mut loaded.iter().map(|s| s.latency).collect::<Vec<_>>());
+    println!(
+        "| WinningPoSt p50 / max ({n} under load) | {} / {} | idle: {} / {} | {:.2}× / {:.2}× | ≤ {GOAL_WINNING_RATIO}× idle |",
+        ms(l50),
+        ms(lmax),
+        ms(idle50),
+        ms(idle_max),
+        l50.as_secs_f64() / idle50.as_secs_f64(),
+        lmax.as_secs_f64() / idle_max.as_secs_f64()
+    );
+    println!(
+        "| WinningPoSt mean ms: queue / synthesis / proving / verification / rest | {} | idle: {} | | |",
+        stage_means(loaded),
+        stage_means(idle)
+    );
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 
 use super::request::{request_of, ProveWhat};
-use crate::proofs::{porep, post, ProofRequest};
+use crate::proofs::{porep, post, PoRepRequest, ProofRequest};
 
 /// How the reference's proof was checked.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -172,118 +172,139 @@ pub(super) fn run_child(what: &ProveWhat) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a reference took: its proving function's name, its time and how its proof was
+/// checked.
+type Measured = (&'static str, Duration, Checked);
+
 /// filecoin-proofs' own proving function on the same input, then its verifier where the
 /// proving function does not verify: the function's name, its time and how its proof was
 /// checked. A proof its verifier rejects is an error.
-fn reference(request: &ProofRequest) -> anyhow::Result<(&'static str, Duration, Checked)> {
-    use filecoin_proofs_api::{post as api_post, update, PartitionProofBytes};
+fn reference(request: &ProofRequest) -> anyhow::Result<Measured> {
     let start = Instant::now();
-    let verified = |ok: bool, t: Instant| -> anyhow::Result<Checked> {
-        anyhow::ensure!(ok, "filecoin-proofs' verifier rejected its own proof");
-        Ok(Checked::Apart(t.elapsed()))
-    };
     match request {
-        ProofRequest::PoRep(r) => {
-            let parsed = porep::parse_c1(&r.c1)?;
-            let sector = r.sector_number.or(parsed.sector_number).unwrap_or(0);
-            filecoin_proofs_api::seal::seal_commit_phase2(
-                parsed.output,
-                porep::prover_id(r.miner_id),
-                sector.into(),
-            )?;
-            Ok(("seal_commit_phase2", start.elapsed(), Checked::Inside))
-        }
-        ProofRequest::SnapDeals { input } => {
-            let i: crate::proofs::snap::SnapInput = serde_json::from_slice(input)?;
-            let vanilla = i.vanilla_proofs.into_iter().map(PartitionProofBytes);
-            let proof = update::generate_empty_sector_update_proof_with_vanilla(
+        ProofRequest::PoRep(r) => porep_reference(r, start),
+        ProofRequest::SnapDeals { input } => snap_reference(input, start),
+        ProofRequest::WindowPoSt { input } => window_reference(input, start),
+        ProofRequest::WinningPoSt { input } => winning_reference(input, start),
+    }
+}
+
+/// The verifier's answer `ok`, checked, with its time since `t`.
+fn verified(ok: bool, t: Instant) -> anyhow::Result<Checked> {
+    anyhow::ensure!(ok, "filecoin-proofs' verifier rejected its own proof");
+    Ok(Checked::Apart(t.elapsed()))
+}
+
+/// PoRep's reference, timed from `start`: `seal_commit_phase2`, which verifies inside.
+fn porep_reference(r: &PoRepRequest, start: Instant) -> anyhow::Result<Measured> {
+    let parsed = porep::parse_c1(&r.c1)?;
+    let sector = r.sector_number.or(parsed.sector_number).unwrap_or(0);
+    filecoin_proofs_api::seal::seal_commit_phase2(
+        parsed.output,
+        porep::prover_id(r.miner_id),
+        sector.into(),
+    )?;
+    Ok(("seal_commit_phase2", start.elapsed(), Checked::Inside))
+}
+
+/// SnapDeals' reference, timed from `start`, then its verifier.
+fn snap_reference(input: &[u8], start: Instant) -> anyhow::Result<Measured> {
+    use filecoin_proofs_api::{update, PartitionProofBytes};
+    let i: crate::proofs::snap::SnapInput = serde_json::from_slice(input)?;
+    let vanilla = i.vanilla_proofs.into_iter().map(PartitionProofBytes);
+    let proof = update::generate_empty_sector_update_proof_with_vanilla(
+        i.registered_proof,
+        vanilla.collect(),
+        i.comm_r_old,
+        i.comm_r_new,
+        i.comm_d_new,
+    )?;
+    let prove = start.elapsed();
+    let t = Instant::now();
+    let ok = update::verify_empty_sector_update_proof(
+        i.registered_proof,
+        &proof.0,
+        i.comm_r_old,
+        i.comm_r_new,
+        i.comm_d_new,
+    )?;
+    let call = "generate_empty_sector_update_proof_with_vanilla";
+    Ok((call, prove, verified(ok, t)?))
+}
+
+/// WindowPoSt's reference, timed from `start`, then its verifier where the proof is a
+/// whole deadline's.
+fn window_reference(input: &[u8], start: Instant) -> anyhow::Result<Measured> {
+    use filecoin_proofs_api::post as api_post;
+    let i: post::WindowPostInput = serde_json::from_slice(input)?;
+    let prover = porep::prover_id(i.miner_id);
+    let call = match i.partition_index {
+        Some(_) => "generate_single_window_post_with_vanilla",
+        None => "generate_window_post_with_vanilla",
+    };
+    let proof = match i.partition_index {
+        Some(k) => {
+            api_post::generate_single_window_post_with_vanilla(
                 i.registered_proof,
-                vanilla.collect(),
-                i.comm_r_old,
-                i.comm_r_new,
-                i.comm_d_new,
-            )?;
-            let prove = start.elapsed();
-            let t = Instant::now();
-            let ok = update::verify_empty_sector_update_proof(
-                i.registered_proof,
-                &proof.0,
-                i.comm_r_old,
-                i.comm_r_new,
-                i.comm_d_new,
-            )?;
-            let call = "generate_empty_sector_update_proof_with_vanilla";
-            Ok((call, prove, verified(ok, t)?))
-        }
-        ProofRequest::WindowPoSt { input } => {
-            let i: post::WindowPostInput = serde_json::from_slice(input)?;
-            let prover = porep::prover_id(i.miner_id);
-            let call = match i.partition_index {
-                Some(_) => "generate_single_window_post_with_vanilla",
-                None => "generate_window_post_with_vanilla",
-            };
-            let proof = match i.partition_index {
-                Some(k) => {
-                    api_post::generate_single_window_post_with_vanilla(
-                        i.registered_proof,
-                        &i.randomness,
-                        prover,
-                        &i.vanilla_proofs,
-                        k,
-                    )?
-                    .0
-                }
-                None => {
-                    let mut proofs = api_post::generate_window_post_with_vanilla(
-                        i.registered_proof,
-                        &i.randomness,
-                        prover,
-                        &i.vanilla_proofs,
-                    )?;
-                    anyhow::ensure!(proofs.len() == 1, "{} WindowPoSt proofs", proofs.len());
-                    proofs.remove(0).1
-                }
-            };
-            let prove = start.elapsed();
-            let t = Instant::now();
-            let replicas = replicas(i.registered_proof, &i.vanilla_proofs)?;
-            // Partition 0 of a one-partition deadline is the deadline's proof; another
-            // partition cannot be verified alone through the API.
-            let several = replicas.len() > i.registered_proof.sector_count();
-            if matches!(i.partition_index, Some(k) if k > 0 || several) {
-                return Ok((call, prove, Checked::Not));
-            }
-            let ok = api_post::verify_window_post(
                 &i.randomness,
-                &[(i.registered_proof, &proof)],
-                &replicas,
                 prover,
-            )?;
-            Ok((call, prove, verified(ok, t)?))
+                &i.vanilla_proofs,
+                k,
+            )?
+            .0
         }
-        ProofRequest::WinningPoSt { input } => {
-            let i: post::WinningPostInput = serde_json::from_slice(input)?;
-            let prover = porep::prover_id(i.miner_id);
-            let proofs = api_post::generate_winning_post_with_vanilla(
+        None => {
+            let mut proofs = api_post::generate_window_post_with_vanilla(
                 i.registered_proof,
                 &i.randomness,
                 prover,
                 &i.vanilla_proofs,
             )?;
-            let prove = start.elapsed();
-            let [(_, proof)] = proofs.as_slice() else {
-                bail!("{} WinningPoSt proofs", proofs.len());
-            };
-            let t = Instant::now();
-            let replicas = replicas(i.registered_proof, &i.vanilla_proofs)?;
-            let ok = api_post::verify_winning_post(&i.randomness, proof, &replicas, prover)?;
-            Ok((
-                "generate_winning_post_with_vanilla",
-                prove,
-                verified(ok, t)?,
-            ))
+            anyhow::ensure!(proofs.len() == 1, "{} WindowPoSt proofs", proofs.len());
+            proofs.remove(0).1
         }
+    };
+    let prove = start.elapsed();
+    let t = Instant::now();
+    let replicas = replicas(i.registered_proof, &i.vanilla_proofs)?;
+    // Partition 0 of a one-partition deadline is the deadline's proof; another
+    // partition cannot be verified alone through the API.
+    let several = replicas.len() > i.registered_proof.sector_count();
+    if matches!(i.partition_index, Some(k) if k > 0 || several) {
+        return Ok((call, prove, Checked::Not));
     }
+    let ok = api_post::verify_window_post(
+        &i.randomness,
+        &[(i.registered_proof, &proof)],
+        &replicas,
+        prover,
+    )?;
+    Ok((call, prove, verified(ok, t)?))
+}
+
+/// WinningPoSt's reference, timed from `start`, then its verifier.
+fn winning_reference(input: &[u8], start: Instant) -> anyhow::Result<Measured> {
+    use filecoin_proofs_api::post as api_post;
+    let i: post::WinningPostInput = serde_json::from_slice(input)?;
+    let prover = porep::prover_id(i.miner_id);
+    let proofs = api_post::generate_winning_post_with_vanilla(
+        i.registered_proof,
+        &i.randomness,
+        prover,
+        &i.vanilla_proofs,
+    )?;
+    let prove = start.elapsed();
+    let [(_, proof)] = proofs.as_slice() else {
+        bail!("{} WinningPoSt proofs", proofs.len());
+    };
+    let t = Instant::now();
+    let replicas = replicas(i.registered_proof, &i.vanilla_proofs)?;
+    let ok = api_post::verify_winning_post(&i.randomness, proof, &replicas, prover)?;
+    Ok((
+        "generate_winning_post_with_vanilla",
+        prove,
+        verified(ok, t)?,
+    ))
 }
 
 /// The public replica information of a PoSt input's sectors, as a verifier is given it.

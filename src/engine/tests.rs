@@ -205,108 +205,158 @@ fn request_ids_are_idempotent() {
 /// journal only for the submissions that make a job.
 #[test]
 fn pure_a_label_takes_a_new_input_as_a_new_job() {
-    let mut c = config(1, 8, 1);
-    c.result_retention = Duration::from_secs(600);
-    let mut st = State::new(c);
-    let t0 = Instant::now();
-    let at = |s: u64| t0 + Duration::from_secs(s);
-    let job = |label: &str| NewJob {
-        request_id: Some("porep-1000-7".into()),
-        request_ids: RequestIds::Label,
-        ..window_job(label)
-    };
-    let digest = |label: &str| state::digest(&window(label));
-    let (a, outcome) = st.submit(job("c1"), t0).unwrap();
-    assert_eq!(outcome, state::Outcome::Queued);
-    // The same input: the same job, no new input stored.
-    let rid = Some("porep-1000-7");
-    assert!(!st.would_queue(
-        UID,
-        rid,
-        RequestIds::Label,
-        &digest("c1"),
-        Priority::Normal,
-        t0
-    ));
-    assert_eq!(
-        st.submit(job("c1"), t0).unwrap(),
-        (a, state::Outcome::Existing)
-    );
-    // Another input while the first is queued: a job of its own, under the label now.
-    assert!(st.would_queue(
-        UID,
-        rid,
-        RequestIds::Label,
-        &digest("c2"),
-        Priority::Normal,
-        t0
-    ));
-    assert!(!st.would_queue(
-        UID,
-        rid,
-        RequestIds::Strict,
-        &digest("c2"),
-        Priority::Normal,
-        t0
-    ));
-    let (b, outcome) = st.submit(job("c2"), t0).unwrap();
-    assert_eq!(outcome, state::Outcome::Queued);
-    assert_ne!(a, b);
-    assert_eq!(
-        st.lookup("porep-1000-7", Some(UID), t0).map(|s| s.id),
-        Some(b)
-    );
-    assert_eq!(st.snapshot(a, t0).map(|s| s.state), Some(JobState::Queued));
-    // Both run and succeed; the first input again is a third job (the label is b's now).
-    let first = st.next_assignment(at(1), Lane::Any).map(|x| x.id);
-    let second = st.next_assignment(at(1), Lane::Any).map(|x| x.id);
-    assert_eq!((first, second), (Some(a), Some(b)));
-    let ok = || {
-        Ok(ProofOutput {
-            kind: ProofKind::WindowPoSt,
-            proof: vec![1],
-            partitions: 1,
-            timings: StageTimings::default(),
-            backend: "fake".into(),
-        })
-    };
-    st.finish(a, ok(), at(2));
-    st.finish(b, ok(), at(3));
-    assert_eq!(
-        st.submit(job("c2"), at(4)).unwrap(),
-        (b, state::Outcome::Existing),
-        "the same input after success is still the job that proved it"
-    );
-    let (c, outcome) = st.submit(job("c1"), at(5)).unwrap();
-    assert_eq!(outcome, state::Outcome::Queued);
-    assert!(c != a && c != b);
-    // The older results stay reachable by job id until they expire.
-    assert_eq!(
-        st.snapshot(a, at(5)).map(|s| s.state),
-        Some(JobState::Succeeded)
-    );
-    assert_eq!(
-        st.snapshot(b, at(5)).map(|s| s.state),
-        Some(JobState::Succeeded)
-    );
-    st.reap(at(2 + 601));
-    assert!(st.snapshot(a, at(603)).is_none());
-    assert_eq!(
-        st.lookup("porep-1000-7", Some(UID), at(603)).map(|s| s.id),
-        Some(c)
-    );
-    // Under a key (the socket protocol) nothing changed: another input is refused.
-    let strict = NewJob {
-        request_ids: RequestIds::Strict,
-        ..job("c3")
-    };
-    assert_eq!(
-        st.submit(strict, at(603)),
-        Err(SubmitError::RequestIdConflict {
-            request_id: "porep-1000-7".into(),
-            job: c
-        })
-    );
+    let mut l = Labelled::new();
+    let a = l.same_input_is_the_same_job();
+    let b = l.another_input_while_queued_is_a_new_job(a);
+    let c = l.first_input_after_success_is_a_third_job(a, b);
+    l.older_results_expire(a, b, c);
+    l.a_key_refuses_another_input(c);
+}
+
+/// The state of [`pure_a_label_takes_a_new_input_as_a_new_job`], its jobs all under the
+/// label `porep-1000-7`.
+struct Labelled {
+    st: State,
+    t0: Instant,
+}
+
+impl Labelled {
+    /// The label.
+    const RID: &'static str = "porep-1000-7";
+
+    /// One worker, results kept for 600 s.
+    fn new() -> Labelled {
+        let mut c = config(1, 8, 1);
+        c.result_retention = Duration::from_secs(600);
+        Labelled {
+            st: State::new(c),
+            t0: Instant::now(),
+        }
+    }
+
+    /// `s` seconds after the start.
+    fn at(&self, s: u64) -> Instant {
+        self.t0 + Duration::from_secs(s)
+    }
+
+    /// A job proving `label`'s input under the label.
+    fn job(label: &str) -> NewJob {
+        NewJob {
+            request_id: Some(Self::RID.into()),
+            request_ids: RequestIds::Label,
+            ..window_job(label)
+        }
+    }
+
+    /// Whether `label`'s input under the label, with `ids`, would make a job at the start.
+    fn would_queue(&mut self, ids: RequestIds, label: &str) -> bool {
+        let digest = state::digest(&window(label));
+        let rid = Some(Self::RID);
+        self.st
+            .would_queue(UID, rid, ids, &digest, Priority::Normal, self.t0)
+    }
+
+    /// The first input makes a job; the same input again is the same job, no new input
+    /// stored. Returns the job.
+    fn same_input_is_the_same_job(&mut self) -> JobId {
+        let t0 = self.t0;
+        let (a, outcome) = self.st.submit(Self::job("c1"), t0).unwrap();
+        assert_eq!(outcome, state::Outcome::Queued);
+        // The same input: the same job, no new input stored.
+        assert!(!self.would_queue(RequestIds::Label, "c1"));
+        assert_eq!(
+            self.st.submit(Self::job("c1"), t0).unwrap(),
+            (a, state::Outcome::Existing)
+        );
+        a
+    }
+
+    /// Another input while `a` is queued: a job of its own, under the label now. Returns it.
+    fn another_input_while_queued_is_a_new_job(&mut self, a: JobId) -> JobId {
+        let t0 = self.t0;
+        // Another input while the first is queued: a job of its own, under the label now.
+        assert!(self.would_queue(RequestIds::Label, "c2"));
+        assert!(!self.would_queue(RequestIds::Strict, "c2"));
+        let (b, outcome) = self.st.submit(Self::job("c2"), t0).unwrap();
+        assert_eq!(outcome, state::Outcome::Queued);
+        assert_ne!(a, b);
+        assert_eq!(
+            self.st.lookup(Self::RID, Some(UID), t0).map(|s| s.id),
+            Some(b)
+        );
+        assert_eq!(
+            self.st.snapshot(a, t0).map(|s| s.state),
+            Some(JobState::Queued)
+        );
+        b
+    }
+
+    /// `a` and `b` run and succeed; `b`'s input again is `b`, the first input again a third
+    /// job. Returns it.
+    fn first_input_after_success_is_a_third_job(&mut self, a: JobId, b: JobId) -> JobId {
+        // Both run and succeed; the first input again is a third job (the label is b's now).
+        let first = self.st.next_assignment(self.at(1), Lane::Any).map(|x| x.id);
+        let second = self.st.next_assignment(self.at(1), Lane::Any).map(|x| x.id);
+        assert_eq!((first, second), (Some(a), Some(b)));
+        let ok = || {
+            Ok(ProofOutput {
+                kind: ProofKind::WindowPoSt,
+                proof: vec![1],
+                partitions: 1,
+                timings: StageTimings::default(),
+                backend: "fake".into(),
+            })
+        };
+        self.st.finish(a, ok(), self.at(2));
+        self.st.finish(b, ok(), self.at(3));
+        assert_eq!(
+            self.st.submit(Self::job("c2"), self.at(4)).unwrap(),
+            (b, state::Outcome::Existing),
+            "the same input after success is still the job that proved it"
+        );
+        let (c, outcome) = self.st.submit(Self::job("c1"), self.at(5)).unwrap();
+        assert_eq!(outcome, state::Outcome::Queued);
+        assert!(c != a && c != b);
+        c
+    }
+
+    /// The older results `a` and `b` stay reachable by job id until they expire; the label
+    /// stays `c`'s.
+    fn older_results_expire(&mut self, a: JobId, b: JobId, c: JobId) {
+        // The older results stay reachable by job id until they expire.
+        assert_eq!(
+            self.st.snapshot(a, self.at(5)).map(|s| s.state),
+            Some(JobState::Succeeded)
+        );
+        assert_eq!(
+            self.st.snapshot(b, self.at(5)).map(|s| s.state),
+            Some(JobState::Succeeded)
+        );
+        self.st.reap(self.at(2 + 601));
+        assert!(self.st.snapshot(a, self.at(603)).is_none());
+        assert_eq!(
+            self.st
+                .lookup(Self::RID, Some(UID), self.at(603))
+                .map(|s| s.id),
+            Some(c)
+        );
+    }
+
+    /// Under a key (the socket protocol) nothing changed: another input than `c`'s is refused.
+    fn a_key_refuses_another_input(&mut self, c: JobId) {
+        // Under a key (the socket protocol) nothing changed: another input is refused.
+        let strict = NewJob {
+            request_ids: RequestIds::Strict,
+            ..Self::job("c3")
+        };
+        assert_eq!(
+            self.st.submit(strict, self.at(603)),
+            Err(SubmitError::RequestIdConflict {
+                request_id: Self::RID.into(),
+                job: c
+            })
+        );
+    }
 }
 
 /// Through the engine: a sector proved, then proved again under the same label with another
