@@ -120,19 +120,18 @@ impl<'a> Points<'a> {
         let points = all
             .get(range.clone())
             .ok_or_else(|| out_of(&range, query, all.len()))?;
-        Ok(Points {
-            key: SlotKey {
-                set,
-                query,
-                start: range.start,
-                end: range.end,
-            },
-            host: Host::Bytes(bytes(points)),
-            n: points.len(),
+        Self::of_query(
+            set,
+            query,
+            Host::Bytes(bytes(points)),
+            all.len(),
+            range,
             curve,
-        })
+        )
     }
 
+    /// Points `range` of a query of `len` points whose host side is `host` (a query, or the
+    /// range's own bytes).
     fn of_query(
         set: u64,
         query: Query,
