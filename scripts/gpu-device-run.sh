@@ -3,7 +3,7 @@
 # (built on the dev machine: the test binary of tests/gpu_kernels.rs as carry/gpu_kernels, optionally
 # those of tests/gpu_runtime.rs, tests/gpu_oom.rs and tests/gpu_prepared.rs as carry/gpu_runtime,
 # carry/gpu_oom and carry/gpu_prepared, that of tests/gpu_faults.rs as carry/gpu_faults, that of
-# tests/gpu_setup.rs as carry/gpu_setup, and the
+# tests/gpu_setup.rs as carry/gpu_setup, that of tests/gpu_small.rs as carry/gpu_small, and the
 # cuzk binary as carry/cuzk; a cubin compiled here may wait in carry/cache, see docs/gpu-notes.md).
 # Logs go to $OUT when set.
 #   scripts/gpu-device-run.sh [tests] [bench ARGS...]
@@ -57,6 +57,11 @@ if [ "${1:-}" = tests ]; then
     # against the CPU setup's (tests/gpu_setup.rs), when carried as carry/gpu_setup.
     if [ -x carry/gpu_setup ]; then
         run_tests gpu_setup setup.log 300 --test-threads=1 --nocapture
+    fi
+    # Memory plans, host copies and small devices with real 2 KiB proofs (tests/gpu_small.rs),
+    # when carried as carry/gpu_small: one test at a time, as they measure the device's memory.
+    if [ -x carry/gpu_small ]; then
+        run_tests gpu_small small.log 600 --test-threads=1 --nocapture
     fi
     # Device faults (tests/gpu_faults.rs), when carried as carry/gpu_faults: a 2 KiB PoRep
     # with faults injected on the GPU (parameters from $CUZK_TEST_PARAMS, generated there
