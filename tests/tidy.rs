@@ -6,10 +6,13 @@
 //!   `use crate::{a, b::c}` groups included) and from `super::` paths that climb out of the
 //!   top-level module. Modules of one layer are independent of each other. `src/bin/` sits
 //!   above every layer and `src/lib.rs` only declares them. Inside the folders of
-//!   [`INNER_LAYERS`] the same holds between the folder's child modules (a file, or a
+//!   [`INNER_LAYERS`] (a top-level module's folder, or a folder inside one, such as
+//!   `gpu/backend`) the same holds between the folder's child modules (a file, or a
 //!   subfolder with its files), read from `crate::folder::child` and from `super::` paths
 //!   that climb to the folder's root; what a child takes from the root itself (its
-//!   `mod.rs`: the daemon's `Context`, say) is not checked, and the root may use any child.
+//!   `mod.rs`, or the file beside the folder: the daemon's `Context`, say) is not checked,
+//!   and the root may use any child. A file in a nested folder answers to each listed folder
+//!   it is inside of.
 //! * **length** — no function of `src/` is over [`MAX_FN_LINES`] lines, from its `fn` line to
 //!   its closing brace, except those named in [`LONG_FUNCTIONS`] with the reason. The
 //!   generated gRPC code is not read.
@@ -77,8 +80,9 @@ const LAYERS: &[&[&str]] = &[
 
 /// The layers inside folders of `src/`, lowest first, as [`LAYERS`] orders the top-level
 /// modules: a child module may use the children of lower layers (and its own submodules),
-/// and those of one layer are independent of each other. Every child of a listed folder
-/// must be placed. ARCHITECTURE.md's code map follows this order.
+/// and those of one layer are independent of each other. A folder is named by its path under
+/// `src/` (`gpu/backend` is the folder of `src/gpu/backend.rs`'s children). Every child of a
+/// listed folder must be placed. ARCHITECTURE.md's code map follows this order.
 const INNER_LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "pipeline",
@@ -136,6 +140,17 @@ const INNER_LAYERS: &[(&str, &[&[&str]])] = &[
             &["options", "plan", "r1cs"],
             &["backend"],
             &["selftest"],
+        ],
+    ),
+    (
+        "gpu/backend",
+        &[
+            &["host"],
+            &["residency"],
+            &["turns"],
+            &["sums"],
+            &["planned"],
+            &["prepared"],
         ],
     ),
 ];
@@ -718,18 +733,35 @@ fn check_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
     }
 }
 
-/// The layering rule inside the folders of [`INNER_LAYERS`].
+/// The layering rule inside the folders of [`INNER_LAYERS`]: each folder the file is inside
+/// of, checked on its own (a file of `gpu/backend/` is a child of `gpu/backend` and, as part
+/// of `backend`, of `gpu`).
 fn check_inner_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
     if !ctx.in_src() || ctx.in_bin() {
         return;
     }
     let here = ctx.module_path();
-    let (Some(folder), Some(own)) = (here.first(), here.get(1)) else {
-        return; // a top-level file, or a folder's root
-    };
-    let Some(&(_, layers)) = INNER_LAYERS.iter().find(|(f, _)| f == folder) else {
-        return;
-    };
+    for &(folder, layers) in INNER_LAYERS {
+        let folder: Vec<&str> = folder.split('/').collect();
+        let inside = here.len() > folder.len() && here.iter().zip(&folder).all(|(h, f)| h == f);
+        if inside {
+            check_in_folder(ctx, toks, &here, &folder, layers, out);
+        }
+    }
+}
+
+/// [`check_inner_layering`] for one folder (`names`, its module path) that the file's module
+/// `here` is inside of.
+fn check_in_folder(
+    ctx: &FileCtx,
+    toks: &[Tok],
+    here: &[String],
+    names: &[&str],
+    layers: &[&[&str]],
+    out: &mut Vec<Violation>,
+) {
+    let own = here[names.len()].as_str();
+    let folder = names.join("::");
     let layer = |m: &str| layers.iter().position(|l| l.contains(&m));
     let mut flag = |line: usize, what: String| {
         out.push(Violation {
@@ -763,16 +795,19 @@ fn check_inner_layering(ctx: &FileCtx, toks: &[Tok], out: &mut Vec<Violation>) {
             continue;
         }
         let heads = if t.text == "crate" {
-            let into_folder = toks.get(i + 2).is_some_and(|x| &x.text == folder)
-                && toks.get(i + 3).is_some_and(|x| x.text == "::");
+            // `crate::` then each name of the folder's path, each followed by `::`.
+            let into_folder = names.iter().enumerate().all(|(n, name)| {
+                toks.get(i + 2 + 2 * n).is_some_and(|x| x.text == *name)
+                    && toks.get(i + 3 + 2 * n).is_some_and(|x| x.text == "::")
+            });
             if !into_folder {
                 continue;
             }
-            path_heads(toks, i + 4)
+            path_heads(toks, i + 2 + 2 * names.len())
         } else if t.text == "super" {
             // Whether the `super::` chain climbs to the folder's root.
             let (k, j) = super_chain(toks, i);
-            if k + 1 != here.len() + t.mod_depth {
+            if k + names.len() != here.len() + t.mod_depth {
                 continue;
             }
             path_heads(toks, j)

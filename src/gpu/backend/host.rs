@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use blstrs::{G1Affine, G2Affine};
 
-use super::super::bytes::bytes;
-use super::super::GpuError;
+use crate::gpu::bytes::bytes;
+use crate::gpu::GpuError;
 use crate::srs::HostPoints;
 
 /// The host side of some points.

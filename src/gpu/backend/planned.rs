@@ -2,7 +2,9 @@
 //! ([`crate::gpu::plan`]): the quotient with its vectors parked in host memory, A, B and C
 //! evaluated from a shape streamed in pieces of rows, and MSMs cut into pieces whose points are
 //! resident or streamed from host memory through two device buffers. A device whose plan holds
-//! everything keeps the paths of the parent module.
+//! everything takes the paths of [`super::sums`] instead. What a plan keeps on the device
+//! between proofs, and what it frees, is [`super::residency`]'s to decide
+//! ([`State::make_room`]); these methods use the state only through its methods.
 
 use std::sync::Arc;
 
@@ -10,33 +12,18 @@ use blstrs::{G1Projective, G2Projective, Scalar};
 use cudarc::driver::PinnedHostSlice;
 use rayon::prelude::*;
 
-use super::super::bytes::bytes;
-use super::super::device::{DevBuf, DevView, Gpu, Ring};
-use super::super::msm::{self, MsmParts};
-use super::super::ntt::{Domain, FR_BYTES};
-use super::super::plan::{self, Plan, Quotient, SHAPE_SLOT_BYTES};
-use super::super::r1cs::{DeviceShape, StreamedShape};
-use super::super::GpuError;
-use super::{AuxPoints, HostBytes, Points, Query, SlotKey, State};
+use super::host::HostBytes;
+use super::residency::{Points, State};
+use super::sums::AuxPoints;
+use crate::gpu::bytes::bytes;
+use crate::gpu::device::{DevBuf, DevView, Gpu, Ring};
+use crate::gpu::msm::{self, MsmParts};
+use crate::gpu::ntt::{Domain, FR_BYTES};
+use crate::gpu::plan::{self, Plan, Quotient, SHAPE_SLOT_BYTES};
+use crate::gpu::r1cs::{DeviceShape, StreamedShape};
+use crate::gpu::GpuError;
 use crate::prover::WitnessSums;
 use crate::synth::R1cs;
-
-/// The plan's name for a query of the parent module (none for the tests' named points).
-fn plan_query(q: Query) -> Option<plan::Query> {
-    match q {
-        Query::H => Some(plan::Query::H),
-        Query::L => Some(plan::Query::L),
-        Query::A => Some(plan::Query::A),
-        Query::BG1 => Some(plan::Query::BG1),
-        Query::BG2 => Some(plan::Query::BG2),
-        Query::Named(_) => None,
-    }
-}
-
-/// Whether the plan keeps `key`'s points resident.
-fn kept(plan: &Plan, set: u64, key: &SlotKey) -> bool {
-    key.set == set && plan_query(key.query).is_some_and(|q| plan.resident.has(q))
-}
 
 /// The assignment the evaluations read: on the device for the whole proof, or uploaded for
 /// each evaluation (and freed after it).
@@ -113,60 +100,9 @@ impl Fill<'_> {
 }
 
 impl State {
-    /// Frees what the plan of set `set` does not keep beside its proofs: other sets' points and
-    /// this set's streamed ones, the NTT tables unless the plan keeps them (those of domain
-    /// `lg` only), the device copies of shapes unless the plan keeps `shape`'s, and the
-    /// streamed shapes nobody else holds any more. The plan assumes the whole budget.
-    pub(super) fn make_room(&mut self, set: u64, plan: &Plan, lg: u32, shape: Option<&Arc<R1cs>>) {
-        self.drop_bases(|k| !kept(plan, set, k));
-        self.domains.retain(|l, _| plan.keep_tables && *l == lg);
-        match (plan.shape_resident, shape) {
-            (false, _) => self.shapes.clear(),
-            (true, Some(s)) => self
-                .shapes
-                .retain(|(host, _)| std::ptr::eq(host.as_ptr(), Arc::as_ptr(s))),
-            // A proof from host evaluations: the shapes still recorded stay for the next
-            // shaped proof.
-            (true, None) => self.shapes.retain(|(host, _)| host.strong_count() > 0),
-        }
-        // A streamed shape holds its host shape (and its pages locked): it is the last holder
-        // once the set that recorded it is gone.
-        self.streamed.retain(|s| Arc::strong_count(s.shape()) > 1);
-    }
-
-    /// The streamed form of `shape` (checked and registered once).
-    pub(super) fn streamed_shape(&mut self, shape: &Arc<R1cs>) -> Result<usize, GpuError> {
-        if let Some(i) = self
-            .streamed
-            .iter()
-            .position(|s| Arc::ptr_eq(s.shape(), shape))
-        {
-            return Ok(i);
-        }
-        let s = StreamedShape::new(&self.gpu, shape.clone())?;
-        tracing::debug!(
-            registered = s.registered(),
-            rows = s.rows(),
-            "recorded shape streamed from host memory"
-        );
-        self.streamed.push(s);
-        Ok(self.streamed.len() - 1)
-    }
-
-    /// The two page-locked host vectors of `bytes` each that parked cosets go to.
-    fn take_park(&mut self, bytes: usize) -> Result<[PinnedHostSlice<u8>; 2], GpuError> {
-        match self.park.take() {
-            Some(p) if p[0].len() >= bytes => Ok(p),
-            old => {
-                drop(old);
-                Ok([self.gpu.pinned(bytes)?, self.gpu.pinned(bytes)?])
-            }
-        }
-    }
-
     /// The quotient's m coefficients in a new device buffer, in the plan's form, from `fill`'s
     /// A, B and C (n values each).
-    pub(super) fn quotient_planned(
+    fn quotient_planned(
         &mut self,
         plan: &Plan,
         fill: &Fill<'_>,
@@ -181,17 +117,16 @@ impl State {
         };
         let result = {
             let d = self
-                .domains
-                .get(&lg)
+                .cached_domain(lg)
                 .ok_or_else(|| GpuError::Input("domain not resident".into()))?;
             match park.as_mut() {
                 None => resident_quotient(&self.gpu, d, fill, n, m),
                 Some(park) => parked_quotient(&self.gpu, d, park, fill, n, m),
             }
         };
-        self.park = park;
+        self.put_park(park);
         if !plan.keep_tables {
-            self.domains.remove(&lg);
+            self.drop_domain(lg);
         }
         result
     }
@@ -206,7 +141,7 @@ impl State {
         // A later query's upload that ran out of memory evicts the points made resident for an
         // earlier one: those are streamed instead.
         for (r, m) in resident.iter_mut().zip(msms) {
-            *r &= self.bases.contains_key(&m.p.key);
+            *r &= self.is_resident(&m.p.key);
         }
         Ok(resident)
     }
@@ -216,10 +151,7 @@ impl State {
     /// while the last piece of the one before is summed. A query's points are resident where
     /// planned (made so now; streamed instead where they do not fit) or streamed from host
     /// memory through two device buffers.
-    pub(super) fn msms_planned(
-        &mut self,
-        msms: &[PlannedMsm<'_>],
-    ) -> Result<Vec<Vec<MsmParts>>, GpuError> {
+    fn msms_planned(&mut self, msms: &[PlannedMsm<'_>]) -> Result<Vec<Vec<MsmParts>>, GpuError> {
         let resident = self.resident_now(msms)?;
         let (pieces, bounds) = cut_into_pieces(msms, &resident)?;
         let gpu = &self.gpu;
@@ -401,37 +333,31 @@ impl State {
         // The shape's form is taken out of the state while the sum runs (which borrows the
         // state mutably), and put back after.
         if resident {
-            let i = self
-                .shapes
-                .iter()
-                .position(|(host, _)| std::ptr::eq(host.as_ptr(), Arc::as_ptr(shape)))
-                .ok_or_else(|| GpuError::Input("shape not resident".into()))?;
-            let (host, copy) = self.shapes.swap_remove(i);
+            let (host, copy) = self.take_shape(shape)?;
             let fill = Fill::Resident {
                 shape: &copy,
                 input,
                 aux,
             };
             let sum = self.h_planned(plan, h, &fill, n, m);
-            self.shapes.push((host, copy));
+            self.put_shape((host, copy));
             sum
         } else {
-            let i = self.streamed_shape(shape)?;
-            let streamed = self.streamed.swap_remove(i);
+            let streamed = self.take_streamed_shape(shape)?;
             let fill = Fill::Streamed {
                 shape: &streamed,
                 input,
                 aux,
             };
             let sum = self.h_planned(plan, h, &fill, n, m);
-            self.streamed.push(streamed);
+            self.put_streamed_shape(streamed);
             sum
         }
     }
 }
 
 /// One MSM of [`State::msms_planned`].
-pub(super) struct PlannedMsm<'a> {
+struct PlannedMsm<'a> {
     /// The query's points.
     pub p: Points<'a>,
     /// Whether the plan keeps them resident.
@@ -462,7 +388,7 @@ impl Piece {
 
 /// The scalars of an MSM over a query.
 #[derive(Clone, Copy)]
-pub(super) enum Selection<'a> {
+enum Selection<'a> {
     /// One per point, at the start of a device view (rewritten by the MSM).
     Dense(DevView),
     /// The values of the assignment `aux` (one per flag) whose flag is set, one per point.

@@ -1,0 +1,405 @@
+//! The device calls a proof makes on a turn where its set's plan holds everything: the H sum
+//! fused onto the quotient, single MSMs, and the four aux MSMs run jointly from one upload of
+//! the assignment where they fit beside each other ([`AuxPoints`], the fit checked before
+//! anything is touched), each with its retry after making room. A plan that holds less takes
+//! [`super::planned`]'s forms instead; both reach the device's caches only through
+//! [`State`]'s methods.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use blstrs::{G1Projective, G2Projective, Scalar};
+use group::Group;
+
+use super::residency::{domain_size, Points, State};
+use super::turns::Shared;
+use crate::gpu::bytes::bytes;
+use crate::gpu::device::DevBuf;
+use crate::gpu::msm::{self, Curve};
+use crate::gpu::ntt::FR_BYTES;
+use crate::gpu::plan;
+use crate::gpu::GpuError;
+use crate::prover::WitnessSums;
+use crate::synth::R1cs;
+
+/// Device memory the four aux MSMs take beyond their points, for the joint aux MSMs' fit
+/// check: they run one after another ([`aux_sums`]), so the most any one of them holds at
+/// once, its selected scalars (A and B; the L query's MSM rewrites the assignment in place)
+/// and its working buffers as the planner counts msm.rs's allocations
+/// ([`plan::msm_work_bytes`], every scalar taken as full), with the assignment's copy where it
+/// is not on the device already, and [`AUX_SLACK`]. `n` aux values, `na` A and `nb` B points.
+///
+/// An estimate of 176 bytes per aux value and 2 GiB (the working buffers of every query
+/// counted at once) refused the joint MSMs of a 32 GiB partition on an H100 80GB with the
+/// parameters and shape resident (27.2 GiB asked, 20.4 GiB free): the queries then ran one by
+/// one, and the witness MSMs took 1.1–1.24 s instead of 0.48–0.53 s (docs/gpu-notes.md).
+fn aux_work_bytes(n: usize, na: usize, nb: usize, aux_resident: bool) -> usize {
+    let work = |g2: bool, m: usize| {
+        let curve = if g2 { Curve::G2 } else { Curve::G1 };
+        let bits = msm::window_bits(m, curve);
+        usize::try_from(plan::msm_work_bytes(g2, m as u64, bits)).unwrap_or(usize::MAX)
+    };
+    let each = [
+        work(false, n),
+        na * FR_BYTES + work(false, na),
+        nb * FR_BYTES + work(false, nb),
+        nb * FR_BYTES + work(true, nb),
+    ];
+    let copy = if aux_resident { 0 } else { n * FR_BYTES };
+    copy + each.into_iter().max().unwrap_or(0) + AUX_SLACK
+}
+
+/// Room [`aux_work_bytes`] keeps beyond its count: the compaction's flags and scan, the
+/// allocator's rounding.
+const AUX_SLACK: usize = 512 << 20;
+
+impl Shared {
+    /// Σ h_i·H_i for the quotient H of `a`, `b`, `c`, with H left on the device between the
+    /// transforms and the MSM: no download and upload of its m·32 bytes (8.6 GB of PCIe
+    /// traffic for a 2^27 domain). `h` are the m − 1 points of the H query.
+    pub(super) fn h_sum(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        h: &Points<'_>,
+    ) -> Result<G1Projective, GpuError> {
+        // The inputs are still on the host: a retry after freeing the rest needs nothing else.
+        self.h_sum_of(domain_size(a.len()), h, |s| {
+            s.quotient_on_device(a, b, c).map(|(hs, _)| hs)
+        })
+    }
+
+    /// [`Shared::h_sum`] with A, B and C evaluated on the device from `shape` and the
+    /// assignment: nothing of them crosses the bus but the assignment.
+    pub(super) fn h_sum_shaped(
+        &self,
+        shape: &Arc<R1cs>,
+        input: &[Scalar],
+        aux: &[Scalar],
+        h: &Points<'_>,
+    ) -> Result<G1Projective, GpuError> {
+        // A retry copies the shape again (freeing the rest drops it).
+        self.h_sum_of(domain_size(shape.num_constraints()), h, |s| {
+            s.ensure_shape(shape, &h.key)?;
+            s.quotient_from_shape(shape, input, aux)
+        })
+    }
+
+    /// Σ h_i·H_i over a domain of `m` for the quotient `quotient` leaves on the device; where
+    /// that runs out of memory, once more after freeing every resident point but H's and the
+    /// NTT tables.
+    fn h_sum_of(
+        &self,
+        m: usize,
+        h: &Points<'_>,
+        quotient: impl Fn(&mut State) -> Result<DevBuf, GpuError>,
+    ) -> Result<G1Projective, GpuError> {
+        if h.n != m - 1 {
+            return Err(GpuError::Input(format!(
+                "{} H bases for a domain of {m}",
+                h.n
+            )));
+        }
+        let run = |s: &mut State| -> Result<msm::MsmParts, GpuError> {
+            let hs = quotient(s)?;
+            msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)
+        };
+        let mut s = self.lock()?;
+        s.ensure(h)?;
+        let parts = match run(&mut s) {
+            Err(e) if e.is_out_of_memory() && s.evict_except(Some(&h.key)) => run(&mut s),
+            r => r,
+        }?;
+        Ok(msm::finish_g1(&parts))
+    }
+
+    /// Σ scalars[i]·points[i] (the parts of the sum; see [`msm::finish_g1`]).
+    fn msm(&self, p: &Points<'_>, scalars: &[Scalar]) -> Result<msm::MsmParts, GpuError> {
+        if scalars.len() != p.n {
+            return Err(GpuError::Input(format!(
+                "{} bases for {} scalars",
+                p.n,
+                scalars.len()
+            )));
+        }
+        let mut s = self.lock()?;
+        s.ensure(p)?;
+        let run = |s: &State| -> Result<msm::MsmParts, GpuError> {
+            msm::msm(&s.gpu, p.curve, s.resident(&p.key)?, p.n, bytes(scalars))
+        };
+        match run(&s) {
+            Err(e) if e.is_out_of_memory() && s.evict_except(Some(&p.key)) => {
+                // The working buffers did not fit beside the resident points of other sets
+                // (parameters of an earlier proof, say) or the NTT tables: keep only these
+                // points and retry once.
+                run(&s)
+            }
+            r => r,
+        }
+    }
+
+    /// Σ scalars[i]·points[i] in G1 (the identity for none).
+    pub(super) fn sum_g1(
+        &self,
+        p: &Points<'_>,
+        scalars: &[Scalar],
+    ) -> Result<G1Projective, GpuError> {
+        if p.n == 0 && scalars.is_empty() {
+            return Ok(G1Projective::identity());
+        }
+        Ok(msm::finish_g1(&self.msm(p, scalars)?))
+    }
+
+    /// Σ scalars[i]·points[i] in G2 (the identity for none).
+    pub(super) fn sum_g2(
+        &self,
+        p: &Points<'_>,
+        scalars: &[Scalar],
+    ) -> Result<G2Projective, GpuError> {
+        if p.n == 0 && scalars.is_empty() {
+            return Ok(G2Projective::identity());
+        }
+        Ok(msm::finish_g2(&self.msm(p, scalars)?))
+    }
+
+    /// The four aux MSMs with the assignment uploaded once: the A and B queries' scalars are
+    /// selected on the device ([`msm::compact`]) before the L query's MSM runs on the uploaded
+    /// copy (an MSM's front end rewrites its scalars in place). For a 32 GiB partition that sends 4.2 GB over PCIe instead of
+    /// about 10 GB, and the host makes no copies of the selections. All four point ranges must
+    /// be resident at once: where the free memory cannot hold the missing ones and the working
+    /// buffers (estimated, see [`aux_work_bytes`]) this returns the out-of-memory error at
+    /// once, touching nothing, and the caller runs the queries one by one (which evicts and
+    /// uploads per query as needed); an out-of-memory error later on is returned the same way.
+    /// The sums over the inputs are not included (`a`, `b_g1`, `b_g2` are over aux only).
+    pub(super) fn aux_joint(&self, q: &AuxPoints<'_, '_>) -> Result<WitnessSums, GpuError> {
+        let Some(nb) = check_aux(q)? else {
+            return Ok(WitnessSums::identity());
+        };
+        let mut s = self.lock()?;
+        s.fit_aux(q, false)?;
+        let aux = s.gpu.upload_new(bytes(q.aux))?;
+        aux_sums(&s, q, nb, aux)
+    }
+
+    /// Both sums of a shaped proof with the assignment sent over once: A, B and C evaluated
+    /// on the device, the quotient, the H query's MSM, and then the four aux MSMs of
+    /// [`Shared::aux_joint`] on the copy of `aux` the evaluation read. Between the two, an
+    /// urgent caller waiting gets its turn (the copy stays on the device meanwhile). Returns
+    /// Σ h_i·H_i, how long it took, and the aux sums, or `None` where they do not fit on the
+    /// device together (the caller runs them as [`GpuPrepared::witness`] does). Out of memory
+    /// before the H sum is done is returned as the error, nothing kept: the caller then makes
+    /// the two calls apart, each with its own retry.
+    ///
+    /// [`GpuPrepared::witness`]: super::prepared::GpuPrepared::witness
+    pub(super) fn sums_shaped(
+        &self,
+        shape: &Arc<R1cs>,
+        input: &[Scalar],
+        h: &Points<'_>,
+        q: &AuxPoints<'_, '_>,
+    ) -> Result<(G1Projective, Duration, Option<WitnessSums>), GpuError> {
+        let m = domain_size(shape.num_constraints());
+        if h.n != m - 1 {
+            return Err(GpuError::Input(format!(
+                "{} H bases for a domain of {m}",
+                h.n
+            )));
+        }
+        let nb = check_aux(q)?;
+        let start = Instant::now();
+        let mut s = self.lock()?;
+        // With `debug.gpu_trace`, each step's time (the device synchronized after each).
+        let mut tr = msm::Trace::new(&s.gpu);
+        s.ensure(h)?;
+        s.ensure_shape(shape, &h.key)?;
+        tr.mark(&s.gpu, "lock, resident")?;
+        let input = s.gpu.upload_new(bytes(input))?;
+        let aux = s.gpu.upload_new(bytes(q.aux))?;
+        tr.mark(&s.gpu, "assignment up")?;
+        let (hs, aux) = s.quotient_of_shape(shape, input, aux, true)?;
+        let aux =
+            aux.ok_or_else(|| GpuError::Input("the assignment's copy was not kept".into()))?;
+        tr.mark(&s.gpu, "A, B, C, quotient")?;
+        let parts = msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)?;
+        let h_sum = msm::finish_g1(&parts);
+        let h_done = start.elapsed();
+        tr.mark(&s.gpu, "H")?;
+        let Some(nb) = nb else {
+            return Ok((h_sum, h_done, Some(WitnessSums::identity())));
+        };
+        let mut s = self.yield_to_urgent(s)?;
+        let fitted = s.fit_aux(q, true);
+        tr.mark(&s.gpu, "turn, fit")?;
+        tr.emit("shaped sums, to the aux sums");
+        let sums = match fitted {
+            Err(e) if e.is_out_of_memory() => {
+                tracing::debug!(error = %e, "aux MSMs apart, after the H sum");
+                return Ok((h_sum, h_done, None));
+            }
+            r => r.and_then(|()| aux_sums(&s, q, nb, aux))?,
+        };
+        Ok((h_sum, h_done, Some(sums)))
+    }
+}
+
+/// Checks the aux MSMs' lengths: the B queries' length, or `None` when there are no aux
+/// values (every sum the identity).
+pub(super) fn check_aux(q: &AuxPoints<'_, '_>) -> Result<Option<usize>, GpuError> {
+    let n = q.aux.len();
+    if q.l.n != n || q.a_density.len() != n || q.b_density.len() != n {
+        return Err(GpuError::Input(format!(
+            "{n} aux values for {} L points and densities of {} and {}",
+            q.l.n,
+            q.a_density.len(),
+            q.b_density.len()
+        )));
+    }
+    if q.b_g1.n != q.b_g2.n {
+        return Err(GpuError::Input(format!(
+            "B query of {} points in G1 and {} in G2",
+            q.b_g1.n, q.b_g2.n
+        )));
+    }
+    let nb = q.b_g1.n;
+    let (a_set, b_set) = (q.a_set, q.b_set);
+    if a_set != q.a.n || b_set != nb {
+        return Err(GpuError::Input(format!(
+            "A query of {} points for {a_set} flags, B of {nb} for {b_set}",
+            q.a.n
+        )));
+    }
+    Ok((n > 0).then_some(nb))
+}
+
+impl State {
+    /// Makes the four aux queries' points resident where they and the aux MSMs' working
+    /// buffers fit in the free memory (the assignment's copy too, unless `aux_resident`);
+    /// otherwise the out-of-memory error, touching nothing.
+    fn fit_aux(&mut self, q: &AuxPoints<'_, '_>, aux_resident: bool) -> Result<(), GpuError> {
+        let n = q.aux.len();
+        let queries = [q.l, q.a, q.b_g1, q.b_g2];
+        let missing: usize = queries
+            .iter()
+            .filter(|p| !self.is_resident(&p.key))
+            .map(|p| p.byte_len())
+            .sum();
+        let work = aux_work_bytes(n, q.a.n, q.b_g1.n, aux_resident);
+        let free = self.gpu.available()?;
+        if missing + work > free {
+            return Err(GpuError::OutOfMemory(format!(
+                "the aux MSMs together need about {} MiB more, {} MiB free",
+                (missing + work) >> 20,
+                free >> 20
+            )));
+        }
+        for p in queries.iter().filter(|p| p.n > 0) {
+            self.ensure(p)?;
+        }
+        // Making room for one range may have evicted another: then they do not fit together.
+        if queries.iter().any(|p| p.n > 0 && !self.is_resident(&p.key)) {
+            return Err(GpuError::OutOfMemory(
+                "the L, A and B bases do not fit on the device together".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The four aux MSMs over `aux`, the assignment's copy on the device (consumed), the points
+/// resident ([`State::fit_aux`]); `nb` is the B queries' length. The A and B queries' scalars
+/// are selected on the device ([`msm::compact`]), each just before its MSM, before the L
+/// query's MSM runs on `aux` (an MSM's front end rewrites its scalars in place).
+fn aux_sums(
+    s: &State,
+    q: &AuxPoints<'_, '_>,
+    nb: usize,
+    aux: DevBuf,
+) -> Result<WitnessSums, GpuError> {
+    let queries = [q.l, q.a, q.b_g1, q.b_g2];
+    let gpu = &s.gpu;
+    // Query i's MSM over `scalars` (consumed: rewritten, then freed), None when empty.
+    let sum = |i: usize, scalars: DevBuf| -> Result<Option<msm::MsmParts>, GpuError> {
+        let p = &queries[i];
+        if p.n == 0 {
+            return Ok(None);
+        }
+        msm::msm_device(gpu, p.curve, s.resident(&p.key)?, p.n, scalars).map(Some)
+    };
+    let g1 = |p: Option<msm::MsmParts>| p.map_or(G1Projective::identity(), |p| msm::finish_g1(&p));
+    // Each selection is made just before its MSM and freed by it, so that no two (the A
+    // query's is as large as the assignment) are on the device together; the L query last,
+    // its MSM rewriting `aux` in place.
+    // With `debug.gpu_trace`, each step's time (the device synchronized after each).
+    let mut tr = msm::Trace::new(gpu);
+    let a = msm::compact_counted(gpu, &aux, q.a_density, q.a.n)?;
+    tr.mark(gpu, "select A")?;
+    let a = sum(1, a)?;
+    tr.mark(gpu, "A")?;
+    let b1 = msm::compact_counted(gpu, &aux, q.b_density, nb)?;
+    tr.mark(gpu, "select B")?;
+    let b1 = sum(2, b1)?;
+    tr.mark(gpu, "B G1")?;
+    let b2 = msm::compact_counted(gpu, &aux, q.b_density, nb)?;
+    tr.mark(gpu, "select B")?;
+    let b2 = sum(3, b2)?;
+    tr.mark(gpu, "B G2")?;
+    let l = sum(0, aux)?;
+    tr.mark(gpu, "L")?;
+    tr.emit("aux sums");
+    Ok(WitnessSums {
+        l: g1(l),
+        a: g1(a),
+        b_g1: g1(b1),
+        b_g2: b2.map_or(G2Projective::identity(), |p| msm::finish_g2(&p)),
+    })
+}
+
+/// The aux MSMs of one proof for [`Shared::aux_joint`]: `l` has one point per aux value, `a`
+/// one per set flag of `a_density`, `b_g1` and `b_g2` one per set flag of `b_density`.
+pub(super) struct AuxPoints<'a, 'p> {
+    pub(super) aux: &'a [Scalar],
+    pub(super) a_density: &'a [bool],
+    pub(super) b_density: &'a [bool],
+    /// The set flags of `a_density` and `b_density` (counted once per shape).
+    pub(super) a_set: usize,
+    pub(super) b_set: usize,
+    pub(super) l: Points<'p>,
+    pub(super) a: Points<'p>,
+    pub(super) b_g1: Points<'p>,
+    pub(super) b_g2: Points<'p>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 32 GiB PoRep partition's aux MSMs (ANCHORS.md): aux values, A and B points.
+    const N: usize = 130_169_893;
+    const NA: usize = 129_753_292;
+    const NB: usize = 33_112_281;
+
+    #[test]
+    fn a_32gib_partitions_aux_msms_fit_beside_everything_resident_on_an_h100() {
+        // Free on an H100 80GB (2026-12-06) with the parameters, the shape and the assignment
+        // resident, when the aux MSMs' turn came: 20,868 MiB.
+        let free = 20_868usize << 20;
+        let need = aux_work_bytes(N, NA, NB, true);
+        assert!(need <= free, "{} MiB", need >> 20);
+        // Not below what the A query alone allocates: its selection, digits and their sorted
+        // list (13 windows of 4 bytes each per point at 20-bit windows).
+        assert!(
+            need >= NA * FR_BYTES + 2 * 13 * 4 * NA,
+            "{} MiB",
+            need >> 20
+        );
+    }
+
+    #[test]
+    fn the_assignments_copy_counts_where_it_is_not_resident() {
+        let kept = aux_work_bytes(N, NA, NB, true);
+        assert_eq!(aux_work_bytes(N, NA, NB, false), kept + N * FR_BYTES);
+        // Tiny sets still keep the slack.
+        assert!(aux_work_bytes(4, 2, 1, true) >= AUX_SLACK);
+    }
+}

@@ -1,0 +1,176 @@
+//! Callers taking turns on the device: [`Shared`] holds the device's [`State`] behind a lock
+//! and a queue of turns in which urgent callers ([`crate::prover::urgency`]) go first, and a
+//! [`DeviceGuard`] is one turn. One device stream runs one call at a time, so a turn is the
+//! way to the state for a device call. [`SetGuard`], a prepared set's claim on the device,
+//! lives here too: it holds the shared device, and when dropped frees its points under the
+//! state's lock without waiting for a turn.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::residency::State;
+use crate::gpu::device::{DeviceInfo, Gpu, Ledger};
+use crate::gpu::GpuError;
+
+/// The device, shared by the backend and the sets prepared on it.
+pub(super) struct Shared {
+    pub(super) info: DeviceInfo,
+    /// The device's memory ledger, read without the lock (Status, metrics).
+    pub(super) ledger: Arc<Ledger>,
+    state: Mutex<State>,
+    /// Whose turn on the device is next: urgent callers first ([`crate::prover::urgency`]).
+    turn: Mutex<Turn>,
+    turn_changed: Condvar,
+}
+
+/// The device's turn-taking: whether a call holds it, and how many urgent callers wait.
+#[derive(Default)]
+struct Turn {
+    busy: bool,
+    urgent_waiting: usize,
+}
+
+/// A turn on the device: the state, and the turn released for the next caller on drop.
+pub(in crate::gpu) struct DeviceGuard<'a> {
+    state: MutexGuard<'a, State>,
+    shared: &'a Shared,
+}
+
+impl std::ops::Deref for DeviceGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for DeviceGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for DeviceGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.end_turn();
+    }
+}
+
+/// A set's claim on the device: its id, under which its points are resident, and their
+/// bytes. Dropping it frees the points.
+pub(super) struct SetGuard {
+    pub(super) shared: Arc<Shared>,
+    pub(super) id: u64,
+    pub(super) bytes: Arc<AtomicU64>,
+}
+
+impl SetGuard {
+    pub(super) fn new(shared: &Arc<Shared>) -> Result<Self, GpuError> {
+        let mut s = shared.lock()?;
+        let (id, bytes) = s.open_set();
+        Ok(SetGuard {
+            shared: shared.clone(),
+            id,
+            bytes,
+        })
+    }
+}
+
+impl Drop for SetGuard {
+    fn drop(&mut self) {
+        // A panic in an earlier device call poisons the lock but leaves the map usable, and the
+        // points must go either way.
+        let mut s = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.close_set(self.id);
+    }
+}
+
+impl Shared {
+    /// The device `gpu`, nothing resident, no one's turn.
+    pub(super) fn new(gpu: Gpu) -> Self {
+        let info = gpu.info.clone();
+        let ledger = gpu.ledger();
+        Shared {
+            info,
+            ledger,
+            state: Mutex::new(State::new(gpu)),
+            turn: Mutex::new(Turn::default()),
+            turn_changed: Condvar::new(),
+        }
+    }
+
+    /// The state without taking a turn, for reading what needs no device call (its context):
+    /// a panic in an earlier device call poisons the lock but leaves the state usable.
+    pub(super) fn state_outside_turn(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for a turn on the device (urgent callers take the next turn ahead of the
+    /// others), then for its state.
+    pub(super) fn lock(&self) -> Result<DeviceGuard<'_>, GpuError> {
+        use crate::prover::urgency::{any_urgent, is_urgent};
+        let urgent = is_urgent();
+        {
+            let mut t = self.turn.lock().unwrap_or_else(|p| p.into_inner());
+            t.urgent_waiting += usize::from(urgent);
+            loop {
+                if t.busy || (!urgent && t.urgent_waiting > 0) {
+                    t = self.turn_changed.wait(t).unwrap_or_else(|p| p.into_inner());
+                } else if !urgent && any_urgent() {
+                    // An urgent proof between its device calls: it wakes nobody when it
+                    // ends, so look again shortly.
+                    t = self
+                        .turn_changed
+                        .wait_timeout(t, Duration::from_millis(1))
+                        .map(|(t, _)| t)
+                        .unwrap_or_else(|p| p.into_inner().0);
+                } else {
+                    break;
+                }
+            }
+            t.urgent_waiting -= usize::from(urgent);
+            t.busy = true;
+        }
+        match self.state.lock() {
+            Ok(state) => {
+                let guard = DeviceGuard {
+                    state,
+                    shared: self,
+                };
+                // Whatever this thread drops on the device from here on is freed in the
+                // device's context (see `Gpu::bind`).
+                guard.gpu.bind()?;
+                Ok(guard)
+            }
+            Err(_) => {
+                self.end_turn();
+                Err(GpuError::Cuda {
+                    context: "lock",
+                    message: "a previous GPU call panicked".into(),
+                })
+            }
+        }
+    }
+
+    fn end_turn(&self) {
+        self.turn.lock().unwrap_or_else(|p| p.into_inner()).busy = false;
+        self.turn_changed.notify_all();
+    }
+
+    /// `s` again, after the urgent callers waiting for the device (if any) had their turns.
+    pub(super) fn yield_to_urgent<'s>(
+        &'s self,
+        s: DeviceGuard<'s>,
+    ) -> Result<DeviceGuard<'s>, GpuError> {
+        let waiting = self
+            .turn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .urgent_waiting;
+        if waiting == 0 && !crate::prover::urgency::any_urgent() {
+            return Ok(s);
+        }
+        drop(s);
+        self.lock()
+    }
+}
