@@ -307,6 +307,40 @@ impl State {
         keys.len()
     }
 
+    /// Bytes available for a call of `own`'s set that needs `need`: where the device has less,
+    /// other sets' resident points go first, the set holding most first, until it has enough
+    /// or none is left. A memory plan counts those points as reclaimable (an eviction uploads
+    /// them again when their set's next proof needs them), so a call the plan let through
+    /// must not fail for them; this set's own points stay.
+    pub(super) fn room_beside_other_sets(
+        &mut self,
+        own: &SlotKey,
+        need: usize,
+    ) -> Result<usize, GpuError> {
+        let mut available = self.gpu.available()?;
+        while available < need {
+            let Some(set) = self.largest_other_set(own.set) else {
+                break;
+            };
+            self.drop_bases(|k| k.set == set);
+            self.gpu.settle()?;
+            available = self.gpu.available()?;
+        }
+        Ok(available)
+    }
+
+    /// The set other than `own` whose resident points take the most device memory.
+    fn largest_other_set(&self, own: u64) -> Option<u64> {
+        let mut bytes: HashMap<u64, usize> = HashMap::new();
+        for (key, buf) in self.bases.iter().filter(|(k, _)| k.set != own) {
+            *bytes.entry(key.set).or_default() += buf.len();
+        }
+        bytes
+            .into_iter()
+            .max_by_key(|&(_, b)| b)
+            .map(|(set, _)| set)
+    }
+
     /// Drops every resident point range but `keep` and every NTT domain's tables (a 2^27
     /// domain's twiddle table is 2 GiB; the tables are rebuilt in milliseconds when next
     /// needed). Returns whether anything was freed.

@@ -184,8 +184,9 @@ impl Shared {
 
     /// Both sums of a shaped proof with the assignment sent over once: A, B and C evaluated
     /// on the device, the quotient, the H query's MSM, and then the four aux MSMs of
-    /// [`Shared::aux_joint`] on the copy of `aux` the evaluation read. Between the two, an
-    /// urgent caller waiting gets its turn (the copy stays on the device meanwhile). Returns
+    /// [`Shared::aux_joint`] on the copy of `aux` the evaluation read. Before the H MSM and
+    /// before the aux MSMs, an urgent caller waiting gets its turn (the quotient and the copy
+    /// stay on the device meanwhile). Returns
     /// Σ h_i·H_i, how long it took, and the aux sums, or `None` where they do not fit on the
     /// device together (the caller runs them as [`GpuPrepared::witness`] does). Out of memory
     /// before the H sum is done is returned as the error, nothing kept: the caller then makes
@@ -221,6 +222,11 @@ impl Shared {
         let aux =
             aux.ok_or_else(|| GpuError::Input("the assignment's copy was not kept".into()))?;
         tr.mark(&s.gpu, "A, B, C, quotient")?;
+        // The H MSM is most of this turn: an urgent caller waiting goes first, the quotient
+        // and the assignment's copy kept on the device meanwhile (its own retry may have
+        // evicted H's points, which then go up again).
+        let mut s = self.yield_to_urgent(s)?;
+        s.ensure(h)?;
         let parts = msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)?;
         let h_sum = msm::finish_g1(&parts);
         let h_done = start.elapsed();
@@ -274,8 +280,9 @@ pub(super) fn check_aux(q: &AuxPoints<'_, '_>) -> Result<Option<usize>, GpuError
 
 impl State {
     /// Makes the four aux queries' points resident where they and the aux MSMs' working
-    /// buffers fit in the free memory (the assignment's copy too, unless `aux_resident`);
-    /// otherwise the out-of-memory error, touching nothing.
+    /// buffers fit in the free memory (the assignment's copy too, unless `aux_resident`),
+    /// other sets' resident points evicted to make that room where needed; otherwise the
+    /// out-of-memory error, touching nothing of this set.
     fn fit_aux(&mut self, q: &AuxPoints<'_, '_>, aux_resident: bool) -> Result<(), GpuError> {
         let n = q.aux.len();
         let queries = [q.l, q.a, q.b_g1, q.b_g2];
@@ -285,7 +292,7 @@ impl State {
             .map(|p| p.byte_len())
             .sum();
         let work = aux_work_bytes(n, q.a.n, q.b_g1.n, aux_resident);
-        let free = self.gpu.available()?;
+        let free = self.room_beside_other_sets(&q.l.key, missing + work)?;
         if missing + work > free {
             return Err(GpuError::OutOfMemory(format!(
                 "the aux MSMs together need about {} MiB more, {} MiB free",
