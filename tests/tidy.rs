@@ -1,5 +1,5 @@
 //! Tidy: rules about the source tree that the compiler does not enforce, checked by reading
-//! the sources (rust-analyzer keeps its own rules the same way). Five rules:
+//! the sources (rust-analyzer keeps its own rules the same way). Seven rules:
 //!
 //! * **layering** — a module of `src/` may only use modules of its own top-level module or of
 //!   a lower layer of [`LAYERS`], read from `crate::…` paths (in `use` lines and in code,
@@ -13,6 +13,13 @@
 //!   `mod.rs`, or the file beside the folder: the daemon's `Context`, say) is not checked,
 //!   and the root may use any child. A file in a nested folder answers to each listed folder
 //!   it is inside of.
+//! * **circles** — in every folder of `src/` (`src/` itself and the folders [`INNER_LAYERS`]
+//!   does not order included) no child modules use each other in a circle. A file inside one
+//!   child (in the child's file, its subfolder or an inline `mod`) that names another child
+//!   with a `crate::…`, `super::…` or `self::` path, test code included, draws an arrow from
+//!   its child to the other; each circle of arrows is one violation, naming the file, line and
+//!   path of the use behind each arrow. Like the inner layers, what a child takes from the
+//!   folder's root is no arrow, nor is a child reached through the root's `pub use`.
 //! * **length** — no function of `src/` is over [`MAX_FN_LINES`] lines, from its `fn` line to
 //!   its closing brace, except those named in [`LONG_FUNCTIONS`] with the reason. The
 //!   generated gRPC code is not read.
@@ -38,7 +45,7 @@
 //!   Checked in `src/`, `tests/` and `benches/`.
 //!
 //! Code inside `#[cfg(test)]` items (and in files declared by `#[cfg(test)] mod x;`) is test
-//! code: the env and print rules do not apply to it; the layering and safety rules do.
+//! code: the env and print rules do not apply to it; the layering, circles and safety rules do.
 //! Comments and string and character literals are blanked out before any rule looks at the
 //! code, so a `"println!"` in a string or a `crate::gpu` in a doc comment is not a use.
 //!
@@ -171,6 +178,7 @@ enum Rule {
     Print,
     Safety,
     Vacuous,
+    Circles,
 }
 
 impl Rule {
@@ -182,6 +190,7 @@ impl Rule {
             Rule::Print => "print",
             Rule::Safety => "safety",
             Rule::Vacuous => "vacuous",
+            Rule::Circles => "circles",
         }
     }
 
@@ -193,6 +202,7 @@ impl Rule {
             Rule::Print,
             Rule::Safety,
             Rule::Vacuous,
+            Rule::Circles,
         ]
         .into_iter()
         .find(|r| r.name() == s)
@@ -1143,6 +1153,252 @@ fn test_children(path: &str, text: &str) -> Vec<String> {
     out
 }
 
+// ---- import circles -----------------------------------------------------------------------
+
+/// A path a file of `src/` names with `crate::`, `super::` or `self::`: the module path it
+/// leads to, from the crate root, with the items after it; and its 0-based line.
+struct Use {
+    target: Vec<String>,
+    line: usize,
+}
+
+/// The paths that go on at `toks[i]` (just after a `::`), each as its segments: one per
+/// element of a `{ … }` group, nested groups included. `self` in a group and a glob `*` end a
+/// path at the module before them; an `as` or anything but `::` after a name ends it there.
+fn path_tails(toks: &[Tok], i: usize) -> Vec<(Vec<String>, usize)> {
+    let Some(t) = toks.get(i) else {
+        return Vec::new();
+    };
+    match t.text.as_str() {
+        "{" => {
+            let end = closing(toks, i);
+            let mut out = Vec::new();
+            let mut k = i + 1;
+            while k < end {
+                out.extend(path_tails(toks, k));
+                // On to the element after the next comma of this group.
+                let mut depth = 0usize;
+                while k < end {
+                    match toks[k].text.as_str() {
+                        "{" | "(" | "[" => depth += 1,
+                        "}" | ")" | "]" => depth = depth.saturating_sub(1),
+                        "," if depth == 0 => {
+                            k += 1;
+                            break;
+                        }
+                        _ => {}
+                    }
+                    k += 1;
+                }
+            }
+            out
+        }
+        "self" | "*" => vec![(Vec::new(), t.line)],
+        name if !name.is_empty() && name.chars().all(is_ident_char) => {
+            let rest = if toks.get(i + 1).is_some_and(|n| n.text == "::") {
+                path_tails(toks, i + 2)
+            } else {
+                Vec::new()
+            };
+            if rest.is_empty() {
+                return vec![(vec![name.to_string()], t.line)];
+            }
+            rest.into_iter()
+                .map(|(mut p, line)| {
+                    p.insert(0, name.to_string());
+                    (p, line)
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The paths a file names with `crate::`, `super::` or `self::` (in `use` lines and in code,
+/// test code included), each resolved from the crate root. A `super::` that climbs no higher
+/// than the inline `mod x { … }` blocks around it, and a `self::` inside one, stay in the file
+/// and are left out.
+fn module_uses(ctx: &FileCtx, toks: &[Tok]) -> Vec<Use> {
+    let here = ctx.module_path();
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|p| toks[p].text.as_str());
+        let next_is_path = toks.get(i + 1).is_some_and(|n| n.text == "::");
+        // `$crate::`, the middle of a path, and `pub(in crate::x)` are no uses.
+        if !next_is_path || matches!(prev, Some("::" | "$" | "in")) {
+            continue;
+        }
+        let (base, at) = match t.text.as_str() {
+            "crate" => (Vec::new(), i + 2),
+            "super" => {
+                let (k, j) = super_chain(toks, i);
+                let up = k.saturating_sub(t.mod_depth);
+                match here.len().checked_sub(up) {
+                    Some(keep) if up > 0 => (here[..keep].to_vec(), j),
+                    _ => continue,
+                }
+            }
+            "self" if t.mod_depth == 0 => (here.clone(), i + 2),
+            _ => continue,
+        };
+        for (tail, line) in path_tails(toks, at) {
+            let mut target = base.clone();
+            target.extend(tail);
+            out.push(Use { target, line });
+        }
+    }
+    out
+}
+
+/// An arrow between two children of one folder: the use that draws it (the file, its 0-based
+/// line, and the path used, from the child it names on).
+#[derive(Clone)]
+struct Arrow {
+    path: String,
+    line: usize,
+    name: String,
+}
+
+/// Each folder's arrows between its child modules (folder → from → to → the use).
+type FolderArrows = BTreeMap<Vec<String>, BTreeMap<String, BTreeMap<String, Arrow>>>;
+
+/// The arrows of every folder of `src/` from the files' uses: a file inside child `a` of a
+/// folder that uses child `b` of it (a file or a subfolder of `modules`, not an item of the
+/// folder's root) draws `a → b`. `files` are (path, module path, uses), in path order.
+fn folder_arrows(files: &[(String, Vec<String>, Vec<Use>)]) -> FolderArrows {
+    let modules: BTreeSet<&[String]> = files
+        .iter()
+        .flat_map(|(_, here, _)| (1..=here.len()).map(|n| &here[..n]))
+        .collect();
+    let mut arrows = FolderArrows::new();
+    for (path, here, uses) in files {
+        for u in uses {
+            for d in 0..here.len() {
+                let t = &u.target;
+                let sibling = t.len() > d
+                    && t[..d] == here[..d]
+                    && t[d] != here[d]
+                    && modules.contains(&t[..=d]);
+                if !sibling {
+                    continue;
+                }
+                let to = arrows
+                    .entry(here[..d].to_vec())
+                    .or_default()
+                    .entry(here[d].clone())
+                    .or_default();
+                let arrow = Arrow {
+                    path: path.clone(),
+                    line: u.line,
+                    name: t[d..].join("::"),
+                };
+                // The first use, unless it names only the module (`b::{self as x}`) and a
+                // later one names something in it.
+                let first = to.entry(t[d].clone()).or_insert_with(|| arrow.clone());
+                if !first.name.contains("::") && arrow.name.contains("::") {
+                    *first = arrow;
+                }
+            }
+        }
+    }
+    arrows
+}
+
+/// The nodes `from` reaches in `graph` (itself only through a circle).
+fn reachable(graph: &BTreeMap<String, BTreeSet<String>>, from: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![from.to_string()];
+    while let Some(n) = todo.pop() {
+        for m in graph.get(&n).into_iter().flatten() {
+            if seen.insert(m.clone()) {
+                todo.push(m.clone());
+            }
+        }
+    }
+    seen
+}
+
+/// The circles of `graph`: through each node that lies on one, a shortest circle (found
+/// breadth first), each starting at its least node and listed once. Every node of a tangle
+/// of several circles is on one that is listed, without listing every circle of it (their
+/// number can grow exponentially); breaking those listed shows the rest.
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let reach: BTreeMap<&String, BTreeSet<String>> =
+        graph.keys().map(|n| (n, reachable(graph, n))).collect();
+    let mut out = BTreeSet::new();
+    for (&start, from_start) in &reach {
+        if !from_start.contains(start) {
+            continue;
+        }
+        // Breadth first from `start`, through the nodes that lie on a circle with it.
+        let on_circle = |m: &String| reach.get(m).is_some_and(|r| r.contains(start));
+        let mut parent: BTreeMap<String, String> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([start.clone()]);
+        let last = 'search: loop {
+            let Some(n) = queue.pop_front() else {
+                unreachable!("{start} reaches itself");
+            };
+            for m in graph.get(&n).into_iter().flatten() {
+                if m == start {
+                    break 'search n;
+                }
+                if on_circle(m) && !parent.contains_key(m) {
+                    parent.insert(m.clone(), n.clone());
+                    queue.push_back(m.clone());
+                }
+            }
+        };
+        let mut circle = vec![last];
+        while let Some(p) = parent.get(circle.last().unwrap_or(start)) {
+            circle.push(p.clone());
+        }
+        circle.reverse();
+        let least = circle
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, n)| *n)
+            .map_or(0, |(k, _)| k);
+        circle.rotate_left(least);
+        out.insert(circle);
+    }
+    out.into_iter().collect()
+}
+
+/// The circles between the child modules of any folder of `src/`, one violation each, named
+/// by the files and the path each arrow uses.
+fn circle_violations(files: &[(String, Vec<String>, Vec<Use>)]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (folder, arrows) in folder_arrows(files) {
+        let graph: BTreeMap<String, BTreeSet<String>> = arrows
+            .iter()
+            .map(|(from, to)| (from.clone(), to.keys().cloned().collect()))
+            .collect();
+        let dir = folder.iter().map(|s| format!("{s}/")).collect::<String>();
+        for circle in circles(&graph) {
+            let steps: Vec<&Arrow> = (0..circle.len())
+                .map(|k| &arrows[&circle[k]][&circle[(k + 1) % circle.len()]])
+                .collect();
+            let told: Vec<String> = steps
+                .iter()
+                .map(|a| format!("{}:{} uses `{}`", a.path, a.line + 1, a.name))
+                .collect();
+            out.push(Violation {
+                path: steps[0].path.clone(),
+                line: steps[0].line + 1,
+                rule: Rule::Circles,
+                what: format!(
+                    "import circle inside src/{dir}: {} → {}: {}; move what they share into a \
+                     module below them",
+                    circle.join(" → "),
+                    circle[0],
+                    told.join(", ")
+                ),
+            });
+        }
+    }
+    out
+}
+
 // ---- the tree -----------------------------------------------------------------------------
 
 fn root() -> PathBuf {
@@ -1208,6 +1464,7 @@ fn tree_violations() -> Vec<Violation> {
         .flat_map(|(p, t)| path_attr_children(p, t))
         .collect();
     let mut out = Vec::new();
+    let mut uses = Vec::new();
     for (path, text) in &texts {
         let ctx = FileCtx {
             path,
@@ -1215,7 +1472,13 @@ fn tree_violations() -> Vec<Violation> {
             module: modules.get(path).cloned(),
         };
         out.extend(check_file(&ctx, text));
+        // `src/bin/`'s files are crates of their own: their `crate::` is not the library.
+        if ctx.in_src() && !ctx.in_bin() {
+            let toks = tokenize(&lex(text));
+            uses.push((path.clone(), ctx.module_path(), module_uses(&ctx, &toks)));
+        }
     }
+    out.extend(circle_violations(&uses));
     out
 }
 
@@ -1428,6 +1691,8 @@ fn planted_violations_are_found() {
         "the checker is wrong:\n{}",
         problems.join("\n")
     );
+    // Circles span files, which a fixture (one file) cannot plant: `circles_are_found` and
+    // `circles_between_files_are_found` test them.
     for rule in [
         Rule::Layering,
         Rule::Length,
@@ -1465,4 +1730,116 @@ fn literals_and_comments_are_not_code() {
     );
     assert_eq!(lexed.code[2].trim(), "let e: &'static str = \"\";");
     assert_eq!(lexed.code[3].trim(), "fn f<'a>(x: &'a str) -> char { '' }");
+}
+
+/// A graph of `(from, to)` arrows.
+fn graph_of(arrows: &[(&str, &str)]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for &(from, to) in arrows {
+        g.entry(from.into()).or_default().insert(to.into());
+    }
+    g
+}
+
+#[test]
+fn circles_are_found() {
+    let names = |c: &[&str]| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // A two-node and a three-node circle, tied by arrows that are on none.
+    let planted = graph_of(&[
+        ("f", "a"),
+        ("a", "b"),
+        ("b", "a"),
+        ("b", "c"),
+        ("d", "e"),
+        ("e", "c"),
+        ("c", "d"),
+        ("e", "g"),
+    ]);
+    assert_eq!(
+        circles(&planted),
+        vec![names(&["a", "b"]), names(&["c", "d", "e"])]
+    );
+    // Two circles through one node: both listed.
+    let tangle = graph_of(&[("a", "b"), ("b", "a"), ("b", "c"), ("c", "b")]);
+    assert_eq!(
+        circles(&tangle),
+        vec![names(&["a", "b"]), names(&["b", "c"])]
+    );
+    // Arrows that meet again downstream make no circle.
+    let acyclic = graph_of(&[("a", "b"), ("b", "c"), ("a", "c"), ("d", "c"), ("c", "e")]);
+    assert!(circles(&acyclic).is_empty());
+}
+
+/// The arrows of a few planted files, through `module_uses` as the tree's are read: circles in
+/// two folders, paths of every form, and uses that draw no arrow.
+#[test]
+fn circles_between_files_are_found() {
+    let files = [
+        ("src/x/a.rs", "use super::b::Thing; // super::c::Not\n"),
+        (
+            "src/x/b.rs",
+            "fn f() {\n    crate::x::a::g(\"super::d\");\n}\n",
+        ),
+        // A subfolder is one child: its root and its files draw its arrows.
+        (
+            "src/x/c/mod.rs",
+            "mod inner;\nuse super::{d::{self, D}, Root};\n",
+        ),
+        ("src/x/c/inner.rs", "use super::super::b::B;\n"),
+        (
+            "src/x/d.rs",
+            "#[cfg(test)]\nmod tests {\n    use super::super::c::inner::H;\n}\n",
+        ),
+        ("src/y/p.rs", "use super::q::Q;\n"),
+        (
+            "src/y/q.rs",
+            "pub(in crate::y) fn q() -> crate::y::r::R {}\n",
+        ),
+        (
+            "src/y/r.rs",
+            "mod t {\n    use super::*;\n}\nuse super::p::P;\nuse self::t::T;\n",
+        ),
+        // One way only: z::s → z::t → z::u, and z::u takes an item of the root.
+        ("src/z/s.rs", "use super::t::T;\n"),
+        ("src/z/t.rs", "fn t() {\n    super::u::go();\n}\n"),
+        ("src/z/u.rs", "use super::Root;\n"),
+    ];
+    let read: Vec<(String, Vec<String>, Vec<Use>)> = files
+        .iter()
+        .map(|&(path, text)| {
+            let ctx = FileCtx {
+                path,
+                test_file: false,
+                module: None,
+            };
+            let toks = tokenize(&lex(text));
+            (
+                path.to_string(),
+                ctx.module_path(),
+                module_uses(&ctx, &toks),
+            )
+        })
+        .collect();
+    let found: Vec<String> = circle_violations(&read)
+        .iter()
+        .map(|v| format!("{}:{} {}", v.path, v.line, v.what))
+        .collect();
+    let tail = "; move what they share into a module below them";
+    assert_eq!(
+        found,
+        vec![
+            format!(
+                "src/x/a.rs:1 import circle inside src/x/: a → b → a: src/x/a.rs:1 uses \
+                 `b::Thing`, src/x/b.rs:2 uses `a::g`{tail}"
+            ),
+            format!(
+                "src/x/c/mod.rs:2 import circle inside src/x/: c → d → c: src/x/c/mod.rs:2 \
+                 uses `d::D`, src/x/d.rs:3 uses `c::inner::H`{tail}"
+            ),
+            format!(
+                "src/y/p.rs:1 import circle inside src/y/: p → q → r → p: src/y/p.rs:1 uses \
+                 `q::Q`, src/y/q.rs:1 uses `r::R`, src/y/r.rs:4 uses `p::P`{tail}"
+            ),
+        ]
+    );
 }

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use clap::Subcommand;
 
+use super::backend::select_backend;
 use super::bench_gpu::GpuFlags;
 use super::bench_msm::CpuFlags;
 use super::bench_reference::{Checked, ReferenceRun};
-use super::prove::select_backend;
 use super::request::{request_of, ProveWhat};
 use super::rss::{peak_rss, reset_peak_rss};
 use super::Environment;
@@ -65,7 +65,7 @@ pub enum BenchWhat {
     Soak(super::bench_soak::SoakBenchArgs),
     /// A real cuzkd under attack by many clients sending fuzzed frames while an honest
     /// client proves through it: crashes, failed proofs, the honest latency against idle.
-    Hostile(super::bench_hostile::HostileBenchArgs),
+    Hostile(super::bench_hostile_args::HostileBenchArgs),
     /// One PoRep partition (synthetic, any sector size, or from a C1 file): synthesis in
     /// parts against one thread, host bytes per constraint, the device stage on synthetic
     /// parameters.
@@ -79,7 +79,7 @@ pub enum BenchWhat {
     /// latencies, the deadline's completion, PoRep sectors per hour with and without the PoSt
     /// work, device busy, peak RSS (synthetic proofs, never verified). `--gpu-memory-limit
     /// 16GiB` runs the same day as a 16 GiB card; without a GPU it runs on the CPU.
-    Day(super::bench_day::DayBenchArgs),
+    Day(super::bench_day_schedule::DayBenchArgs),
     /// Hold a GPU's memory, leaving only some of it free, until killed: a stand-in for another
     /// program on the card, to run cuzk beside it as on a smaller one.
     HoldGpu(HoldGpuArgs),
@@ -326,8 +326,12 @@ fn print_table(what: &ProveWhat, rows: &[Row], reference: &ReferenceRun) {
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsString;
+    use std::path::Path;
+
     use clap::{CommandFactory, Parser};
 
+    use super::super::bench_reference::child_args;
     use super::super::{Cli, Command, Environment};
     use super::*;
 
@@ -420,5 +424,136 @@ mod tests {
             filecoin_proofs_param_dir(&b, &env),
             Some(PathBuf::from("/p"))
         );
+    }
+
+    #[test]
+    fn hostile_flags_parse() {
+        let argv = [
+            "cuzk",
+            "bench",
+            "hostile",
+            "--clients",
+            "8",
+            "--frames",
+            "1000",
+            "--proofs",
+            "1",
+        ];
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Bench(b) = cli.command else {
+            panic!("not bench")
+        };
+        let BenchWhat::Hostile(h) = b.what else {
+            panic!("not hostile")
+        };
+        assert_eq!((h.clients, h.frames, h.proofs, h.seed), (8, 1000, 1, 1));
+        assert!(!h.grpc);
+        let cli =
+            Cli::try_parse_from(["cuzk", "bench", "hostile", "--grpc", "--seconds", "5"]).unwrap();
+        let Command::Bench(b) = cli.command else {
+            panic!("not bench")
+        };
+        let BenchWhat::Hostile(h) = b.what else {
+            panic!("not hostile")
+        };
+        assert!(h.grpc);
+        assert_eq!(h.seconds, 5);
+    }
+
+    /// The flags parse beside `cuzk bench`'s global ones (a `--trace` here once collided with
+    /// the GPU benchmark's).
+    #[test]
+    fn pipeline_flags_parse() {
+        let argv = [
+            "cuzk",
+            "bench",
+            "pipeline",
+            "--jobs",
+            "3",
+            "--trace-file",
+            "/t.json",
+            "--set",
+            "proving.workers=2",
+            "--trace",
+        ];
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Bench(b) = cli.command else {
+            panic!("not bench")
+        };
+        let BenchWhat::Pipeline(p) = b.what else {
+            panic!("not pipeline")
+        };
+        assert_eq!(p.jobs, 3);
+        assert_eq!(p.trace_file.as_deref(), Some(Path::new("/t.json")));
+        assert_eq!(p.daemon.set, ["proving.workers=2"]);
+    }
+
+    #[test]
+    fn soak_flags_parse() {
+        let argv = [
+            "cuzk",
+            "bench",
+            "soak",
+            "--proofs",
+            "3",
+            "--in-flight",
+            "2",
+            "--csv",
+            "/c.csv",
+            "--set",
+            "proving.workers=2",
+        ];
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Bench(b) = cli.command else {
+            panic!("not bench")
+        };
+        let BenchWhat::Soak(s) = b.what else {
+            panic!("not soak")
+        };
+        assert_eq!((s.proofs, s.in_flight, s.winning_every), (3, 2, 10));
+        assert_eq!(s.csv.as_deref(), Some(Path::new("/c.csv")));
+        assert_eq!(s.daemon.set, ["proving.workers=2"]);
+    }
+
+    #[test]
+    fn the_reference_child_is_asked_for_the_same_input() {
+        let whats = [
+            vec![
+                "porep",
+                "--c1",
+                "c1.json",
+                "--miner-id",
+                "1000",
+                "--sector-number",
+                "7",
+            ],
+            vec!["porep", "--c1", "c1.json", "--miner-id", "1000"],
+            vec!["snap", "--input", "snap.json"],
+            vec!["window-post", "--input", "w.json"],
+            vec!["winning-post", "--input", "win.json"],
+        ];
+        for what in whats {
+            let mut line = vec!["cuzk", "bench", "--cpu"];
+            line.extend(&what);
+            let cli = Cli::try_parse_from(&line).expect("parses");
+            let Command::Bench(b) = cli.command else {
+                panic!("not bench")
+            };
+            let BenchWhat::Proof(ours) = &b.what else {
+                panic!("not a proof")
+            };
+            let mut child: Vec<OsString> = vec!["cuzk".into()];
+            child.extend(child_args(ours, Path::new("/p")));
+            let cli = Cli::try_parse_from(&child).expect("the child's line parses");
+            let Command::Bench(c) = cli.command else {
+                panic!("not bench")
+            };
+            assert!(c.reference_only, "{what:?}");
+            assert_eq!(c.param_dir.as_deref(), Some(Path::new("/p")));
+            let BenchWhat::Proof(theirs) = &c.what else {
+                panic!("not a proof")
+            };
+            assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "{what:?}");
+        }
     }
 }

@@ -1,14 +1,14 @@
-//! The I/O of `cuzk bench day` around its pure schedule (`bench_day.rs`): the synthetic
-//! parameters of the day's three kinds made resident in one proving service, and the loop
-//! that starts each proof through the service's stages when the schedule says, in the class
-//! the engine gives its kind, and gathers when it ended.
+//! The I/O of `cuzk bench day` around its pure schedule (`bench_day_schedule.rs`): the
+//! synthetic parameters of the day's three kinds made resident in one proving service, and
+//! the loop that starts each proof through the service's stages when the schedule says, in
+//! the class the engine gives its kind, and gathers when it ended.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::bench_day::{Arrival, Class, Day};
 use super::bench_day_report::{Done, Work};
+use super::bench_day_schedule::{Arrival, Class, Day};
 use super::bench_partition::{srs_of, Sections};
 use crate::engine::Priority;
 use crate::pipeline::{JobControl, ProveError, ProvingService, SpanObserver, Stage, StageSpan};

@@ -13,7 +13,8 @@
 //! Preload or Evict: the attackers share the honest client's uid, and the trust model lets
 //! a uid cancel its own jobs).
 //!
-//! `--grpc` attacks the gRPC socket instead (`bench_hostile_grpc.rs`).
+//! `--grpc` attacks the gRPC socket instead (`bench_hostile_grpc.rs`); the flags and the report
+//! table's helpers that both modes share are in `bench_hostile_args.rs`.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -26,54 +27,18 @@ use anyhow::{bail, Context as _};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::bench_daemon::{Daemon, DaemonFlags, Inputs};
+use super::bench_daemon::{Daemon, Inputs};
+use super::bench_hostile_args::{met, ratio, row, HostileBenchArgs, GOAL_CLIENTS, GOAL_FRAMES};
 use crate::proto::{
     decode_payload, encode_frame, encode_payload, AwaitJob, ClientError, Hello, JobRef, JobsQuery,
     LookupQuery, Ping, ProofInput, Request, StatusQuery, Submit, LENGTH_PREFIX, PROTOCOL_VERSION,
 };
 
 const CLIENT: &str = "cuzk-bench-hostile";
-/// The goals of issue 16.
-const GOAL_FRAMES: u64 = 10_000_000;
-const GOAL_CLIENTS: usize = 100;
 /// Frames a hostile connection writes before it reads on (its reader drains meanwhile).
 const BATCH: usize = 64;
 /// Job ids the fuzzed requests name: far above any id the honest client's jobs get.
 const FAR_IDS: u64 = 1 << 40;
-
-/// `cuzk bench hostile …`
-#[derive(Debug, clap::Args)]
-pub struct HostileBenchArgs {
-    /// Hostile clients at once (each a thread opening one connection after another).
-    #[arg(long, default_value_t = 100)]
-    pub clients: usize,
-    /// Fuzzed frames to send in all.
-    #[arg(long, default_value_t = GOAL_FRAMES)]
-    pub frames: u64,
-    /// Honest proofs to complete at least, during the attack (more run while it lasts).
-    #[arg(long, default_value_t = 10)]
-    pub proofs: usize,
-    /// Every this many honest proofs is a WinningPoSt, the others PoRep C2 (0: PoRep only,
-    /// 1: WinningPoSt only).
-    #[arg(long, default_value_t = 2)]
-    pub winning_every: usize,
-    /// Attack the gRPC socket instead (`[grpc]` enabled): HTTP/2 clients sending oversized
-    /// length prefixes, 1,000 streams, slow writes, idle connections and garbage, refused
-    /// peers of a uid the allow list refuses, while an honest client is timed on both
-    /// sockets. Needs root (the clients take uids of their own); makes no proof.
-    #[arg(long)]
-    pub grpc: bool,
-    /// With --grpc: how long the attack lasts, in seconds.
-    #[arg(long, default_value_t = 60)]
-    pub seconds: u64,
-    /// The attackers' random seed (the run prints it).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// The daemon and its inputs. `socket.max_connections` is raised to the clients plus 16
-    /// unless a `--set` gives it.
-    #[command(flatten)]
-    pub daemon: DaemonFlags,
-}
 
 /// What the attackers did, counted by all of them.
 #[derive(Default)]
@@ -564,11 +529,6 @@ pub fn run(args: HostileBenchArgs, params: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One row of the report's table.
-fn row(a: &str, b: String, c: &str, d: &str) {
-    println!("| {a} | {b} | {c} | {d} |");
-}
-
 /// The report's table head and its rows of what the attackers did.
 fn report_attack(args: &HostileBenchArgs, attack: &Attack) {
     let counters = &attack.counters;
@@ -661,14 +621,6 @@ fn report_honest(honest: &Honest, attack: &Attack) {
     );
 }
 
-pub(super) fn met(ok: bool) -> &'static str {
-    if ok {
-        "met"
-    } else {
-        "not met"
-    }
-}
-
 fn median(v: &[Duration]) -> Option<Duration> {
     let mut v = v.to_vec();
     v.sort();
@@ -677,13 +629,6 @@ fn median(v: &[Duration]) -> Option<Duration> {
 
 fn secs(d: Option<Duration>) -> String {
     d.map_or("–".into(), |d| format!("{:.2} s", d.as_secs_f64()))
-}
-
-pub(super) fn ratio(a: Option<Duration>, b: Option<Duration>) -> f64 {
-    match (a, b) {
-        (Some(a), Some(b)) if !b.is_zero() => a.as_secs_f64() / b.as_secs_f64(),
-        _ => f64::NAN,
-    }
 }
 
 #[cfg(test)]
@@ -748,47 +693,5 @@ mod tests {
             counters.answer_bytes.load(Ordering::Relaxed),
             bytes.len() as u64
         );
-    }
-
-    #[test]
-    fn flags_parse() {
-        use clap::Parser;
-        let argv = [
-            "cuzk",
-            "bench",
-            "hostile",
-            "--clients",
-            "8",
-            "--frames",
-            "1000",
-            "--proofs",
-            "1",
-        ];
-        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
-        let crate::cli::Command::Bench(b) = cli.command else {
-            panic!("not bench")
-        };
-        let super::super::bench::BenchWhat::Hostile(h) = b.what else {
-            panic!("not hostile")
-        };
-        assert_eq!((h.clients, h.frames, h.proofs, h.seed), (8, 1000, 1, 1));
-        assert!(!h.grpc);
-        let cli = crate::cli::Cli::try_parse_from([
-            "cuzk",
-            "bench",
-            "hostile",
-            "--grpc",
-            "--seconds",
-            "5",
-        ])
-        .unwrap();
-        let crate::cli::Command::Bench(b) = cli.command else {
-            panic!("not bench")
-        };
-        let super::super::bench::BenchWhat::Hostile(h) = b.what else {
-            panic!("not hostile")
-        };
-        assert!(h.grpc);
-        assert_eq!(h.seconds, 5);
     }
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 
 use super::bench_daemon::{connect, Daemon};
-use super::bench_hostile::HostileBenchArgs;
+use super::bench_hostile_args::{met, ratio, row, HostileBenchArgs};
 use crate::proto::h2raw::{
     claiming_streams, frame, frames, get_status, header_block, hello, message_prefix,
     read_until_closed, unended_messages, DATA, END_HEADERS, GET_STATUS, GOAWAY, HEADERS,
@@ -363,8 +363,6 @@ fn mib(b: u64) -> String {
 
 /// The table of figures, each beside its goal.
 fn report(args: &HostileBenchArgs, o: &Outcome, t: &Tally) {
-    let met = super::bench_hostile::met;
-    let row = |a: &str, b: String, c: &str, d: &str| println!("| {a} | {b} | {c} | {d} |");
     println!(
         "cuzk bench hostile --grpc: {} hostile clients and {REFUSED_PEERS} refused peers for {:.1} s; honest rounds {} before, {} during the attack",
         args.clients,
@@ -440,7 +438,7 @@ fn report(args: &HostileBenchArgs, o: &Outcome, t: &Tally) {
         ("gRPC socket (GetStatus)", |r: &Round| r.1),
     ] {
         let (before, during) = (median(&o.baseline, f), median(&o.attacked, f));
-        let ratio = super::bench_hostile::ratio(during, before);
+        let ratio = ratio(during, before);
         row(
             &format!("honest latency, {name}: before / during the attack (median)"),
             format!(

@@ -339,33 +339,4 @@ mod tests {
         assert_eq!(metric(text, "cuzk_x_total"), Some(7.0));
         assert_eq!(metric(text, "cuzk_y"), None);
     }
-
-    /// The flags parse beside `cuzk bench`'s global ones (a `--trace` here once collided with
-    /// the GPU benchmark's).
-    #[test]
-    fn flags_parse() {
-        use clap::Parser;
-        let argv = [
-            "cuzk",
-            "bench",
-            "pipeline",
-            "--jobs",
-            "3",
-            "--trace-file",
-            "/t.json",
-            "--set",
-            "proving.workers=2",
-            "--trace",
-        ];
-        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
-        let crate::cli::Command::Bench(b) = cli.command else {
-            panic!("not bench")
-        };
-        let super::super::bench::BenchWhat::Pipeline(p) = b.what else {
-            panic!("not pipeline")
-        };
-        assert_eq!(p.jobs, 3);
-        assert_eq!(p.trace_file.as_deref(), Some(Path::new("/t.json")));
-        assert_eq!(p.daemon.set, ["proving.workers=2"]);
-    }
 }

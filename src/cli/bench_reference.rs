@@ -330,8 +330,6 @@ fn replicas(
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
 
     #[test]
@@ -362,47 +360,5 @@ mod tests {
             peak: 0,
         };
         assert_eq!(apart.total(), Duration::from_secs(3));
-    }
-
-    #[test]
-    fn the_child_is_asked_for_the_same_input() {
-        let whats = [
-            vec![
-                "porep",
-                "--c1",
-                "c1.json",
-                "--miner-id",
-                "1000",
-                "--sector-number",
-                "7",
-            ],
-            vec!["porep", "--c1", "c1.json", "--miner-id", "1000"],
-            vec!["snap", "--input", "snap.json"],
-            vec!["window-post", "--input", "w.json"],
-            vec!["winning-post", "--input", "win.json"],
-        ];
-        for what in whats {
-            let mut line = vec!["cuzk", "bench", "--cpu"];
-            line.extend(&what);
-            let cli = crate::cli::Cli::try_parse_from(&line).expect("parses");
-            let crate::cli::Command::Bench(b) = cli.command else {
-                panic!("not bench")
-            };
-            let super::super::bench::BenchWhat::Proof(ours) = &b.what else {
-                panic!("not a proof")
-            };
-            let mut child: Vec<OsString> = vec!["cuzk".into()];
-            child.extend(child_args(ours, Path::new("/p")));
-            let cli = crate::cli::Cli::try_parse_from(&child).expect("the child's line parses");
-            let crate::cli::Command::Bench(c) = cli.command else {
-                panic!("not bench")
-            };
-            assert!(c.reference_only, "{what:?}");
-            assert_eq!(c.param_dir.as_deref(), Some(Path::new("/p")));
-            let super::super::bench::BenchWhat::Proof(theirs) = &c.what else {
-                panic!("not a proof")
-            };
-            assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "{what:?}");
-        }
     }
 }

@@ -493,34 +493,6 @@ mod tests {
     }
 
     #[test]
-    fn flags_parse() {
-        use clap::Parser;
-        let argv = [
-            "cuzk",
-            "bench",
-            "soak",
-            "--proofs",
-            "3",
-            "--in-flight",
-            "2",
-            "--csv",
-            "/c.csv",
-            "--set",
-            "proving.workers=2",
-        ];
-        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
-        let crate::cli::Command::Bench(b) = cli.command else {
-            panic!("not bench")
-        };
-        let super::super::bench::BenchWhat::Soak(s) = b.what else {
-            panic!("not soak")
-        };
-        assert_eq!((s.proofs, s.in_flight, s.winning_every), (3, 2, 10));
-        assert_eq!(s.csv.as_deref(), Some(Path::new("/c.csv")));
-        assert_eq!(s.daemon.set, ["proving.workers=2"]);
-    }
-
-    #[test]
     fn csv_has_a_header_and_a_row_per_sample() {
         let text = csv(&[at(0, 100, 10), at(1, 110, 11)]);
         assert_eq!(

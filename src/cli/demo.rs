@@ -239,7 +239,7 @@ fn start_daemon(
     config.socket.path = work.join("cuzk.sock");
     config.socket.mode = 0o600;
     config.params.dir = params.to_path_buf();
-    let backend = crate::cli::prove::select_backend(force_cpu, &env.gpu, &env.cpu);
+    let backend = crate::cli::backend::select_backend(force_cpu, &env.gpu, &env.cpu);
     let devices = crate::daemon::DeviceCounts::of(std::slice::from_ref(&backend));
     let service = Arc::new(ProvingService::new(params.to_path_buf(), backend));
     Ok(InProcess::start(config, service, devices)?)

@@ -4,13 +4,16 @@
 //! assembles them. `cuzk` talks to the daemon by default; `prove --standalone`, `params` and
 //! `bench` work in-process.
 
+mod backend;
 pub mod bench;
 mod bench_daemon;
 mod bench_day;
 mod bench_day_report;
 mod bench_day_run;
+mod bench_day_schedule;
 pub mod bench_gpu;
 mod bench_hostile;
+mod bench_hostile_args;
 mod bench_hostile_grpc;
 mod bench_msm;
 mod bench_partition;

@@ -1,17 +1,14 @@
 //! `cuzk prove`: prove one input, in-process (`--standalone`) or through the daemon.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Args;
 
+use super::backend::select_backend;
 use super::client::{prove_via_daemon_with, DaemonOpts, JobOpts};
 pub use super::request::{request_of, ProveWhat};
 use super::Environment;
-use crate::gpu::GpuOptions;
 use crate::pipeline::ProvingService;
-use crate::prover::cpu::{CpuBackend, CpuOptions};
-use crate::prover::Backend;
 
 /// `cuzk prove …`
 #[derive(Debug, Args)]
@@ -38,18 +35,6 @@ pub struct ProveArgs {
     /// Priority and request id of the job (daemon only).
     #[command(flatten)]
     pub job: JobOpts,
-}
-
-/// The best backend available, built with `gpu` or `cpu`: the GPU when one is usable, else
-/// the CPU (with the reason printed to the log).
-pub fn select_backend(force_cpu: bool, gpu: &GpuOptions, cpu: &CpuOptions) -> Arc<dyn Backend> {
-    if !force_cpu {
-        match crate::gpu::try_backend(gpu) {
-            Ok(b) => return b,
-            Err(e) => tracing::warn!("no GPU backend ({e}); proving on the CPU"),
-        }
-    }
-    Arc::new(CpuBackend::new(cpu.clone()))
 }
 
 /// Runs `cuzk prove …`.

@@ -303,7 +303,7 @@ impl Engine {
         let default = Priority::for_kind(request.kind());
         // Hash outside the lock: a 32 GiB C1 output is tens of megabytes. So is storing it
         // in the journal (by its digest) before the job exists.
-        let digest = state::digest(&request);
+        let digest = journal::format::digest(&request);
         let recorder = self.shared.recorder.as_ref().filter(|_| {
             // Only for a submission that will make a job: a resubmission of a known job, or
             // one refused for a full queue, stores nothing. If the answer changes before the

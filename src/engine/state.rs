@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::estimate::{estimate_start, Measured, QueuedJob, RunningJob};
@@ -116,7 +115,8 @@ pub(super) struct NewJob {
     pub owner: Owner,
     /// The parameter set it proves with, if known.
     pub params: Option<ParamsId>,
-    /// [`digest`] of the request, computed before taking the lock.
+    /// [`digest`](super::journal::format::digest) of the request, computed before taking the
+    /// lock.
     pub digest: [u8; 32],
     /// The priority asked for; `None`: the kind's default (or, for a resubmission, whatever
     /// the job has).
@@ -836,13 +836,4 @@ fn releases_request_id(job: &Job) -> bool {
         JobState::Running => job.control.is_cancelled(),
         JobState::Queued | JobState::Succeeded => false,
     }
-}
-
-/// A digest of a request's kind and input, to tell "same request again" from "different
-/// request under a reused id". It is also the name of the job's stored input in the journal,
-/// whose content is the stream hashed here ([`super::journal::format`]).
-pub(super) fn digest(request: &ProofRequest) -> [u8; 32] {
-    let mut h = Sha256::new();
-    super::journal::format::write_input(request, |bytes| h.update(bytes));
-    h.finalize().into()
 }

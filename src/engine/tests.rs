@@ -250,7 +250,7 @@ impl Labelled {
 
     /// Whether `label`'s input under the label, with `ids`, would make a job at the start.
     fn would_queue(&mut self, ids: RequestIds, label: &str) -> bool {
-        let digest = state::digest(&window(label));
+        let digest = journal::format::digest(&window(label));
         let rid = Some(Self::RID);
         self.st
             .would_queue(UID, rid, ids, &digest, Priority::Normal, self.t0)
@@ -683,7 +683,7 @@ fn pure_lanes_choose_by_priority() {
     let mut st = State::new(config(1, 8, 1));
     let now = Instant::now();
     let job = |request: ProofRequest, priority| NewJob {
-        digest: state::digest(&request),
+        digest: journal::format::digest(&request),
         request,
         owner: UID,
         params: None,
@@ -1119,7 +1119,7 @@ fn a_cancel_decides_a_running_jobs_result_unless_it_was_made() {
 fn window_job(label: &str) -> NewJob {
     let request = window(label);
     NewJob {
-        digest: state::digest(&request),
+        digest: journal::format::digest(&request),
         request,
         owner: UID,
         params: None,

@@ -12,9 +12,11 @@ mod error;
 mod ids;
 mod parse;
 mod points;
+mod read;
 
 pub use cache::{EvictError, Handle, LoadedParams, SrsCache};
 pub use error::SrsError;
 pub use ids::{list_param_dir, ListedParams, ParamsId, ProofKind, DEFAULT_PARAM_DIR};
-pub use parse::{load_bytes, load_srs, Section, Srs};
+pub use parse::{load_bytes, load_srs, Srs};
 pub use points::{FilePoint, HostPoints, Want};
+pub use read::Section;

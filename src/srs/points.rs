@@ -16,7 +16,7 @@ use std::time::{Instant, SystemTime};
 
 use blstrs::{G1Affine, G2Affine};
 
-use super::parse::{decode_g1, decode_g2, Reader, Section, G1_LEN, G2_LEN};
+use super::read::{decode_g1, decode_g2, Reader, Section, G1_LEN, G2_LEN};
 use super::SrsError;
 
 /// A point type as the parameter file stores it.

@@ -8,7 +8,7 @@
 //! by its magic and checks it in turn: one bad record costs only itself, and a torn write at
 //! the end (a crash in the middle of an append) only the record being written.
 //!
-//! **A stored input** is the byte stream [`super::super::state::digest`] hashes: each field as
+//! **A stored input** is the byte stream [`digest`] hashes: each field as
 //! its length (u64 LE) and its bytes — the kind's name, then for PoRep the miner id, the
 //! sector number (8 bytes, or `"none"`) and the C1 output, for the others the input. So the
 //! file's SHA-256 is the job's digest, its name: a stored input is found by its content,
@@ -531,6 +531,15 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
+/// A digest of a request's kind and input, to tell "same request again" from "different
+/// request under a reused id". It is also the name of the job's stored input in the journal,
+/// whose content is the stream hashed here ([`write_input`]).
+pub(in crate::engine) fn digest(request: &ProofRequest) -> [u8; 32] {
+    let mut h = Sha256::new();
+    write_input(request, |bytes| h.update(bytes));
+    h.finalize().into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -742,7 +751,7 @@ mod tests {
             let mut bytes = Vec::new();
             write_input(&r, |b| bytes.extend_from_slice(b));
             assert_eq!(bytes.len() as u64, input_len(&r));
-            assert_eq!(sha256(&bytes), crate::engine::state::digest(&r));
+            assert_eq!(sha256(&bytes), digest(&r));
             assert_eq!(decode_input(&bytes).unwrap(), r);
             // Every cut and a byte too many are refused, never a panic.
             for cut in 0..bytes.len() {
