@@ -137,10 +137,14 @@ extern "C" __global__ void msm_max_bucket(const u32* offsets, u32 nb, u32* max_s
 // a bucket wholly inside the chunk goes straight to buckets[b]; otherwise the segment that
 // starts the chunk goes to head[t] and one that starts later (its bucket then goes on past the
 // chunk) to tail[t].
+// One launch covers chunks [first, last): the host launches the chunks in pieces, so that
+// another caller may take the device between them.
 template <class F>
 __device__ void accumulate_chunks(const Affine<F>* bases, const u32* list, const u32* offsets, u32 nb, u32 total,
-                                  u32 K, Xyzz<F>* buckets, Xyzz<F>* head, Xyzz<F>* tail) {
-    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+                                  u32 K, u32 first, u32 last, Xyzz<F>* buckets, Xyzz<F>* head, Xyzz<F>* tail) {
+    const u64 t64 = (u64)first + blockIdx.x * blockDim.x + threadIdx.x;
+    if (t64 >= last) return;
+    const u32 t = (u32)t64;
     const u64 s64 = (u64)t * K;
     if (s64 >= total) return;
     const u32 s = (u32)s64;
@@ -254,8 +258,9 @@ __device__ void to_jacobian(const Xyzz<F>* in, F* out, u32 n) {
 #define MSM_KERNELS(G, F)                                                                                     \
     extern "C" __global__ void ACC_BOUNDS_##G msm_chunks_##G(const Affine<F>* bases, const u32* list,              \
                                                       const u32* offsets, u32 nb, u32 total, u32 K,             \
-                                                      Xyzz<F>* buckets, Xyzz<F>* head, Xyzz<F>* tail) {         \
-        accumulate_chunks<F>(bases, list, offsets, nb, total, K, buckets, head, tail);                           \
+                                                      u32 first, u32 last, Xyzz<F>* buckets, Xyzz<F>* head,     \
+                                                      Xyzz<F>* tail) {                                          \
+        accumulate_chunks<F>(bases, list, offsets, nb, total, K, first, last, buckets, head, tail);              \
     }                                                                                                           \
     extern "C" __global__ void msm_combine_##G(const u32* offsets, u32 nb, u32 K, const Xyzz<F>* head,         \
                                                const Xyzz<F>* tail, Xyzz<F>* buckets) {                         \

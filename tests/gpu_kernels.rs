@@ -253,6 +253,74 @@ fn msm_upload_pieces() {
     );
 }
 
+/// The bucket sums launched in pieces (`MsmRun`'s steps, on a device handle whose pieces hold
+/// `piece` list entries): one piece, pieces of one chunk, many pieces with a shorter last one;
+/// G1 and G2 (a G2 piece holds a third of the entries); random, edge-heavy and sparse scalars;
+/// against blst's Pippenger. The steps are counted, and a run stepped past its end stays done.
+#[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
+fn msm_bucket_sums_in_pieces() {
+    let mut rng = fresh_rng();
+    for piece in [1u64 << 40, 1, 3000, 100_000] {
+        let mut options = gpu_options();
+        options.msm.accumulate_piece = piece;
+        let gpu = Gpu::open(&options).unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"));
+        for n in [1usize, 2, 1000, 4097, 100_003] {
+            let cases = [
+                scalars(&mut rng, n),
+                edgy_scalars(&mut rng, n),
+                sparse_scalars(&mut rng, n),
+            ];
+            let g1 = g1_bases(&mut rng, n, 64);
+            let g1_dev = gpu.upload_new(point_bytes(&g1)).expect("bases");
+            let g2 = g2_bases(&mut rng, n.min(4097), 64);
+            let g2_dev = gpu.upload_new(point_bytes(&g2)).expect("bases");
+            for s in &cases {
+                let parts = stepped(&gpu, gpu_msm::Curve::G1, &g1_dev, s, piece);
+                assert_eq!(
+                    gpu_msm::finish_g1(&parts),
+                    cpu_msm::blst_msm_g1(&g1, s),
+                    "G1 MSM of {n} in pieces of {piece} entries"
+                );
+                let s2 = &s[..g2.len()];
+                let parts = stepped(&gpu, gpu_msm::Curve::G2, &g2_dev, s2, piece);
+                assert_eq!(
+                    gpu_msm::finish_g2(&parts),
+                    cpu_msm::blst_msm_g2(&g2, s2),
+                    "G2 MSM of {} in pieces of {piece} entries",
+                    g2.len()
+                );
+            }
+        }
+    }
+}
+
+/// `MsmRun` over `s` (uploaded) and `bases`, stepped to its end; where pieces are small and
+/// the scalars many, more than one piece of bucket sums must have run.
+fn stepped(
+    gpu: &Gpu,
+    curve: gpu_msm::Curve,
+    bases: &cuzk::gpu::device::DevBuf,
+    s: &[Scalar],
+    piece: u64,
+) -> gpu_msm::MsmParts {
+    let scalars = gpu.upload_new(bytes(s)).expect("scalars");
+    let mut run = gpu_msm::MsmRun::new(gpu, curve, bases, s.len(), scalars).expect("start");
+    let mut steps = 0;
+    while run.step(gpu, bases).expect("step") {
+        steps += 1;
+    }
+    assert!(!run.step(gpu, bases).expect("step after the end"));
+    let full = s
+        .iter()
+        .filter(|x| !bool::from(x.is_zero()) && **x != Scalar::ONE)
+        .count();
+    if piece <= 3000 && full >= 500 {
+        assert!(steps > 1, "{} scalars in {steps} steps of {piece}", s.len());
+    }
+    run.finish().expect("finish")
+}
+
 #[test]
 #[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn msm_g1_large_sizes() {

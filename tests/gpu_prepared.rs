@@ -178,6 +178,92 @@ fn prepared_proofs_equal_bellpersons() {
     }
 }
 
+/// A proof from a recorded shape lets an urgent caller (WinningPoSt's thread, marked by
+/// `urgency::urgently`) take the device between its steps: the transforms of the quotient,
+/// the pieces of every MSM's bucket sums (small pieces here, so that there are hundreds) and
+/// the aux MSMs. While one thread proves from the shape again and again, another proves a
+/// small circuit urgently now and then, on a set of its own; the device must have been let go
+/// between pieces of an MSM (the backend counts where), and every proof of both must still
+/// equal bellperson's.
+#[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
+fn shaped_proofs_let_urgent_callers_go_between_their_steps() {
+    use cuzk::prover::urgency::urgently;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let mut options = gpu_options();
+    options.msm.accumulate_piece = 3000;
+    let gpu = test_backend(&options).expect("a CUDA device");
+    let seed: u64 = rand::thread_rng().gen();
+    println!("seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut set = |name: &str, inputs, steps| {
+        let circuit = Chain {
+            seed: rng.gen(),
+            inputs,
+            steps,
+        };
+        let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+        let path = dir.path().join(format!("{name}.params"));
+        write_params(&params, &path, &dir.path().join(format!("{name}.vk")));
+        let prepared = gpu.prepare(Arc::new(load_srs(&path).unwrap())).unwrap();
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let theirs = create_proof(circuit.clone(), &params, r, s).unwrap();
+        (circuit, prepared, r, s, theirs)
+    };
+    let (long, long_set, lr, ls, long_theirs) = set("long", 5, 60_000);
+    let (short, short_set, sr, ss, short_theirs) = set("short", 2, 500);
+    let (shape, witness) = record_shape(long.clone()).unwrap();
+    let shape = Arc::new(shape);
+    let before = gpu.pauses();
+    let done = AtomicBool::new(false);
+    let t0 = Instant::now();
+    let (spans, urgent_done) = std::thread::scope(|sc| {
+        let urgent = sc.spawn(|| {
+            let mut finished = Vec::new();
+            while !done.load(Ordering::Relaxed) && finished.len() < 1000 {
+                std::thread::sleep(Duration::from_millis(2));
+                let proof = urgently(|| {
+                    let p = synthesize(short.clone()).unwrap();
+                    prove_with_randomness(short_set.as_ref(), p, sr, ss)
+                })
+                .unwrap()
+                .0;
+                assert_eq!(proof, short_theirs, "the urgent proof");
+                finished.push(t0.elapsed());
+            }
+            finished
+        });
+        let mut spans = Vec::new();
+        for round in 0..12 {
+            let w = WitnessPartition::new(witness.clone(), shape.clone()).unwrap();
+            let start = t0.elapsed();
+            let ours = prove_witness_with_randomness(long_set.as_ref(), w, lr, ls)
+                .unwrap()
+                .0;
+            spans.push((start, t0.elapsed()));
+            assert_eq!(ours, long_theirs, "shaped proof {round} beside urgent ones");
+        }
+        done.store(true, Ordering::Relaxed);
+        (spans, urgent.join().unwrap())
+    });
+    let after = gpu.pauses();
+    let inside = urgent_done
+        .iter()
+        .filter(|t| spans.iter().any(|(a, b)| a < *t && *t < b))
+        .count();
+    println!(
+        "{inside} of {} urgent proofs finished inside a shaped proof; pauses before {before:?}, \
+         after {after:?}; spans {spans:?}",
+        urgent_done.len()
+    );
+    assert!(
+        after.msm_piece > before.msm_piece,
+        "no shaped proof let the device go between pieces of an MSM: {after:?}"
+    );
+}
+
 /// `n` points repeating a tile of random ones (random points for every entry take long to
 /// make; the device holds `n` of them either way).
 fn g1_points(rng: &mut StdRng, n: usize) -> Vec<G1Affine> {

@@ -39,6 +39,7 @@ pub use prepared::GpuPrepared;
 use prepared::{pin_streamed, plan_within};
 use residency::{Points, Query};
 use sums::AuxPoints;
+pub use turns::Pauses;
 use turns::{DeviceGuard, SetGuard, Shared};
 
 /// NTTs and MSMs on one CUDA device. Calls are serialised on the device (one stream).
@@ -186,6 +187,11 @@ impl GpuBackend {
     /// device).
     pub fn memory_use(&self) -> MemoryUse {
         self.shared.ledger.snapshot()
+    }
+
+    /// How often calls on this device let it go part way to an urgent caller, by where.
+    pub fn pauses(&self) -> Pauses {
+        self.shared.pauses()
     }
 
     /// In-place natural-order NTT of `values` (length a power of two, ≤ 2^28), with the same

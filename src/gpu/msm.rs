@@ -17,6 +17,8 @@
 //!   more from that of n: the digits again (`msm_digits`, stride m) with the width for m.
 //! * `scan`, `scatter`: the counting sort of (window, point) pairs by bucket.
 //! * `accumulate`, `segments`, `tree`: bucket sums, window sums, down to one point per window.
+//!   The bucket sums go to the device in pieces ([`MsmRun`]): a caller taking turns on the
+//!   device may let another go between them.
 //!
 //! Tuning (the device handle's [`super::MsmTuning`], from `[debug]` or `cuzk bench gpu` flags):
 //! the window width, the smallest bucket-accumulation chunk, the scalars per upload piece.
@@ -24,6 +26,11 @@
 use blst::{blst_fp, blst_fp2, blst_p1, blst_p2};
 use blstrs::{G1Projective, G2Projective};
 use group::Group;
+
+mod accumulate;
+mod run;
+
+pub use run::MsmRun;
 
 use super::bytes::{bytes, bytes_mut};
 use super::device::{DevBuf, DevView, Gpu};
@@ -92,6 +99,11 @@ const TREE_FANIN: u64 = 8;
 /// Smallest chunk of the balanced bucket accumulation, in points (the default of
 /// [`super::MsmTuning::chunk_min`]).
 pub const CHUNK_MIN: u64 = 128;
+/// Entries of the bucket-sorted list per launch of the bucket sums (the default of
+/// [`super::MsmTuning::accumulate_piece`]): at the G1 rate measured at 2^27 (about 2.5 G mixed
+/// additions a second on an H100), about a tenth of a second, the longest another caller
+/// waits for the device inside an MSM's bucket phase.
+pub const ACCUMULATE_PIECE: u64 = 1 << 28;
 /// Buckets per thread in the window reduction.
 const SEGMENT: u32 = 16;
 /// Scalars per piece of the overlapped upload (the default of
@@ -333,68 +345,6 @@ fn exclusive_scan(gpu: &Gpu, ptr: u64, n: u64) -> Result<(), GpuError> {
     gpu.sync()
 }
 
-/// Bucket sums (XYZZ, `nb` of them) from the bucket-sorted `list` of `total` entries: chunks of
-/// exactly K points per thread (msm_chunks_*, balanced whatever the bucket sizes), then the
-/// buckets that cross chunks (msm_combine_*). K ≥ CHUNK_MIN and about √(largest bucket), so
-/// that combining a bucket takes at most about √max additions (a few buckets hold a large share
-/// of the points when the top window is narrow or real witnesses repeat values).
-fn accumulate(
-    gpu: &Gpu,
-    curve: Curve,
-    bases: DevView,
-    list: &DevBuf,
-    offsets: &DevBuf,
-    nb: u64,
-    total: u64,
-) -> Result<DevBuf, GpuError> {
-    let max = gpu.alloc_zeroed(4)?;
-    gpu.launch(
-        &k::MSM_MAX_BUCKET,
-        nb.div_ceil(256),
-        256,
-        &[offsets.into(), Arg::u32(nb)?, (&max).into()],
-    )?;
-    let mut m = [0u8; 4];
-    gpu.download(&max, &mut m)?;
-    let max_size = u32::from_le_bytes(m) as f64;
-    let k_min = gpu.options().msm.chunk_min.max(1);
-    let k = (max_size.sqrt().ceil() as u64).max(k_min);
-    let chunks = total.div_ceil(k);
-    let buckets = gpu.alloc(nb as usize * curve.xyzz_bytes())?;
-    let head = gpu.alloc(chunks as usize * curve.xyzz_bytes())?;
-    let tail = gpu.alloc(chunks as usize * curve.xyzz_bytes())?;
-    gpu.launch(
-        curve.kernel(Kernel::Chunks),
-        chunks.div_ceil(128),
-        128,
-        &[
-            bases.into(),
-            list.into(),
-            offsets.into(),
-            Arg::u32(nb)?,
-            Arg::u32(total)?,
-            Arg::u32(k)?,
-            (&buckets).into(),
-            (&head).into(),
-            (&tail).into(),
-        ],
-    )?;
-    gpu.launch(
-        curve.kernel(Kernel::Combine),
-        nb.div_ceil(128),
-        128,
-        &[
-            offsets.into(),
-            Arg::u32(nb)?,
-            Arg::u32(k)?,
-            (&head).into(),
-            (&tail).into(),
-            (&buckets).into(),
-        ],
-    )?;
-    Ok(buckets)
-}
-
 /// Σ scalars[i]·bases[i] for `n` bases already on the device and `scalars` as raw blst_fr
 /// bytes (32 per scalar, Montgomery form), pinned or pageable host memory. The scalars go up in
 /// pieces of the device options' [`super::MsmTuning::upload_chunk`] scalars ([`UPLOAD_CHUNK`]
@@ -440,13 +390,9 @@ pub fn msm_device(
     n: usize,
     scalars: DevBuf,
 ) -> Result<MsmParts, GpuError> {
-    if scalars.len() < n * 32 {
-        return Err(GpuError::Input(format!(
-            "{} scalar bytes on the device for {n} bases",
-            scalars.len()
-        )));
-    }
-    msm_from(gpu, curve, bases.view(), n, Source::Device(scalars))
+    let mut run = MsmRun::new(gpu, curve, bases, n, scalars)?;
+    while run.step(gpu, bases)? {}
+    run.finish()
 }
 
 /// [`msm_device`] over views: `n` bases at the start of `bases` and their scalars at the start
@@ -500,56 +446,9 @@ fn msm_from(
     n: usize,
     source: Source<'_>,
 ) -> Result<MsmParts, GpuError> {
-    check_lengths(curve, bases, n)?;
-    let mut tr = Trace::new(gpu);
-    let pieces = match &source {
-        Source::Host { chunk, .. } => format!("upload chunk={chunk}"),
-        Source::Device(_) | Source::View(_) => "scalars on the device".to_string(),
-    };
-    let front = classify(gpu, curve, n, source)?;
-    tr.mark(gpu, "front")?;
-    let Front {
-        scalars,
-        ones_idx,
-        rest_idx,
-        n_ones,
-        m,
-        digits,
-    } = front;
-    let ones = sum_ones(gpu, curve, bases, ones_idx, n_ones)?;
-    tr.mark(gpu, "ones")?;
-    if m == 0 {
-        return Ok(MsmParts {
-            window_bits: digits.c,
-            windows: Vec::new(),
-            ones,
-        });
-    }
-    let digits = redigit_if_sparse(gpu, curve, digits, &scalars, &rest_idx, m, &mut tr)?;
-    // The scalars are not read again (freed in stream order, after msm_digits).
-    drop(scalars);
-    let c = digits.c;
-    let sorted = sort_by_bucket(gpu, digits, rest_idx, m, &mut tr)?;
-    let buckets = accumulate(
-        gpu,
-        curve,
-        bases,
-        &sorted.list,
-        &sorted.offsets,
-        sorted.buckets,
-        sorted.total,
-    )?;
-    drop(sorted.list);
-    tr.mark(gpu, "accumulate")?;
-    let windows = window_sums(gpu, curve, &buckets, c, &mut tr)?;
-    tr.emit(&format!(
-        "{curve:?} n={n} ones={n_ones} full={m} c={c} {pieces}"
-    ));
-    Ok(MsmParts {
-        window_bits: c,
-        windows,
-        ones,
-    })
+    let mut run = MsmRun::start(gpu, curve, bases, n, source)?;
+    while run.step_view(gpu, bases)? {}
+    run.finish()
 }
 
 /// Refuses bases shorter than `n` points and sizes the kernels' u32 indices cannot hold.

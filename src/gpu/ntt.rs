@@ -376,18 +376,38 @@ impl Domain {
             )));
         }
         for v in 0..3 {
-            let (vs, scratch) = bufs.split_at_mut(3);
-            gpu.zero_range(&mut vs[v], n * FR_BYTES, (m - n) * FR_BYTES)?;
-            self.to_coset(gpu, &mut vs[v], &mut scratch[0])?;
+            self.coset_of(gpu, &mut bufs, v, n)?;
         }
         self.quotient_on_coset(gpu, &mut bufs)?;
         let [h, ..] = bufs;
         Ok(h)
     }
 
+    /// One step of [`Domain::quotient_from_device`] (its buffers checked by the caller): the
+    /// tail of `bufs[v]` (v < 3) past its `n` values zeroed, then its evaluations on gH, through
+    /// the scratch `bufs[3]`. After the three, [`Domain::quotient_from_cosets`] finishes: a
+    /// caller taking turns on the device may let another go between the steps.
+    pub(crate) fn coset_of(
+        &self,
+        gpu: &Gpu,
+        bufs: &mut [DevBuf; 4],
+        v: usize,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        let m = self.size();
+        if v >= 3 || n > m || bufs.iter().any(|b| b.len() < m * FR_BYTES) {
+            return Err(GpuError::Input(format!(
+                "vector {v} of {n} values for a domain of {m}"
+            )));
+        }
+        let (vs, scratch) = bufs.split_at_mut(3);
+        gpu.zero_range(&mut vs[v], n * FR_BYTES, (m - n) * FR_BYTES)?;
+        self.to_coset(gpu, &mut vs[v], &mut scratch[0])
+    }
+
     /// The rest of the quotient from A, B and C on the coset (`bufs[0..3]`, `bufs[3]`
     /// scratch): H's coefficients in the returned buffer.
-    pub(super) fn quotient_from_cosets(
+    pub(crate) fn quotient_from_cosets(
         &self,
         gpu: &Gpu,
         mut bufs: [DevBuf; 4],

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::msm::{Curve, CHUNK_MIN, UPLOAD_CHUNK};
+use super::msm::{Curve, ACCUMULATE_PIECE, CHUNK_MIN, UPLOAD_CHUNK};
 
 /// Bytes of page-locked host memory for the two upload staging buffers by default (two of
 /// 32 MiB: see `device.rs`'s `Staging` for what they buy).
@@ -68,6 +68,9 @@ pub struct MsmTuning {
     pub chunk_min: u64,
     /// Scalars per piece of the overlapped scalar upload (at least 1).
     pub upload_chunk: usize,
+    /// Entries of the bucket-sorted list per launch of the bucket sums (a G2 launch a third of
+    /// them): the steps of [`super::msm::MsmRun`].
+    pub accumulate_piece: u64,
 }
 
 impl Default for MsmTuning {
@@ -76,6 +79,7 @@ impl Default for MsmTuning {
             window_bits: None,
             chunk_min: CHUNK_MIN,
             upload_chunk: UPLOAD_CHUNK,
+            accumulate_piece: ACCUMULATE_PIECE,
         }
     }
 }
@@ -132,6 +136,7 @@ impl GpuOptions {
                 window_bits: debug.gpu_msm_window_bits,
                 chunk_min: debug.gpu_msm_chunk_min,
                 upload_chunk: debug.gpu_msm_upload_chunk,
+                accumulate_piece: ACCUMULATE_PIECE,
             },
             ntt: NttTuning {
                 max_stages: debug.gpu_ntt_max_stages,

@@ -165,7 +165,7 @@ pub(in crate::gpu) struct State {
     /// waiting for the device (Status).
     resident: HashMap<u64, Arc<AtomicU64>>,
     /// NTT tables per log2 domain size.
-    domains: HashMap<u32, Domain>,
+    domains: HashMap<u32, Arc<Domain>>,
     /// Recorded shapes on the device, each with the host shape it copies; dropped when that
     /// is gone (its parameter set evicted) or to make room.
     shapes: Vec<(Weak<R1cs>, DeviceShape)>,
@@ -207,6 +207,17 @@ fn evaluate(
         copy.evaluate_into(gpu, input, aux, [a, b, c])?;
     }
     Ok(bufs)
+}
+
+/// A, B and C of a shape evaluated on the device ([`State::evaluate_shape`]).
+pub(super) struct Evaluated {
+    /// The domain whose transforms take them on (shared: one evicted from the state meanwhile
+    /// lives on until they are done).
+    pub(super) domain: Arc<Domain>,
+    /// A, B and C in the first three (a whole domain long each), scratch in the fourth.
+    pub(super) bufs: [DevBuf; 4],
+    /// The assignment's copy, where kept.
+    pub(super) aux: Option<DevBuf>,
 }
 
 impl State {
@@ -290,7 +301,7 @@ impl State {
     /// such as an assignment kept between its two turns).
     pub(super) fn reclaimable(&self) -> u64 {
         let points: u64 = self.bases.values().map(|b| b.len() as u64).sum();
-        let tables: u64 = self.domains.values().map(Domain::device_bytes).sum();
+        let tables: u64 = self.domains.values().map(|d| d.device_bytes()).sum();
         let shapes: u64 = self.shapes.iter().map(|(_, c)| c.device_bytes()).sum();
         points + tables + shapes
     }
@@ -417,27 +428,45 @@ impl State {
         aux: DevBuf,
         keep_aux: bool,
     ) -> Result<(DevBuf, Option<DevBuf>), GpuError> {
-        let n = shape.num_constraints();
-        let m = domain_size(n);
-        self.domain(m.trailing_zeros())?;
-        let (Some(copy), Some(d)) = (self.shape(shape), self.domains.get(&m.trailing_zeros()))
-        else {
-            return Err(GpuError::Input("shape or domain not resident".into()));
+        let e = self.evaluate_shape(shape, input, aux, keep_aux)?;
+        let h = e
+            .domain
+            .quotient_from_device(&self.gpu, e.bufs, shape.num_constraints())?;
+        Ok((h, e.aux))
+    }
+
+    /// The first step of [`State::quotient_of_shape`]: A, B and C evaluated into the first
+    /// three of the quotient's four buffers, with the domain whose transforms take them on
+    /// (shared, so that the caller may let the device go between the transforms: a domain
+    /// evicted meanwhile lives on until they are done).
+    pub(super) fn evaluate_shape(
+        &mut self,
+        shape: &Arc<R1cs>,
+        input: DevBuf,
+        aux: DevBuf,
+        keep_aux: bool,
+    ) -> Result<Evaluated, GpuError> {
+        let m = domain_size(shape.num_constraints());
+        let d = self.domain(m.trailing_zeros())?;
+        let Some(copy) = self.shape(shape) else {
+            return Err(GpuError::Input("shape not resident".into()));
         };
         let bufs = evaluate(&self.gpu, copy, m, &input, &aux)?;
         drop(input);
-        let aux = keep_aux.then_some(aux);
-        Ok((d.quotient_from_device(&self.gpu, bufs, n)?, aux))
+        Ok(Evaluated {
+            domain: d,
+            bufs,
+            aux: keep_aux.then_some(aux),
+        })
     }
 
-    pub(super) fn domain(&mut self, lg: u32) -> Result<&Domain, GpuError> {
-        if !self.domains.contains_key(&lg) {
-            let d = Domain::new(&self.gpu, lg)?;
-            self.domains.insert(lg, d);
+    pub(super) fn domain(&mut self, lg: u32) -> Result<Arc<Domain>, GpuError> {
+        if let Some(d) = self.domains.get(&lg) {
+            return Ok(Arc::clone(d));
         }
-        self.domains
-            .get(&lg)
-            .ok_or_else(|| GpuError::Input("domain cache".into()))
+        let d = Arc::new(Domain::new(&self.gpu, lg)?);
+        self.domains.insert(lg, Arc::clone(&d));
+        Ok(d)
     }
 
     /// The quotient's m coefficients (m the domain size; the top one is 0 when the constraints
@@ -453,11 +482,7 @@ impl State {
             return Err(GpuError::Input("A, B and C have different lengths".into()));
         }
         let m = domain_size(n);
-        self.domain(m.trailing_zeros())?;
-        let d = self
-            .domains
-            .get(&m.trailing_zeros())
-            .ok_or_else(|| GpuError::Input("domain cache".into()))?;
+        let d = self.domain(m.trailing_zeros())?;
         Ok((d.quotient_from_host(&self.gpu, a, b, c)?, m))
     }
 
@@ -491,7 +516,7 @@ impl State {
     /// The NTT tables of the log2 domain size `lg`, if they are built ([`State::domain`]
     /// builds them).
     pub(super) fn cached_domain(&self, lg: u32) -> Option<&Domain> {
-        self.domains.get(&lg)
+        self.domains.get(&lg).map(Arc::as_ref)
     }
 
     /// Drops the NTT tables of the log2 domain size `lg`.

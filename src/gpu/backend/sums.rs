@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use blstrs::{G1Projective, G2Projective, Scalar};
 use group::Group;
 
-use super::residency::{domain_size, Points, State};
-use super::turns::Shared;
+use super::residency::{domain_size, Evaluated, Points, State};
+use super::turns::{DeviceGuard, Pause, Shared};
 use crate::gpu::bytes::bytes;
 use crate::gpu::device::DevBuf;
 use crate::gpu::msm::{self, Curve};
-use crate::gpu::ntt::FR_BYTES;
+use crate::gpu::ntt::{Domain, FR_BYTES};
 use crate::gpu::plan;
 use crate::gpu::GpuError;
 use crate::prover::WitnessSums;
@@ -179,14 +179,15 @@ impl Shared {
         let mut s = self.lock()?;
         s.fit_aux(q, false)?;
         let aux = s.gpu.upload_new(bytes(q.aux))?;
-        aux_sums(&s, q, nb, aux)
+        self.aux_sums(s, q, nb, aux)
     }
 
     /// Both sums of a shaped proof with the assignment sent over once: A, B and C evaluated
     /// on the device, the quotient, the H query's MSM, and then the four aux MSMs of
-    /// [`Shared::aux_joint`] on the copy of `aux` the evaluation read. Before the H MSM and
-    /// before the aux MSMs, an urgent caller waiting gets its turn (the quotient and the copy
-    /// stay on the device meanwhile). Returns
+    /// [`Shared::aux_joint`] on the copy of `aux` the evaluation read. Before the H MSM, between
+    /// the pieces of every MSM's bucket sums ([`msm::MsmRun`]) and before each aux MSM, an
+    /// urgent caller waiting gets its turn (the quotient and the copy stay on the device
+    /// meanwhile). Returns
     /// Σ h_i·H_i, how long it took, and the aux sums, or `None` where they do not fit on the
     /// device together (the caller runs them as [`GpuPrepared::witness`] does). Out of memory
     /// before the H sum is done is returned as the error, nothing kept: the caller then makes
@@ -218,34 +219,89 @@ impl Shared {
         let input = s.gpu.upload_new(bytes(input))?;
         let aux = s.gpu.upload_new(bytes(q.aux))?;
         tr.mark(&s.gpu, "assignment up")?;
-        let (hs, aux) = s.quotient_of_shape(shape, input, aux, true)?;
+        let Evaluated { domain, bufs, aux } = s.evaluate_shape(shape, input, aux, true)?;
         let aux =
             aux.ok_or_else(|| GpuError::Input("the assignment's copy was not kept".into()))?;
+        let (s, hs) = self.quotient_yielding(s, domain, bufs, shape.num_constraints())?;
         tr.mark(&s.gpu, "A, B, C, quotient")?;
         // The H MSM is most of this turn: an urgent caller waiting goes first, the quotient
         // and the assignment's copy kept on the device meanwhile (its own retry may have
         // evicted H's points, which then go up again).
-        let mut s = self.yield_to_urgent(s)?;
+        s.gpu.sync()?;
+        let mut s = self.yield_to_urgent(s, Pause::BeforeH)?;
         s.ensure(h)?;
-        let parts = msm::msm_device(&s.gpu, Curve::G1, s.resident(&h.key)?, m - 1, hs)?;
+        let (mut s, parts) = self.msm_yielding(s, h, hs)?;
         let h_sum = msm::finish_g1(&parts);
         let h_done = start.elapsed();
         tr.mark(&s.gpu, "H")?;
         let Some(nb) = nb else {
             return Ok((h_sum, h_done, Some(WitnessSums::identity())));
         };
-        let mut s = self.yield_to_urgent(s)?;
         let fitted = s.fit_aux(q, true);
         tr.mark(&s.gpu, "turn, fit")?;
         tr.emit("shaped sums, to the aux sums");
-        let sums = match fitted {
+        // Out of memory here, or after an urgent caller's turn between the aux MSMs: the
+        // caller runs them one by one.
+        let sums = match fitted.and_then(|()| self.aux_sums(s, q, nb, aux)) {
             Err(e) if e.is_out_of_memory() => {
                 tracing::debug!(error = %e, "aux MSMs apart, after the H sum");
                 return Ok((h_sum, h_done, None));
             }
-            r => r.and_then(|()| aux_sums(&s, q, nb, aux))?,
+            r => r?,
         };
         Ok((h_sum, h_done, Some(sums)))
+    }
+}
+
+impl Shared {
+    /// [`Domain::quotient_from_device`] on A, B and C in `bufs` (of `n` values each), an
+    /// urgent caller waiting given the device after the first two vectors' transforms to the
+    /// coset (about 0.08 s each at 2^27; the caller's next point follows the third): the
+    /// buffers and the domain's tables stay on the device meanwhile, the tables no longer
+    /// than the quotient needs them.
+    fn quotient_yielding<'s>(
+        &'s self,
+        s: DeviceGuard<'s>,
+        d: Arc<Domain>,
+        bufs: [DevBuf; 4],
+        n: usize,
+    ) -> Result<(DeviceGuard<'s>, DevBuf), GpuError> {
+        let (mut s, mut bufs) = (s, bufs);
+        for v in 0..3 {
+            d.coset_of(&s.gpu, &mut bufs, v, n)?;
+            if v < 2 {
+                // Waited for, so that whether to let the device go is asked when the
+                // transforms are done (they are queued in microseconds), and the next
+                // caller's work does not queue behind them.
+                s.gpu.sync()?;
+                s = self.yield_to_urgent(s, Pause::Quotient)?;
+            }
+        }
+        let h = d.quotient_from_cosets(&s.gpu, bufs)?;
+        Ok((s, h))
+    }
+
+    /// Σ hs[i]·P[i] over the `p.n` resident points of `p` in [`msm::MsmRun`]'s steps, an
+    /// urgent caller waiting given the device between them: the H MSM is most of a shaped
+    /// proof's turn, about a second at 2^27. The run's buffers stay on the device meanwhile;
+    /// points the other caller evicted go up again.
+    fn msm_yielding<'s>(
+        &'s self,
+        s: DeviceGuard<'s>,
+        p: &Points<'_>,
+        hs: DevBuf,
+    ) -> Result<(DeviceGuard<'s>, msm::MsmParts), GpuError> {
+        let mut run = msm::MsmRun::new(&s.gpu, p.curve, s.resident(&p.key)?, p.n, hs)?;
+        let mut s = s;
+        while run.step(&s.gpu, s.resident(&p.key)?)? {
+            // Only between pieces, where the device is idle and the points are read again;
+            // after the last one the rest reads only the run's own buffers.
+            if run.between_pieces() {
+                s = self.yield_to_urgent(s, Pause::MsmPiece)?;
+                s.ensure(p)?;
+            }
+        }
+        Ok((s, run.finish()?))
     }
 }
 
@@ -313,53 +369,66 @@ impl State {
     }
 }
 
-/// The four aux MSMs over `aux`, the assignment's copy on the device (consumed), the points
-/// resident ([`State::fit_aux`]); `nb` is the B queries' length. The A and B queries' scalars
-/// are selected on the device ([`msm::compact`]), each just before its MSM, before the L
-/// query's MSM runs on `aux` (an MSM's front end rewrites its scalars in place).
-fn aux_sums(
-    s: &State,
-    q: &AuxPoints<'_, '_>,
-    nb: usize,
-    aux: DevBuf,
-) -> Result<WitnessSums, GpuError> {
-    let queries = [q.l, q.a, q.b_g1, q.b_g2];
-    let gpu = &s.gpu;
-    // Query i's MSM over `scalars` (consumed: rewritten, then freed), None when empty.
-    let sum = |i: usize, scalars: DevBuf| -> Result<Option<msm::MsmParts>, GpuError> {
-        let p = &queries[i];
+impl Shared {
+    /// The four aux MSMs on `aux` (the assignment on the device) with their points resident:
+    /// each selection made just before its MSM and freed by it, so that no two (the A query's
+    /// is as large as the assignment) are on the device together; the L query last, its MSM
+    /// rewriting `aux` in place. Before each MSM an urgent caller waiting gets the device (the
+    /// next query's points uploaded again if it evicted them).
+    fn aux_sums<'s>(
+        &'s self,
+        s: DeviceGuard<'s>,
+        q: &AuxPoints<'_, '_>,
+        nb: usize,
+        aux: DevBuf,
+    ) -> Result<WitnessSums, GpuError> {
+        let mut s = s;
+        // With `debug.gpu_trace`, each step's time (the device synchronized after each).
+        let mut tr = msm::Trace::new(&s.gpu);
+        let select = |density, n| {
+            let aux = &aux;
+            move |s: &State| msm::compact_counted(&s.gpu, aux, density, n)
+        };
+        let (s1, a) = self.aux_msm(s, &q.a, select(q.a_density, q.a.n))?;
+        s = s1;
+        tr.mark(&s.gpu, "select A, A")?;
+        let (s1, b1) = self.aux_msm(s, &q.b_g1, select(q.b_density, nb))?;
+        s = s1;
+        tr.mark(&s.gpu, "select B, B G1")?;
+        let (s1, b2) = self.aux_msm(s, &q.b_g2, select(q.b_density, nb))?;
+        s = s1;
+        tr.mark(&s.gpu, "select B, B G2")?;
+        let (s, l) = self.aux_msm(s, &q.l, |_: &State| Ok(aux))?;
+        tr.mark(&s.gpu, "L")?;
+        tr.emit("aux sums");
+        let g1 =
+            |p: Option<msm::MsmParts>| p.map_or(G1Projective::identity(), |p| msm::finish_g1(&p));
+        Ok(WitnessSums {
+            l: g1(l),
+            a: g1(a),
+            b_g1: g1(b1),
+            b_g2: b2.map_or(G2Projective::identity(), |p| msm::finish_g2(&p)),
+        })
+    }
+
+    /// One aux query's MSM over the scalars `select` makes on the device (consumed: rewritten,
+    /// then freed), `None` when the query is empty; an urgent caller waiting goes first, before
+    /// the selection is made.
+    fn aux_msm<'s>(
+        &'s self,
+        s: DeviceGuard<'s>,
+        p: &Points<'_>,
+        select: impl FnOnce(&State) -> Result<DevBuf, GpuError>,
+    ) -> Result<(DeviceGuard<'s>, Option<msm::MsmParts>), GpuError> {
         if p.n == 0 {
-            return Ok(None);
+            return Ok((s, None));
         }
-        msm::msm_device(gpu, p.curve, s.resident(&p.key)?, p.n, scalars).map(Some)
-    };
-    let g1 = |p: Option<msm::MsmParts>| p.map_or(G1Projective::identity(), |p| msm::finish_g1(&p));
-    // Each selection is made just before its MSM and freed by it, so that no two (the A
-    // query's is as large as the assignment) are on the device together; the L query last,
-    // its MSM rewriting `aux` in place.
-    // With `debug.gpu_trace`, each step's time (the device synchronized after each).
-    let mut tr = msm::Trace::new(gpu);
-    let a = msm::compact_counted(gpu, &aux, q.a_density, q.a.n)?;
-    tr.mark(gpu, "select A")?;
-    let a = sum(1, a)?;
-    tr.mark(gpu, "A")?;
-    let b1 = msm::compact_counted(gpu, &aux, q.b_density, nb)?;
-    tr.mark(gpu, "select B")?;
-    let b1 = sum(2, b1)?;
-    tr.mark(gpu, "B G1")?;
-    let b2 = msm::compact_counted(gpu, &aux, q.b_density, nb)?;
-    tr.mark(gpu, "select B")?;
-    let b2 = sum(3, b2)?;
-    tr.mark(gpu, "B G2")?;
-    let l = sum(0, aux)?;
-    tr.mark(gpu, "L")?;
-    tr.emit("aux sums");
-    Ok(WitnessSums {
-        l: g1(l),
-        a: g1(a),
-        b_g1: g1(b1),
-        b_g2: b2.map_or(G2Projective::identity(), |p| msm::finish_g2(&p)),
-    })
+        let mut s = self.yield_to_urgent(s, Pause::AuxMsm)?;
+        s.ensure(p)?;
+        let scalars = select(&s)?;
+        let (s, parts) = self.msm_yielding(s, p, scalars)?;
+        Ok((s, Some(parts)))
+    }
 }
 
 /// The aux MSMs of one proof for [`Shared::aux_joint`]: `l` has one point per aux value, `a`

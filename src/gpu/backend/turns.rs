@@ -5,7 +5,7 @@
 //! lives here too: it holds the shared device, and when dropped frees its points under the
 //! state's lock without waiting for a turn.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -22,13 +22,63 @@ pub(super) struct Shared {
     /// Whose turn on the device is next: urgent callers first ([`crate::prover::urgency`]).
     turn: Mutex<Turn>,
     turn_changed: Condvar,
+    /// Turns let go part way through a call, by [`Pause`].
+    pauses: [AtomicU64; Pause::COUNT],
 }
 
-/// The device's turn-taking: whether a call holds it, and how many urgent callers wait.
+/// The device's turn-taking: whether a call holds it, how many urgent callers wait, and how
+/// many callers that let it go part way through a call wait to go on.
 #[derive(Default)]
 struct Turn {
     busy: bool,
     urgent_waiting: usize,
+    resuming: usize,
+}
+
+/// Where a caller stands in the queue for a turn: urgent callers first, then callers going on
+/// with a call they paused for them (so that its partial state on the device is used up
+/// before another call's joins it), then new calls.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rank {
+    Urgent,
+    Resuming,
+    New,
+}
+
+/// Where a call let the device go to an urgent caller ([`Shared::yield_to_urgent`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pause {
+    /// After one of the quotient's transforms to the coset.
+    Quotient,
+    /// Between the quotient and the H MSM.
+    BeforeH,
+    /// Between two pieces of an MSM's bucket sums.
+    MsmPiece,
+    /// Before one of the aux MSMs.
+    AuxMsm,
+}
+
+impl Pause {
+    const COUNT: usize = 4;
+    const ALL: [Pause; Pause::COUNT] = [
+        Pause::Quotient,
+        Pause::BeforeH,
+        Pause::MsmPiece,
+        Pause::AuxMsm,
+    ];
+}
+
+/// How often calls let the device go to urgent callers, by where ([`Pause`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pauses {
+    /// After one of the quotient's transforms to the coset.
+    pub quotient: u64,
+    /// Between the quotient and the H MSM.
+    pub before_h: u64,
+    /// Between two pieces of an MSM's bucket sums.
+    pub msm_piece: u64,
+    /// Before one of the aux MSMs.
+    pub aux_msm: u64,
 }
 
 /// A turn on the device: the state, and the turn released for the next caller on drop.
@@ -96,6 +146,19 @@ impl Shared {
             state: Mutex::new(State::new(gpu)),
             turn: Mutex::new(Turn::default()),
             turn_changed: Condvar::new(),
+            pauses: Default::default(),
+        }
+    }
+
+    /// The pauses counted so far.
+    pub(super) fn pauses(&self) -> Pauses {
+        let n = |p: Pause| self.pauses[p as usize].load(Ordering::Relaxed);
+        let [quotient, before_h, msm_piece, aux_msm] = Pause::ALL.map(n);
+        Pauses {
+            quotient,
+            before_h,
+            msm_piece,
+            aux_msm,
         }
     }
 
@@ -108,13 +171,28 @@ impl Shared {
     /// Waits for a turn on the device (urgent callers take the next turn ahead of the
     /// others), then for its state.
     pub(super) fn lock(&self) -> Result<DeviceGuard<'_>, GpuError> {
-        use crate::prover::urgency::{any_urgent, is_urgent};
-        let urgent = is_urgent();
+        let rank = match crate::prover::urgency::is_urgent() {
+            true => Rank::Urgent,
+            false => Rank::New,
+        };
+        self.lock_as(rank)
+    }
+
+    /// [`Shared::lock`] for a caller of rank `rank`.
+    fn lock_as(&self, rank: Rank) -> Result<DeviceGuard<'_>, GpuError> {
+        use crate::prover::urgency::any_urgent;
+        let urgent = rank == Rank::Urgent;
         {
             let mut t = self.turn.lock().unwrap_or_else(|p| p.into_inner());
             t.urgent_waiting += usize::from(urgent);
+            t.resuming += usize::from(rank == Rank::Resuming);
             loop {
-                if t.busy || (!urgent && t.urgent_waiting > 0) {
+                let ahead = match rank {
+                    Rank::Urgent => false,
+                    Rank::Resuming => t.urgent_waiting > 0,
+                    Rank::New => t.urgent_waiting > 0 || t.resuming > 0,
+                };
+                if t.busy || ahead {
                     t = self.turn_changed.wait(t).unwrap_or_else(|p| p.into_inner());
                 } else if !urgent && any_urgent() {
                     // An urgent proof between its device calls: it wakes nobody when it
@@ -129,6 +207,7 @@ impl Shared {
                 }
             }
             t.urgent_waiting -= usize::from(urgent);
+            t.resuming -= usize::from(rank == Rank::Resuming);
             t.busy = true;
         }
         match self.state.lock() {
@@ -157,20 +236,31 @@ impl Shared {
         self.turn_changed.notify_all();
     }
 
-    /// `s` again, after the urgent callers waiting for the device (if any) had their turns.
+    /// `s` again, after the urgent callers waiting for the device or between their device
+    /// calls (if any) had their turns; the caller goes on before any new call (counted at
+    /// `at`).
     pub(super) fn yield_to_urgent<'s>(
         &'s self,
         s: DeviceGuard<'s>,
+        at: Pause,
     ) -> Result<DeviceGuard<'s>, GpuError> {
+        use crate::prover::urgency::{any_urgent, is_urgent};
         let waiting = self
             .turn
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .urgent_waiting;
-        if waiting == 0 && !crate::prover::urgency::any_urgent() {
+        // An urgent caller makes way only for another one waiting for the device, not for
+        // one between its calls (itself, say).
+        let urgent = is_urgent();
+        if waiting == 0 && (urgent || !any_urgent()) {
             return Ok(s);
         }
+        self.pauses[at as usize].fetch_add(1, Ordering::Relaxed);
         drop(s);
-        self.lock()
+        self.lock_as(match urgent {
+            true => Rank::Urgent,
+            false => Rank::Resuming,
+        })
     }
 }
