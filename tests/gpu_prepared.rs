@@ -216,7 +216,7 @@ fn shaped_proofs_let_urgent_callers_go_between_their_steps() {
     let (short, short_set, sr, ss, short_theirs) = set("short", 2, 500);
     let (shape, witness) = record_shape(long.clone()).unwrap();
     let shape = Arc::new(shape);
-    let before = gpu.pauses();
+    let before = gpu.pauses().expect("a GPU counts its pauses");
     let done = AtomicBool::new(false);
     let t0 = Instant::now();
     let (spans, urgent_done) = std::thread::scope(|sc| {
@@ -248,7 +248,7 @@ fn shaped_proofs_let_urgent_callers_go_between_their_steps() {
         done.store(true, Ordering::Relaxed);
         (spans, urgent.join().unwrap())
     });
-    let after = gpu.pauses();
+    let after = gpu.pauses().expect("a GPU counts its pauses");
     let inside = urgent_done
         .iter()
         .filter(|t| spans.iter().any(|(a, b)| a < *t && *t < b))

@@ -135,7 +135,16 @@ fn stretches(
     );
     // PoSt's classes: WindowPoSt's (high, 2) and WinningPoSt's (critical, 3).
     let (busy_before, post_before) = (p.svc.pipeline().device_busy, device.of_classes_from(2));
+    let pauses_before = pauses(p);
     let (done, wall) = runner::drive(p, day, &day.arrivals(), &print_done);
+    let (b, a) = (pauses_before, pauses(p));
+    println!(
+        "the day's pauses of proofs on the device for WinningPoSt: {} after a quotient transform, {} before an H MSM, {} between MSM pieces, {} before an aux MSM",
+        a.quotient.saturating_sub(b.quotient),
+        a.before_h.saturating_sub(b.before_h),
+        a.msm_piece.saturating_sub(b.msm_piece),
+        a.aux_msm.saturating_sub(b.aux_msm)
+    );
     let busy = p.svc.pipeline().device_busy.saturating_sub(busy_before);
     let post_device = device.of_classes_from(2).saturating_sub(post_before);
     let f = DayReport::of_day(&done, wall, args.deadline_at.min(day.duration()));
@@ -152,6 +161,18 @@ fn stretches(
         post_device,
         peak_rss: peak_rss(),
     })
+}
+
+/// The pauses counted on every device so far (none on the CPU).
+fn pauses(p: &DayProver) -> crate::prover::DevicePauses {
+    let mut sum = crate::prover::DevicePauses::default();
+    for d in p.svc.device_memory().iter().filter_map(|d| d.pauses) {
+        sum.quotient += d.quotient;
+        sum.before_h += d.before_h;
+        sum.msm_piece += d.msm_piece;
+        sum.aux_msm += d.aux_msm;
+    }
+    sum
 }
 
 /// The day's WindowPoSt partitions (none where the deadline is after the day).

@@ -47,7 +47,9 @@ pub fn render(ctx: &Context) -> String {
     connections(&mut out, ctx, &stats);
     jobs(&mut out, &stats);
     params(&mut out, ctx);
-    device_memory(&mut out, &ctx.service.device_memory());
+    let devices = ctx.service.device_memory();
+    device_memory(&mut out, &devices);
+    device_pauses(&mut out, &devices);
     out
 }
 
@@ -278,6 +280,30 @@ fn device_memory(out: &mut String, devices: &[crate::pipeline::DeviceMemoryRepor
                 out,
                 "cuzk_device_pinned_host_bytes{{device=\"{i}\",kind=\"{}\",sector_size=\"{}\"}} {}",
                 p.id.kind, p.id.sector_size, p.host_bytes
+            );
+        }
+    }
+}
+
+/// How often calls on each GPU let it go part way to an urgent proof, by where (CPU devices
+/// have none).
+fn device_pauses(out: &mut String, devices: &[crate::pipeline::DeviceMemoryReport]) {
+    if devices.iter().all(|d| d.pauses.is_none()) {
+        return;
+    }
+    family(
+        out,
+        "cuzk_device_pauses_total",
+        "counter",
+        "Times a proof on each GPU let it go part way to an urgent one (WinningPoSt), by \
+         where: after a quotient transform, before the H MSM, between pieces of an MSM's \
+         bucket sums, before an aux MSM.",
+    );
+    for (i, d) in devices.iter().enumerate() {
+        for (at, n) in d.pauses.iter().flat_map(|p| p.labelled()) {
+            let _ = writeln!(
+                out,
+                "cuzk_device_pauses_total{{device=\"{i}\",at=\"{at}\"}} {n}"
             );
         }
     }
@@ -592,6 +618,10 @@ mod tests {
                 used: 1 << 30,
                 peak: 3 << 30,
             }),
+            pauses: Some(crate::prover::DevicePauses {
+                msm_piece: 7,
+                ..Default::default()
+            }),
             plans: vec![SetPlan {
                 id: crate::srs::ParamsId {
                     kind: crate::srs::ProofKind::PoRep,
@@ -609,6 +639,7 @@ mod tests {
         DeviceMemoryReport {
             name: "cpu".into(),
             memory: None,
+            pauses: None,
             plans: vec![],
         }
     }
@@ -644,6 +675,33 @@ mod tests {
     fn a_cpu_only_daemon_writes_no_device_memory_families() {
         let mut out = String::new();
         device_memory(&mut out, &[cpu(), cpu()]);
+        device_pauses(&mut out, &[cpu(), cpu()]);
         assert_eq!(out, "");
+    }
+
+    #[test]
+    fn a_gpus_pauses_are_counters_by_where_and_a_cpu_has_none() {
+        let mut out = String::new();
+        device_pauses(&mut out, &[cpu(), gpu("all resident")]);
+        assert!(
+            out.contains("# TYPE cuzk_device_pauses_total counter"),
+            "{out}"
+        );
+        for (at, n) in [
+            ("quotient", 0),
+            ("before_h", 0),
+            ("msm_piece", 7),
+            ("aux_msm", 0),
+        ] {
+            let line = format!("cuzk_device_pauses_total{{device=\"1\",at=\"{at}\"}} {n}");
+            assert!(
+                out.lines().any(|l| l == line),
+                "{line:?} missing from\n{out}"
+            );
+        }
+        assert!(
+            !out.contains("device=\"0\""),
+            "the CPU takes no turns: {out}"
+        );
     }
 }

@@ -24,7 +24,8 @@ use super::ntt::FR_BYTES;
 use super::plan::{self, Plan, Sizes};
 use super::{GpuError, GpuOptions};
 use crate::prover::{
-    count_set, Backend, DeviceMemory, HostAllocator, PreparedSrs, ProverError, WitnessSums,
+    count_set, Backend, DeviceMemory, DevicePauses, HostAllocator, PreparedSrs, ProverError,
+    WitnessSums,
 };
 use crate::srs::Srs;
 
@@ -39,7 +40,6 @@ pub use prepared::GpuPrepared;
 use prepared::{pin_streamed, plan_within};
 use residency::{Points, Query};
 use sums::AuxPoints;
-pub use turns::Pauses;
 use turns::{DeviceGuard, SetGuard, Shared};
 
 /// NTTs and MSMs on one CUDA device. Calls are serialised on the device (one stream).
@@ -187,11 +187,6 @@ impl GpuBackend {
     /// device).
     pub fn memory_use(&self) -> MemoryUse {
         self.shared.ledger.snapshot()
-    }
-
-    /// How often calls on this device let it go part way to an urgent caller, by where.
-    pub fn pauses(&self) -> Pauses {
-        self.shared.pauses()
     }
 
     /// In-place natural-order NTT of `values` (length a power of two, ≤ 2^28), with the same
@@ -366,6 +361,10 @@ impl Backend for GpuBackend {
 
     fn pci_bus_id(&self) -> Option<String> {
         Some(self.shared.info.pci_bus_id.clone())
+    }
+
+    fn pauses(&self) -> Option<DevicePauses> {
+        Some(self.shared.pauses())
     }
 
     fn memory(&self) -> Option<DeviceMemory> {

@@ -39,7 +39,7 @@ pub mod setup;
 
 use std::sync::Arc;
 
-pub use backend::{GpuBackend, Pauses};
+pub use backend::GpuBackend;
 pub use device::{device_count, DeviceInfo};
 pub use error::GpuError;
 pub use options::{GpuOptions, MsmTuning, NttTuning, DEFAULT_STAGING_BYTES, MIN_STAGING_BYTES};

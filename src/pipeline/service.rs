@@ -74,6 +74,8 @@ pub struct DeviceMemoryReport {
     pub name: String,
     /// Its memory budget, what it holds and the most it held; `None` for the CPU.
     pub memory: Option<crate::prover::DeviceMemory>,
+    /// How often calls let it go part way to urgent callers; `None` for the CPU.
+    pub pauses: Option<crate::prover::DevicePauses>,
     /// The resident sets' plans on it (none for the CPU).
     pub plans: Vec<SetPlan>,
 }
@@ -443,6 +445,7 @@ impl ProvingService {
             .map(|(i, d)| DeviceMemoryReport {
                 name: d.backend.name(),
                 memory: d.backend.memory(),
+                pauses: d.backend.pauses(),
                 plans: resident
                     .iter()
                     .filter_map(|(params, prepared)| {

@@ -59,6 +59,38 @@ pub trait Backend: Send + Sync {
 
     /// Starts the peak of [`Backend::memory`] again from what is held now.
     fn reset_memory_peak(&self) {}
+
+    /// How often calls let the device go part way to urgent callers; `None` where the
+    /// backend takes no turns (the CPU).
+    fn pauses(&self) -> Option<DevicePauses> {
+        None
+    }
+}
+
+/// How often calls on a device let it go part way through to an urgent caller, by where
+/// (counters since the backend was opened).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DevicePauses {
+    /// After one of the quotient's transforms to the coset.
+    pub quotient: u64,
+    /// Between the quotient and the H MSM.
+    pub before_h: u64,
+    /// Between two pieces of an MSM's bucket sums.
+    pub msm_piece: u64,
+    /// Before one of the aux MSMs.
+    pub aux_msm: u64,
+}
+
+impl DevicePauses {
+    /// Each counter with its label, for metrics.
+    pub fn labelled(&self) -> [(&'static str, u64); 4] {
+        [
+            ("quotient", self.quotient),
+            ("before_h", self.before_h),
+            ("msm_piece", self.msm_piece),
+            ("aux_msm", self.aux_msm),
+        ]
+    }
 }
 
 /// A device's memory as its backend accounts for it.

@@ -120,6 +120,9 @@ impl Backend for FaultyBackend {
     fn reset_memory_peak(&self) {
         self.inner.reset_memory_peak()
     }
+    fn pauses(&self) -> Option<super::DevicePauses> {
+        self.inner.pauses()
+    }
 }
 
 struct FaultyPrepared {

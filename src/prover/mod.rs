@@ -22,7 +22,7 @@ pub mod urgency;
 use std::path::PathBuf;
 
 pub use backend::{
-    count_set, dense, Backend, DeviceMemory, PreparedSrs, Sums, Witness, WitnessSums,
+    count_set, dense, Backend, DeviceMemory, DevicePauses, PreparedSrs, Sums, Witness, WitnessSums,
 };
 pub use groth16::{
     prove, prove_with_randomness, prove_witness, prove_witness_with_randomness, Partition,

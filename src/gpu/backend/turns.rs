@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::residency::State;
 use crate::gpu::device::{DeviceInfo, Gpu, Ledger};
 use crate::gpu::GpuError;
+use crate::prover::DevicePauses;
 
 /// The device, shared by the backend and the sets prepared on it.
 pub(super) struct Shared {
@@ -66,19 +67,6 @@ impl Pause {
         Pause::MsmPiece,
         Pause::AuxMsm,
     ];
-}
-
-/// How often calls let the device go to urgent callers, by where ([`Pause`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Pauses {
-    /// After one of the quotient's transforms to the coset.
-    pub quotient: u64,
-    /// Between the quotient and the H MSM.
-    pub before_h: u64,
-    /// Between two pieces of an MSM's bucket sums.
-    pub msm_piece: u64,
-    /// Before one of the aux MSMs.
-    pub aux_msm: u64,
 }
 
 /// A turn on the device: the state, and the turn released for the next caller on drop.
@@ -151,10 +139,10 @@ impl Shared {
     }
 
     /// The pauses counted so far.
-    pub(super) fn pauses(&self) -> Pauses {
+    pub(super) fn pauses(&self) -> DevicePauses {
         let n = |p: Pause| self.pauses[p as usize].load(Ordering::Relaxed);
         let [quotient, before_h, msm_piece, aux_msm] = Pause::ALL.map(n);
-        Pauses {
+        DevicePauses {
             quotient,
             before_h,
             msm_piece,
