@@ -175,23 +175,20 @@ impl Shared {
             t.urgent_waiting += usize::from(urgent);
             t.resuming += usize::from(rank == Rank::Resuming);
             loop {
-                let ahead = match rank {
-                    Rank::Urgent => false,
-                    Rank::Resuming => t.urgent_waiting > 0,
-                    Rank::New => t.urgent_waiting > 0 || t.resuming > 0,
-                };
-                if t.busy || ahead {
-                    t = self.turn_changed.wait(t).unwrap_or_else(|p| p.into_inner());
-                } else if !urgent && any_urgent() {
+                match next_move(&t, rank, any_urgent()) {
+                    Move::Wait => {
+                        t = self.turn_changed.wait(t).unwrap_or_else(|p| p.into_inner());
+                    }
                     // An urgent proof between its device calls: it wakes nobody when it
                     // ends, so look again shortly.
-                    t = self
-                        .turn_changed
-                        .wait_timeout(t, Duration::from_millis(1))
-                        .map(|(t, _)| t)
-                        .unwrap_or_else(|p| p.into_inner().0);
-                } else {
-                    break;
+                    Move::LookAgain => {
+                        t = self
+                            .turn_changed
+                            .wait_timeout(t, Duration::from_millis(1))
+                            .map(|(t, _)| t)
+                            .unwrap_or_else(|p| p.into_inner().0);
+                    }
+                    Move::Take => break,
                 }
             }
             t.urgent_waiting -= usize::from(urgent);
@@ -238,10 +235,8 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .urgent_waiting;
-        // An urgent caller makes way only for another one waiting for the device, not for
-        // one between its calls (itself, say).
         let urgent = is_urgent();
-        if waiting == 0 && (urgent || !any_urgent()) {
+        if !pauses_for(waiting, urgent, any_urgent()) {
             return Ok(s);
         }
         self.pauses[at as usize].fetch_add(1, Ordering::Relaxed);
@@ -250,5 +245,99 @@ impl Shared {
             true => Rank::Urgent,
             false => Rank::Resuming,
         })
+    }
+}
+
+/// What a caller waiting for a turn does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Move {
+    /// Takes the turn.
+    Take,
+    /// Waits until a turn ends.
+    Wait,
+    /// Looks again shortly: an urgent proof is between its device calls, and its end wakes
+    /// nobody.
+    LookAgain,
+}
+
+/// A caller of `rank` facing the turn `t`, while `urgent_in_progress` says whether an urgent
+/// proof is in progress anywhere: urgent callers take any free turn; a caller going on after
+/// a pause waits for urgent callers waiting; a new call for those and for paused callers; and
+/// neither of the two takes a turn while an urgent proof is in progress.
+fn next_move(t: &Turn, rank: Rank, urgent_in_progress: bool) -> Move {
+    let ahead = match rank {
+        Rank::Urgent => false,
+        Rank::Resuming => t.urgent_waiting > 0,
+        Rank::New => t.urgent_waiting > 0 || t.resuming > 0,
+    };
+    if t.busy || ahead {
+        Move::Wait
+    } else if rank != Rank::Urgent && urgent_in_progress {
+        Move::LookAgain
+    } else {
+        Move::Take
+    }
+}
+
+/// Whether a caller at a pause point lets the device go: for an urgent caller waiting for
+/// it, and, unless the caller is urgent itself, for an urgent proof between its calls (an
+/// urgent caller makes way only for another one waiting, not for one between its calls,
+/// itself say).
+fn pauses_for(urgent_waiting: usize, caller_urgent: bool, urgent_in_progress: bool) -> bool {
+    urgent_waiting > 0 || (!caller_urgent && urgent_in_progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(busy: bool, urgent_waiting: usize, resuming: usize) -> Turn {
+        Turn {
+            busy,
+            urgent_waiting,
+            resuming,
+        }
+    }
+
+    #[test]
+    fn urgent_callers_go_first_then_paused_ones_then_new_ones() {
+        use Move::*;
+        use Rank::*;
+        // (turn, urgent proof in progress) → what Urgent, Resuming and New callers do.
+        let cases = [
+            (turn(false, 0, 0), false, [Take, Take, Take]),
+            (turn(true, 0, 0), false, [Wait, Wait, Wait]),
+            (turn(false, 1, 0), true, [Take, Wait, Wait]),
+            (turn(false, 0, 1), false, [Take, Take, Wait]),
+            (turn(false, 0, 0), true, [Take, LookAgain, LookAgain]),
+            (turn(false, 0, 2), true, [Take, LookAgain, Wait]),
+            (turn(true, 3, 2), true, [Wait, Wait, Wait]),
+        ];
+        for (t, in_progress, want) in cases {
+            let got = [Urgent, Resuming, New].map(|r| next_move(&t, r, in_progress));
+            assert_eq!(
+                got, want,
+                "busy {} urgent waiting {} resuming {} in progress {in_progress}",
+                t.busy, t.urgent_waiting, t.resuming
+            );
+        }
+    }
+
+    #[test]
+    fn a_caller_pauses_for_urgent_work_but_an_urgent_one_only_for_another_waiting() {
+        // (urgent callers waiting, the caller urgent, an urgent proof in progress) → pauses
+        for (waiting, urgent, in_progress, want) in [
+            (0, false, false, false),
+            (1, false, true, true),
+            (0, false, true, true),
+            (0, true, true, false),
+            (1, true, true, true),
+        ] {
+            assert_eq!(
+                pauses_for(waiting, urgent, in_progress),
+                want,
+                "waiting {waiting}, caller urgent {urgent}, in progress {in_progress}"
+            );
+        }
     }
 }
