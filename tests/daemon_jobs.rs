@@ -617,3 +617,38 @@ fn capacity_counts_jobs_per_class_and_invents_no_estimate() {
     });
     stop(daemon);
 }
+
+/// SubmitWithin: within a class the job due first starts first, jobs without a deadline
+/// after every job with one; a deadline past 30 days is refused as invalid input.
+#[test]
+fn jobs_due_earlier_start_first_within_their_class() {
+    let daemon = Daemon::start(&[("debug.job_delay", "\"1500ms\""), ONE_AT_A_TIME]);
+    let mut c = daemon.client();
+    let first = c.submit(bogus_porep("first")).unwrap().job_id;
+    wait_running(&mut c, first);
+    let none = c.submit(bogus_porep("none")).unwrap().job_id;
+    let late = c
+        .submit_within(bogus_porep("late"), Duration::from_secs(600))
+        .unwrap()
+        .job_id;
+    let soon = c
+        .submit_within(bogus_porep("soon"), Duration::from_secs(60))
+        .unwrap()
+        .job_id;
+    for (next, waiting) in [(soon, vec![late, none]), (late, vec![none]), (none, vec![])] {
+        wait_running(&mut c, next);
+        for &w in &waiting {
+            assert_eq!(
+                job_state(&mut c, w),
+                JobState::Queued,
+                "job {w} behind {next}"
+            );
+        }
+        c.cancel(next).unwrap();
+    }
+    let refused = c
+        .prove_within(bogus_porep("far"), Duration::from_secs(31 * 24 * 3600))
+        .unwrap_err();
+    assert_eq!(code(&refused), ErrorCode::InvalidInput, "{refused:?}");
+    stop(daemon);
+}

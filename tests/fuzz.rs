@@ -386,10 +386,12 @@ fn request_index(r: &Request) -> u8 {
         Request::SubmitFd(_) => 21,
         Request::ProveFd(_) => 22,
         Request::DeviceMemory => 23,
+        Request::SubmitWithin(_) => 24,
+        Request::ProveWithin(_) => 25,
     }
 }
 
-const REQUEST_VARIANTS: u8 = 24;
+const REQUEST_VARIANTS: u8 = 26;
 
 /// One request of every variant, and every proof input.
 fn requests() -> Vec<Request> {
@@ -468,6 +470,21 @@ fn requests() -> Vec<Request> {
             sector_number: Some(7),
         })),
         Request::DeviceMemory,
+        Request::SubmitWithin(SubmitWithin {
+            submit: Submit {
+                request_id: Some("window-7-0".into()),
+                priority: None,
+                input: ProofInput::WindowPoSt {
+                    input: br#"{"registered_proof":5,"vanilla_proofs":[]}"#.to_vec(),
+                },
+            },
+            finish_within_ms: 600_000,
+        }),
+        // Past the longest deadline: refused, the connection kept.
+        Request::ProveWithin(SubmitWithin {
+            submit: submit(ProofInput::WinningPoSt { input: vec![] }),
+            finish_within_ms: u64::MAX,
+        }),
     ]
 }
 

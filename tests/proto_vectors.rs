@@ -370,6 +370,19 @@ fn vectors() -> Vec<(&'static str, Message)> {
         ),
         ("device-memory", Q(Request::DeviceMemory)),
         (
+            "submit-within",
+            Q(Request::SubmitWithin(SubmitWithin {
+                submit: Submit {
+                    request_id: None,
+                    priority: None,
+                    input: ProofInput::WindowPoSt {
+                        input: b"{}".to_vec(),
+                    },
+                },
+                finish_within_ms: 600_000,
+            })),
+        ),
+        (
             "device-memory-report",
             A(Response::DeviceMemory(MemoryReport {
                 devices: vec![DeviceMemoryReport {

@@ -428,6 +428,33 @@ func InputFile(data []byte) (*os.File, error) {
 	return f, nil
 }
 
+// SubmitWithin queues a proof needed within `within` (a WindowPoSt's time left in its
+// deadline, say; at most 30 days): within its class it goes before the jobs due later and
+// those without a deadline. A daemon that predates SubmitWithin answers ErrMalformedFrame:
+// fall back to Submit.
+func (c *Client) SubmitWithin(ctx context.Context, s Submit, within time.Duration) (*Accepted, error) {
+	resp, err := c.Call(ctx, SubmitWithinRequest{Submit: s, FinishWithinMs: uint64(within.Milliseconds())})
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := resp.(AcceptedResponse); ok {
+		return &a.Accepted, nil
+	}
+	return nil, &UnexpectedResponseError{"SubmitWithin", resp}
+}
+
+// ProveWithin is Prove of a proof needed within `within`, ordered as SubmitWithin.
+func (c *Client) ProveWithin(ctx context.Context, s Submit, within time.Duration) (*ProofResult, error) {
+	resp, err := c.Call(ctx, ProveWithinRequest{Submit: s, FinishWithinMs: uint64(within.Milliseconds())})
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := resp.(ProofResponse); ok {
+		return &p.Proof, nil
+	}
+	return nil, &UnexpectedResponseError{"ProveWithin", resp}
+}
+
 // Prove submits and awaits in one round trip, holding the connection until the job ends.
 // It gives no job id before the proof: see Client on cancelling such a job.
 func (c *Client) Prove(ctx context.Context, s Submit) (*ProofResult, error) {

@@ -531,6 +531,14 @@ type (
 	SubmitFdRequest     struct{ Submit Submit }         // 21: the payload comes from a passed descriptor
 	ProveFdRequest      struct{ Submit Submit }         // 22: likewise
 	DeviceMemoryRequest struct{}                        // 23
+	SubmitWithinRequest struct {                        // 24: a Submit with a deadline
+		Submit         Submit
+		FinishWithinMs uint64
+	}
+	ProveWithinRequest struct { // 25: a Prove with a deadline
+		Submit         Submit
+		FinishWithinMs uint64
+	}
 )
 
 func (HelloRequest) Index() uint32        { return 0 }
@@ -557,6 +565,8 @@ func (HealthRequest) Index() uint32       { return 20 }
 func (SubmitFdRequest) Index() uint32     { return 21 }
 func (ProveFdRequest) Index() uint32      { return 22 }
 func (DeviceMemoryRequest) Index() uint32 { return 23 }
+func (SubmitWithinRequest) Index() uint32 { return 24 }
+func (ProveWithinRequest) Index() uint32  { return 25 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -599,6 +609,14 @@ func (HealthRequest) encodeBody(*encoder)       {}
 func (r SubmitFdRequest) encodeBody(e *encoder) { encodeSubmit(e, &r.Submit) }
 func (r ProveFdRequest) encodeBody(e *encoder)  { encodeSubmit(e, &r.Submit) }
 func (DeviceMemoryRequest) encodeBody(*encoder) {}
+func (r SubmitWithinRequest) encodeBody(e *encoder) {
+	encodeSubmit(e, &r.Submit)
+	e.u64(r.FinishWithinMs)
+}
+func (r ProveWithinRequest) encodeBody(e *encoder) {
+	encodeSubmit(e, &r.Submit)
+	e.u64(r.FinishWithinMs)
+}
 
 func encodeRegisteredProof(e *encoder, p RegisteredProof) {
 	e.variant(uint32(p.Family))
@@ -642,6 +660,14 @@ func EncodeRequest(r Request) ([]byte, error) {
 	case ProveRequest:
 		if v.Submit.Input == nil {
 			return nil, fmt.Errorf("cuzk: Prove without an Input")
+		}
+	case SubmitWithinRequest:
+		if v.Submit.Input == nil {
+			return nil, fmt.Errorf("cuzk: SubmitWithin without an Input")
+		}
+	case ProveWithinRequest:
+		if v.Submit.Input == nil {
+			return nil, fmt.Errorf("cuzk: ProveWithin without an Input")
 		}
 	}
 	e := &encoder{}
@@ -709,6 +735,10 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = ProveFdRequest{decodeSubmit(d)}
 	case i == 23:
 		r = DeviceMemoryRequest{}
+	case i == 24:
+		r = SubmitWithinRequest{Submit: decodeSubmit(d), FinishWithinMs: d.u64("finish_within_ms")}
+	case i == 25:
+		r = ProveWithinRequest{Submit: decodeSubmit(d), FinishWithinMs: d.u64("finish_within_ms")}
 	default:
 		d.unknown("Request", i)
 	}

@@ -100,6 +100,8 @@ func vectorTable() map[string]vector {
 		"submit-fd":     {req: SubmitFdRequest{Submit{Input: WindowPoStInput{Input: []byte{}}}}},
 		"prove-fd":      {req: ProveFdRequest{Submit{Input: PoRepInput{C1: []byte{}, MinerID: 1000, SectorNumber: u64p(7)}}}},
 		"device-memory": {req: DeviceMemoryRequest{}},
+		"submit-within": {req: SubmitWithinRequest{Submit: Submit{Input: WindowPoStInput{Input: []byte("{}")}},
+			FinishWithinMs: 600000}},
 		"device-memory-report": {resp: DeviceMemoryResponse{MemoryReport{Devices: []DeviceMemoryReport{{Name: "cuda:0",
 			Memory: &DeviceMemoryUse{BudgetBytes: 1 << 34, UsedBytes: 1 << 30, PeakBytes: 3 << 30},
 			Plans: []MemoryPlan{{Spec: ParamSpec{Kind: PoRep, SectorSize: 2048}, Plan: "all resident",

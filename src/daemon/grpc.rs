@@ -33,7 +33,7 @@ use super::{ratelimit, Context};
 use crate::engine::{JobState, Priority};
 use crate::proto::grpc::pb::proving_engine_server::{ProvingEngine, ProvingEngineServer};
 use crate::proto::grpc::{self, pb};
-use crate::proto::{AwaitJob, JobRef, ParamSpec, Request, Response};
+use crate::proto::{AwaitJob, JobRef, ParamSpec, Request, Response, SubmitWithin};
 
 /// Calls (HTTP/2 streams) one connection may have open at once, advertised in the server's
 /// SETTINGS (SETTINGS_MAX_CONCURRENT_STREAMS); a client opening more has them refused
@@ -650,8 +650,17 @@ impl ProvingEngine for Endpoint {
         request: GrpcRequest<pb::SubmitProofRequest>,
     ) -> Result<GrpcResponse<pb::SubmitProofResponse>, Status> {
         let mut session = self.session(&request)?;
-        let submit = grpc::submit_from_pb(request.into_inner())?;
-        let accepted = grpc::submit_answer(self.ask(Request::Submit(submit), &mut session).await?)?;
+        let r = request.into_inner();
+        let within = grpc::finish_within(&r);
+        let submit = grpc::submit_from_pb(r)?;
+        let request = match within {
+            Some(finish_within_ms) => Request::SubmitWithin(SubmitWithin {
+                submit,
+                finish_within_ms,
+            }),
+            None => Request::Submit(submit),
+        };
+        let accepted = grpc::submit_answer(self.ask(request, &mut session).await?)?;
         Ok(GrpcResponse::new(pb::SubmitProofResponse {
             job_id: accepted.job_id.to_string(),
             queue_position: self.queue_position(accepted.job_id),
@@ -683,8 +692,16 @@ impl ProvingEngine for Endpoint {
             .into_inner()
             .submit
             .ok_or_else(|| Status::invalid_argument("ProveRequest without submit"))?;
+        let within = grpc::finish_within(&submit);
         let submit = grpc::submit_from_pb(submit)?;
-        let answer = self.ask(Request::Prove(submit), &mut session).await?;
+        let request = match within {
+            Some(finish_within_ms) => Request::ProveWithin(SubmitWithin {
+                submit,
+                finish_within_ms,
+            }),
+            None => Request::Prove(submit),
+        };
+        let answer = self.ask(request, &mut session).await?;
         let result = grpc::await_answer("", answer)?;
         Ok(GrpcResponse::new(pb::ProveResponse {
             result: Some(result),

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use super::access::Access;
 use super::{wire, Context};
 use crate::engine::{JobPhase, JobSnapshot, RequestIds};
+use crate::pipeline::Due;
 use crate::proofs::{registry, ProofRequest};
 use crate::proto::{
     self, AwaitJob, ErrorCode, ParamResidency, ParamSpec, ParamsReport, Request, ResidencyReport,
@@ -68,17 +69,20 @@ pub async fn handle(
     }
     let answer = match request {
         Request::Hello(h) => hello(h, session, ctx),
-        Request::Submit(s) => submit(s, session, ctx).await.unwrap_or_else(|e| e),
+        Request::Submit(s) => submit(s, Due::Never, session, ctx)
+            .await
+            .unwrap_or_else(|e| e),
+        Request::SubmitWithin(s) => match due_within(s.finish_within_ms) {
+            Some(due) => submit(s.submit, due, session, ctx)
+                .await
+                .unwrap_or_else(|e| e),
+            None => too_long(s.finish_within_ms),
+        },
         Request::Await(a) => return await_job(a, access, ctx, hung_up).await,
-        Request::Prove(s) => match submit(s, session, ctx).await {
-            Ok(Response::Accepted(a)) => {
-                let wait = AwaitJob {
-                    job_id: a.job_id,
-                    timeout_ms: None,
-                };
-                return await_job(wait, access, ctx, hung_up).await;
-            }
-            Ok(other) | Err(other) => other,
+        Request::Prove(s) => return prove(s, Due::Never, session, ctx, hung_up).await,
+        Request::ProveWithin(s) => match due_within(s.finish_within_ms) {
+            Some(due) => return prove(s.submit, due, session, ctx, hung_up).await,
+            None => too_long(s.finish_within_ms),
         },
         Request::Cancel(j) => cancel(j.job_id, access, ctx),
         Request::Status(q) => status(q.job_id, access, ctx),
@@ -159,8 +163,56 @@ fn request_id_refusal(request_id: &str) -> Option<Response> {
     })
 }
 
-/// Queues a job; `Err` carries the error response.
-async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Response, Response> {
+/// Submits `s` due at `due` and waits for its job (Prove, ProveWithin); `None` when the
+/// client hangs up meanwhile.
+async fn prove(
+    s: Submit,
+    due: Due,
+    session: &Session,
+    ctx: &Arc<Context>,
+    hung_up: impl Future<Output = ()>,
+) -> Option<Response> {
+    match submit(s, due, session, ctx).await {
+        Ok(Response::Accepted(a)) => {
+            let wait = AwaitJob {
+                job_id: a.job_id,
+                timeout_ms: None,
+            };
+            await_job(wait, session.access, ctx, hung_up).await
+        }
+        Ok(other) | Err(other) => Some(other),
+    }
+}
+
+/// The longest deadline a SubmitWithin may name.
+pub const MAX_FINISH_WITHIN: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// When a job asked for within `ms` milliseconds from now is due; `None` past
+/// [`MAX_FINISH_WITHIN`].
+fn due_within(ms: u64) -> Option<Due> {
+    let within = Duration::from_millis(ms);
+    (within <= MAX_FINISH_WITHIN).then(|| Due::At(Instant::now() + within))
+}
+
+/// The refusal of a deadline past [`MAX_FINISH_WITHIN`].
+fn too_long(ms: u64) -> Response {
+    wire::error(
+        ErrorCode::InvalidInput,
+        format!(
+            "finish_within_ms {ms} is longer than {} days",
+            MAX_FINISH_WITHIN.as_secs() / 86_400
+        ),
+        None,
+    )
+}
+
+/// Queues a job due at `due`; `Err` carries the error response.
+async fn submit(
+    s: Submit,
+    due: Due,
+    session: &Session,
+    ctx: &Arc<Context>,
+) -> Result<Response, Response> {
     if let Some(refusal) = s.request_id.as_deref().and_then(request_id_refusal) {
         return Err(refusal);
     }
@@ -180,7 +232,7 @@ async fn submit(s: Submit, session: &Session, ctx: &Arc<Context>) -> Result<Resp
     let submitted =
         tokio::task::spawn_blocking(move || -> Result<_, proto::RegisteredProofError> {
             named_proof(&mut request)?;
-            Ok(engine.submit_as(owner, request, priority, request_id, ids))
+            Ok(engine.submit_as(owner, request, priority, request_id, ids, due))
         })
         .await
         .map_err(|e| {

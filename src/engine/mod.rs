@@ -28,7 +28,7 @@ pub use state::EngineStats;
 pub use types::*;
 
 use crate::pipeline::{
-    JobControl, ProgressSink, ProofOutput, ProveError, ProvingService, StepEvent,
+    Due, JobControl, ProgressSink, ProofOutput, ProveError, ProvingService, StepEvent,
 };
 use crate::proofs::{ProofKind, ProofRequest};
 use crate::srs::ParamsId;
@@ -281,11 +281,20 @@ impl Engine {
         priority: Option<Priority>,
         request_id: Option<String>,
     ) -> Result<Submitted, SubmitError> {
-        self.submit_as(owner, request, priority, request_id, RequestIds::Strict)
+        self.submit_as(
+            owner,
+            request,
+            priority,
+            request_id,
+            RequestIds::Strict,
+            Due::Never,
+        )
     }
 
-    /// [`Engine::submit`] with the request id meaning what `ids` says: a key bound to its
-    /// input, or a label under which another input makes a new job.
+    /// [`Engine::submit`] with the request id meaning what `ids` says (a key bound to its
+    /// input, or a label under which another input makes a new job) and the job due at `due`
+    /// (within its class, jobs due earlier go first, at every stage; a resubmission keeps the
+    /// job's).
     pub fn submit_as(
         &self,
         owner: Owner,
@@ -293,6 +302,7 @@ impl Engine {
         priority: Option<Priority>,
         request_id: Option<String>,
         ids: RequestIds,
+        due: Due,
     ) -> Result<Submitted, SubmitError> {
         // Outside the lock, like the hash: parsing a 32 GiB C1 output takes a while.
         self.shared
@@ -330,6 +340,7 @@ impl Engine {
                 priority,
                 request_id,
                 request_ids: ids,
+                due,
             },
             Instant::now(),
         );

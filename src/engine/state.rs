@@ -12,7 +12,7 @@ use super::estimate::{estimate_start, Measured, QueuedJob, RunningJob};
 use super::journal::{RecoveredJob, RecoveredState};
 use super::types::*;
 use super::EngineConfig;
-use crate::pipeline::JobControl;
+use crate::pipeline::{Due, JobControl};
 use crate::proofs::{ProofKind, ProofRequest};
 use crate::srs::ParamsId;
 
@@ -33,6 +33,8 @@ pub(super) struct Job {
     /// The input; dropped as soon as the job finishes so that large C1 outputs are freed.
     pub request: Option<Arc<ProofRequest>>,
     pub control: Arc<JobControl>,
+    /// When its client needs it done by ([`Due::Never`] when it said nothing).
+    pub due: Due,
     pub phase: watch::Sender<JobPhase>,
     pub state: JobState,
     pub submitted: Instant,
@@ -124,7 +126,13 @@ pub(super) struct NewJob {
     pub request_id: Option<String>,
     /// What the request id means: a key bound to the input, or a label.
     pub request_ids: RequestIds,
+    /// When its client needs it done by: within its class, jobs due earlier go first.
+    pub due: Due,
 }
+
+/// A queue entry: the class, then the earliest due (no deadline last), then submission order;
+/// the job.
+type Queued = (Priority, Reverse<Due>, Reverse<u64>, JobId);
 
 /// What a submission did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,7 +151,7 @@ pub(super) struct State {
     next_seq: u64,
     pub jobs: HashMap<JobId, Job>,
     /// Max-heap on (priority, earliest sequence); cancelled entries are skipped lazily.
-    queue: BinaryHeap<(Priority, Reverse<u64>, JobId)>,
+    queue: BinaryHeap<Queued>,
     /// The job holding each owner's request ids: every owner has request ids of its own.
     by_request_id: HashMap<(Owner, String), JobId>,
     /// Finished jobs, oldest first, for retention.
@@ -194,7 +202,13 @@ impl State {
             let (request, phase, state, finished_at) = match job.state {
                 RecoveredState::Queued(request) => {
                     self.next_seq += 1;
-                    self.queue.push((job.priority, Reverse(self.next_seq), id));
+                    // Deadlines are not journaled: after a restart a job has none.
+                    self.queue.push((
+                        job.priority,
+                        Reverse(Due::Never),
+                        Reverse(self.next_seq),
+                        id,
+                    ));
                     self.stats.queued += 1;
                     (
                         Some(Arc::new(request)),
@@ -238,6 +252,7 @@ impl State {
                     digest: job.digest,
                     request,
                     control: JobControl::with_class(job.priority.class()),
+                    due: Due::Never,
                     phase: watch::Sender::new(phase),
                     state,
                     submitted: before(job.submitted_ago),
@@ -316,7 +331,8 @@ impl State {
         let id = self.next_id;
         self.next_id += 1;
         self.next_seq += 1;
-        self.queue.push((priority, Reverse(self.next_seq), id));
+        self.queue
+            .push((priority, Reverse(new.due), Reverse(self.next_seq), id));
         if let Some(rid) = &new.request_id {
             self.by_request_id.insert((new.owner, rid.clone()), id);
         }
@@ -336,7 +352,8 @@ impl State {
                 request_id: new.request_id,
                 digest,
                 request: Some(Arc::new(new.request)),
-                control: JobControl::with_class(priority.class()),
+                control: JobControl::with_class_due(priority.class(), new.due),
+                due: new.due,
                 phase: watch::Sender::new(JobPhase::Queued),
                 state: JobState::Queued,
                 submitted: now,
@@ -398,7 +415,7 @@ impl State {
 
     /// Takes the highest-priority queued job that `lane` may run and marks it running.
     pub fn next_assignment(&mut self, now: Instant, lane: Lane) -> Option<Assignment> {
-        while let Some(&(priority, _, id)) = self.queue.peek() {
+        while let Some(&(priority, _, _, id)) = self.queue.peek() {
             let queued = self
                 .jobs
                 .get(&id)
@@ -748,11 +765,12 @@ impl State {
             }
         }
         // The queue in the order workers take it: the live heap entries (a raised job's
-        // old entry is stale), highest class first, then submission order.
-        let mut order: Vec<(Priority, Reverse<u64>, JobId)> = self
+        // old entry is stale), highest class first, then the earliest due, then submission
+        // order.
+        let mut order: Vec<Queued> = self
             .queue
             .iter()
-            .filter(|(p, _, id)| {
+            .filter(|(p, _, _, id)| {
                 self.jobs
                     .get(id)
                     .is_some_and(|j| j.state == JobState::Queued && j.priority == *p)
@@ -762,7 +780,7 @@ impl State {
         order.sort_unstable_by(|a, b| b.cmp(a));
         let queued: Vec<QueuedJob> = order
             .iter()
-            .filter_map(|(p, _, id)| {
+            .filter_map(|(p, _, _, id)| {
                 self.jobs.get(id).map(|j| QueuedJob {
                     kind: j.kind,
                     priority: *p,
@@ -800,7 +818,7 @@ fn resubmitted(
     id: JobId,
     request_id: &str,
     wanted: Option<Priority>,
-    queue: &mut BinaryHeap<(Priority, Reverse<u64>, JobId)>,
+    queue: &mut BinaryHeap<Queued>,
     next_seq: &mut u64,
 ) -> Result<(JobId, Outcome), SubmitError> {
     let Some(wanted) = wanted else {
@@ -814,9 +832,9 @@ fn resubmitted(
         // control), and a fresh place at the end of that class; the old heap entry is
         // skipped as stale.
         job.priority = wanted;
-        job.control = JobControl::with_class(wanted.class());
+        job.control = JobControl::with_class_due(wanted.class(), job.due);
         *next_seq += 1;
-        queue.push((wanted, Reverse(*next_seq), id));
+        queue.push((wanted, Reverse(job.due), Reverse(*next_seq), id));
         return Ok((id, Outcome::Raised));
     }
     Err(SubmitError::PriorityConflict {

@@ -366,11 +366,25 @@ fn a_label_proves_a_sector_again_with_a_new_input() {
     let e = engine(FakeRunner::new(10, 1), config(1, 8, 1));
     let label = || Some("porep-1000-7".to_string());
     let a = e
-        .submit_as(UID, window("seed-1"), None, label(), RequestIds::Label)
+        .submit_as(
+            UID,
+            window("seed-1"),
+            None,
+            label(),
+            RequestIds::Label,
+            Due::Never,
+        )
         .unwrap();
     let first = wait(&e, a.id).unwrap();
     let b = e
-        .submit_as(UID, window("seed-2"), None, label(), RequestIds::Label)
+        .submit_as(
+            UID,
+            window("seed-2"),
+            None,
+            label(),
+            RequestIds::Label,
+            Due::Never,
+        )
         .unwrap();
     assert_ne!(a.id, b.id);
     assert!(!b.existing);
@@ -379,7 +393,14 @@ fn a_label_proves_a_sector_again_with_a_new_input() {
     // The first result is still there by its job id, and the same input is the same job.
     assert_eq!(wait(&e, a.id).unwrap().output.proof, first.output.proof);
     let again = e
-        .submit_as(UID, window("seed-2"), None, label(), RequestIds::Label)
+        .submit_as(
+            UID,
+            window("seed-2"),
+            None,
+            label(),
+            RequestIds::Label,
+            Due::Never,
+        )
         .unwrap();
     assert_eq!((again.id, again.existing), (b.id, true));
 }
@@ -678,6 +699,66 @@ fn critical_lane_takes_no_other_work() {
     assert_eq!(e.stats().count(JobState::Succeeded), 2);
 }
 
+/// Within a class the job due first is taken first, jobs without a deadline after those
+/// with one, and submission order among equals; a higher class still goes first. A
+/// resubmission that raises a job keeps its deadline, and its control carries it to the
+/// stages.
+#[test]
+fn pure_jobs_due_earlier_go_first_within_their_class() {
+    let mut st = State::new(config(1, 16, 1));
+    let now = Instant::now();
+    let job = |label: &str, priority, due| {
+        let request = window(label);
+        NewJob {
+            digest: journal::format::digest(&request),
+            request,
+            owner: UID,
+            params: None,
+            priority: Some(priority),
+            request_id: Some(label.to_string()),
+            request_ids: RequestIds::Strict,
+            due,
+        }
+    };
+    let at = |s: u64| Due::At(now + Duration::from_secs(s));
+    let mut ids = std::collections::HashMap::new();
+    for (label, priority, due) in [
+        ("high-none", Priority::High, Due::Never),
+        ("high-600", Priority::High, at(600)),
+        ("high-60", Priority::High, at(60)),
+        ("high-60-later", Priority::High, at(60)),
+        ("normal-10", Priority::Normal, at(10)),
+        ("low-none", Priority::Low, Due::Never),
+    ] {
+        let (id, _) = st.submit(job(label, priority, due), now).unwrap();
+        ids.insert(id, label);
+    }
+    // Raised from Low to High, without a deadline: after the High jobs that have one, and
+    // after the High job without one submitted before it was raised.
+    st.submit(job("low-none", Priority::High, Due::Never), now)
+        .unwrap();
+    let mut order = Vec::new();
+    while let Some(a) = st.next_assignment(now, Lane::Any) {
+        assert_eq!(
+            a.control.due(),
+            st.jobs[&a.id].due,
+            "the control carries the due"
+        );
+        order.push(ids[&a.id]);
+    }
+    assert_eq!(
+        order,
+        [
+            "high-60",
+            "high-60-later",
+            "high-600",
+            "high-none",
+            "low-none",
+            "normal-10"
+        ]
+    );
+}
+
 #[test]
 fn pure_lanes_choose_by_priority() {
     let mut st = State::new(config(1, 8, 1));
@@ -690,6 +771,7 @@ fn pure_lanes_choose_by_priority() {
         priority: Some(priority),
         request_id: None,
         request_ids: RequestIds::Strict,
+        due: Due::Never,
     };
     st.submit(job(window("n"), Priority::Normal), now).unwrap();
     assert!(st.next_assignment(now, Lane::Critical).is_none());
@@ -1126,6 +1208,7 @@ fn window_job(label: &str) -> NewJob {
         priority: None,
         request_id: None,
         request_ids: RequestIds::Strict,
+        due: Due::Never,
     }
 }
 

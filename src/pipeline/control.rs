@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -27,10 +27,37 @@ pub struct StageTimings {
     pub verification: Duration,
 }
 
+/// When a job must be done by, where its client said: within a class, jobs due earlier are
+/// synthesized and proved first, and jobs with no deadline after every job with one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Due {
+    /// Done by then.
+    At(Instant),
+    /// No deadline.
+    #[default]
+    Never,
+}
+
+impl Due {
+    /// `Due::At(t)` for `Some(t)`.
+    pub fn of(finish_by: Option<Instant>) -> Self {
+        finish_by.map_or(Due::Never, Due::At)
+    }
+
+    /// The instant, where there is one.
+    pub fn instant(self) -> Option<Instant> {
+        match self {
+            Due::At(t) => Some(t),
+            Due::Never => None,
+        }
+    }
+}
+
 /// Shared between a running proof and whoever started it: its rank in the stages,
 /// cancellation and progress.
 pub struct JobControl {
     class: u8,
+    due: Due,
     seq: u64,
     cancelled: AtomicBool,
     partitions_total: AtomicUsize,
@@ -55,6 +82,7 @@ impl std::fmt::Debug for JobControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobControl")
             .field("class", &self.class)
+            .field("due", &self.due)
             .field("seq", &self.seq)
             .field("cancelled", &self.is_cancelled())
             .field("progress", &self.progress())
@@ -74,8 +102,15 @@ impl JobControl {
     /// A fresh control of `class` (0 low, 1 normal, 2 high, 3 critical): partitions of a higher class
     /// are synthesized and proved first; within a class, in the order the controls were made.
     pub fn with_class(class: u8) -> Arc<Self> {
+        Self::with_class_due(class, Due::Never)
+    }
+
+    /// A fresh control of `class` due at `due`: within its class, before the jobs due later
+    /// (those with no deadline last), then in the order the controls were made.
+    pub fn with_class_due(class: u8, due: Due) -> Arc<Self> {
         Arc::new(Self {
             class,
+            due,
             seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
             cancelled: AtomicBool::new(false),
             partitions_total: AtomicUsize::new(0),
@@ -127,6 +162,10 @@ impl JobControl {
     }
     pub(crate) fn class(&self) -> u8 {
         self.class
+    }
+    /// When the job must be done by.
+    pub fn due(&self) -> Due {
+        self.due
     }
     pub(crate) fn seq(&self) -> u64 {
         self.seq

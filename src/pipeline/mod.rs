@@ -14,7 +14,7 @@ pub(crate) mod recorded;
 mod service;
 pub(crate) mod stages;
 
-pub use control::{JobControl, ProveError, StageTimings};
+pub use control::{Due, JobControl, ProveError, StageTimings};
 pub use progress::{ProgressSink, Step, StepEvent};
 pub use service::{
     Device, DeviceMemoryReport, ProofJob, ProofOutput, ProvingService, ResidentParams, SetPlan,

@@ -95,7 +95,12 @@ where
         }
     };
     let stages = &svc.stages;
-    let job = JobRun::reporting(control.class(), control.seq(), control.progress_sink());
+    let job = JobRun::due(
+        control.class(),
+        control.due(),
+        control.seq(),
+        control.progress_sink(),
+    );
     control.set_on_cancel(Some(stages.stopper(&job)));
     // The hook is removed however this returns: a later cancel has nothing to drop.
     struct Unhook<'a>(&'a JobControl);

@@ -220,7 +220,7 @@ impl Client {
     fn wait_for(&self, request: &Request) -> Option<Duration> {
         let base = self.answer_timeout?;
         match request {
-            Request::Prove(_) | Request::ProveFd(_) => None,
+            Request::Prove(_) | Request::ProveFd(_) | Request::ProveWithin(_) => None,
             Request::Await(AwaitJob { timeout_ms, .. }) => {
                 timeout_ms.map(|ms| base.saturating_add(Duration::from_millis(ms)))
             }
@@ -348,6 +348,42 @@ impl Client {
     /// Submits and waits on one round trip.
     pub fn prove(&mut self, submit: Submit) -> Result<ProofResult, ClientError> {
         match self.call(&Request::Prove(submit))? {
+            Response::Proof(p) => Ok(p),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Queues a proof needed within `within` (a Submit with a deadline: within its class it
+    /// goes before the jobs due later). A daemon older than the request answers
+    /// `MalformedFrame`: fall back to [`Client::submit`].
+    pub fn submit_within(
+        &mut self,
+        submit: Submit,
+        within: Duration,
+    ) -> Result<Accepted, ClientError> {
+        let finish_within_ms = within.as_millis().min(u128::from(u64::MAX)) as u64;
+        let request = Request::SubmitWithin(SubmitWithin {
+            submit,
+            finish_within_ms,
+        });
+        match self.call(&request)? {
+            Response::Accepted(a) => Ok(a),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// [`Client::prove`] of a proof needed within `within`, as [`Client::submit_within`].
+    pub fn prove_within(
+        &mut self,
+        submit: Submit,
+        within: Duration,
+    ) -> Result<ProofResult, ClientError> {
+        let finish_within_ms = within.as_millis().min(u128::from(u64::MAX)) as u64;
+        let request = Request::ProveWithin(SubmitWithin {
+            submit,
+            finish_within_ms,
+        });
+        match self.call(&request)? {
             Response::Proof(p) => Ok(p),
             other => Err(unexpected(&other)),
         }

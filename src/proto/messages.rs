@@ -105,6 +105,14 @@ pub enum Request {
     /// allowed to connect may ask. Appended to version 1: a daemon older than this variant
     /// answers [`ErrorCode::MalformedFrame`].
     DeviceMemory,
+    /// 24: [`Request::Submit`] of a job the client needs done within `finish_within_ms`:
+    /// within its class it goes before the jobs due later and those without a deadline, at
+    /// every stage; answered as Submit. A resubmission under a request id keeps the job's
+    /// deadline. A daemon older than this variant answers [`ErrorCode::MalformedFrame`].
+    SubmitWithin(SubmitWithin),
+    /// 25: [`Request::Prove`] with a deadline, as [`Request::SubmitWithin`]; answered as
+    /// Prove. A daemon older than this variant answers [`ErrorCode::MalformedFrame`].
+    ProveWithin(SubmitWithin),
 }
 
 /// A message from the daemon to a client.
@@ -522,6 +530,17 @@ pub struct Submit {
     pub priority: Option<Priority>,
     /// What to prove.
     pub input: ProofInput,
+}
+
+/// A Submit with a deadline ([`Request::SubmitWithin`], [`Request::ProveWithin`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitWithin {
+    /// The job.
+    pub submit: Submit,
+    /// Milliseconds from the daemon's receipt of the request within which the client needs
+    /// the proof (a WindowPoSt's time left in its deadline, less the time to send it on
+    /// chain); at most 30 days.
+    pub finish_within_ms: u64,
 }
 
 /// Waits for a job.

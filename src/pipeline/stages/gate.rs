@@ -12,14 +12,18 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 
+use crate::pipeline::control::Due;
+
 /// The class of critical work (WinningPoSt): the highest.
 pub const CRITICAL: u8 = 3;
 
-/// A partition's place in line: class first (higher first), then the job's submission
-/// sequence, then the partition index.
+/// A partition's place in line: class first (higher first), then when its job is due
+/// (earlier first, no deadline last), then the job's submission sequence, then the partition
+/// index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key {
     class: Reverse<u8>,
+    due: Due,
     seq: u64,
     partition: usize,
 }
@@ -29,9 +33,15 @@ impl Key {
     pub fn new(class: u8, seq: u64, partition: usize) -> Self {
         Self {
             class: Reverse(class),
+            due: Due::Never,
             seq,
             partition,
         }
+    }
+
+    /// The same place for a job due at `due`.
+    pub fn due(self, due: Due) -> Self {
+        Self { due, ..self }
     }
 
     /// Its class.
@@ -242,6 +252,41 @@ mod tests {
         })
     }
 
+    /// The next `n` partitions granted, one at a time (each released before the next).
+    fn granted_one_by_one(g: &mut Gate, n: usize) -> Vec<Key> {
+        let mut order = Vec::new();
+        for _ in 0..n {
+            let k = g.grant(u64::MAX);
+            assert_eq!(k.len(), 1);
+            order.push(k[0]);
+            g.release(&k[0]);
+        }
+        order
+    }
+
+    #[test]
+    fn within_a_class_the_job_due_first_goes_first_and_no_deadline_last() {
+        let now = std::time::Instant::now();
+        let at = |s| Due::At(now + std::time::Duration::from_secs(s));
+        let mut g = gate(1, 0);
+        let keys = [
+            Key::new(1, 1, 0),
+            Key::new(1, 2, 0).due(at(600)),
+            Key::new(1, 3, 0).due(at(60)),
+            Key::new(1, 3, 1).due(at(60)),
+            Key::new(2, 4, 0),
+            Key::new(0, 5, 0).due(at(1)),
+        ];
+        for k in keys {
+            g.wait(k, 1);
+        }
+        assert_eq!(
+            granted_one_by_one(&mut g, keys.len()),
+            [keys[4], keys[2], keys[3], keys[1], keys[0], keys[5]],
+            "class first, then the earliest due, then the job, then the partition"
+        );
+    }
+
     #[test]
     fn rank_orders_class_then_job_then_partition() {
         let mut g = gate(1, 0);
@@ -249,15 +294,8 @@ mod tests {
         g.wait(Key::new(1, 2, 1), 1);
         g.wait(Key::new(1, 2, 0), 1);
         g.wait(Key::new(2, 9, 0), 1);
-        let mut order = Vec::new();
-        for _ in 0..4 {
-            let k = g.grant(u64::MAX);
-            assert_eq!(k.len(), 1);
-            order.push(k[0]);
-            g.release(&k[0]);
-        }
         assert_eq!(
-            order,
+            granted_one_by_one(&mut g, 4),
             [
                 Key::new(2, 9, 0),
                 Key::new(1, 2, 0),

@@ -51,7 +51,7 @@ use memory::InFlight;
 pub use memory::{HeldBytes, MemoryProbe};
 pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, BACKGROUND_NICE};
 
-use super::control::{catch_panic, report_to, ProveError};
+use super::control::{catch_panic, report_to, Due, ProveError};
 use super::progress::{ProgressSink, Step};
 use crate::prover::{self, Backend, Partition, PinnedPool, PreparedSrs, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
@@ -253,6 +253,7 @@ pub type SpanObserver = Arc<dyn Fn(&StageSpan) + Send + Sync>;
 /// One job's stake in the stages: its rank and whether it was stopped.
 pub(crate) struct JobRun {
     class: u8,
+    due: Due,
     seq: u64,
     stopped: AtomicBool,
     /// Where the job's steps are reported (its `JobControl`'s sink), if anywhere.
@@ -262,12 +263,14 @@ pub(crate) struct JobRun {
 impl JobRun {
     #[cfg(test)]
     pub(crate) fn new(class: u8, seq: u64) -> Arc<Self> {
-        Self::reporting(class, seq, None)
+        Self::due(class, Due::Never, seq, None)
     }
-    /// A run whose device steps are reported to `progress`.
-    pub(crate) fn reporting(class: u8, seq: u64, progress: Option<ProgressSink>) -> Arc<Self> {
+    /// A run of a job due at `due` ([`Key`]'s order), its device steps reported to
+    /// `progress`.
+    pub(crate) fn due(class: u8, due: Due, seq: u64, progress: Option<ProgressSink>) -> Arc<Self> {
         Arc::new(Self {
             class,
+            due,
             seq,
             stopped: AtomicBool::new(false),
             progress,
@@ -280,7 +283,7 @@ impl JobRun {
         }
     }
     fn key(&self, partition: usize) -> Key {
-        Key::new(self.class, self.seq, partition)
+        Key::new(self.class, self.seq, partition).due(self.due)
     }
     pub(crate) fn class(&self) -> u8 {
         self.class

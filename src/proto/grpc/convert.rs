@@ -62,6 +62,11 @@ fn priority(p: i32) -> Result<Option<Priority>, GrpcInputError> {
     })
 }
 
+/// The deadline a `SubmitProofRequest` names, in milliseconds from receipt (`None` for 0).
+pub fn finish_within(r: &pb::SubmitProofRequest) -> Option<u64> {
+    (r.finish_within_ms > 0).then_some(r.finish_within_ms)
+}
+
 /// The Submit a `SubmitProofRequest` asks for (its byte fields moved, not copied, where the
 /// input keeps them as they are).
 pub fn submit_from_pb(r: pb::SubmitProofRequest) -> Result<Submit, GrpcInputError> {
@@ -303,6 +308,14 @@ mod tests {
             vanilla_proofs: vec![vec![1, 2], vec![3]],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_deadline_is_read_and_zero_means_none() {
+        let mut r = window(0);
+        assert_eq!(finish_within(&r), None, "Curio's requests name none");
+        r.finish_within_ms = 600_000;
+        assert_eq!(finish_within(&r), Some(600_000));
     }
 
     /// proto3's 0 is partition 0, and the vanilla proofs travel raw.

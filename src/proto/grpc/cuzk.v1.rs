@@ -46,6 +46,11 @@ pub struct SubmitProofRequest {
     pub comm_r_new: ::prost::alloc::vec::Vec<u8>,
     #[prost(bytes = "vec", tag = "32")]
     pub comm_d_new: ::prost::alloc::vec::Vec<u8>,
+    /// Milliseconds from the daemon's receipt within which the proof is needed (a WindowPoSt's
+    /// time left in its deadline, say), at most 30 days; 0 for no deadline. Within its class a
+    /// job goes before the jobs due later and those without one (cuzkd's SubmitWithin).
+    #[prost(uint64, tag = "40")]
+    pub finish_within_ms: u64,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -17,6 +17,6 @@ mod convert;
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("cuzk.v1.fds.bin");
 
 pub use convert::{
-    await_answer, cancel_answer, circuit_id, circuit_spec, job_id, status_of, submit_answer,
-    submit_from_pb, GrpcInputError,
+    await_answer, cancel_answer, circuit_id, circuit_spec, finish_within, job_id, status_of,
+    submit_answer, submit_from_pb, GrpcInputError,
 };
