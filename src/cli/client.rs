@@ -85,6 +85,10 @@ pub struct JobOpts {
     /// Idempotency key: submitting the same id and input again returns the same job.
     #[arg(long)]
     pub request_id: Option<String>,
+    /// Needed within this long (e.g. 10m, at most 30 days): within its class the job goes
+    /// before the jobs due later and those without a deadline (SubmitWithin).
+    #[arg(long, value_parser = parse_duration_arg)]
+    pub finish_within: Option<Duration>,
 }
 
 /// `cuzk submit …`
@@ -252,6 +256,19 @@ fn submission(request: ProofRequest, job: &JobOpts) -> Submit {
     }
 }
 
+/// Queues `request` with `job`'s options: a SubmitWithin where it names a deadline.
+fn send(
+    client: &mut Client,
+    request: ProofRequest,
+    job: &JobOpts,
+) -> Result<proto::Accepted, ClientError> {
+    let s = submission(request, job);
+    match job.finish_within {
+        Some(within) => client.submit_within(s, within),
+        None => client.submit(s),
+    }
+}
+
 /// Proves `request` through the daemon and returns the proof bytes.
 pub fn prove_via_daemon(request: ProofRequest, opts: &DaemonOpts) -> anyhow::Result<Vec<u8>> {
     prove_via_daemon_with(request, opts, &JobOpts::default())
@@ -265,7 +282,7 @@ pub fn prove_via_daemon_with(
     job: &JobOpts,
 ) -> anyhow::Result<Vec<u8>> {
     let mut client = connect_to(opts)?;
-    let accepted = client.submit(submission(request, job))?;
+    let accepted = send(&mut client, request, job)?;
     let result = follow(&mut client, accepted.job_id, opts.quiet)?;
     report_result(&result, opts.json);
     Ok(result.proof)
@@ -273,7 +290,7 @@ pub fn prove_via_daemon_with(
 
 fn submit(a: SubmitArgs) -> anyhow::Result<()> {
     let request = request_of(&a.what)?;
-    let accepted = connect_to(&a.daemon)?.submit(submission(request, &a.job))?;
+    let accepted = send(&mut connect_to(&a.daemon)?, request, &a.job)?;
     if a.daemon.json {
         println!("{}", serde_json::to_string(&accepted)?);
     } else {
