@@ -33,7 +33,7 @@ use super::{ratelimit, Context};
 use crate::engine::{JobState, Priority};
 use crate::proto::grpc::pb::proving_engine_server::{ProvingEngine, ProvingEngineServer};
 use crate::proto::grpc::{self, pb};
-use crate::proto::{AwaitJob, JobRef, ParamSpec, Request, Response, SubmitWithin};
+use crate::proto::{AwaitJob, JobRef, ParamSpec, Request, Response, Submit, SubmitWithin};
 
 /// Calls (HTTP/2 streams) one connection may have open at once, advertised in the server's
 /// SETTINGS (SETTINGS_MAX_CONCURRENT_STREAMS); a client opening more has them refused
@@ -639,6 +639,26 @@ impl Endpoint {
     }
 }
 
+/// The socket request a gRPC SubmitProof (`wait` false) or Prove (`wait` true) makes: with
+/// its deadline where it names one.
+fn submit_request(submit: Submit, within: Option<u64>, wait: bool) -> Request {
+    match within {
+        Some(finish_within_ms) => {
+            let s = SubmitWithin {
+                submit,
+                finish_within_ms,
+            };
+            if wait {
+                Request::ProveWithin(s)
+            } else {
+                Request::SubmitWithin(s)
+            }
+        }
+        None if wait => Request::Prove(submit),
+        None => Request::Submit(submit),
+    }
+}
+
 fn unknown_job(id: &str) -> Status {
     Status::not_found(format!("unknown job {id:?}"))
 }
@@ -653,13 +673,7 @@ impl ProvingEngine for Endpoint {
         let r = request.into_inner();
         let within = grpc::finish_within(&r);
         let submit = grpc::submit_from_pb(r)?;
-        let request = match within {
-            Some(finish_within_ms) => Request::SubmitWithin(SubmitWithin {
-                submit,
-                finish_within_ms,
-            }),
-            None => Request::Submit(submit),
-        };
+        let request = submit_request(submit, within, false);
         let accepted = grpc::submit_answer(self.ask(request, &mut session).await?)?;
         Ok(GrpcResponse::new(pb::SubmitProofResponse {
             job_id: accepted.job_id.to_string(),
@@ -694,13 +708,7 @@ impl ProvingEngine for Endpoint {
             .ok_or_else(|| Status::invalid_argument("ProveRequest without submit"))?;
         let within = grpc::finish_within(&submit);
         let submit = grpc::submit_from_pb(submit)?;
-        let request = match within {
-            Some(finish_within_ms) => Request::ProveWithin(SubmitWithin {
-                submit,
-                finish_within_ms,
-            }),
-            None => Request::Prove(submit),
-        };
+        let request = submit_request(submit, within, true);
         let answer = self.ask(request, &mut session).await?;
         let result = grpc::await_answer("", answer)?;
         Ok(GrpcResponse::new(pb::ProveResponse {

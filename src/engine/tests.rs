@@ -364,44 +364,29 @@ impl Labelled {
 #[test]
 fn a_label_proves_a_sector_again_with_a_new_input() {
     let e = engine(FakeRunner::new(10, 1), config(1, 8, 1));
-    let label = || Some("porep-1000-7".to_string());
-    let a = e
-        .submit_as(
+    // Under the label, without a deadline.
+    let submit = |seed: &str| {
+        let label = Some("porep-1000-7".to_string());
+        e.submit_as(
             UID,
-            window("seed-1"),
+            window(seed),
             None,
-            label(),
+            label,
             RequestIds::Label,
             Due::Never,
         )
-        .unwrap();
+        .unwrap()
+    };
+    let a = submit("seed-1");
     let first = wait(&e, a.id).unwrap();
-    let b = e
-        .submit_as(
-            UID,
-            window("seed-2"),
-            None,
-            label(),
-            RequestIds::Label,
-            Due::Never,
-        )
-        .unwrap();
+    let b = submit("seed-2");
     assert_ne!(a.id, b.id);
     assert!(!b.existing);
     let second = wait(&e, b.id).unwrap();
     assert_ne!(first.output.proof, second.output.proof);
     // The first result is still there by its job id, and the same input is the same job.
     assert_eq!(wait(&e, a.id).unwrap().output.proof, first.output.proof);
-    let again = e
-        .submit_as(
-            UID,
-            window("seed-2"),
-            None,
-            label(),
-            RequestIds::Label,
-            Due::Never,
-        )
-        .unwrap();
+    let again = submit("seed-2");
     assert_eq!((again.id, again.existing), (b.id, true));
 }
 

@@ -244,6 +244,14 @@ func TestCurioClient(t *testing.T) {
 		VanillaProofs: window.VanillaProofs, MinerId: window.MinerID, Randomness: window.Randomness,
 		PartitionIndex: 0,
 	})
+	// The same partition with a deadline (cuzkd's finish_within_ms, which Curio does not
+	// send): a ProveWithin, proved and verified the same way.
+	prove(t, c, log, &pb.SubmitProofRequest{
+		RequestId: "wdpost-1000-0-due", ProofKind: pb.ProofKind_WINDOW_POST_PARTITION,
+		SectorSize: 2048, RegisteredProof: id(t, window.RegisteredProof), Priority: pb.Priority_HIGH,
+		VanillaProofs: window.VanillaProofs, MinerId: window.MinerID, Randomness: window.Randomness,
+		PartitionIndex: 0, FinishWithinMs: 600000,
+	})
 
 	// WinningPoSt, as WinningPoStCuzk sends it.
 	var winning postInput
