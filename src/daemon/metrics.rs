@@ -145,6 +145,22 @@ fn jobs(out: &mut String, stats: &EngineStats) {
             state.as_str()
         );
     }
+    if !stats.deadlines.is_empty() {
+        family(
+            out,
+            "cuzk_jobs_deadlines_total",
+            "counter",
+            "Jobs submitted with a deadline (SubmitWithin) that ended, by proof kind and \
+             whether they succeeded by it (met) or not (missed: late or failed).",
+        );
+        for ((kind, met), n) in &stats.deadlines {
+            let outcome = if *met { "met" } else { "missed" };
+            let _ = writeln!(
+                out,
+                "cuzk_jobs_deadlines_total{{kind=\"{kind}\",outcome=\"{outcome}\"}} {n}"
+            );
+        }
+    }
     family(
         out,
         "cuzk_job_stage_seconds_total",
@@ -677,6 +693,32 @@ mod tests {
         device_memory(&mut out, &[cpu(), cpu()]);
         device_pauses(&mut out, &[cpu(), cpu()]);
         assert_eq!(out, "");
+    }
+
+    #[test]
+    fn deadlines_are_counted_met_or_missed_by_kind_and_absent_without_any() {
+        let mut stats = EngineStats::default();
+        let mut out = String::new();
+        jobs(&mut out, &stats);
+        assert!(!out.contains("cuzk_jobs_deadlines_total"), "{out}");
+        stats
+            .deadlines
+            .insert((crate::proofs::ProofKind::WindowPoSt, true), 3);
+        stats
+            .deadlines
+            .insert((crate::proofs::ProofKind::WindowPoSt, false), 1);
+        let mut out = String::new();
+        jobs(&mut out, &stats);
+        for line in [
+            "# TYPE cuzk_jobs_deadlines_total counter",
+            "cuzk_jobs_deadlines_total{kind=\"window-post\",outcome=\"met\"} 3",
+            "cuzk_jobs_deadlines_total{kind=\"window-post\",outcome=\"missed\"} 1",
+        ] {
+            assert!(
+                out.lines().any(|l| l == line),
+                "{line:?} missing from\n{out}"
+            );
+        }
     }
 
     #[test]

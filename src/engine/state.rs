@@ -97,6 +97,9 @@ pub struct EngineStats {
     pub stage_sums: BTreeMap<ProofKind, JobTimings>,
     /// Submissions refused because the queue was full.
     pub rejected_queue_full: u64,
+    /// Jobs with a deadline that ended, by kind and whether they succeeded by it (cancelled
+    /// ones left out).
+    pub deadlines: BTreeMap<(ProofKind, bool), u64>,
 }
 
 impl EngineStats {
@@ -561,6 +564,19 @@ impl State {
             .finished
             .entry((job.kind, job.state))
             .or_default() += 1;
+        if let (Some(due), false) = (job.due.instant(), job.state == JobState::Cancelled) {
+            let met = job.state == JobState::Succeeded && now <= due;
+            *self.stats.deadlines.entry((job.kind, met)).or_default() += 1;
+            if !met {
+                let late = now.saturating_duration_since(due).as_secs_f64();
+                tracing::warn!(
+                    job = id,
+                    kind = %job.kind,
+                    state = job.state.as_str(),
+                    "job missed its deadline ({late:.1} s past it)"
+                );
+            }
+        }
         if let Ok(out) = result {
             self.stats
                 .stage_sums

@@ -744,6 +744,58 @@ fn pure_jobs_due_earlier_go_first_within_their_class() {
     );
 }
 
+/// A job with a deadline counts as met when it succeeds by it, missed when it succeeds later
+/// or fails; a cancelled one and one without a deadline are not counted.
+#[test]
+fn pure_deadlines_are_counted_met_or_missed() {
+    let mut st = State::new(config(4, 16, 1));
+    let now = Instant::now();
+    let at = |s: u64| now + Duration::from_secs(s);
+    let job = |label: &str, due| {
+        let mut j = window_job(label);
+        j.due = due;
+        j
+    };
+    let ok = || {
+        Ok(ProofOutput {
+            kind: ProofKind::WindowPoSt,
+            proof: vec![1],
+            partitions: 1,
+            timings: StageTimings::default(),
+            backend: "fake".into(),
+        })
+    };
+    let mut ids = Vec::new();
+    for (label, due) in [
+        ("on-time", Due::At(at(60))),
+        ("late", Due::At(at(10))),
+        ("failed", Due::At(at(60))),
+        ("none", Due::Never),
+        ("cancelled", Due::At(at(60))),
+    ] {
+        ids.push(st.submit(job(label, due), now).unwrap().0);
+        st.next_assignment(now, Lane::Any)
+            .expect("a worker for each");
+    }
+    st.finish(ids[0], ok(), at(30));
+    st.finish(ids[1], ok(), at(30));
+    st.finish(
+        ids[2],
+        Err(Failure::new(FailureKind::ProvingFailed, "x")),
+        at(30),
+    );
+    st.finish(ids[3], ok(), at(30));
+    st.cancel(ids[4], at(30)).unwrap();
+    st.finish(ids[4], ok(), at(31));
+    let count = |met| {
+        st.stats
+            .deadlines
+            .get(&(ProofKind::WindowPoSt, met))
+            .copied()
+    };
+    assert_eq!((count(true), count(false)), (Some(1), Some(2)));
+}
+
 #[test]
 fn pure_lanes_choose_by_priority() {
     let mut st = State::new(config(1, 8, 1));
