@@ -185,7 +185,7 @@ async fn prove(
 }
 
 /// The longest deadline a SubmitWithin may name.
-pub const MAX_FINISH_WITHIN: Duration = Duration::from_secs(30 * 24 * 3600);
+const MAX_FINISH_WITHIN: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// When a job asked for within `ms` milliseconds from now is due; `None` past
 /// [`MAX_FINISH_WITHIN`].

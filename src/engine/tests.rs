@@ -298,17 +298,8 @@ impl Labelled {
         let first = self.st.next_assignment(self.at(1), Lane::Any).map(|x| x.id);
         let second = self.st.next_assignment(self.at(1), Lane::Any).map(|x| x.id);
         assert_eq!((first, second), (Some(a), Some(b)));
-        let ok = || {
-            Ok(ProofOutput {
-                kind: ProofKind::WindowPoSt,
-                proof: vec![1],
-                partitions: 1,
-                timings: StageTimings::default(),
-                backend: "fake".into(),
-            })
-        };
-        self.st.finish(a, ok(), self.at(2));
-        self.st.finish(b, ok(), self.at(3));
+        self.st.finish(a, window_proved(), self.at(2));
+        self.st.finish(b, window_proved(), self.at(3));
         assert_eq!(
             self.st.submit(Self::job("c2"), self.at(4)).unwrap(),
             (b, state::Outcome::Existing),
@@ -756,15 +747,6 @@ fn pure_deadlines_are_counted_met_or_missed() {
         j.due = due;
         j
     };
-    let ok = || {
-        Ok(ProofOutput {
-            kind: ProofKind::WindowPoSt,
-            proof: vec![1],
-            partitions: 1,
-            timings: StageTimings::default(),
-            backend: "fake".into(),
-        })
-    };
     let mut ids = Vec::new();
     for (label, due) in [
         ("on-time", Due::At(at(60))),
@@ -777,16 +759,16 @@ fn pure_deadlines_are_counted_met_or_missed() {
         st.next_assignment(now, Lane::Any)
             .expect("a worker for each");
     }
-    st.finish(ids[0], ok(), at(30));
-    st.finish(ids[1], ok(), at(30));
+    st.finish(ids[0], window_proved(), at(30));
+    st.finish(ids[1], window_proved(), at(30));
     st.finish(
         ids[2],
         Err(Failure::new(FailureKind::ProvingFailed, "x")),
         at(30),
     );
-    st.finish(ids[3], ok(), at(30));
+    st.finish(ids[3], window_proved(), at(30));
     st.cancel(ids[4], at(30)).unwrap();
-    st.finish(ids[4], ok(), at(31));
+    st.finish(ids[4], window_proved(), at(31));
     let count = |met| {
         st.stats
             .deadlines
@@ -1231,6 +1213,17 @@ fn a_cancel_decides_a_running_jobs_result_unless_it_was_made() {
         Ok(state::Cancelled::Running { record: false })
     ));
     assert!(made.is_ok());
+}
+
+/// A WindowPoSt job's successful result, for [`State::finish`].
+fn window_proved() -> Result<ProofOutput, Failure> {
+    Ok(ProofOutput {
+        kind: ProofKind::WindowPoSt,
+        proof: vec![1],
+        partitions: 1,
+        timings: StageTimings::default(),
+        backend: "fake".into(),
+    })
 }
 
 /// A WindowPoSt job of `label` for [`State::submit`]: the test uid, no parameter set,

@@ -39,11 +39,6 @@ pub enum Due {
 }
 
 impl Due {
-    /// `Due::At(t)` for `Some(t)`.
-    pub fn of(finish_by: Option<Instant>) -> Self {
-        finish_by.map_or(Due::Never, Due::At)
-    }
-
     /// The instant, where there is one.
     pub fn instant(self) -> Option<Instant> {
         match self {

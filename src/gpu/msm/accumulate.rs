@@ -74,11 +74,6 @@ impl Accumulation {
         })
     }
 
-    /// Whether a piece has been launched.
-    pub(super) fn started(&self) -> bool {
-        self.next > 0
-    }
-
     /// Whether chunks remain to be launched.
     pub(super) fn pending(&self) -> bool {
         self.next < self.chunks

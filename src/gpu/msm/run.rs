@@ -150,10 +150,10 @@ impl MsmRun {
         }
     }
 
-    /// Whether the last step launched a piece of bucket sums, waited for it, and left more:
-    /// the device is idle, and the next step reads the bases again.
+    /// After a step: whether it launched a piece of bucket sums, waited for it, and left
+    /// more (the device is idle, and the next step reads the bases again).
     pub fn between_pieces(&self) -> bool {
-        matches!(&self.stage, Stage::Accumulating { acc, .. } if acc.pending() && acc.started())
+        matches!(&self.stage, Stage::Accumulating { acc, .. } if acc.pending())
     }
 
     /// The sum's pieces, once [`MsmRun::step`] has returned false.
