@@ -248,3 +248,42 @@ fn a_whole_window_post_partition_is_its_slots() {
         );
     }
 }
+
+/// A WindowPoSt partition cut into runs of its sectors (as the stages synthesize it, on
+/// several threads) records exactly what it records whole: the evaluations, the shape with
+/// its witness, and the witness alone, also with uneven runs and more runs than sectors.
+#[test]
+fn window_post_sector_runs_record_what_the_whole_partition_does() {
+    use cuzk::synth::{Recorded, Recording};
+    let (kind, sectors, seed) = (ProofKind::WindowPoSt, Some(5), 9);
+    let record = |parts, what| synthetic::record_in_parts(kind, GIB32, sectors, seed, parts, what);
+    let Recorded::Evaluations(whole) = record(1, Recording::Evaluations).unwrap() else {
+        panic!("evaluations asked for")
+    };
+    let Recorded::Shape(shape, witness) = record(1, Recording::Shape).unwrap() else {
+        panic!("a shape asked for")
+    };
+    for parts in [2, 3, 8] {
+        let Recorded::Evaluations(split) = record(parts, Recording::Evaluations).unwrap() else {
+            panic!("evaluations asked for")
+        };
+        assert!(split == whole, "{parts} runs: the evaluations differ");
+        let Recorded::Shape(s, w) = record(parts, Recording::Shape).unwrap() else {
+            panic!("a shape asked for")
+        };
+        assert!(
+            s == shape && w == witness,
+            "{parts} runs: the shape or its witness differ"
+        );
+        let Recorded::Witness(w) = record(parts, Recording::Witness).unwrap() else {
+            panic!("a witness asked for")
+        };
+        assert!(w == witness, "{parts} runs: the witness alone differs");
+    }
+    // Sector slots are the runs' unit: five sectors' inputs (comm_r and ten leaves each) and ONE.
+    assert_eq!(whole.input.len(), 1 + 5 * 11);
+    println!(
+        "5 sectors in 2, 3 and 8 runs: {} constraints, identical",
+        whole.num_constraints()
+    );
+}

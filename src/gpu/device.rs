@@ -352,17 +352,18 @@ pub struct HeldMemory {
 }
 
 /// Takes device `ordinal`'s memory, 256 MiB at a time, until about `leave` bytes stay free.
+/// Near the top the driver may decline a block that its free count would hold (its page
+/// granularity and own bookkeeping; an H200 did so): the block is halved then, down to 1 MiB.
 pub fn hold_memory(ordinal: usize, leave: u64) -> Result<HeldMemory, GpuError> {
-    const BLOCK: u64 = 256 << 20;
     device_count()?;
     let ctx = CudaContext::new(ordinal).ctx("cuCtxCreate")?;
     let stream = ctx.default_stream();
     let mut blocks = Vec::new();
-    let mut held = 0;
+    let (mut held, mut block) = (0, 256u64 << 20);
     loop {
         let (free, _) = ctx.mem_get_info().ctx("cuMemGetInfo")?;
         let free = free as u64;
-        let take = free.saturating_sub(leave).min(BLOCK);
+        let take = free.saturating_sub(leave).min(block);
         if take < (1 << 20) {
             return Ok(HeldMemory {
                 _blocks: blocks,
@@ -370,7 +371,14 @@ pub fn hold_memory(ordinal: usize, leave: u64) -> Result<HeldMemory, GpuError> {
                 free,
             });
         }
-        blocks.push(stream.alloc_zeros::<u8>(take as usize).ctx("cuMemAlloc")?);
+        match stream.alloc_zeros::<u8>(take as usize).ctx("cuMemAlloc") {
+            Ok(b) => blocks.push(b),
+            Err(e) if e.is_out_of_memory() => {
+                block = take / 2;
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
         // Synchronized so that the pool hands the memory out now, not at the next sync.
         stream.synchronize().ctx("cuStreamSynchronize")?;
         held += take;

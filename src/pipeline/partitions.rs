@@ -14,8 +14,9 @@ use super::progress::Step;
 use super::recorded::Claim;
 use super::service::ProvingService;
 use super::stages::{
-    bounded_text, is_device_fault, lower_this_thread, yield_to_critical, CriticalClaim, DeviceWork,
-    Form, Handover, JobRun, PartPools, PartitionDone, Staged, BACKGROUND_NICE, CRITICAL,
+    bounded_text, is_device_fault, lower_this_thread, synthesis_nice, yield_to_critical,
+    CriticalClaim, DeviceWork, Form, Handover, JobRun, PartThreads, PartitionDone, Staged,
+    CRITICAL,
 };
 use crate::prover::{Partition, ProverError, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
@@ -236,8 +237,8 @@ where
             return;
         }
         let critical = run.class() >= CRITICAL;
-        if !critical {
-            lower_this_thread(BACKGROUND_NICE);
+        if let Some(nice) = synthesis_nice(run.class()) {
+            lower_this_thread(nice);
         }
         // Made after admission: a critical partition never waits for what a paused
         // synthesis thread holds.
@@ -480,7 +481,7 @@ struct Synthesis<'a> {
     k: usize,
     /// The most parts to cut it into.
     most: usize,
-    pool: Option<(&'a PartPools, usize)>,
+    pool: Option<(PartThreads<'a>, usize)>,
     point: Option<fn()>,
     stopped: &'a (dyn Fn() -> bool + Sync),
 }
@@ -504,8 +505,8 @@ impl Synthesis<'_> {
         };
         match (make_circuit(k, self.most)?, self.pool) {
             (PartitionCircuit::Split { parts, marker }, Some((pools, _))) => record_on(
-                &pools.parts,
-                &pools.stitch,
+                pools.parts,
+                pools.stitch,
                 parts,
                 marker,
                 what,

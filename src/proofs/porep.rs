@@ -504,7 +504,7 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait>(
 }
 
 /// `0..len` cut into `n` contiguous runs whose lengths differ by at most one (`1 ≤ n ≤ len`).
-fn even_runs(len: usize, n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+pub(crate) fn even_runs(len: usize, n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
     let (size, extra) = (len / n, len % n);
     (0..n).map(move |i| {
         let start = i * size + i.min(extra);

@@ -16,6 +16,8 @@ use crate::pipeline::control::Due;
 
 /// The class of critical work (WinningPoSt): the highest.
 pub const CRITICAL: u8 = 3;
+/// The class of work with a deadline (WindowPoSt), below critical.
+pub const HIGH: u8 = 2;
 
 /// A partition's place in line: class first (higher first), then when its job is due
 /// (earlier first, no deadline last), then the job's submission sequence, then the partition

@@ -8,7 +8,8 @@
 //! submission order, then its index, at admission and in the device queue alike. Critical
 //! partitions have a synthesis permit and a device worker of their own, so a WinningPoSt
 //! waits neither for a synthesis slot nor for the device queue; their synthesis threads keep
-//! the normal priority while the others run at nice +[`BACKGROUND_NICE`], and they are proved
+//! the normal priority while high ones (WindowPoSt) run at nice +[`AHEAD_NICE`] and the
+//! others at nice +[`BACKGROUND_NICE`], and they are proved
 //! with the thread marked urgent ([`prover::urgency`]), so that a GPU gives them the next
 //! turn and nobody else one until they are done. While one is in flight (admitted, not yet
 //! through the device), the other partitions' synthesis pauses at its yield points
@@ -43,42 +44,69 @@ use std::time::{Duration, Instant};
 use bellperson::groth16::Proof;
 use blstrs::Bls12;
 
-pub use gate::CRITICAL;
 use gate::{Gate, GateConfig, Key};
+pub use gate::{CRITICAL, HIGH};
 pub use health::{bounded, DeviceHealth, HealthPolicy, HealthState, MAX_ERROR};
 use health::{Change, Health};
 use memory::InFlight;
 pub use memory::{HeldBytes, MemoryProbe};
-pub(crate) use placement::{lower_this_thread, yield_to_critical, CriticalClaim, BACKGROUND_NICE};
+pub(crate) use placement::{
+    lower_this_thread, synthesis_nice, yield_to_critical, CriticalClaim, AHEAD_NICE,
+    BACKGROUND_NICE,
+};
 
 use super::control::{catch_panic, report_to, Due, ProveError};
 use super::progress::{ProgressSink, Step};
 use crate::prover::{self, Backend, Partition, PinnedPool, PreparedSrs, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
 
-/// The threads of partitions cut into parts, all at nice +10 (only non-critical work runs
-/// there): `parts` synthesizes the parts, first-in first-out across partitions; `stitch`
-/// copies them together. Apart, so that a stitch never waits behind a part, and neither
-/// runs on rayon's global pool, which critical work uses.
+/// The threads of partitions cut into parts (only non-critical work runs there): `parts`
+/// synthesizes the parts of normal and low partitions (PoRep, SnapDeals) at nice
+/// +[`BACKGROUND_NICE`], first-in first-out across partitions; `ahead` those of high ones
+/// (WindowPoSt, which has a deadline) at nice +[`AHEAD_NICE`], so that they neither queue
+/// behind the others' parts nor get only their share of the cores; `stitch` copies them
+/// together. Apart, so that a stitch never waits behind a part, and none runs on rayon's
+/// global pool, which critical work uses.
 pub(crate) struct PartPools {
-    pub parts: rayon::ThreadPool,
-    pub stitch: rayon::ThreadPool,
+    parts: rayon::ThreadPool,
+    ahead: rayon::ThreadPool,
+    stitch: rayon::ThreadPool,
+}
+
+/// The pools one partition's parts use ([`PartPools`]).
+#[derive(Clone, Copy)]
+pub(crate) struct PartThreads<'a> {
+    pub parts: &'a rayon::ThreadPool,
+    pub stitch: &'a rayon::ThreadPool,
 }
 
 impl PartPools {
     fn start(threads: usize) -> Result<Self, rayon::ThreadPoolBuildError> {
-        let pool = |n: usize, name: &'static str| {
+        let pool = |n: usize, name: &'static str, nice: i32| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
                 .thread_name(move |i| format!("cuzk-{name}-{i}"))
-                .start_handler(|_| lower_this_thread(BACKGROUND_NICE))
+                .start_handler(move |_| lower_this_thread(nice))
                 .build()
         };
         Ok(Self {
-            parts: pool(threads, "part")?,
+            parts: pool(threads, "part", BACKGROUND_NICE)?,
+            ahead: pool(threads, "ahead", AHEAD_NICE)?,
             // Copying is bound by memory bandwidth: a few threads saturate it.
-            stitch: pool(threads.clamp(1, 4), "stitch")?,
+            stitch: pool(threads.clamp(1, 4), "stitch", BACKGROUND_NICE)?,
         })
+    }
+
+    /// The pools of a partition of `class` (not critical).
+    fn of_class(&self, class: u8) -> PartThreads<'_> {
+        PartThreads {
+            parts: if class >= HIGH {
+                &self.ahead
+            } else {
+                &self.parts
+            },
+            stitch: &self.stitch,
+        }
     }
 }
 
@@ -922,7 +950,7 @@ impl Stages {
     /// critical partitions (their threads must never queue behind others' parts, nor pause
     /// with them), a configuration of one thread per partition, or pools that failed to
     /// start.
-    pub(crate) fn parts_pool(&self, class: u8) -> Option<(&PartPools, usize)> {
+    pub(crate) fn parts_pool(&self, class: u8) -> Option<(PartThreads<'_>, usize)> {
         let threads = self.inner.partition_threads;
         if class >= CRITICAL || threads <= 1 {
             return None;
@@ -933,7 +961,10 @@ impl Stages {
                 e.to_string()
             })
         });
-        pools.as_ref().ok().map(|pools| (pools, threads))
+        pools
+            .as_ref()
+            .ok()
+            .map(|pools| (pools.of_class(class), threads))
     }
 
     /// What the stages hold now.

@@ -48,6 +48,20 @@ pub(crate) fn yield_to_critical() {
 /// a core when they need one.
 pub const BACKGROUND_NICE: i32 = 10;
 
+/// How much lower the synthesis of high partitions (WindowPoSt) runs: above the background
+/// (CFS gives a nice +5 thread about three times a nice +10 one's share), below the threads
+/// that feed the device and critical proofs.
+pub const AHEAD_NICE: i32 = 5;
+
+/// The nice increment of a synthesis thread of `class`: none for critical work.
+pub(crate) fn synthesis_nice(class: u8) -> Option<i32> {
+    match class {
+        c if c >= super::CRITICAL => None,
+        c if c >= super::HIGH => Some(AHEAD_NICE),
+        _ => Some(BACKGROUND_NICE),
+    }
+}
+
 /// Raises the calling thread's nice value by `increment` (Linux sets it per thread). Raising
 /// needs no privilege; a failure (a seccomp filter, say) leaves the thread as it was.
 pub(crate) fn lower_this_thread(increment: i32) {

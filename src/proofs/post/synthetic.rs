@@ -21,8 +21,8 @@ use storage_proofs_core::merkle::base_path_length;
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, PublicSector};
 use typenum::Unsigned;
 
-use super::{setup, setup_params, Compound, PublicInputs};
-use crate::pipeline::partitions::{evaluations, prove_partitions};
+use super::{sector_runs, setup, setup_params, Compound, PublicInputs};
+use crate::pipeline::partitions::{evaluations, prove_split_partitions, PartitionCircuit};
 use crate::pipeline::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::proofs::porep::synthetic::tree_proof;
 use crate::proofs::porep::PartitionVisitor;
@@ -133,10 +133,10 @@ pub fn record(
 }
 
 /// Proves a synthetic partition (values from `seed`, its first `sectors` slots as
-/// [`synthesize`] takes them) through `svc`'s stages — admission, synthesis on the
-/// partition's thread, the device queue — with the parameters [`params_id`], which the
-/// caller made resident for the same slot count ([`ProvingService::preload_built`]). The
-/// proof is dropped: it cannot verify.
+/// [`synthesize`] takes them) through `svc`'s stages — admission, synthesis (in runs of its
+/// sectors on the part threads, as a real partition), the device queue — with the parameters
+/// [`params_id`], which the caller made resident for the same slot count
+/// ([`ProvingService::preload_built`]). The proof is dropped: it cannot verify.
 pub fn prove_partition(
     svc: &ProvingService,
     kind: ProofKind,
@@ -146,38 +146,73 @@ pub fn prove_partition(
     control: &JobControl,
 ) -> Result<StageTimings, ProveError> {
     let id = params_id(kind, sector_size);
-    let prove = Prove {
-        svc,
-        id: &id,
-        control,
+    let of = Of {
+        kind,
+        sector_size,
+        sectors,
+        seed,
     };
-    visit(kind, sector_size, sectors, seed, prove)?
+    with_shape!(sector_size, prove_shape, svc, &id, of, control)
 }
 
-/// Proves a circuit through the stages as a job of one partition.
-struct Prove<'a> {
-    svc: &'a ProvingService,
-    id: &'a ParamsId,
-    control: &'a JobControl,
+/// Which synthetic partition: as [`synthesize`] takes it.
+#[derive(Clone, Copy)]
+struct Of {
+    kind: ProofKind,
+    sector_size: u64,
+    sectors: Option<usize>,
+    seed: u64,
 }
 
-impl PartitionVisitor for Prove<'_> {
-    type Output = Result<StageTimings, ProveError>;
-    fn visit<C: bellperson::Circuit<blstrs::Scalar> + Clone + Send>(
-        self,
-        circuit: C,
-        _public_inputs: Vec<blstrs::Scalar>,
-    ) -> Self::Output {
-        // The stages may synthesize it more than once (a retry): each time from a copy.
-        let circuit = std::sync::Mutex::new(circuit);
-        let make = |_| {
-            Ok(circuit
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone())
-        };
-        Ok(prove_partitions(self.svc, self.id, 1, make, self.control)?.timings)
+fn prove_shape<Tree: 'static + MerkleTreeTrait>(
+    svc: &ProvingService,
+    id: &ParamsId,
+    of: Of,
+    control: &JobControl,
+) -> Result<StageTimings, ProveError> {
+    let (circuit, _) = circuit_of::<Tree>(of)?;
+    // The stages may synthesize it more than once (a retry): each time from a copy.
+    let circuit = std::sync::Mutex::new(circuit);
+    let make = |_, most| {
+        let c = circuit
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        Ok(sector_runs(c, most))
+    };
+    Ok(prove_split_partitions(svc, id, 1, make, control)?.timings)
+}
+
+/// [`record`] of the partition cut into at most `parts` runs of its sectors, synthesized at
+/// once on the current rayon pool and stitched, as the stages synthesize a PoSt partition.
+pub fn record_in_parts(
+    kind: ProofKind,
+    sector_size: u64,
+    sectors: Option<usize>,
+    seed: u64,
+    parts: usize,
+    what: Recording,
+) -> Result<Recorded, ProveError> {
+    let of = Of {
+        kind,
+        sector_size,
+        sectors,
+        seed,
+    };
+    with_shape!(sector_size, record_parts_shape, of, parts, what)
+}
+
+fn record_parts_shape<Tree: 'static + MerkleTreeTrait>(
+    of: Of,
+    parts: usize,
+    what: Recording,
+) -> Result<Recorded, ProveError> {
+    let (circuit, _) = circuit_of::<Tree>(of)?;
+    match sector_runs(circuit, parts) {
+        PartitionCircuit::Whole(c) => crate::synth::record(vec![c], "", what),
+        PartitionCircuit::Split { parts, marker } => crate::synth::record(parts, marker, what),
     }
+    .map_err(|e| ProveError::Synthesis(format!("synthetic PoSt partition: {e}")))
 }
 
 /// Records a circuit with cuzk's constraint systems.
@@ -223,7 +258,21 @@ fn visit_shape<Tree: 'static + MerkleTreeTrait, V: PartitionVisitor>(
     seed: u64,
     visitor: V,
 ) -> Result<V::Output, ProveError> {
-    let p = partition::<Tree>(kind, sector_size, sectors, seed)?;
+    let (circuit, inputs) = circuit_of::<Tree>(Of {
+        kind,
+        sector_size,
+        sectors,
+        seed,
+    })?;
+    Ok(visitor.visit(circuit, inputs))
+}
+
+/// The circuit of a synthetic partition and its public inputs as storage-proofs-post's
+/// `generate_public_inputs` computes them.
+fn circuit_of<Tree: 'static + MerkleTreeTrait>(
+    of: Of,
+) -> Result<(FallbackPoStCircuit<Tree>, Vec<blstrs::Scalar>), ProveError> {
+    let p = partition::<Tree>(of.kind, of.sector_size, of.sectors, of.seed)?;
     let failed = |e: anyhow::Error| ProveError::Synthesis(format!("synthetic PoSt: {e}"));
     type C<Tree> = Compound<Tree>;
     let circuit =
@@ -241,7 +290,7 @@ fn visit_shape<Tree: 'static + MerkleTreeTrait, V: PartitionVisitor>(
         Some(0),
     )
     .map_err(failed)?;
-    Ok(visitor.visit(circuit, inputs))
+    Ok((circuit, inputs))
 }
 
 /// The constraints of the partition with its first `sectors` slots (`None`: all), input
