@@ -285,8 +285,8 @@ impl Shared {
     }
 
     /// Σ hs[i]·P[i] over the `p.n` resident points of `p` in [`msm::MsmRun`]'s steps, an
-    /// urgent caller waiting given the device after the front end and sort and between the
-    /// pieces of bucket sums: the H MSM is most of a shaped proof's turn, about a second at
+    /// urgent caller waiting given the device after the front end, after the sort by bucket
+    /// and between the pieces of bucket sums: the H MSM is most of a shaped proof's turn, about a second at
     /// 2^27. The run's buffers stay on the device meanwhile; points the other caller evicted
     /// go up again.
     fn msm_yielding<'s>(
