@@ -25,7 +25,7 @@ pub struct MsmRun {
 enum Stage {
     /// The front end done: the counting sort by bucket is the next step.
     Sorting {
-        digits: Digits,
+        digits: Box<Digits>,
         rest_idx: DevBuf,
         m: u64,
         ones: Option<Vec<u64>>,
@@ -103,7 +103,7 @@ impl MsmRun {
         let c = digits.c;
         let what = format!("{curve:?} n={n} ones={n_ones} full={m} c={c} {pieces}");
         let stage = Stage::Sorting {
-            digits,
+            digits: Box::new(digits),
             rest_idx,
             m,
             ones,
@@ -151,7 +151,7 @@ impl MsmRun {
                 ones,
             } => {
                 let c = digits.c;
-                let acc = self.sort(gpu, digits, rest_idx, m)?;
+                let acc = self.sort(gpu, *digits, rest_idx, m)?;
                 self.stage = Stage::Accumulating { c, ones, acc };
                 Ok(true)
             }
