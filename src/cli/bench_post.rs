@@ -18,6 +18,7 @@ use crate::proofs::post::synthetic;
 use crate::proofs::shapes::{format_sector_size, parse_sector_size};
 use crate::proofs::ProofKind;
 use crate::prover::{prove_with_randomness, Backend};
+use crate::synth::Recording;
 
 /// Options of `cuzk bench post`.
 #[derive(clap::Args, Debug, Clone)]
@@ -78,7 +79,7 @@ pub fn run(args: PostBenchArgs, backend: Result<Arc<dyn Backend>, String>) -> an
     let n = s.num_constraints();
     let bytes = host_bytes(&s);
     println!(
-        "synthesis (whole, one thread, as the stages synthesize a PoSt partition): {:.2} s, {n} constraints, {} aux, {} inputs, {:.1} MiB held ({:.1} B/constraint), peak RSS +{:.1} MiB",
+        "synthesis with the evaluations (storage-proofs-post's own spread of the sectors over this machine's threads, the path of a critical WinningPoSt): {:.2} s, {n} constraints, {} aux, {} inputs, {:.1} MiB held ({:.1} B/constraint), peak RSS +{:.1} MiB",
         took.as_secs_f64(),
         s.aux.len(),
         s.input.len(),
@@ -94,6 +95,7 @@ pub fn run(args: PostBenchArgs, backend: Result<Arc<dyn Backend>, String>) -> an
             gib(bytes) * scale
         );
     }
+    witness_runs(&args, slots)?;
     if args.no_device {
         println!("device stage: skipped (--no-device)");
         return Ok(());
@@ -105,6 +107,28 @@ pub fn run(args: PostBenchArgs, backend: Result<Arc<dyn Backend>, String>) -> an
             Ok(())
         }
     }
+}
+
+/// The witness alone, as the stages synthesize a non-critical partition against its
+/// recorded shape: whole on one thread, then in runs of its sectors, one per thread of the
+/// current pool (as the stages' part threads take them).
+fn witness_runs(args: &PostBenchArgs, slots: usize) -> anyhow::Result<()> {
+    let (kind, size, seed) = (args.kind, args.sector_size, args.seed);
+    let threads = rayon::current_num_threads();
+    let mut took = [0.0; 2];
+    for (t, parts) in took.iter_mut().zip([1, threads]) {
+        let start = Instant::now();
+        synthetic::record_in_parts(kind, size, Some(slots), seed, parts, Recording::Witness)?;
+        *t = start.elapsed().as_secs_f64();
+    }
+    println!(
+        "the witness alone (against a recorded shape): whole on one thread {:.2} s; in {} runs of sectors on {threads} threads {:.2} s ({:.2}x)",
+        took[0],
+        threads.min(slots),
+        took[1],
+        took[0] / took[1].max(1e-9)
+    );
+    Ok(())
 }
 
 /// The partition proved on `backend` with parameters of its section sizes made of random

@@ -730,7 +730,6 @@ mod tests {
             "{out}"
         );
         for (at, n) in [
-            ("assignment", 0),
             ("quotient", 0),
             ("before_h", 0),
             ("msm_piece", 7),

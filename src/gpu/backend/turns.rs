@@ -49,23 +49,19 @@ enum Rank {
 /// Where a call let the device go to an urgent caller ([`Shared::yield_to_urgent`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Pause {
-    /// After the assignment's upload.
-    Assignment,
-    /// Before one of the quotient's transforms to the coset (the first after A, B and C are
-    /// evaluated).
+    /// After one of the quotient's transforms to the coset.
     Quotient,
     /// Between the quotient and the H MSM.
     BeforeH,
-    /// Before or between the pieces of an MSM's bucket sums.
+    /// Between two pieces of an MSM's bucket sums.
     MsmPiece,
     /// Before one of the aux MSMs.
     AuxMsm,
 }
 
 impl Pause {
-    const COUNT: usize = 5;
+    const COUNT: usize = 4;
     const ALL: [Pause; Pause::COUNT] = [
-        Pause::Assignment,
         Pause::Quotient,
         Pause::BeforeH,
         Pause::MsmPiece,
@@ -145,9 +141,8 @@ impl Shared {
     /// The pauses counted so far.
     pub(super) fn pauses(&self) -> DevicePauses {
         let n = |p: Pause| self.pauses[p as usize].load(Ordering::Relaxed);
-        let [assignment, quotient, before_h, msm_piece, aux_msm] = Pause::ALL.map(n);
+        let [quotient, before_h, msm_piece, aux_msm] = Pause::ALL.map(n);
         DevicePauses {
-            assignment,
             quotient,
             before_h,
             msm_piece,
