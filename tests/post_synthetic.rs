@@ -280,7 +280,8 @@ fn window_post_sector_runs_record_what_the_whole_partition_does() {
         };
         assert!(w == witness, "{parts} runs: the witness alone differs");
     }
-    // Sector slots are the runs' unit: five sectors' inputs (comm_r and ten leaves each) and ONE.
+    // Sector slots are the runs' unit: five sectors' inputs (comm_r and each of the ten
+    // challenges' packed path bits) and ONE.
     assert_eq!(whole.input.len(), 1 + 5 * 11);
     println!(
         "5 sectors in 2, 3 and 8 runs: {} constraints, identical",

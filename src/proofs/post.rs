@@ -495,9 +495,10 @@ fn output(
 pub(crate) const SECTORS_MARKER: &str = "outer namespace";
 
 /// A PoSt partition's circuit, or a run of its sectors. storage-proofs-post's circuit
-/// synthesizes into an extensible constraint system (cuzk's evaluating one) by spreading its
-/// sectors over the current rayon pool, each group in a system of its own that is then
-/// appended: a critical WinningPoSt, synthesized whole, keeps that path. A run takes the
+/// synthesizes into an extensible constraint system (cuzk's evaluating one) in groups of
+/// sectors on the current rayon pool (as many groups as its `window_post_synthesis_num_cpus`
+/// setting says), each in a system of its own that is then appended: a critical WinningPoSt,
+/// synthesized whole, keeps that path. A run takes the
 /// sequential path (`synthesize_default`'s namespaces, which are what a part of a split is
 /// recognised by) whatever the system, so that its parts run where the stages put them.
 #[derive(Clone)]

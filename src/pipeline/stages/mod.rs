@@ -8,8 +8,8 @@
 //! submission order, then its index, at admission and in the device queue alike. Critical
 //! partitions have a synthesis permit and a device worker of their own, so a WinningPoSt
 //! waits neither for a synthesis slot nor for the device queue; their synthesis threads keep
-//! the normal priority while high ones (WindowPoSt) run at nice +[`AHEAD_NICE`] and the
-//! others at nice +[`BACKGROUND_NICE`], and they are proved
+//! the normal priority while high ones (WindowPoSt by default) run at nice +[`AHEAD_NICE`]
+//! and the others at nice +[`BACKGROUND_NICE`], and they are proved
 //! with the thread marked urgent ([`prover::urgency`]), so that a GPU gives them the next
 //! turn and nobody else one until they are done. While one is in flight (admitted, not yet
 //! through the device), the other partitions' synthesis pauses at its yield points
@@ -61,16 +61,18 @@ use crate::prover::{self, Backend, Partition, PinnedPool, PreparedSrs, WitnessPa
 use crate::srs::{ParamsId, Srs};
 
 /// The threads of partitions cut into parts (only non-critical work runs there): `parts`
-/// synthesizes the parts of normal and low partitions (PoRep, SnapDeals) at nice
-/// +[`BACKGROUND_NICE`], first-in first-out across partitions; `ahead` those of high ones
-/// (WindowPoSt, which has a deadline) at nice +[`AHEAD_NICE`], so that they neither queue
-/// behind the others' parts nor get only their share of the cores; `stitch` copies them
-/// together. Apart, so that a stitch never waits behind a part, and none runs on rayon's
-/// global pool, which critical work uses.
+/// synthesizes the parts of normal and low partitions (PoRep and SnapDeals by default) at nice
+/// +[`BACKGROUND_NICE`], first-in first-out across partitions, and `stitch` copies them
+/// together; `ahead` and `ahead_stitch` do the same for high ones (WindowPoSt by default,
+/// which has a deadline) at nice +[`AHEAD_NICE`], so that those neither queue behind the
+/// others' parts nor get only their share of the cores. Stitches apart from parts, so that a
+/// stitch never waits behind a part, and none on rayon's global pool, which critical work
+/// uses.
 pub(crate) struct PartPools {
     parts: rayon::ThreadPool,
-    ahead: rayon::ThreadPool,
     stitch: rayon::ThreadPool,
+    ahead: rayon::ThreadPool,
+    ahead_stitch: rayon::ThreadPool,
 }
 
 /// The pools one partition's parts use ([`PartPools`]).
@@ -81,6 +83,8 @@ pub(crate) struct PartThreads<'a> {
 }
 
 impl PartPools {
+    /// The pools, their threads at the calling thread's nice value plus theirs (they inherit
+    /// its value and CPUs, so it must be neither lowered nor pinned: [`Stages::start`]'s).
     fn start(threads: usize) -> Result<Self, rayon::ThreadPoolBuildError> {
         let pool = |n: usize, name: &'static str, nice: i32| {
             rayon::ThreadPoolBuilder::new()
@@ -89,23 +93,27 @@ impl PartPools {
                 .start_handler(move |_| lower_this_thread(nice))
                 .build()
         };
+        // Copying is bound by memory bandwidth: a few threads saturate it.
+        let stitchers = threads.clamp(1, 4);
         Ok(Self {
             parts: pool(threads, "part", BACKGROUND_NICE)?,
+            stitch: pool(stitchers, "stitch", BACKGROUND_NICE)?,
             ahead: pool(threads, "ahead", AHEAD_NICE)?,
-            // Copying is bound by memory bandwidth: a few threads saturate it.
-            stitch: pool(threads.clamp(1, 4), "stitch", BACKGROUND_NICE)?,
+            ahead_stitch: pool(stitchers, "ahead-stitch", AHEAD_NICE)?,
         })
     }
 
     /// The pools of a partition of `class` (not critical).
     fn of_class(&self, class: u8) -> PartThreads<'_> {
-        PartThreads {
-            parts: if class >= HIGH {
-                &self.ahead
-            } else {
-                &self.parts
+        match class >= HIGH {
+            true => PartThreads {
+                parts: &self.ahead,
+                stitch: &self.ahead_stitch,
             },
-            stitch: &self.stitch,
+            false => PartThreads {
+                parts: &self.parts,
+                stitch: &self.stitch,
+            },
         }
     }
 }
@@ -623,7 +631,7 @@ struct Inner {
     yield_to_critical: bool,
     /// [`PipelineOptions::partition_threads`].
     partition_threads: usize,
-    /// The threads partitions' parts are synthesized and stitched on, made when first needed
+    /// The threads partitions' parts are synthesized and stitched on, made at the start
     /// (`Err`: they could not be started, and partitions are synthesized whole).
     parts_pool: std::sync::OnceLock<Result<PartPools, String>>,
     /// The process's resident memory, where the daemon gave a probe.
@@ -635,6 +643,18 @@ struct Inner {
 }
 
 impl Inner {
+    /// The part pools, started on the first call: [`Stages::start`] makes it, so that their
+    /// threads inherit its nice value and CPUs rather than those of a lowered, pinned
+    /// synthesis thread (raising a nice value again needs a privilege the daemon drops).
+    fn part_pools(&self) -> &Result<PartPools, String> {
+        self.parts_pool.get_or_init(|| {
+            PartPools::start(self.partition_threads).map_err(|e| {
+                tracing::warn!(error = %e, "cannot start the partition-part threads; partitions are synthesized whole");
+                e.to_string()
+            })
+        })
+    }
+
     /// Says that a device's quarantine began or ended (after the state changed).
     fn health_changed(&self) {
         self.health_changes.send_modify(|n| *n = n.wrapping_add(1));
@@ -835,6 +855,9 @@ impl Stages {
             observer: std::sync::OnceLock::new(),
             health_changes: tokio::sync::watch::Sender::new(0),
         });
+        if inner.partition_threads > 1 {
+            inner.part_pools();
+        }
         let mut lanes = Vec::new();
         for (d, spec) in devices.iter().enumerate() {
             let critical = spec.critical || !any_critical;
@@ -955,13 +978,8 @@ impl Stages {
         if class >= CRITICAL || threads <= 1 {
             return None;
         }
-        let pools = self.inner.parts_pool.get_or_init(|| {
-            PartPools::start(threads).map_err(|e| {
-                tracing::warn!(error = %e, "cannot start the partition-part threads; partitions are synthesized whole");
-                e.to_string()
-            })
-        });
-        pools
+        self.inner
+            .part_pools()
             .as_ref()
             .ok()
             .map(|pools| (pools.of_class(class), threads))

@@ -62,17 +62,30 @@ pub(crate) fn synthesis_nice(class: u8) -> Option<i32> {
     }
 }
 
+/// The calling thread's id for getpriority / setpriority.
+fn this_tid() -> Option<libc::id_t> {
+    libc::id_t::try_from(nix::unistd::gettid().as_raw()).ok()
+}
+
+/// The calling thread's nice value.
+pub(crate) fn this_thread_nice() -> Option<i32> {
+    let tid = this_tid()?;
+    // getpriority may return -1 as a value: errno, cleared first, tells an error apart.
+    nix::errno::Errno::clear();
+    // SAFETY: getpriority takes only integers and reads this thread's own nice value.
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
+    (nix::errno::Errno::last_raw() == 0).then_some(nice)
+}
+
 /// Raises the calling thread's nice value by `increment` (Linux sets it per thread). Raising
 /// needs no privilege; a failure (a seccomp filter, say) leaves the thread as it was.
 pub(crate) fn lower_this_thread(increment: i32) {
-    let tid = nix::unistd::gettid().as_raw();
-    let Ok(tid) = libc::id_t::try_from(tid) else {
+    let (Some(tid), Some(now)) = (this_tid(), this_thread_nice()) else {
         return;
     };
-    // SAFETY: getpriority and setpriority take only integers; PRIO_PROCESS with this thread's
-    // own id changes nothing but this thread's nice value.
+    // SAFETY: setpriority takes only integers; PRIO_PROCESS with this thread's own id changes
+    // nothing but this thread's nice value.
     let rc = unsafe {
-        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
         libc::setpriority(
             libc::PRIO_PROCESS,
             tid,

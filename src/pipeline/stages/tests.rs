@@ -689,3 +689,53 @@ fn a_witness_partition_is_sized_apart_from_an_evaluated_one() {
     device.release();
     assert!(recv(&rx).result.is_ok());
 }
+
+/// The part pools' threads run at the nice value of the thread that started the stages plus
+/// their class's (+5 high, +10 the rest), also when the first partition to use them comes
+/// from a synthesis thread already lowered: pools are made at the start, not by it.
+#[test]
+fn part_pools_run_at_their_class_nice_whoever_uses_them_first() {
+    let start = placement::this_thread_nice().unwrap();
+    let stages = Stages::start(
+        &PipelineOptions {
+            partition_threads: 2,
+            ..PipelineOptions::default()
+        },
+        &[],
+    )
+    .unwrap();
+    let nice_in = |class: u8| {
+        let (threads, n) = stages.parts_pool(class).expect("part pools");
+        assert_eq!(n, 2);
+        let parts = threads
+            .parts
+            .install(|| placement::this_thread_nice().unwrap());
+        let stitch = threads
+            .stitch
+            .install(|| placement::this_thread_nice().unwrap());
+        (parts, stitch)
+    };
+    let (high, normal) = std::thread::scope(|s| {
+        s.spawn(|| {
+            lower_this_thread(BACKGROUND_NICE);
+            (nice_in(HIGH), nice_in(1))
+        })
+        .join()
+        .unwrap()
+    });
+    let at = |n: i32| (start + n).min(19);
+    assert_eq!(
+        high,
+        (at(AHEAD_NICE), at(AHEAD_NICE)),
+        "high partitions' pools"
+    );
+    assert_eq!(
+        normal,
+        (at(BACKGROUND_NICE), at(BACKGROUND_NICE)),
+        "the others'"
+    );
+    assert!(
+        stages.parts_pool(CRITICAL).is_none(),
+        "critical partitions stay whole"
+    );
+}
