@@ -287,7 +287,8 @@ mod tests {
         assert_eq!(r.deadline_partitions, 2);
         assert_eq!(r.deadline_done, Some(r.window.max), "both arrived at once");
         assert!(r.day.wall >= a.duration && r.day.porep.max <= r.day.wall);
-        let per_hour = r.day.porep.count as f64 * 3600.0 / r.day.wall.as_secs_f64();
+        assert!(r.day.porep_span <= r.day.wall);
+        let per_hour = r.day.porep.count as f64 * 3600.0 / r.day.porep_span.as_secs_f64();
         assert!((r.day.porep_per_hour - per_hour).abs() < 1e-6);
         assert!(r.reference.wall >= r.reference.porep.max);
         assert!(

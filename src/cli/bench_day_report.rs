@@ -85,6 +85,10 @@ pub(super) struct Stretch {
     /// From its start until its last proof ended.
     pub wall: Duration,
     pub porep: Dist,
+    /// From its start until its last PoRep sector ended (`wall` where none did).
+    pub porep_span: Duration,
+    /// Sectors per hour over `porep_span`: PoSt proofs that end after the last sector (a
+    /// deadline arriving late in the day) do not count as time PoRep had.
     pub porep_per_hour: f64,
     pub failures: Vec<String>,
 }
@@ -93,6 +97,12 @@ impl Stretch {
     /// Of the proofs `done` in `wall`.
     pub fn of(done: &[Done], wall: Duration) -> Self {
         let porep = Dist::of_done(done, |w| w == Work::PoRep);
+        let porep_span = done
+            .iter()
+            .filter(|d| d.error.is_none() && d.work == Work::PoRep)
+            .map(|d| d.ended)
+            .max()
+            .unwrap_or(wall);
         let failures = done
             .iter()
             .filter_map(|d| Some(format!("{:?}: {}", d.work, d.error.as_ref()?)))
@@ -100,7 +110,8 @@ impl Stretch {
         Stretch {
             wall,
             porep,
-            porep_per_hour: per_hour(porep.count, wall),
+            porep_span,
+            porep_per_hour: per_hour(porep.count, porep_span),
             failures,
         }
     }
@@ -256,10 +267,10 @@ pub(super) fn print(r: &DayReport) {
         "PoRep sectors per hour: {:.1} with the PoSt work ({} in {}), {:.1} alone ({} in {}): {:.0} % of alone",
         r.day.porep_per_hour,
         r.day.porep.count,
-        s(r.day.wall),
+        s(r.day.porep_span),
         alone,
         r.reference.porep.count,
-        s(r.reference.wall),
+        s(r.reference.porep_span),
         100.0 * r.day.porep_per_hour / alone.max(1e-9)
     );
     let (lost, allowed) = r.porep_loss();
@@ -316,7 +327,9 @@ mod tests {
         ];
         let f = DayReport::of_day(&d, ms(1800), ms(500));
         assert_eq!(f.day.porep.count, 1);
-        assert_eq!(f.day.porep_per_hour, 2000.0);
+        // One sector ended at 1 s: the WindowPoSt partition ending at 1.2 s is not PoRep's.
+        assert_eq!(f.day.porep_span, ms(1000));
+        assert_eq!(f.day.porep_per_hour, 3600.0);
         assert_eq!(f.day.failures, vec!["PoRep: boom".to_string()]);
         assert_eq!(f.winning.max, ms(100));
         assert_eq!((f.window.count, f.window.max), (2, ms(700)));

@@ -33,11 +33,16 @@ const MAX_PAUSE: Duration = Duration::from_secs(2);
 /// A non-critical synthesis thread's yield point (`synth::with_yield_point`): waits while a
 /// critical partition is in flight, up to [`MAX_PAUSE`].
 pub(crate) fn yield_to_critical() {
-    if CRITICAL_IN_FLIGHT.load(Ordering::Relaxed) == 0 {
+    wait_while_claimed(&CRITICAL_IN_FLIGHT, MAX_PAUSE);
+}
+
+/// Waits while `claims` is above 0, up to `most`.
+fn wait_while_claimed(claims: &AtomicUsize, most: Duration) {
+    if claims.load(Ordering::Relaxed) == 0 {
         return;
     }
     let start = Instant::now();
-    while CRITICAL_IN_FLIGHT.load(Ordering::SeqCst) > 0 && start.elapsed() < MAX_PAUSE {
+    while claims.load(Ordering::SeqCst) > 0 && start.elapsed() < most {
         std::thread::sleep(Duration::from_micros(500));
     }
 }
@@ -115,17 +120,26 @@ mod tests {
 
     #[test]
     fn synthesis_pauses_while_a_critical_partition_is_in_flight() {
-        let claim = CriticalClaim::new();
+        // A counter of its own: the process-wide one also counts other tests' critical
+        // partitions, which may be in flight now.
+        static CLAIMS: AtomicUsize = AtomicUsize::new(0);
+        CLAIMS.fetch_add(1, Ordering::SeqCst);
         let paused = std::thread::spawn(|| {
             let t = Instant::now();
-            yield_to_critical();
+            wait_while_claimed(&CLAIMS, MAX_PAUSE);
             t.elapsed()
         });
         std::thread::sleep(Duration::from_millis(50));
-        drop(claim);
+        CLAIMS.fetch_sub(1, Ordering::SeqCst);
         let waited = paused.join().unwrap();
         assert!(waited >= Duration::from_millis(40), "{waited:?}");
         assert!(waited < MAX_PAUSE, "{waited:?}");
+        // A claim held past the most a pause lasts lets the waiting thread go.
+        CLAIMS.fetch_add(1, Ordering::SeqCst);
+        let t = Instant::now();
+        wait_while_claimed(&CLAIMS, Duration::from_millis(30));
+        assert!(t.elapsed() >= Duration::from_millis(30));
+        CLAIMS.fetch_sub(1, Ordering::SeqCst);
     }
 
     #[test]
