@@ -1,5 +1,6 @@
 //! WinningPoSt and WindowPoSt: from the sectors' vanilla proofs to a verified SNARK.
 
+use bellperson::{ConstraintSystem, SynthesisError};
 use filecoin_hashers::Hasher;
 use filecoin_proofs::{
     as_safe_commitment, parameters::window_post_setup_params,
@@ -16,8 +17,6 @@ use storage_proofs_post::fallback::{
     self, ChallengeRequirements, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound,
     PublicSector,
 };
-
-use bellperson::{ConstraintSystem, SynthesisError};
 
 use super::binary;
 pub use super::inputs::{WindowPostInput, WinningPostInput};
@@ -498,9 +497,9 @@ pub(crate) const SECTORS_MARKER: &str = "outer namespace";
 /// synthesizes into an extensible constraint system (cuzk's evaluating one) in groups of
 /// sectors on the current rayon pool (as many groups as its `window_post_synthesis_num_cpus`
 /// setting says), each in a system of its own that is then appended: a critical WinningPoSt,
-/// synthesized whole, keeps that path. A run takes the
-/// sequential path (`synthesize_default`'s namespaces, which are what a part of a split is
-/// recognised by) whatever the system, so that its parts run where the stages put them.
+/// synthesized whole, keeps that path. A run takes the sequential path
+/// (`synthesize_default`'s namespaces, which are what a part of a split is recognised by)
+/// whatever the system, so that its parts run where the stages put them.
 #[derive(Clone)]
 pub(crate) struct PostCircuit<Tree: 'static + MerkleTreeTrait> {
     circuit: FallbackPoStCircuit<Tree>,

@@ -118,6 +118,18 @@ impl PartPools {
     }
 }
 
+/// The part pools for `threads` threads per partition: none for one.
+fn start_part_pools(threads: usize) -> Option<PartPools> {
+    if threads <= 1 {
+        return None;
+    }
+    PartPools::start(threads)
+        .map_err(|e| {
+            tracing::warn!(error = %e, "cannot start the partition-part threads; partitions are synthesized whole");
+        })
+        .ok()
+}
+
 /// How the stages are sized.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PipelineOptions {
@@ -631,9 +643,12 @@ struct Inner {
     yield_to_critical: bool,
     /// [`PipelineOptions::partition_threads`].
     partition_threads: usize,
-    /// The threads partitions' parts are synthesized and stitched on, made at the start
-    /// (`Err`: they could not be started, and partitions are synthesized whole).
-    parts_pool: std::sync::OnceLock<Result<PartPools, String>>,
+    /// The threads partitions' parts are synthesized and stitched on, made by
+    /// [`Stages::start`] so that they inherit its thread's nice value and CPUs, not those of a
+    /// lowered, pinned synthesis thread (raising a nice value needs a privilege the daemon
+    /// drops). `None`: one thread per partition, or they could not be started (partitions
+    /// are synthesized whole).
+    parts_pool: Option<PartPools>,
     /// The process's resident memory, where the daemon gave a probe.
     probe: std::sync::OnceLock<MemoryProbe>,
     observer: std::sync::OnceLock<SpanObserver>,
@@ -643,18 +658,6 @@ struct Inner {
 }
 
 impl Inner {
-    /// The part pools, started on the first call: [`Stages::start`] makes it, so that their
-    /// threads inherit its nice value and CPUs rather than those of a lowered, pinned
-    /// synthesis thread (raising a nice value again needs a privilege the daemon drops).
-    fn part_pools(&self) -> &Result<PartPools, String> {
-        self.parts_pool.get_or_init(|| {
-            PartPools::start(self.partition_threads).map_err(|e| {
-                tracing::warn!(error = %e, "cannot start the partition-part threads; partitions are synthesized whole");
-                e.to_string()
-            })
-        })
-    }
-
     /// Says that a device's quarantine began or ended (after the state changed).
     fn health_changed(&self) {
         self.health_changes.send_modify(|n| *n = n.wrapping_add(1));
@@ -850,14 +853,11 @@ impl Stages {
             budget: options.memory_budget,
             yield_to_critical: options.yield_to_critical,
             partition_threads: options.partition_threads.max(1),
-            parts_pool: std::sync::OnceLock::new(),
+            parts_pool: start_part_pools(options.partition_threads),
             probe: std::sync::OnceLock::new(),
             observer: std::sync::OnceLock::new(),
             health_changes: tokio::sync::watch::Sender::new(0),
         });
-        if inner.partition_threads > 1 {
-            inner.part_pools();
-        }
         let mut lanes = Vec::new();
         for (d, spec) in devices.iter().enumerate() {
             let critical = spec.critical || !any_critical;
@@ -979,9 +979,8 @@ impl Stages {
             return None;
         }
         self.inner
-            .part_pools()
+            .parts_pool
             .as_ref()
-            .ok()
             .map(|pools| (pools.of_class(class), threads))
     }
 
