@@ -139,7 +139,8 @@ fn stretches(
     let (done, wall) = runner::drive(p, day, &day.arrivals(), &print_done);
     let (b, a) = (pauses_before, pauses(p));
     println!(
-        "the day's pauses of proofs on the device for WinningPoSt: {} after a quotient transform, {} before an H MSM, {} between MSM pieces, {} before an aux MSM",
+        "the day's pauses of proofs on the device for WinningPoSt: {} after an assignment's upload, {} before a quotient transform, {} before an H MSM, {} before or between MSM pieces, {} before an aux MSM",
+        a.assignment.saturating_sub(b.assignment),
         a.quotient.saturating_sub(b.quotient),
         a.before_h.saturating_sub(b.before_h),
         a.msm_piece.saturating_sub(b.msm_piece),
@@ -167,6 +168,7 @@ fn stretches(
 fn pauses(p: &DayProver) -> crate::prover::DevicePauses {
     let mut sum = crate::prover::DevicePauses::default();
     for d in p.svc.device_memory().iter().filter_map(|d| d.pauses) {
+        sum.assignment += d.assignment;
         sum.quotient += d.quotient;
         sum.before_h += d.before_h;
         sum.msm_piece += d.msm_piece;

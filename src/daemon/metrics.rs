@@ -730,6 +730,7 @@ mod tests {
             "{out}"
         );
         for (at, n) in [
+            ("assignment", 0),
             ("quotient", 0),
             ("before_h", 0),
             ("msm_piece", 7),

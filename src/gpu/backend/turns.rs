@@ -49,19 +49,23 @@ enum Rank {
 /// Where a call let the device go to an urgent caller ([`Shared::yield_to_urgent`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Pause {
-    /// After one of the quotient's transforms to the coset.
+    /// After the assignment's upload.
+    Assignment,
+    /// Before one of the quotient's transforms to the coset (the first after A, B and C are
+    /// evaluated).
     Quotient,
     /// Between the quotient and the H MSM.
     BeforeH,
-    /// Between two pieces of an MSM's bucket sums.
+    /// Before or between the pieces of an MSM's bucket sums.
     MsmPiece,
     /// Before one of the aux MSMs.
     AuxMsm,
 }
 
 impl Pause {
-    const COUNT: usize = 4;
+    const COUNT: usize = 5;
     const ALL: [Pause; Pause::COUNT] = [
+        Pause::Assignment,
         Pause::Quotient,
         Pause::BeforeH,
         Pause::MsmPiece,
@@ -141,8 +145,9 @@ impl Shared {
     /// The pauses counted so far.
     pub(super) fn pauses(&self) -> DevicePauses {
         let n = |p: Pause| self.pauses[p as usize].load(Ordering::Relaxed);
-        let [quotient, before_h, msm_piece, aux_msm] = Pause::ALL.map(n);
+        let [assignment, quotient, before_h, msm_piece, aux_msm] = Pause::ALL.map(n);
         DevicePauses {
+            assignment,
             quotient,
             before_h,
             msm_piece,
