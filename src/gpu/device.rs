@@ -153,6 +153,8 @@ pub struct Ledger {
     cap: u64,
     used: AtomicU64,
     peak: AtomicU64,
+    /// The most held since the current turn on the device began ([`Ledger::begin_turn`]).
+    turn_peak: AtomicU64,
 }
 
 impl Ledger {
@@ -161,6 +163,7 @@ impl Ledger {
             cap,
             used: AtomicU64::new(0),
             peak: AtomicU64::new(0),
+            turn_peak: AtomicU64::new(0),
         }
     }
 
@@ -181,6 +184,7 @@ impl Ledger {
             {
                 Ok(_) => {
                     self.peak.fetch_max(after, Ordering::Relaxed);
+                    self.turn_peak.fetch_max(after, Ordering::Relaxed);
                     return Ok(());
                 }
                 Err(now) => used = now,
@@ -207,6 +211,19 @@ impl Ledger {
     pub fn reset_peak(&self) {
         let used = self.used.load(Ordering::Relaxed);
         self.peak.store(used, Ordering::Relaxed);
+    }
+
+    /// Starts the turn's peak from what is held now (a caller took its turn on the device).
+    pub fn begin_turn(&self) {
+        let used = self.used.load(Ordering::Relaxed);
+        self.turn_peak.store(used, Ordering::Relaxed);
+    }
+
+    /// How far the current turn's peak rose above what is held now: the working memory the
+    /// turn used and gave back.
+    pub fn turn_work(&self) -> u64 {
+        let used = self.used.load(Ordering::Relaxed);
+        self.turn_peak.load(Ordering::Relaxed).saturating_sub(used)
     }
 }
 

@@ -308,17 +308,15 @@ impl GpuPrepared {
     /// driver has free after the work so far and what the state holds that a plan frees or
     /// keeps, with the caller's `own` bytes (its kept assignment), less the margin, at most
     /// what the ledger's cap leaves beside the rest it holds (another proof's kept
-    /// assignment).
+    /// assignment), and less the room urgent callers' turns take ([`State::critical_reserve`]:
+    /// an urgent caller may be given the device between this proof's phases).
     fn available(&self, s: &State, own: u64) -> Result<u64, GpuError> {
         s.gpu.settle()?;
         let (free, _) = s.gpu.mem_info()?;
         let held = s.gpu.memory();
-        Ok(plan::available_budget(
-            free as u64,
-            held.used,
-            s.reclaimable() + own,
-            held.budget,
-        ))
+        let budget =
+            plan::available_budget(free as u64, held.used, s.reclaimable() + own, held.budget);
+        Ok(budget.saturating_sub(s.critical_reserve()))
     }
 
     /// A plan within `budget` where that is less than `plan`'s; `None` where `plan` fits, or

@@ -77,6 +77,8 @@ impl Pause {
 pub(in crate::gpu) struct DeviceGuard<'a> {
     state: MutexGuard<'a, State>,
     shared: &'a Shared,
+    /// An urgent caller's turn: the working memory it took is noted when it ends.
+    urgent: bool,
 }
 
 impl std::ops::Deref for DeviceGuard<'_> {
@@ -94,6 +96,12 @@ impl std::ops::DerefMut for DeviceGuard<'_> {
 
 impl Drop for DeviceGuard<'_> {
     fn drop(&mut self) {
+        if self.urgent {
+            // What the turn rose to above what it leaves held: room other callers' plans keep
+            // for the next urgent turn (its points and tables stay; see `Critical`).
+            let work = self.shared.ledger.turn_work();
+            self.state.note_critical_work(work);
+        }
         self.shared.end_turn();
     }
 }
@@ -202,9 +210,11 @@ impl Shared {
         }
         match self.state.lock() {
             Ok(state) => {
+                self.ledger.begin_turn();
                 let guard = DeviceGuard {
                     state,
                     shared: self,
+                    urgent,
                 };
                 // Whatever this thread drops on the device from here on is freed in the
                 // device's context (see `Gpu::bind`).
