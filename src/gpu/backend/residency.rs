@@ -638,9 +638,16 @@ impl State {
         Ok(self.shapes.swap_remove(i))
     }
 
-    /// Puts back what [`State::take_shape`] took.
+    /// Puts back what [`State::take_shape`] took, unless a caller that went first while it
+    /// was out (at a pause) copied the same shape meanwhile: one copy is kept.
     pub(super) fn put_shape(&mut self, entry: (Weak<R1cs>, DeviceShape)) {
-        self.shapes.push(entry);
+        if !self
+            .shapes
+            .iter()
+            .any(|(host, _)| Weak::ptr_eq(host, &entry.0))
+        {
+            self.shapes.push(entry);
+        }
     }
 
     /// The streamed form of `shape` ([`State::streamed_shape`]), taken out of the state while a
@@ -653,9 +660,13 @@ impl State {
         Ok(self.streamed.swap_remove(i))
     }
 
-    /// Puts back what [`State::take_streamed_shape`] took.
+    /// Puts back what [`State::take_streamed_shape`] took, unless a caller that went first
+    /// while it was out (at a pause) registered the same shape meanwhile: one form is kept.
     pub(super) fn put_streamed_shape(&mut self, streamed: StreamedShape) {
-        self.streamed.push(streamed);
+        let shape = streamed.shape();
+        if !self.streamed.iter().any(|s| Arc::ptr_eq(s.shape(), shape)) {
+            self.streamed.push(streamed);
+        }
     }
 }
 

@@ -244,22 +244,114 @@ impl Shared {
         s: DeviceGuard<'s>,
         at: Pause,
     ) -> Result<DeviceGuard<'s>, GpuError> {
+        if !self.would_pause() {
+            return Ok(s);
+        }
+        self.pauses[at as usize].fetch_add(1, Ordering::Relaxed);
+        drop(s);
+        self.lock_as(match crate::prover::urgency::is_urgent() {
+            true => Rank::Urgent,
+            false => Rank::Resuming,
+        })
+    }
+
+    /// Whether the calling thread, holding the turn, would let it go at a pause point now
+    /// ([`Shared::yield_to_urgent`]'s answer): asked between the pieces of a stream, so that
+    /// it stops only where the device would be let go. Takes nothing but the turn's lock, for
+    /// a moment.
+    pub(super) fn would_pause(&self) -> bool {
         use crate::prover::urgency::{any_urgent, is_urgent};
         let waiting = self
             .turn
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .urgent_waiting;
-        let urgent = is_urgent();
-        if !pauses_for(waiting, urgent, any_urgent()) {
-            return Ok(s);
+        pauses_for(waiting, is_urgent(), any_urgent())
+    }
+}
+
+/// A turn on the device held by a call that lets it go part way through to urgent callers
+/// ([`Held::pause`]): the call reaches the state through [`Held::state`] each time, since a
+/// pause gives the state to another caller, who may evict what the call read from it before
+/// (resident points, tables, shapes). What the call took out of the state or made itself
+/// stays with it meanwhile.
+pub(super) struct Held<'s> {
+    shared: &'s Shared,
+    /// The turn; `None` once a pause lost it (the lock could not be had again).
+    guard: Option<DeviceGuard<'s>>,
+    /// Whether this call's large allocations settle the pool first ([`Gpu::set_tight`]): its
+    /// own setting, not the one of a caller it lets go first.
+    tight: bool,
+}
+
+impl<'s> Held<'s> {
+    /// The turn `guard`, held by a call that may pause.
+    pub(super) fn new(guard: DeviceGuard<'s>) -> Self {
+        Held {
+            shared: guard.shared,
+            guard: Some(guard),
+            tight: false,
         }
-        self.pauses[at as usize].fetch_add(1, Ordering::Relaxed);
-        drop(s);
-        self.lock_as(match urgent {
-            true => Rank::Urgent,
-            false => Rank::Resuming,
-        })
+    }
+
+    /// The device shared, for asking [`Shared::would_pause`] (whether [`Held::pause`] would
+    /// let the device go now) from a closure that runs while the state is borrowed: between
+    /// the pieces of a stream.
+    pub(super) fn shared(&self) -> &'s Shared {
+        self.shared
+    }
+
+    /// The device's state, for as long as the turn is held; an error where a pause lost it.
+    pub(super) fn state(&mut self) -> Result<&mut State, GpuError> {
+        match self.guard.as_mut() {
+            Some(guard) => Ok(&mut **guard),
+            None => Err(lost_turn()),
+        }
+    }
+
+    /// Sets whether this call's large allocations settle the pool first, for the device now
+    /// and again after each pause.
+    pub(super) fn set_tight(&mut self, tight: bool) -> Result<(), GpuError> {
+        self.state()?.gpu.set_tight(tight);
+        self.tight = tight;
+        Ok(())
+    }
+
+    /// A pause point: the device synchronized (so that the question is asked when the work
+    /// before is done, and an urgent caller's work does not queue behind it), then let go to
+    /// the urgent callers waiting, if any ([`Shared::yield_to_urgent`] decides, and counts the
+    /// pause at `at`), and taken back before any new call. Where the lock cannot be had
+    /// again, the turn is lost: this and every later [`Held::state`] return the error.
+    pub(super) fn pause(&mut self, at: Pause) -> Result<(), GpuError> {
+        self.state()?.gpu.sync()?;
+        let Some(guard) = self.guard.take() else {
+            return Err(lost_turn());
+        };
+        // The caller going first allocates as its own plan says, not as this one's.
+        if self.tight {
+            guard.gpu.set_tight(false);
+        }
+        let guard = self.shared.yield_to_urgent(guard, at)?;
+        if self.tight {
+            guard.gpu.set_tight(true);
+        }
+        self.guard = Some(guard);
+        Ok(())
+    }
+
+    /// The turn as a plain guard again (its tight setting left as it is); an error where a
+    /// pause lost it.
+    pub(super) fn into_guard(mut self) -> Result<DeviceGuard<'s>, GpuError> {
+        self.guard.take().ok_or_else(lost_turn)
+    }
+}
+
+/// The error of a call whose turn a pause lost (the pause itself returned why: a GPU call
+/// that panicked meanwhile, or a context that could not be bound again).
+fn lost_turn() -> GpuError {
+    GpuError::Cuda {
+        context: "pause",
+        message: "the device's turn was lost in a pause and not taken back".into(),
     }
 }
 
