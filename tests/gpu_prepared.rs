@@ -252,6 +252,16 @@ fn shaped_proofs_let_urgent_callers_go_between_their_steps() {
         (spans, urgent.join().unwrap())
     });
     let after = gpu.pauses().expect("a GPU counts its pauses");
+    // One more planned proof with no urgent caller about: where the long set's plan fits
+    // beside them, it leaves the urgent set's points on the device (room for critical work).
+    let p = synthesize(long.clone()).unwrap();
+    let last = prove_with_randomness(long_set.as_ref(), p, lr, ls).unwrap().0;
+    assert_eq!(last, long_theirs, "the planned proof after the urgent ones");
+    println!(
+        "after a planned proof: the urgent set holds {} device bytes, the long set's plan {}",
+        short_set.device_bytes(),
+        long_set.memory_plan().unwrap_or_default()
+    );
     let inside = urgent_done
         .iter()
         .filter(|t| spans.iter().any(|(a, b)| a < *t && *t < b))
