@@ -255,7 +255,9 @@ fn shaped_proofs_let_urgent_callers_go_between_their_steps() {
     // One more planned proof with no urgent caller about: where the long set's plan fits
     // beside them, it leaves the urgent set's points on the device (room for critical work).
     let p = synthesize(long.clone()).unwrap();
-    let last = prove_with_randomness(long_set.as_ref(), p, lr, ls).unwrap().0;
+    let last = prove_with_randomness(long_set.as_ref(), p, lr, ls)
+        .unwrap()
+        .0;
     assert_eq!(last, long_theirs, "the planned proof after the urgent ones");
     println!(
         "after a planned proof: the urgent set holds {} device bytes, the long set's plan {}",
