@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use super::Context;
 use crate::engine::EngineStats;
 use crate::pipeline::{DeviceHealth, PipelineStats};
+use crate::proofs::ProofKind;
 
 /// Writes a metric family's HELP and TYPE lines.
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -160,6 +161,17 @@ fn jobs(out: &mut String, stats: &EngineStats) {
                 "cuzk_jobs_deadlines_total{{kind=\"{kind}\",outcome=\"{outcome}\"}} {n}"
             );
         }
+    }
+    family(
+        out,
+        "cuzk_jobs_deadline_at_risk",
+        "gauge",
+        "Queued and running jobs with a deadline that their kind's measured proving time \
+         takes past it, by proof kind.",
+    );
+    for kind in ProofKind::ALL {
+        let n = stats.at_risk.get(&kind).copied().unwrap_or(0);
+        let _ = writeln!(out, "cuzk_jobs_deadline_at_risk{{kind=\"{kind}\"}} {n}");
     }
     family(
         out,
@@ -693,6 +705,22 @@ mod tests {
         device_memory(&mut out, &[cpu(), cpu()]);
         device_pauses(&mut out, &[cpu(), cpu()]);
         assert_eq!(out, "");
+    }
+
+    #[test]
+    fn jobs_at_risk_are_a_gauge_per_kind_zero_where_none() {
+        let mut stats = EngineStats::default();
+        stats.at_risk.insert(ProofKind::WindowPoSt, 2);
+        let mut out = String::new();
+        jobs(&mut out, &stats);
+        for line in [
+            "# TYPE cuzk_jobs_deadline_at_risk gauge",
+            "cuzk_jobs_deadline_at_risk{kind=\"window-post\"} 2",
+            "cuzk_jobs_deadline_at_risk{kind=\"winning-post\"} 0",
+            "cuzk_jobs_deadline_at_risk{kind=\"porep\"} 0",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} in {out}");
+        }
     }
 
     #[test]

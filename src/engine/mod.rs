@@ -466,13 +466,31 @@ impl Engine {
 
     /// Counters since start.
     pub fn stats(&self) -> EngineStats {
-        self.shared.lock().stats.clone()
+        let st = self.shared.lock();
+        let mut stats = st.stats.clone();
+        for r in st.at_risk(Instant::now()) {
+            *stats.at_risk.entry(r.kind).or_default() += 1;
+        }
+        stats
     }
 
     /// Drops expired results. Also done on every submission; call it periodically so that
     /// memory is released on an idle daemon too.
     pub fn reap(&self) {
-        self.shared.lock().reap(Instant::now());
+        let now = Instant::now();
+        let risks = {
+            let mut st = self.shared.lock();
+            st.reap(now);
+            st.newly_at_risk(now)
+        };
+        for r in risks {
+            tracing::warn!(
+                job = r.id,
+                kind = %r.kind,
+                late_by_s = format_args!("{:.1}", r.late_by.as_secs_f64()),
+                "job will likely miss its deadline: its kind's measured proving time takes it past it"
+            );
+        }
     }
 
     /// How long finished results are kept.

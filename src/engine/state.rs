@@ -49,6 +49,8 @@ pub(super) struct Job {
     /// Its worker has made its result ([`State::final_result`]): a Cancel comes too late to
     /// change it.
     pub result_made: bool,
+    /// The log has warned that it will likely miss its deadline ([`State::newly_at_risk`]).
+    pub warned_at_risk: bool,
 }
 
 impl Job {
@@ -100,6 +102,9 @@ pub struct EngineStats {
     /// Jobs with a deadline that ended, by kind and whether they succeeded by it (cancelled
     /// ones left out).
     pub deadlines: BTreeMap<(ProofKind, bool), u64>,
+    /// Queued and running jobs that the measured proving times say will end after their
+    /// deadline, by kind ([`State::at_risk`]; filled when the counters are read).
+    pub at_risk: BTreeMap<ProofKind, u64>,
 }
 
 impl EngineStats {
@@ -265,6 +270,7 @@ impl State {
                     error,
                     cancel_recorded: false,
                     result_made: false,
+                    warned_at_risk: false,
                 },
             );
         }
@@ -366,6 +372,7 @@ impl State {
                 error: None,
                 cancel_recorded: false,
                 result_made: false,
+                warned_at_risk: false,
             },
         );
         self.stats.queued += 1;
@@ -762,47 +769,16 @@ impl State {
         let priority = priority.unwrap_or_else(|| Priority::for_kind(kind));
         let mut queued_per_class = [0usize; 4];
         let mut running_per_class = [0usize; 4];
-        let mut running = Vec::new();
         for job in self.jobs.values() {
             let class = usize::from(job.priority.class()).min(3);
             match job.state {
                 JobState::Queued => queued_per_class[class] += 1,
-                JobState::Running => {
-                    running_per_class[class] += 1;
-                    running.push(RunningJob {
-                        kind: job.kind,
-                        lane: job.lane.unwrap_or(Lane::Any),
-                        elapsed: job
-                            .started
-                            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)),
-                    });
-                }
+                JobState::Running => running_per_class[class] += 1,
                 _ => {}
             }
         }
-        // The queue in the order workers take it: the live heap entries (a raised job's
-        // old entry is stale), highest class first, then the earliest due, then submission
-        // order.
-        let mut order: Vec<Queued> = self
-            .queue
-            .iter()
-            .filter(|(p, _, _, id)| {
-                self.jobs
-                    .get(id)
-                    .is_some_and(|j| j.state == JobState::Queued && j.priority == *p)
-            })
-            .copied()
-            .collect();
-        order.sort_unstable_by(|a, b| b.cmp(a));
-        let queued: Vec<QueuedJob> = order
-            .iter()
-            .filter_map(|(p, _, _, id)| {
-                self.jobs.get(id).map(|j| QueuedJob {
-                    kind: j.kind,
-                    priority: *p,
-                })
-            })
-            .collect();
+        let running: Vec<RunningJob> = self.running_jobs(now).into_iter().map(|(_, r)| r).collect();
+        let queued: Vec<QueuedJob> = self.queue_order().into_iter().map(|(_, q)| q).collect();
         Capacity {
             priority,
             queued: queued_per_class,
@@ -819,6 +795,111 @@ impl State {
             estimated_proof: self.measured.mean(kind),
             measured_jobs: self.measured.count(kind),
         }
+    }
+
+    /// The running jobs as the start model sees them, with their ids.
+    fn running_jobs(&self, now: Instant) -> Vec<(JobId, RunningJob)> {
+        let running = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.state == JobState::Running);
+        running
+            .map(|(&id, job)| {
+                let elapsed = job
+                    .started
+                    .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+                let lane = job.lane.unwrap_or(Lane::Any);
+                (
+                    id,
+                    RunningJob {
+                        kind: job.kind,
+                        lane,
+                        elapsed,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// The queue in the order workers take it, with the jobs' ids: the live heap entries (a
+    /// raised job's old entry is stale), highest class first, then the earliest due, then
+    /// submission order.
+    fn queue_order(&self) -> Vec<(JobId, QueuedJob)> {
+        let live = |(p, _, _, id): &&Queued| {
+            (self.jobs.get(id)).is_some_and(|j| j.state == JobState::Queued && j.priority == *p)
+        };
+        let mut order: Vec<Queued> = self.queue.iter().filter(live).copied().collect();
+        order.sort_unstable_by(|a, b| b.cmp(a));
+        let job = |(p, _, _, id): Queued| {
+            let kind = self.jobs.get(&id)?.kind;
+            Some((id, QueuedJob { kind, priority: p }))
+        };
+        order.into_iter().filter_map(job).collect()
+    }
+
+    /// The jobs with a deadline that the measured proving times say will end after it, at
+    /// `now`: a running job when its kind's mean proving time less what it has run passes
+    /// its deadline, a queued one when its estimated start ([`estimate_start`] over the jobs
+    /// ahead of it) and that mean do. A job of a kind not measured yet, or whose start the
+    /// model cannot tell, is not counted (nothing is invented).
+    pub fn at_risk(&self, now: Instant) -> Vec<AtRisk> {
+        let running = self.running_jobs(now);
+        let mut out = Vec::new();
+        let mut note = |id: JobId, kind: ProofKind, finish: Option<Duration>| {
+            let due = self.jobs.get(&id).and_then(|j| j.due.instant());
+            if let (Some(due), Some(finish)) = (due, finish) {
+                let left = due.saturating_duration_since(now);
+                if finish > left {
+                    out.push(AtRisk {
+                        id,
+                        kind,
+                        late_by: finish - left,
+                    });
+                }
+            }
+        };
+        for (id, r) in &running {
+            note(
+                *id,
+                r.kind,
+                self.measured
+                    .mean(r.kind)
+                    .map(|m| m.saturating_sub(r.elapsed)),
+            );
+        }
+        let run: Vec<RunningJob> = running.iter().map(|(_, r)| *r).collect();
+        let order = self.queue_order();
+        let ahead: Vec<QueuedJob> = order.iter().map(|(_, q)| *q).collect();
+        for (k, (id, q)) in order.iter().enumerate() {
+            let start = estimate_start(
+                self.config.workers,
+                &run,
+                &ahead[..k],
+                q.priority,
+                &self.measured,
+            );
+            let proof = self.measured.mean(q.kind);
+            note(
+                *id,
+                q.kind,
+                start.zip(proof).map(|(s, p)| s.saturating_add(p)),
+            );
+        }
+        out
+    }
+
+    /// [`State::at_risk`], each job returned once (the first time it is found at risk), for
+    /// a warning in the log.
+    pub fn newly_at_risk(&mut self, now: Instant) -> Vec<AtRisk> {
+        let risks = self.at_risk(now);
+        let mut new = Vec::new();
+        for r in risks {
+            if let Some(job) = self.jobs.get_mut(&r.id).filter(|j| !j.warned_at_risk) {
+                job.warned_at_risk = true;
+                new.push(r);
+            }
+        }
+        new
     }
 
     /// The earliest moment a finished job expires, for the reaper.

@@ -1329,3 +1329,60 @@ fn gated_engine_running_a_job() -> (Arc<GatedRecorder>, Arc<Engine>, Submitted) 
     wait_state(&e, running.id, JobState::Running);
     (recorder, e, running)
 }
+
+/// A job with a deadline is at risk when its kind's measured proving time takes it past the
+/// deadline: a running one from what it has run, a queued one from its estimated start behind
+/// the jobs ahead of it; an unmeasured kind is never counted, and each job is warned of once.
+#[test]
+fn pure_jobs_whose_measured_time_passes_their_deadline_are_at_risk() {
+    let mut st = State::new(config(1, 16, 1));
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let job = |label: &str, due| NewJob {
+        due,
+        ..window_job(label)
+    };
+    // One WindowPoSt measured at 100 s of proving.
+    let first = st.submit(job("measured", Due::Never), t0).unwrap().0;
+    st.next_assignment(t0, Lane::Any).expect("the worker");
+    st.finish(first, window_proved(), at(100));
+    assert!(st.at_risk(at(100)).is_empty(), "nothing queued or running");
+    // At 200 s: one running (due in 50 s, 100 s to go), one queued behind it due in 160 s
+    // (starts in 100 s, done in 200 s), one queued due in 1000 s, and a WinningPoSt due in
+    // 1 s that no measurement covers.
+    let running = st
+        .submit(job("running", Due::At(at(250))), at(200))
+        .unwrap()
+        .0;
+    st.next_assignment(at(200), Lane::Any).expect("the worker");
+    let behind = st
+        .submit(job("behind", Due::At(at(360))), at(200))
+        .unwrap()
+        .0;
+    st.submit(job("later", Due::At(at(1200))), at(200)).unwrap();
+    let winning = winning("unmeasured");
+    st.submit(
+        NewJob {
+            digest: journal::format::digest(&winning),
+            request: winning,
+            due: Due::At(at(201)),
+            ..window_job("x")
+        },
+        at(200),
+    )
+    .unwrap();
+    let mut risks = st.at_risk(at(200));
+    risks.sort_by_key(|r| r.id);
+    let seen: Vec<(JobId, u64)> = risks.iter().map(|r| (r.id, r.late_by.as_secs())).collect();
+    assert_eq!(seen, vec![(running, 50), (behind, 40)]);
+    assert!(risks.iter().all(|r| r.kind == ProofKind::WindowPoSt));
+    // Warned of once each; 30 s later the running job has run 30 s of its 100.
+    assert_eq!(st.newly_at_risk(at(200)).len(), 2);
+    assert!(st.newly_at_risk(at(230)).is_empty());
+    let late: Vec<u64> = st
+        .at_risk(at(230))
+        .iter()
+        .map(|r| r.late_by.as_secs())
+        .collect();
+    assert!(late.contains(&50), "{late:?}");
+}

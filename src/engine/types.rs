@@ -321,6 +321,16 @@ pub struct JobSnapshot {
     pub error: Option<String>,
 }
 
+/// A job that the measured proving times say will end after its deadline
+/// ([`super::state::State::at_risk`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AtRisk {
+    pub id: JobId,
+    pub kind: ProofKind,
+    /// How long after its deadline it would end by the estimate.
+    pub late_by: Duration,
+}
+
 /// What [`super::Engine::capacity`] reports: the queue and the workers as a scheduler sees
 /// them before it sends a job of one kind and class.
 #[derive(Clone, Debug, PartialEq, Eq)]
