@@ -245,6 +245,11 @@ impl State {
     /// the upload runs out of memory, the other resident points and the NTT tables go first
     /// and it is tried once more.
     pub(super) fn ensure(&mut self, p: &Points<'_>) -> Result<(), GpuError> {
+        // Noted whether or not they are resident already: a set's points may have gone up
+        // when it was prepared, before any urgent caller asked for them.
+        if is_urgent() {
+            self.critical.note_set(p.key.set);
+        }
         if self.bases.contains_key(&p.key) {
             return Ok(());
         }
@@ -260,9 +265,6 @@ impl State {
         }
         self.bases.insert(p.key, buf);
         self.settle_want(p.key.set, p.key.query);
-        if is_urgent() {
-            self.critical.note_set(p.key.set);
-        }
         Ok(())
     }
 
@@ -402,6 +404,9 @@ impl State {
         keep: &SlotKey,
     ) -> Result<(), GpuError> {
         self.shapes.retain(|(host, _)| host.strong_count() > 0);
+        if is_urgent() {
+            self.critical.note_shape(Arc::as_ptr(shape) as usize);
+        }
         if self.shape(shape).is_some() {
             return Ok(());
         }
@@ -425,9 +430,6 @@ impl State {
             r => r?,
         };
         self.shapes.push((Arc::downgrade(shape), copy));
-        if is_urgent() {
-            self.critical.note_shape(Arc::as_ptr(shape) as usize);
-        }
         Ok(())
     }
 
