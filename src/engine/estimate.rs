@@ -72,6 +72,25 @@ impl Measured {
     }
 }
 
+/// What a running job has left: once `progress` (partitions done, of all) counts one done,
+/// the rest at the pace it has kept so far (its own partitions, whatever their number: a
+/// WindowPoSt of ten partitions takes longer than the mean of smaller ones), else its kind's
+/// `mean` proving time less the `elapsed` time, `None` where that is not measured. The pace
+/// includes the job's start (parameters, the first partition's synthesis), so it errs late.
+pub fn time_left(
+    mean: Option<Duration>,
+    elapsed: Duration,
+    progress: (usize, usize),
+) -> Option<Duration> {
+    let (done, total) = progress;
+    if done > 0 && total >= done {
+        let rest = u32::try_from(total - done).unwrap_or(u32::MAX);
+        let per = elapsed / u32::try_from(done).unwrap_or(u32::MAX);
+        return Some(per.saturating_mul(rest));
+    }
+    mean.map(|m| m.saturating_sub(elapsed))
+}
+
 /// A job a worker holds now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunningJob {
@@ -208,6 +227,19 @@ mod tests {
 
     use Priority::{Critical, High, Low, Normal};
     use ProofKind::{PoRep, SnapDeals, WindowPoSt, WinningPoSt};
+
+    #[test]
+    fn a_running_job_has_left_its_own_pace_once_a_partition_is_done() {
+        let s = Duration::from_secs;
+        // Nothing done: the kind's mean less what it has run, unknown unmeasured.
+        assert_eq!(time_left(Some(s(100)), s(30), (0, 10)), Some(s(70)));
+        assert_eq!(time_left(Some(s(100)), s(130), (0, 10)), Some(s(0)));
+        assert_eq!(time_left(None, s(30), (0, 10)), None);
+        // 2 of 10 partitions in 40 s: 8 more at 20 s each, whatever the mean says.
+        assert_eq!(time_left(Some(s(100)), s(40), (2, 10)), Some(s(160)));
+        assert_eq!(time_left(None, s(40), (2, 10)), Some(s(160)));
+        assert_eq!(time_left(None, s(40), (10, 10)), Some(s(0)));
+    }
 
     #[test]
     fn mean_then_moving_average() {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::estimate::{estimate_start, Measured, QueuedJob, RunningJob};
+use super::estimate::{estimate_start, time_left, Measured, QueuedJob, RunningJob};
 use super::journal::{RecoveredJob, RecoveredState};
 use super::types::*;
 use super::EngineConfig;
@@ -838,8 +838,9 @@ impl State {
     }
 
     /// The jobs with a deadline that the measured proving times say will end after it, at
-    /// `now`: a running job when its kind's mean proving time less what it has run passes
-    /// its deadline, a queued one when its estimated start ([`estimate_start`] over the jobs
+    /// `now`: a running job when what it has left ([`time_left`]: by its own pace once a
+    /// partition is done, else its kind's mean proving time less what it has run) passes its
+    /// deadline, a queued one when its estimated start ([`estimate_start`] over the jobs
     /// ahead of it) and that mean do. A job of a kind not measured yet, or whose start the
     /// model cannot tell, is not counted (nothing is invented).
     pub fn at_risk(&self, now: Instant) -> Vec<AtRisk> {
@@ -859,13 +860,9 @@ impl State {
             }
         };
         for (id, r) in &running {
-            note(
-                *id,
-                r.kind,
-                self.measured
-                    .mean(r.kind)
-                    .map(|m| m.saturating_sub(r.elapsed)),
-            );
+            let progress = self.jobs.get(id).map_or((0, 0), |j| j.control.progress());
+            let left = time_left(self.measured.mean(r.kind), r.elapsed, progress);
+            note(*id, r.kind, left);
         }
         let run: Vec<RunningJob> = running.iter().map(|(_, r)| *r).collect();
         let order = self.queue_order();
