@@ -125,34 +125,62 @@ pub fn estimate_start(
     priority: Priority,
     measured: &Measured,
 ) -> Option<Duration> {
-    let workers = workers.max(1);
+    let (mut any, mut critical) = free_times(workers, running, measured);
+    let ahead = queued.iter().filter(|q| q.priority >= priority);
+    for job in ahead {
+        hold(&mut any, &mut critical, job, measured);
+    }
+    take(&mut any, &mut critical, priority == Priority::Critical).at
+}
+
+/// The estimated start of every queued job, in the engine's order (`queued`, highest class
+/// first): what [`estimate_start`] says of each behind the ones before it, in one pass
+/// (a queue of many jobs is not played again for each).
+pub fn estimate_starts(
+    workers: usize,
+    running: &[RunningJob],
+    queued: &[QueuedJob],
+    measured: &Measured,
+) -> Vec<Option<Duration>> {
+    let (mut any, mut critical) = free_times(workers, running, measured);
+    (queued.iter())
+        .map(|job| hold(&mut any, &mut critical, job, measured))
+        .collect()
+}
+
+/// When each worker of the Any lane frees, then the critical one's; an idle worker is free
+/// now.
+fn free_times(
+    workers: usize,
+    running: &[RunningJob],
+    measured: &Measured,
+) -> (Vec<FreeAt>, FreeAt) {
     let remaining = |job: &RunningJob| -> FreeAt {
         measured
             .mean(job.kind)
             .map(|m| m.saturating_sub(job.elapsed))
     };
-    // Every worker of the Any lane, then the critical one; an idle worker is free now.
-    let mut any: Vec<FreeAt> = running
-        .iter()
+    let mut any: Vec<FreeAt> = (running.iter())
         .filter(|j| j.lane == Lane::Any)
         .map(remaining)
         .collect();
-    any.resize(workers.max(any.len()), Some(Duration::ZERO));
-    let mut critical: FreeAt = running
-        .iter()
+    any.resize(workers.max(1).max(any.len()), Some(Duration::ZERO));
+    let critical: FreeAt = (running.iter())
         .find(|j| j.lane == Lane::Critical)
         .map_or(Some(Duration::ZERO), remaining);
+    (any, critical)
+}
 
-    let ahead = queued.iter().filter(|q| q.priority >= priority);
-    for job in ahead {
-        let took = take(&mut any, &mut critical, job.priority == Priority::Critical);
-        let hold = measured.mean(job.kind);
-        *took.slot = match (took.at, hold) {
-            (Some(at), Some(hold)) => Some(at.saturating_add(hold)),
-            _ => None,
-        };
-    }
-    take(&mut any, &mut critical, priority == Priority::Critical).at
+/// `job` takes the worker that frees first among those it may use and holds it for its
+/// kind's measured time: its start.
+fn hold(any: &mut [FreeAt], critical: &mut FreeAt, job: &QueuedJob, measured: &Measured) -> FreeAt {
+    let took = take(any, critical, job.priority == Priority::Critical);
+    let at = took.at;
+    *took.slot = match (at, measured.mean(job.kind)) {
+        (Some(at), Some(hold)) => Some(at.saturating_add(hold)),
+        _ => None,
+    };
+    at
 }
 
 /// The worker a job takes: where it is, and when the job starts on it.
@@ -227,6 +255,36 @@ mod tests {
 
     use Priority::{Critical, High, Low, Normal};
     use ProofKind::{PoRep, SnapDeals, WindowPoSt, WinningPoSt};
+
+    #[test]
+    fn every_queued_jobs_start_in_one_pass_is_the_one_behind_those_before_it() {
+        use Priority::*;
+        use ProofKind::*;
+        let m = measured(&[(PoRep, 300), (WindowPoSt, 60), (WinningPoSt, 2)]);
+        let running = [
+            run(PoRep, Lane::Any, 100),
+            run(WinningPoSt, Lane::Critical, 1),
+        ];
+        let queued = [
+            q(WinningPoSt, Critical),
+            q(WindowPoSt, High),
+            q(WindowPoSt, High),
+            q(PoRep, Normal),
+            q(SnapDeals, Normal),
+            q(PoRep, Low),
+        ];
+        let all = estimate_starts(2, &running, &queued, &m);
+        assert_eq!(all.len(), queued.len());
+        for (k, job) in queued.iter().enumerate() {
+            let one = estimate_start(2, &running, &queued[..k], job.priority, &m);
+            assert_eq!(all[k], one, "job {k}");
+        }
+        // Known up to the unmeasured SnapDeals, unknown behind it.
+        assert!(
+            all[..5].iter().all(Option::is_some) && all[5].is_none(),
+            "{all:?}"
+        );
+    }
 
     #[test]
     fn a_running_job_has_left_its_own_pace_once_a_partition_is_done() {

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::estimate::{estimate_start, time_left, Measured, QueuedJob, RunningJob};
+use super::estimate::{
+    estimate_start, estimate_starts, time_left, Measured, QueuedJob, RunningJob,
+};
 use super::journal::{RecoveredJob, RecoveredState};
 use super::types::*;
 use super::EngineConfig;
@@ -840,9 +842,10 @@ impl State {
     /// The jobs with a deadline that the measured proving times say will end after it, at
     /// `now`: a running job when what it has left ([`time_left`]: by its own pace once a
     /// partition is done, else its kind's mean proving time less what it has run) passes its
-    /// deadline, a queued one when its estimated start ([`estimate_start`] over the jobs
-    /// ahead of it) and that mean do. A job of a kind not measured yet, or whose start the
-    /// model cannot tell, is not counted (nothing is invented).
+    /// deadline, a queued one when its estimated start behind the jobs ahead of it
+    /// ([`estimate_starts`], the whole queue in one pass) and that mean do. A job of a kind
+    /// not measured yet, or whose start the model cannot tell, is not counted (nothing is
+    /// invented).
     pub fn at_risk(&self, now: Instant) -> Vec<AtRisk> {
         let running = self.running_jobs(now);
         let mut out = Vec::new();
@@ -866,15 +869,9 @@ impl State {
         }
         let run: Vec<RunningJob> = running.iter().map(|(_, r)| *r).collect();
         let order = self.queue_order();
-        let ahead: Vec<QueuedJob> = order.iter().map(|(_, q)| *q).collect();
-        for (k, (id, q)) in order.iter().enumerate() {
-            let start = estimate_start(
-                self.config.workers,
-                &run,
-                &ahead[..k],
-                q.priority,
-                &self.measured,
-            );
+        let queued: Vec<QueuedJob> = order.iter().map(|(_, q)| *q).collect();
+        let starts = estimate_starts(self.config.workers, &run, &queued, &self.measured);
+        for ((id, q), start) in order.iter().zip(starts) {
             let proof = self.measured.mean(q.kind);
             note(
                 *id,
