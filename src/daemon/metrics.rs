@@ -166,8 +166,9 @@ fn jobs(out: &mut String, stats: &EngineStats) {
         out,
         "cuzk_jobs_deadline_at_risk",
         "gauge",
-        "Queued and running jobs with a deadline that their kind's measured proving time \
-         takes past it, by proof kind.",
+        "Queued and running jobs with a deadline that the proving times measured so far \
+         (the kind's mean; a running job's own pace once a partition is done) take past it, \
+         by proof kind.",
     );
     for kind in ProofKind::ALL {
         let n = stats.at_risk.get(&kind).copied().unwrap_or(0);

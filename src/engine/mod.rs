@@ -488,7 +488,7 @@ impl Engine {
                 job = r.id,
                 kind = %r.kind,
                 late_by_s = format_args!("{:.1}", r.late_by.as_secs_f64()),
-                "job will likely miss its deadline: its kind's measured proving time takes it past it"
+                "job will likely miss its deadline, by the proving times measured so far"
             );
         }
     }

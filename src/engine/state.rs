@@ -847,6 +847,12 @@ impl State {
     /// not measured yet, or whose start the model cannot tell, is not counted (nothing is
     /// invented).
     pub fn at_risk(&self, now: Instant) -> Vec<AtRisk> {
+        // Read with every Status, metrics scrape and readiness update: without a deadline in
+        // sight the queue is not ordered and played at all.
+        let due = |j: &Job| !j.state.is_finished() && j.due.instant().is_some();
+        if !self.jobs.values().any(due) {
+            return Vec::new();
+        }
         let running = self.running_jobs(now);
         let mut out = Vec::new();
         let mut note = |id: JobId, kind: ProofKind, finish: Option<Duration>| {
