@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bellperson::groth16::{prepare_verifying_key, VerifyingKey};
-use blstrs::Scalar;
+use blstrs::{G1Affine, G2Affine, Scalar};
 use ff::Field;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -951,11 +951,17 @@ impl Sections {
     }
 }
 
-/// Parameters of `sec`, made of random points tiled from a few thousand.
+/// Parameters of `sec`, made of random points tiled from a few thousand. Their host copies
+/// can be released once the devices hold them, as a parameter file's can: they are tiled again
+/// where they are needed after all.
 pub(super) fn srs_of(sec: &Sections) -> Srs {
-    let g1 = random_g1(TILE, 11);
-    let g2 = random_g2(TILE / 8, 12);
+    let g1: Arc<[G1Affine]> = random_g1(TILE, 11).into();
+    let g2: Arc<[G2Affine]> = random_g2(TILE / 8, 12).into();
     let tiled1 = |n: usize, shift: usize| repeat(&g1[shift..], n);
+    let rebuildable1 = |n: usize, shift: usize| {
+        let g1 = g1.clone();
+        HostPoints::rebuildable(move || repeat(&g1[shift..], n))
+    };
     let vk = VerifyingKey {
         alpha_g1: g1[0],
         beta_g1: g1[1],
@@ -970,11 +976,14 @@ pub(super) fn srs_of(sec: &Sections) -> Srs {
         path: PathBuf::from("synthetic"),
         vk,
         pvk,
-        h: HostPoints::in_memory(tiled1(sec.h(), 1)),
-        l: HostPoints::in_memory(tiled1(sec.aux, 2)),
-        a: HostPoints::in_memory(tiled1(sec.inputs + sec.a_aux, 3)),
-        b_g1: HostPoints::in_memory(tiled1(sec.b, 4)),
-        b_g2: HostPoints::in_memory(repeat(&g2, sec.b)),
+        h: rebuildable1(sec.h(), 1),
+        l: rebuildable1(sec.aux, 2),
+        a: rebuildable1(sec.inputs + sec.a_aux, 3),
+        b_g1: rebuildable1(sec.b, 4),
+        b_g2: {
+            let (g2, n) = (g2.clone(), sec.b);
+            HostPoints::rebuildable(move || repeat(&g2, n))
+        },
         file_len: 0,
         load_time: Duration::ZERO,
     }

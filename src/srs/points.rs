@@ -6,7 +6,9 @@
 //! [`Want`] on it; [`HostPoints::release_unwanted`] drops the copy once none does, and
 //! [`HostPoints::get`] reads it again from the parameter file when someone needs it after
 //! all (a device that lost its copy, a proof that fell back to the CPU). Points built in
-//! memory have no file to come back from and are never dropped.
+//! memory come back from the function that built them where there is one
+//! ([`HostPoints::rebuildable`]: a benchmark's synthetic points), and are never dropped where
+//! there is none.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -53,10 +55,18 @@ pub(super) struct Origin {
     pub(super) modified: Option<SystemTime>,
 }
 
+/// Where a released host copy comes back from.
+enum Source<T> {
+    /// Read again from the parameter file.
+    File(Origin),
+    /// Made again by the function that made it.
+    Built(Arc<dyn Fn() -> Vec<T> + Send + Sync>),
+}
+
 /// A query's points, held in host memory while anyone wants them (see the module's doc).
 pub struct HostPoints<T> {
     len: usize,
-    origin: Option<Origin>,
+    source: Option<Source<T>>,
     held: Mutex<Option<Arc<Vec<T>>>>,
     /// Bytes of `held` (read without its lock, which a reload holds for seconds).
     held_bytes: AtomicU64,
@@ -82,16 +92,23 @@ impl<T: FilePoint> HostPoints<T> {
         Self::held_from(points, None)
     }
 
-    /// Points read from the file at `origin`, which can be read again after a release.
-    pub(super) fn from_file(points: Vec<T>, origin: Origin) -> Self {
-        Self::held_from(points, Some(origin))
+    /// Points made by `make`, which makes them again when they are needed after a release.
+    /// `make` must give the same points each time.
+    pub fn rebuildable(make: impl Fn() -> Vec<T> + Send + Sync + 'static) -> Self {
+        let points = make();
+        Self::held_from(points, Some(Source::Built(Arc::new(make))))
     }
 
-    fn held_from(points: Vec<T>, origin: Option<Origin>) -> Self {
+    /// Points read from the file at `origin`, which can be read again after a release.
+    pub(super) fn from_file(points: Vec<T>, origin: Origin) -> Self {
+        Self::held_from(points, Some(Source::File(origin)))
+    }
+
+    fn held_from(points: Vec<T>, source: Option<Source<T>>) -> Self {
         let len = points.len();
         HostPoints {
             len,
-            origin,
+            source,
             held_bytes: AtomicU64::new(bytes_of::<T>(len)),
             held: Mutex::new(Some(Arc::new(points))),
             wants: Arc::new(AtomicUsize::new(0)),
@@ -116,19 +133,34 @@ impl<T: FilePoint> HostPoints<T> {
         if let Some(points) = &*held {
             return Ok(points.clone());
         }
-        let origin = self.origin.as_ref().ok_or_else(|| SrsError::Mismatch {
-            path: PathBuf::from("(parameters built in memory)"),
-            detail: "points released without a file to read them from".into(),
-        })?;
         let start = Instant::now();
-        let points = Arc::new(read_again::<T>(origin, self.len)?);
-        tracing::warn!(
-            params = %origin.path.display(),
-            query = origin.section.name(),
-            bytes = bytes_of::<T>(self.len),
-            ms = start.elapsed().as_millis() as u64,
-            "host copy of a query read again from the parameter file (it had been released while a device held it)"
-        );
+        let points = match &self.source {
+            Some(Source::File(origin)) => {
+                let points = read_again::<T>(origin, self.len)?;
+                tracing::warn!(
+                    params = %origin.path.display(),
+                    query = origin.section.name(),
+                    bytes = bytes_of::<T>(self.len),
+                    ms = start.elapsed().as_millis() as u64,
+                    "host copy of a query read again from the parameter file (it had been released while a device held it)"
+                );
+                points
+            }
+            Some(Source::Built(make)) => {
+                let points = make();
+                if points.len() != self.len {
+                    return Err(built_mismatch(points.len(), self.len));
+                }
+                tracing::info!(
+                    bytes = bytes_of::<T>(self.len),
+                    ms = start.elapsed().as_millis() as u64,
+                    "host copy of a query built again (it had been released while a device held it)"
+                );
+                points
+            }
+            None => return Err(built_mismatch(0, self.len)),
+        };
+        let points = Arc::new(points);
         *held = Some(points.clone());
         self.held_bytes
             .store(bytes_of::<T>(self.len), Ordering::Relaxed);
@@ -154,7 +186,7 @@ impl<T: FilePoint> HostPoints<T> {
     /// Drops the held copy where it can be read again and no [`Want`] is alive; returns the
     /// bytes dropped (freed once the last reader still holding the copy is done with it).
     pub fn release_unwanted(&self) -> u64 {
-        if self.origin.is_none() || self.wants.load(Ordering::Acquire) > 0 {
+        if self.source.is_none() || self.wants.load(Ordering::Acquire) > 0 {
             return 0;
         }
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
@@ -169,6 +201,19 @@ impl<T: FilePoint> HostPoints<T> {
     /// Bytes of the held copy (0 where it was released).
     pub fn held_bytes(&self) -> u64 {
         self.held_bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// A released copy that could not be made again as it was (`made` points of `len`; none
+/// where nothing can make it).
+fn built_mismatch(made: usize, len: usize) -> SrsError {
+    SrsError::Mismatch {
+        path: PathBuf::from("(parameters built in memory)"),
+        detail: if made == 0 {
+            "points released without a file or a function to make them again".into()
+        } else {
+            format!("made again as {made} points, not the {len} released")
+        },
     }
 }
 
@@ -198,5 +243,53 @@ fn changed(path: &Path) -> SrsError {
         detail: "the file changed since it was loaded; its points cannot be read again (evict \
                  the set and load it anew)"
             .into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use group::prime::PrimeCurveAffine;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn built_points_nobody_wants_are_released_and_made_again_the_same() {
+        let made = Arc::new(AtomicUsize::new(0));
+        let counter = made.clone();
+        let g = G1Affine::generator();
+        let points = HostPoints::rebuildable(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            (0..5u64)
+                .map(|i| G1Affine::from(g * blstrs::Scalar::from(i + 1)))
+                .collect()
+        });
+        let first = points.get().unwrap();
+        assert_eq!((points.len(), points.held_bytes()), (5, 5 * 96));
+
+        // A claim keeps the copy; without one it goes, and a reader keeps what it holds.
+        let want = points.want();
+        assert_eq!(points.release_unwanted(), 0);
+        drop(want);
+        assert_eq!(points.release_unwanted(), 5 * 96);
+        assert!(points.held().is_none() && points.held_bytes() == 0);
+        assert_eq!(first.len(), 5);
+
+        // Made again, the same points, and held until the next release.
+        assert_eq!(points.get().unwrap().as_slice(), first.as_slice());
+        assert_eq!(points.held_bytes(), 5 * 96);
+        assert_eq!(made.load(Ordering::Relaxed), 2);
+
+        // A function that makes other points than it did is refused, not held.
+        let calls = Arc::new(AtomicUsize::new(0));
+        let shrinking = HostPoints::rebuildable(move || {
+            vec![g; 3 - calls.fetch_add(1, Ordering::Relaxed).min(2)]
+        });
+        assert_eq!(shrinking.release_unwanted(), 3 * 96);
+        assert!(matches!(shrinking.get(), Err(SrsError::Mismatch { .. })));
+        assert!(shrinking.held().is_none());
+
+        // Points with nothing to make them again are never released.
+        let fixed = HostPoints::in_memory(vec![g; 2]);
+        assert_eq!((fixed.release_unwanted(), fixed.held_bytes()), (0, 2 * 96));
     }
 }
