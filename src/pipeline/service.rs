@@ -397,9 +397,12 @@ impl ProvingService {
     /// nothing a client sends reaches this.
     #[cfg(feature = "scaffolding")]
     pub fn preload_built(&self, id: &ParamsId, srs: Arc<Srs>) -> Result<Duration, ProveError> {
-        let (_, _, time) = self
+        let (srs, _, time) = self
             .srs
             .get_prepared_or(id, || Ok(srs), |srs| self.prepare(srs))?;
+        // As after a load from a file: the host copies of what every device holds can go
+        // (where they can be made again).
+        srs.release_unwanted();
         self.update_params_bytes();
         Ok(time)
     }
