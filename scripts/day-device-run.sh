@@ -7,15 +7,17 @@
 # It prints the report (WinningPoSt idle and under load, the deadline, PoRep sectors per
 # hour with and without the PoSt work, the device's pauses for WinningPoSt, device busy, peak
 # RSS) and leaves the log and a Perfetto trace in $OUT (default /tmp).
-#   scripts/day-device-run.sh [extra flags for cuzk bench day, e.g. --gpu-memory-limit 22GiB]
+#   [DAY_REFERENCE=45s] scripts/day-device-run.sh [extra flags for cuzk bench day, e.g.
+#   --gpu-memory-limit 22GiB]; DAY_REFERENCE is the PoRep-alone stretch that sectors per hour
+#   are compared with (default 20s: one sector)
 set -uo pipefail
 OUT="${OUT:-/tmp}"
-export CUZK_GPU_CACHE="$PWD/carry/cache"
+export CUZK_GPU_CACHE="${CUZK_GPU_CACHE:-$PWD/carry/cache}"
 export CUZK_LOG="${CUZK_LOG:-warn,cuzk::gpu=debug}"
 rc=0
 timeout "${DAY_TIMEOUT:-540}" carry/cuzk bench day --sector-size 32GiB --duration 60s \
     --deadline-at 15s --deadline-partitions 2 --porep-in-flight 1 --winning-post-every 10s \
-    --reference-for 20s --window-post-sectors 200 --idle-runs 2 \
+    --reference-for "${DAY_REFERENCE:-20s}" --window-post-sectors 200 --idle-runs 2 \
     --trace-file "$OUT/day.json" "$@" >"$OUT/day.log" 2>&1 || rc=$?
 # The report and the lines that explain it; the debug log stays in the file.
 grep -vE "DEBUG|TRACE" "$OUT/day.log" | tail -40

@@ -72,7 +72,7 @@ fn run_day(args: &DayBenchArgs, day: &Day, backend: Arc<dyn Backend>) -> anyhow:
     let bytes: u64 = sets.iter().map(|s| s.sections.bytes()).sum();
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     println!(
-        "generating synthetic {} parameters (random points; sized in {:.1} s): {}; {:.1} GiB of host memory in all, the stages' budget {:.1} GiB",
+        "generating synthetic {} parameters (random points; sized in {:.1} s): {}; {:.1} GiB in all, the stages' budget {:.1} GiB",
         format_sector_size(args.sector_size),
         start.elapsed().as_secs_f64(),
         sets.iter()
@@ -82,20 +82,14 @@ fn run_day(args: &DayBenchArgs, day: &Day, backend: Arc<dyn Backend>) -> anyhow:
         gib(bytes),
         gib(budget)
     );
-    anyhow::ensure!(
-        bytes < budget,
-        "the parameters would not fit the stages' memory budget: pass --window-post-sectors \
-         (fewer WindowPoSt sector slots) or --memory-budget"
-    );
+    let took = runner::generate(&svc, &sets, budget)?;
+    let held = runner::params_host_bytes(&svc);
     println!(
-        "{:.1} GiB of the budget left for the partitions in flight (admission waits for room)",
-        gib(budget - bytes)
-    );
-    let took = runner::generate(&svc, &sets)?;
-    println!(
-        "parameters generated and resident (on {}) in {:.1} s; synthetic proofs are never verified: their witnesses are random",
+        "parameters generated and resident (on {}) in {:.1} s, {:.1} GiB of their host copies kept ({:.1} GiB of the budget left for the partitions in flight; admission waits for room); synthetic proofs are never verified: their witnesses are random",
         svc.backend_name(),
-        took.as_secs_f64()
+        took.as_secs_f64(),
+        gib(held),
+        gib(budget.saturating_sub(held))
     );
     let p = DayProver::new(svc, args.sector_size, args.window_post_sectors, args.seed);
     stretches(args, day, &p, &device)
@@ -242,6 +236,39 @@ fn print_arrival(a: &Arrival) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The CPU keeps every host copy, so with room for the first set only the second is
+    /// refused before it is made, and what was made stays counted (the sections' bytes
+    /// count the verifying key's points too, which are not a query's).
+    #[test]
+    fn a_set_that_would_not_fit_beside_the_kept_copies_is_refused_before_it_is_made() {
+        let cpu = crate::prover::cpu::CpuBackend::new(Default::default());
+        let options = PipelineOptions {
+            memory_budget: 1 << 30,
+            ..PipelineOptions::default()
+        };
+        let svc =
+            ProvingService::with_pipeline(PathBuf::from("/nonexistent"), Arc::new(cpu), &options)
+                .unwrap();
+        let sets = runner::sizes(2048, None).unwrap();
+        let first = sets[0].sections.bytes();
+        assert!(sets.len() > 1 && sets[1].sections.bytes() > 0);
+        let err = runner::generate(&svc, &sets, first + 1).unwrap_err();
+        assert!(
+            err.to_string().contains("would not fit") && err.to_string().contains(&sets[1].what),
+            "{err}"
+        );
+        let kept = runner::params_host_bytes(&svc);
+        assert!(
+            first - first / 100 < kept && kept <= first,
+            "{kept} of {first}"
+        );
+        let all: u64 = sets.iter().map(|s| s.sections.bytes()).sum();
+        runner::generate(&svc, &sets, all + 1).unwrap();
+        let kept = runner::params_host_bytes(&svc);
+        assert!(all - all / 100 < kept && kept <= all, "{kept} of {all}");
+    }
+
     /// loaded cores (the 2 KiB PoRep partition's device stage is most of it).
     #[test]
     fn a_tiny_day_runs_every_class_through_the_stages() {

@@ -142,13 +142,32 @@ pub(super) fn extrapolate(one: &Sections, two: &Sections, n: usize) -> Sections 
 }
 
 /// Makes each set's parameters of random points and makes them resident in `svc` (on its
-/// devices too); returns the time taken.
-pub(super) fn generate(svc: &ProvingService, sets: &[Set]) -> Result<Duration, ProveError> {
+/// devices too), one set at a time (those resident already skipped): a device that holds a
+/// set's points lets its host copy go before the next is made. Refused before a set whose
+/// host copy would not fit the budget beside the copies kept so far. Returns the time taken.
+pub(super) fn generate(
+    svc: &ProvingService,
+    sets: &[Set],
+    budget: u64,
+) -> anyhow::Result<Duration> {
     let start = Instant::now();
-    for set in sets {
+    for set in sets.iter().filter(|s| !svc.is_resident(&s.id)) {
+        let (kept, bytes) = (params_host_bytes(svc), set.sections.bytes());
+        anyhow::ensure!(
+            kept.saturating_add(bytes) < budget,
+            "the {} parameters ({bytes} bytes) would not fit the stages' memory budget of \
+             {budget} bytes beside the {kept} bytes of host copies kept so far: pass \
+             --window-post-sectors (fewer WindowPoSt sector slots) or --memory-budget",
+            set.what
+        );
         svc.preload_built(&set.id, Arc::new(srs_of(&set.sections)))?;
     }
     Ok(start.elapsed())
+}
+
+/// Bytes of the resident sets' host copies held now.
+pub(super) fn params_host_bytes(svc: &ProvingService) -> u64 {
+    svc.resident().iter().map(|p| p.params.resident_bytes).sum()
 }
 
 /// The warm-ups, side by side: a PoRep sector (its first records the circuit's shape, as a

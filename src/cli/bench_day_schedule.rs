@@ -44,12 +44,13 @@ pub struct DayBenchArgs {
     #[arg(long, default_value_t = 3)]
     pub idle_runs: usize,
     /// Sector slots of each WindowPoSt partition [default: all, the real partition: 2,349 at
-    /// 32 GiB, 125 M constraints]. Host memory: the three kinds' synthetic parameters are
-    /// resident together; at 32 GiB PoRep's take 44 GiB and a whole WindowPoSt partition's
-    /// 57 GiB (1000 slots: 25 GiB; 600: 14 GiB; each slot adds 53,344 constraints), which
-    /// with a PoRep load in flight does not fit 125 GiB: pass e.g. 600. The sizes are printed
-    /// before the parameters are made, and a day whose parameters exceed the stages' budget
-    /// is refused.
+    /// 32 GiB, 125 M constraints]. Memory: at 32 GiB PoRep's synthetic parameters take
+    /// 44 GiB and a whole WindowPoSt partition's 57 GiB (1000 slots: 25 GiB; 600: 14 GiB;
+    /// each slot adds 53,344 constraints). They are made one set at a time, and a card that
+    /// holds a set lets its host copy go (an H200 holds both); where the copies stay on the
+    /// host (the CPU, a smaller card) the two do not fit 125 GiB beside a PoRep load: pass
+    /// e.g. 600. The sizes are printed first, and a set that would not fit the stages'
+    /// budget beside the host copies kept so far is refused.
     #[arg(long)]
     pub window_post_sectors: Option<usize>,
     /// The stages' host memory budget [default: as cuzkd's, the host's memory less an eighth].
