@@ -19,22 +19,31 @@
 //     2^52 plus (x y - H 2^48 + 2^51).
 // (The 1.5 2^52 offset keeps l in one binade although x y - H 2^48 may be negative; 4 spare
 // bits between the 48-bit limbs and the 52-bit significand make room for it.)
-// So x y = (bits(h) - bits(2^100)) 2^48 + (bits(l) - bits(1.5 2^52)), and the column sums are
-// plain 64-bit integer sums of bit patterns, with each column's constant bits subtracted once
-// (column_offset). Integers never go through a conversion instruction: a limb v < 2^48 becomes
-// the double with the bit pattern bits(2^52) | v minus 2^52 (exact: both in [2^52, 2^53)).
+// So x y = (bits(h) - bits(2^100)) 2^48 + (bits(l) - bits(1.5 2^52)). Integers never go
+// through a conversion instruction: a limb v < 2^48 becomes the double with the bit pattern
+// bits(2^52) | v minus 2^52 (exact: both in [2^52, 2^53)).
 //
+// Column sums, two forms:
+// - in doubles (mul_inline_dacc, the default): each column's high parts are fused into one
+//   double that stays in [2^100, 2^101), the low parts (the roundings) summed in another
+//   (mac_d): 2 FMAs and 2 adds per limb product, all on the FP64 pipe;
+// - in 64-bit integers (mul_inline_int, CUZK_F64_INT_COLUMNS): the bit patterns of h and l
+//   added as integers, each column's constant bits subtracted once (column_offset): 2 FMAs and
+//   1 FP64 add per limb product, plus two 64-bit integer adds.
 // Column headroom: column k receives at most 8 low parts and 8 high parts from the product and
 // as many from the reduction; low parts lie in [-2^47, 2^47], high parts in [0, 2^48), carries
-// below 2^6. Every partial column value is below 2^53 in magnitude, far inside a signed 64-bit
-// word; the sums are computed modulo 2^64 (u64, wrapping) and read as signed only when carried.
+// below 2^6 (below 2^49 in the double form, whose carry also takes one high part). Every
+// partial column value is below 2^54 in magnitude, far inside a signed 64-bit
+// word; integer sums are computed modulo 2^64 (u64, wrapping) and read as signed only when
+// carried.
 //
 // Montgomery reduction (digit 2^48, integer quotient digits): round i takes column i (complete
-// but for the round's own low part), q = column_i (-p^-1) mod 2^48 (an integer multiply), adds
-// q p 2^(48 i) with the same FMA split, and carries column i / 2^48 (exact: column i is then 0
-// mod 2^48) into column i + 1. After 8 rounds columns 8..15 hold T / R with T = a b + M p,
-// M < R. For a, b < 2p: T / R < 4 p^2 / R + p < 2p (4p < R), the range of Fp::mul_lazy; the
-// final carries leave 48-bit limbs, the top one below 2^46 because the value is below 2^382.
+// but for the round's own low part), q = column_i (-p^-1) mod 2^48 (an integer multiply: a
+// handful of IMADs per round, against 24 FP64 operations), adds q p 2^(48 i) with the same
+// FMA split, and carries column i / 2^48 (exact: column i is then 0 mod 2^48) into column
+// i + 1. After 8 rounds columns 8..15 hold T / R with T = a b + M p, M < R. For a, b < 2p:
+// T / R < 4 p^2 / R + p < 2p (4p < R), the range of Fp::mul_lazy; the final carries leave
+// 48-bit limbs, the top one below 2^46 because the value is below 2^382.
 #ifndef CUZK_FIELD_F64_CUH
 #define CUZK_FIELD_F64_CUH
 #include "field.cuh"
@@ -47,6 +56,7 @@
 #include <cstring>
 inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
 inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
 inline long long __double_as_longlong(double x) { long long r; memcpy(&r, &x, sizeof r); return r; }
 inline double __longlong_as_double(long long x) { double r; memcpy(&r, &x, sizeof r); return r; }
 #endif
@@ -91,7 +101,8 @@ struct FpF64 {
         return 2 * (pairs(k) * BITS_LO + pairs(k - 1) * BITS_HI);
     }
 
-    // col[k] += low part of x y, col[k + 1] += high part (bit patterns; exactness at the top).
+    // col[k] += low part of x y, col[k + 1] += high part, as bit patterns (exactness: the top
+    // of the file).
     static __device__ __forceinline__ void mac(u64* col, int k, double x, double y) {
         const double h = __fma_rn(x, y, c_hi());
         const double l = __fma_rn(x, y, __dsub_rn(c_lo(), h));
@@ -142,8 +153,62 @@ struct FpF64 {
         return r;
     }
 
-    // a b / R mod p in [0, 2p) for a, b in [0, 2p): Fp::mul_lazy's contract.
-    static __device__ __forceinline__ Fp mul_inline(const Fp& a, const Fp& b) {
+    // Columns in doubles (mul_inline_dacc): no integer add per limb product.
+    // h[k] accumulates the high parts that land on column k: it starts at 2^100 and each product
+    // is fused into it, s = fma(x, y, h[k]), rounded to a multiple of 2^48 in [2^100, 2^101).
+    // A column receives at most 16 high parts (8 from the product, 8 from the reduction), each
+    // x y <= (2^48 - 1)^2, plus the earlier roundings (each <= 2^47): the exact sum stays below
+    // 2^100 + 2^100 - 2^52, so s never rounds up to 2^101 and h stays in one binade, where
+    // bits(h) - bits(2^100) is the sum of the high parts. h[k] - s is exact (both in the same
+    // binade, Sterbenz), and x y + (h[k] - s) is s's rounding error, an integer of magnitude
+    // <= 2^47: exact. l[k] sums those low parts, at most 16 of them: |l[k]| <= 2^51, every
+    // partial sum an exact integer.
+    static __device__ __forceinline__ void mac_d(double* h, double* l, int k, double x, double y) {
+        const double s = __fma_rn(x, y, h[k + 1]);
+        l[k] = __dadd_rn(l[k], __fma_rn(x, y, __dsub_rn(h[k + 1], s)));
+        h[k + 1] = s;
+    }
+    // The integer that a column's accumulators hold: l + 1.5 2^52 lies in [2^52, 2^53] (|l| <=
+    // 2^51), where the bit pattern is bits(2^52) plus the integer above 2^52 (2^53 included).
+    static __device__ __forceinline__ u64 column_d(double h, double l) {
+        return (bits(h) - BITS_HI) + (bits(__dadd_rn(l, 0x1.8p52)) - BITS_LO);
+    }
+    // Round i: c = column i plus the carry. The round's own product on column i (q p[0]) is
+    // split with mac's constants, into integers at once, since the carry needs it; its high
+    // part joins the carry into column i + 1.
+    static __device__ __forceinline__ void reduce_round_d(double* h, double* l, u64& carry, int i) {
+        const u64 c = carry + column_d(h[i], l[i]);
+        const u64 q = (c * NINV) & MASK;
+        const double qd = to_double(q);
+        const double s = __fma_rn(qd, mod(0), c_hi());
+        const double lo = __fma_rn(qd, mod(0), __dsub_rn(c_lo(), s));
+        carry = (u64)((long long)(c + bits(lo) - BITS_LO) >> 48) + (bits(s) - BITS_HI);
+#pragma unroll
+        for (int j = 1; j < L; j++) mac_d(h, l, i + j, qd, mod(j));
+    }
+    static __device__ __forceinline__ Fp mul_inline_dacc(const Fp& a, const Fp& b) {
+        double x[L], y[L], h[2 * L], l[2 * L];
+        split(a, x);
+        split(b, y);
+        // -0 is the identity of addition (0 is not: 0 + -0 = 0), so the first add folds away.
+#pragma unroll
+        for (int k = 0; k < 2 * L; k++) { h[k] = c_hi(); l[k] = -0.0; }
+#pragma unroll
+        for (int i = 0; i < L; i++)
+#pragma unroll
+            for (int j = 0; j < L; j++) mac_d(h, l, i + j, x[i], y[j]);
+        u64 carry = 0;
+#pragma unroll
+        for (int i = 0; i < L; i++) reduce_round_d(h, l, carry, i);
+        u64 col[2 * L];
+#pragma unroll
+        for (int k = L; k < 2 * L; k++) col[k] = column_d(h[k], l[k]);
+        col[L] += carry;
+        return pack(col);
+    }
+
+    // The product with integer column sums (CUZK_F64_INT_COLUMNS).
+    static __device__ __forceinline__ Fp mul_inline_int(const Fp& a, const Fp& b) {
         double x[L], y[L];
         split(a, x);
         split(b, y);
@@ -157,6 +222,17 @@ struct FpF64 {
 #pragma unroll
         for (int i = 0; i < L; i++) reduce_round(col, i);
         return pack(col);
+    }
+    // a b / R mod p in [0, 2p) for a, b in [0, 2p): Fp::mul_lazy's contract. Double columns
+    // by default: per limb product they trade two integer adds for one FP64 add, fewer
+    // instructions in all and fewer on the integer pipes, which the kernels' integer products
+    // already fill.
+    static __device__ __forceinline__ Fp mul_inline(const Fp& a, const Fp& b) {
+#ifdef CUZK_F64_INT_COLUMNS
+        return mul_inline_int(a, b);
+#else
+        return mul_inline_dacc(a, b);
+#endif
     }
     // Out of line and by value, as Fp::mul_lazy_call (registers, not the stack, carry the
     // operands); CUZK_FP_INLINE inlines it as it does the integer products.
