@@ -6,6 +6,7 @@
 #define CUZK_CURVE_CUH
 #include "field.cuh"
 #include "fp2.cuh"
+#include "field_f64.cuh"
 
 template <class F>
 struct Affine {
@@ -23,9 +24,13 @@ __device__ __forceinline__ Affine<F> load_affine(const Affine<F>* p) {
 // room: 8p < R, see Field::mul_sub_inline): no product ends with a conditional subtraction, and
 // zero tests accept p as well as 0. G2's (Fp2) are canonical. Values leave lazy form only in
 // to_jacobian. CUZK_MSM_EAGER (a tuning variant, for A/B runs) makes G1's canonical too.
+// mul_f64 is a second product for the formulas to spread independent products over two pipes:
+// with CUZK_MSM_DFMA (a tuning variant) G1's runs on the FP64 units (FpF64, field_f64.cuh)
+// while mul runs on the integer multiply-add pipe; otherwise, and always for G2, it is mul.
 template <class F>
 struct CurveOps {
     __device__ __forceinline__ static F mul(const F& a, const F& b) { return F::mul(a, b); }
+    __device__ __forceinline__ static F mul_f64(const F& a, const F& b) { return F::mul(a, b); }
     __device__ __forceinline__ static F mul_sub(const F& a, const F& b, const F& c, const F& d) {
         return F::mul_sub(a, b, c, d);
     }
@@ -38,6 +43,11 @@ struct CurveOps {
 template <>
 struct CurveOps<Fp> {
     __device__ __forceinline__ static Fp mul(const Fp& a, const Fp& b) { return Fp::mul_lazy(a, b); }
+#ifdef CUZK_MSM_DFMA
+    __device__ __forceinline__ static Fp mul_f64(const Fp& a, const Fp& b) { return FpF64::mul_lazy(a, b); }
+#else
+    __device__ __forceinline__ static Fp mul_f64(const Fp& a, const Fp& b) { return Fp::mul_lazy(a, b); }
+#endif
     __device__ __forceinline__ static Fp mul_sub(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
         return Fp::mul_sub_lazy(a, b, c, d);
     }
@@ -80,12 +90,14 @@ struct Xyzz {
         return r;
     }
 
-    // P + Q for an affine Q (madd-2008-s); handles infinity, Q = P and Q = -P.
+    // P + Q for an affine Q (madd-2008-s); handles infinity, Q = P and Q = -P. Of each set of
+    // independent products (U2 S2; PP RR; PPP Q ZZ; ZZZ and the Y product) about half go to
+    // mul_f64: S2, RR, Q, ZZZ.
     __device__ __noinline__ static Xyzz madd(const Xyzz& p, const Affine<F>& q) {
         if (q.is_inf()) return p;
         if (p.is_inf()) return from_affine(q);
         F U2 = O::mul(q.x, p.ZZ);
-        F S2 = O::mul(q.y, p.ZZZ);
+        F S2 = O::mul_f64(q.y, p.ZZZ);
         F P = O::sub(U2, p.X);
         F R = O::sub(S2, p.Y);
         if (O::is_zero(P)) {
@@ -94,12 +106,12 @@ struct Xyzz {
         }
         F PP = O::mul(P, P);
         F PPP = O::mul(P, PP);
-        F Q = O::mul(p.X, PP);
+        F Q = O::mul_f64(p.X, PP);
         Xyzz r;
-        r.X = O::sub(O::sub(O::sub(O::mul(R, R), PPP), Q), Q);
+        r.X = O::sub(O::sub(O::sub(O::mul_f64(R, R), PPP), Q), Q);
         r.Y = O::mul_sub(R, O::sub(Q, r.X), p.Y, PPP);
         r.ZZ = O::mul(p.ZZ, PP);
-        r.ZZZ = O::mul(p.ZZZ, PPP);
+        r.ZZZ = O::mul_f64(p.ZZZ, PPP);
         return r;
     }
 

@@ -3,11 +3,15 @@
 
 usage: gpu-nvrtc.py LIBNVRTC OUT.ptx
 The file order and the dropped `#include "..."` lines must match SOURCES in src/gpu/compile.rs.
+CUZK_NVRTC_DEFINES (environment, optional): kernel variants to compile, NAME or NAME=VALUE
+separated by commas or spaces (e.g. "CUZK_MSM_DFMA"), each passed as a -D option, as the
+daemon's variable of the same name does (docs/gpu-notes.md).
 """
-import ctypes, re, sys
+import ctypes, os, re, sys
 
-SOURCES = ["field.cuh", "fp2.cuh", "curve.cuh", "ntt.cu", "scan.cu", "compact.cu", "msm.cu", "batch_add.cu", "r1cs.cu", "selftest.cu", "setup.cu"]
+SOURCES = ["field.cuh", "fp2.cuh", "field_f64.cuh", "curve.cuh", "ntt.cu", "scan.cu", "compact.cu", "msm.cu", "batch_add.cu", "r1cs.cu", "selftest.cu", "setup.cu"]
 OPTIONS = [b"--gpu-architecture=compute_90", b"--std=c++17", b"-default-device"]
+OPTIONS += [f"-D{d}".encode() for d in re.split(r"[,\s]+", os.environ.get("CUZK_NVRTC_DEFINES", "")) if d]
 
 def main():
     lib = ctypes.CDLL(sys.argv[1])

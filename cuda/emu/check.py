@@ -7,7 +7,8 @@ usage: check.py gen [N] [SEED]   test inputs for field_emu on stdout: edge cases
                                  products (a b = c d), N random quadruples each; then the
                                  lazy forms for Fp and Fr (operands a, b < 2p, w < p): edge
                                  cases and N random triples each; G1's lazy products
-                                 (fplm: a b and a b - c d with all operands < 2p)
+                                 (fplm: a b and a b - c d with all operands < 2p); the
+                                 FP64 product (fpdf: a b, a, b < 2p): edge pairs, N random
        check.py check            reads field_emu's output on stdin, recomputes every result,
                                  prints one summary line; exit status 1 on any mismatch
 
@@ -71,6 +72,7 @@ def gen(count, seed):
         out.write("fp2 " + " ".join(f"{rand_elem(rng, P, 12):x}" for _ in range(4)) + "\n")
     gen_mul_sub(count, rng)
     gen_lazy(count, rng)
+    gen_f64(count, rng)
 
 
 def gen_mul_sub(count, rng):
@@ -133,9 +135,35 @@ def gen_lazy(count, rng):
         out.write("fplm " + " ".join(f"{x:x}" for x in v) + "\n")
 
 
+def f64_edges():
+    """Lazy operands for the FP64 product: 0, 1, p - 1, p, 2p - 1, R mod p, and values whose
+    32-bit or 48-bit limbs (the FP64 product's own) are all ones, below 2p."""
+    e = set(edges(P, 12)) | {x + P for x in edges(P, 12)} | {P, P + 1, 2 * P - 1, 2 * P - 2}
+    for w in (32, 48):
+        for k in range(1, 384 // w + 1):
+            ones = (1 << (w * k)) - 1
+            e |= {ones, ones ^ (1 << (w * (k - 1))), (2 * P - 1) | ones, ((2 * P - 1) >> (w * k) << (w * k)) | ones}
+    e |= {sum(((1 << 48) - 1) << (96 * k) for k in range(4)), sum(((1 << 48) - 1) << (48 + 96 * k) for k in range(4))}
+    return sorted(x for x in e if 0 <= x < 2 * P)
+
+
+def gen_f64(count, rng):
+    """FpF64::mul_lazy: every pair of edge operands, then random operands over [0, 2p)."""
+    out = sys.stdout
+    e = f64_edges()
+    for a in e:
+        for b in e:
+            out.write(f"fpdf {a:x} {b:x}\n")
+    for _ in range(count):
+        v = [rand_elem(rng, P, 12) + (P if rng.random() < 0.5 else 0) for _ in range(2)]
+        if rng.random() < 0.2:
+            v[0] = rng.randrange(2 * P)
+        out.write(f"fpdf {v[0]:x} {v[1]:x}\n")
+
+
 def check():
     rinv = {tag: pow(1 << (32 * n), -1, p) for tag, (p, n) in FIELDS.items()}
-    counts = {"fp": 0, "fr": 0, "fp2": 0, "fpms": 0, "frms": 0, "fp2ms": 0, "fplz": 0, "frlz": 0, "fplm": 0}
+    counts = {"fp": 0, "fr": 0, "fp2": 0, "fpms": 0, "frms": 0, "fp2ms": 0, "fplz": 0, "frlz": 0, "fplm": 0, "fpdf": 0}
     bad = 0
     lost = None
     for lineno, line in enumerate(sys.stdin, 1):
@@ -191,6 +219,12 @@ def check():
             want = [g if g < 2 * P and (g - x) % P == 0 else -1 for g, x in zip(got[:2], congruent)]
             want.append(1 if a % P == 0 else 0)
             names = ["mul_lazy", "mul_sub_lazy", "is_zero_lazy"]
+        elif f[0] == "fpdf":
+            a, b = v[:2]
+            got = v[2:]
+            g = got[0] if got else -1
+            want = [g if g < 2 * P and (g - a * b * rinv["fp"]) % P == 0 else -1]
+            names = ["FpF64::mul_lazy"]
         else:
             sys.exit(f"check.py: unknown line {lineno}: {line[:60]}")
         if len(got) != len(want):
@@ -212,7 +246,7 @@ def check():
           f"Fr {counts['fr']} tests (same), Fp2 {counts['fp2']} tests (mul sqr), "
           f"mul_sub Fp {counts['fpms']} Fr {counts['frms']} Fp2 {counts['fp2ms']}, "
           f"lazy forms Fp {counts['fplz']} Fr {counts['frlz']}, G1 lazy products {counts['fplm']}, "
-          "vs Python big integers")
+          f"FP64 products {counts['fpdf']}, vs Python big integers")
     sys.exit(0 if bad == 0 else 1)
 
 

@@ -15,6 +15,7 @@
 //   frlz a b w     -> frlz a b w  (same, Fr)
 //   fplm a b c d   -> fplm a b c d  mul_lazy(a, b) mul_sub_lazy(a, b, c, d) is_zero_lazy(a)
 //                     (G1's lazy point arithmetic: all operands < 2p; the last as 0 or 1)
+//   fpdf a b       -> fpdf a b  FpF64::mul_lazy(a, b)   (the FP64 product, a, b < 2p)
 // Numbers are big-endian hex without prefix. The last line is "lost N": carries dropped by a
 // non-.cc addc (must be 0).
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include <string>
 
 #include "../fp2.cuh"
+#include "../field_f64.cuh"
 
 template <class F>
 static bool parse(const char* s, F& out) {
@@ -112,6 +114,23 @@ static bool run_fp_lazy_mul(char** tok, std::string& line) {
     return true;
 }
 
+static bool run_fp_f64(char** tok, std::string& line) {
+    Fp a, b;
+    if (!parse(tok[0], a) || !parse(tok[1], b)) return false;
+    line = "fpdf";
+    put(line, a); put(line, b);
+    put(line, FpF64::mul_lazy(a, b));
+    return true;
+}
+
+// FpF64 relies on a single rounding in std::fma: (1 + 2^-52)(1 - 2^-52) - 1 is -2^-104 fused,
+// 0 when the product is rounded first. volatile keeps g++ from folding it at compile time.
+static bool fma_is_fused() {
+    volatile double e = 0x1p-52;
+    const double x = 1 + e, y = 1 - e;
+    return __fma_rn(x, y, -1.0) == -0x1p-104;
+}
+
 static bool run_fp2_mul_sub(char** tok, std::string& line) {
     Fp2 x[4];
     for (int i = 0; i < 4; i++)
@@ -124,6 +143,10 @@ static bool run_fp2_mul_sub(char** tok, std::string& line) {
 }
 
 int main() {
+    if (!fma_is_fused()) {
+        fprintf(stderr, "field_emu: std::fma is not a fused multiply-add on this host\n");
+        return 2;
+    }
     static char buf[1 << 12];
     std::string line;
     line.reserve(1 << 10);
@@ -144,6 +167,7 @@ int main() {
         else if (!strcmp(tok[0], "fplz") && nt == 4) ok = run_lazy<Fp>("fplz", tok + 1, line);
         else if (!strcmp(tok[0], "frlz") && nt == 4) ok = run_lazy<Fr>("frlz", tok + 1, line);
         else if (!strcmp(tok[0], "fplm") && nt == 5) ok = run_fp_lazy_mul(tok + 1, line);
+        else if (!strcmp(tok[0], "fpdf") && nt == 3) ok = run_fp_f64(tok + 1, line);
         if (!ok) {
             fprintf(stderr, "field_emu: bad input line %ld\n", lineno);
             return 2;

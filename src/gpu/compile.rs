@@ -19,6 +19,7 @@ use super::GpuError;
 pub const SOURCES: &[(&str, &str)] = &[
     ("field.cuh", include_str!("../../cuda/field.cuh")),
     ("fp2.cuh", include_str!("../../cuda/fp2.cuh")),
+    ("field_f64.cuh", include_str!("../../cuda/field_f64.cuh")),
     ("curve.cuh", include_str!("../../cuda/curve.cuh")),
     ("ntt.cu", include_str!("../../cuda/ntt.cu")),
     ("scan.cu", include_str!("../../cuda/scan.cu")),
