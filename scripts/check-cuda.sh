@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiles every CUDA kernel in cuda/ for sm_90 without a GPU: NVRTC (the same translation unit
 # and options that src/gpu builds at run time) to PTX, then ptxas for the register/spill report.
-# Installs NVRTC and ptxas from pip when they are missing. Fails on any compile error.
+# Installs NVRTC and ptxas from pip when they are missing. Fails on any compile error. Also
+# compiles the CUZK_MSM_DFMA variant, and runs the host emulation checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,10 @@ for line in open(sys.argv[1]):
         name = None
 PY
 echo "check-cuda: all kernels compiled for sm_90"
+# The kernel variant that puts part of G1's products on the FP64 units must keep compiling too.
+CUZK_NVRTC_DEFINES=CUZK_MSM_DFMA python3 scripts/gpu-nvrtc.py "$CU13/lib/libnvrtc.so.13" "$OUT/dfma.ptx"
+"$CU13/bin/ptxas" -arch=sm_90 -o "$OUT/dfma.cubin" "$OUT/dfma.ptx" 2> "$OUT/dfma.log" || { cat "$OUT/dfma.log"; exit 1; }
+echo "check-cuda: the CUZK_MSM_DFMA variant compiled for sm_90"
 # Host emulation of the field arithmetic against Python big integers (g++, no GPU).
 bash scripts/check-field-emu.sh
 # Host emulation of the R1CS row kernel, warps as host threads, against Python big integers.
