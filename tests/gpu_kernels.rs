@@ -20,8 +20,16 @@ use rayon::prelude::*;
 /// scripts/gpu-device-run.sh names in `CUZK_GPU_CACHE` (a test may read the environment; the
 /// library takes options).
 fn gpu_options() -> GpuOptions {
+    // CUZK_TEST_NVRTC_DEFINES (comma-separated) runs the suite on a kernel variant, e.g.
+    // CUZK_MSM_DFMA, as `debug.nvrtc_defines` would build it.
+    let defines = std::env::var("CUZK_TEST_NVRTC_DEFINES").unwrap_or_default();
     GpuOptions {
         kernel_cache: std::env::var_os("CUZK_GPU_CACHE").map(Into::into),
+        nvrtc_defines: defines
+            .split(',')
+            .filter(|d| !d.is_empty())
+            .map(str::to_owned)
+            .collect(),
         ..GpuOptions::default()
     }
 }
