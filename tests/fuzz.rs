@@ -388,10 +388,11 @@ fn request_index(r: &Request) -> u8 {
         Request::DeviceMemory => 23,
         Request::SubmitWithin(_) => 24,
         Request::ProveWithin(_) => 25,
+        Request::Deadlines(_) => 26,
     }
 }
 
-const REQUEST_VARIANTS: u8 = 26;
+const REQUEST_VARIANTS: u8 = 27;
 
 /// One request of every variant, and every proof input.
 fn requests() -> Vec<Request> {
@@ -485,6 +486,7 @@ fn requests() -> Vec<Request> {
             submit: submit(ProofInput::WinningPoSt { input: vec![] }),
             finish_within_ms: u64::MAX,
         }),
+        Request::Deadlines(DeadlinesQuery { max: u32::MAX }),
     ]
 }
 

@@ -370,6 +370,40 @@ fn vectors() -> Vec<(&'static str, Message)> {
         ),
         ("device-memory", Q(Request::DeviceMemory)),
         (
+            "deadlines",
+            Q(Request::Deadlines(DeadlinesQuery { max: 1000 })),
+        ),
+        (
+            "deadlines-report",
+            A(Response::Deadlines(DeadlinesReport {
+                jobs: vec![
+                    DeadlineInfo {
+                        job_id: 7,
+                        kind: ProofKind::WindowPoSt,
+                        priority: Priority::High,
+                        state: JobState::Running,
+                        partitions_done: 1,
+                        partitions_total: 2,
+                        due_in_ms: 250_000,
+                        overdue_ms: 0,
+                        ends_in_ms: Some(182_000),
+                    },
+                    DeadlineInfo {
+                        job_id: 9,
+                        kind: ProofKind::WinningPoSt,
+                        priority: Priority::Critical,
+                        state: JobState::Queued,
+                        partitions_done: 0,
+                        partitions_total: 0,
+                        due_in_ms: 0,
+                        overdue_ms: 1_500,
+                        ends_in_ms: None,
+                    },
+                ],
+                more: 3,
+            })),
+        ),
+        (
             "submit-within",
             Q(Request::SubmitWithin(SubmitWithin {
                 submit: Submit {

@@ -644,6 +644,21 @@ func (c *Client) Info(ctx context.Context) (*InfoReport, error) {
 	return nil, &UnexpectedResponseError{"Info", resp}
 }
 
+// Deadlines lists the queued and running jobs with a deadline that this client sees,
+// earliest due first, at most limit of them (0: the daemon's bound, 1000), with the time left
+// to each deadline and each job's projected end (protocol.md section 5, Deadlines). It never
+// waits for a proof. A daemon that predates Deadlines answers ErrMalformedFrame.
+func (c *Client) Deadlines(ctx context.Context, limit uint32) (*DeadlinesReport, error) {
+	resp, err := c.Call(ctx, DeadlinesRequest{DeadlinesQuery{Max: limit}})
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := resp.(DeadlinesResponse); ok {
+		return &r.Deadlines, nil
+	}
+	return nil, &UnexpectedResponseError{"Deadlines", resp}
+}
+
 // Capacity asks whether the daemon can take a job of kind at prio (nil: the kind's
 // default) and when it would start (protocol.md section 5, Capacity). It never waits for a
 // proof. A daemon that predates Capacity answers ErrMalformedFrame: assemble the counts

@@ -539,6 +539,7 @@ type (
 		Submit         Submit
 		FinishWithinMs uint64
 	}
+	DeadlinesRequest struct{ Query DeadlinesQuery } // 26
 )
 
 func (HelloRequest) Index() uint32        { return 0 }
@@ -567,6 +568,7 @@ func (ProveFdRequest) Index() uint32      { return 22 }
 func (DeviceMemoryRequest) Index() uint32 { return 23 }
 func (SubmitWithinRequest) Index() uint32 { return 24 }
 func (ProveWithinRequest) Index() uint32  { return 25 }
+func (DeadlinesRequest) Index() uint32    { return 26 }
 
 func (r HelloRequest) encodeBody(e *encoder) {
 	e.u32(r.Hello.ProtocolVersion)
@@ -739,6 +741,8 @@ func DecodeRequest(payload []byte) (Request, error) {
 		r = SubmitWithinRequest{Submit: decodeSubmit(d), FinishWithinMs: d.u64("finish_within_ms")}
 	case i == 25:
 		r = ProveWithinRequest{Submit: decodeSubmit(d), FinishWithinMs: d.u64("finish_within_ms")}
+	case i == 26:
+		r = DeadlinesRequest{DeadlinesQuery{Max: d.u32("max")}}
 	default:
 		d.unknown("Request", i)
 	}
@@ -867,6 +871,7 @@ type (
 	CapacityResponse     struct{ Capacity CapacityReport }   // 17
 	HealthResponse       struct{ Health HealthReport }       // 18
 	DeviceMemoryResponse struct{ Memory MemoryReport }       // 19
+	DeadlinesResponse    struct{ Deadlines DeadlinesReport } // 20
 )
 
 func (WelcomeResponse) Index() uint32      { return 0 }
@@ -889,6 +894,7 @@ func (ProgressResponse) Index() uint32     { return 16 }
 func (CapacityResponse) Index() uint32     { return 17 }
 func (HealthResponse) Index() uint32       { return 18 }
 func (DeviceMemoryResponse) Index() uint32 { return 19 }
+func (DeadlinesResponse) Index() uint32    { return 20 }
 
 func (r WelcomeResponse) encodeBody(e *encoder) {
 	w := &r.Welcome
@@ -1283,6 +1289,8 @@ func DecodeResponse(payload []byte) (Response, error) {
 		r = HealthResponse{rep}
 	case i == 19:
 		r = DeviceMemoryResponse{decodeMemoryReport(d)}
+	case i == 20:
+		r = DeadlinesResponse{decodeDeadlinesReport(d)}
 	default:
 		d.unknown("Response", i)
 	}

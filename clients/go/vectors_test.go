@@ -100,6 +100,12 @@ func vectorTable() map[string]vector {
 		"submit-fd":     {req: SubmitFdRequest{Submit{Input: WindowPoStInput{Input: []byte{}}}}},
 		"prove-fd":      {req: ProveFdRequest{Submit{Input: PoRepInput{C1: []byte{}, MinerID: 1000, SectorNumber: u64p(7)}}}},
 		"device-memory": {req: DeviceMemoryRequest{}},
+		"deadlines":     {req: DeadlinesRequest{DeadlinesQuery{Max: 1000}}},
+		"deadlines-report": {resp: DeadlinesResponse{DeadlinesReport{Jobs: []DeadlineInfo{
+			{JobID: 7, Kind: WindowPoSt, Priority: High, State: Running, PartitionsDone: 1, PartitionsTotal: 2,
+				DueInMs: 250000, EndsInMs: u64p(182000)},
+			{JobID: 9, Kind: WinningPoSt, Priority: Critical, State: Queued, OverdueMs: 1500},
+		}, More: 3}}},
 		"submit-within": {req: SubmitWithinRequest{Submit: Submit{Input: WindowPoStInput{Input: []byte("{}")}},
 			FinishWithinMs: 600000}},
 		"device-memory-report": {resp: DeviceMemoryResponse{MemoryReport{Devices: []DeviceMemoryReport{{Name: "cuda:0",

@@ -1,7 +1,9 @@
 //! Commands that talk to a running `cuzkd` over its Unix socket: `submit`, `await`,
-//! `cancel`, `status`, `metrics`, `preload`, `evict` (and `prove` through
-//! [`prove_via_daemon`]), plus `demo`, which runs a daemon in-process.
+//! `cancel`, `status`, `metrics`, `capacity`, `deadlines`, `preload`, `evict` (and `prove`
+//! through [`prove_via_daemon`]), plus `demo`, which runs a daemon in-process.
 
+#[path = "deadlines.rs"]
+pub mod deadlines;
 #[path = "demo.rs"]
 pub mod demo;
 
@@ -201,6 +203,10 @@ pub enum ClientCommand {
     /// daemon measured since it started; unknown until a job of each kind it waits for has
     /// succeeded).
     Capacity(CapacityArgs),
+    /// The queued and running jobs with a deadline (yours; an admin's: every one), earliest
+    /// due first: the time left to each deadline (or past it) and when each job ends by the
+    /// proving times the daemon measured since it started.
+    Deadlines(deadlines::DeadlinesArgs),
     /// Load a parameter set into the daemon's memory (admins only).
     Preload(ParamArgs),
     /// Drop a parameter set from the daemon's memory (admins only; refused while queued or
@@ -226,6 +232,7 @@ pub fn run(cmd: ClientCommand) -> anyhow::Result<()> {
             Ok(())
         }
         ClientCommand::Capacity(a) => capacity(a),
+        ClientCommand::Deadlines(a) => deadlines::run(a),
         ClientCommand::Preload(a) => params(a, true),
         ClientCommand::Evict(a) => params(a, false),
         ClientCommand::Demo(a) => demo::run(a),

@@ -115,6 +115,7 @@ mod tests {
             }),
             Request::Health,
             Request::DeviceMemory,
+            Request::Deadlines(proto::DeadlinesQuery { max: 0 }),
         ];
         let alice = Access::of(1000, DAEMON, &[]);
         let admin = Access::of(1000, DAEMON, &[1000]);

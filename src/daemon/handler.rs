@@ -101,6 +101,7 @@ pub async fn handle(
         Request::Capacity(q) => Response::Capacity(capacity(q, ctx)),
         Request::Health => Response::Health(health(ctx)),
         Request::DeviceMemory => Response::DeviceMemory(device_memory(ctx)),
+        Request::Deadlines(q) => Response::Deadlines(deadlines(q, access, ctx)),
         // The connection reads a passed input itself (`connection::passed_input`); one that
         // reaches here came another way, with no descriptor.
         Request::SubmitFd(_) | Request::ProveFd(_) => wire::error(
@@ -458,6 +459,42 @@ fn jobs_page(q: proto::JobsQuery, access: Access, ctx: &Context) -> proto::JobsP
         }
     }
     page(lo)
+}
+
+/// The jobs with a deadline the peer sees (as [`jobs_page`]), earliest due first: at most
+/// `q.max` ([`proto::MAX_DEADLINES`] at most), as many of those as fit in a frame, and the
+/// count of the rest.
+fn deadlines(q: proto::DeadlinesQuery, access: Access, ctx: &Context) -> proto::DeadlinesReport {
+    let all: Vec<proto::DeadlineInfo> = ctx
+        .engine
+        .deadlines()
+        .iter()
+        .filter(|v| access.sees(v.owner))
+        .map(wire::deadline_info)
+        .collect();
+    let cap = match q.max {
+        0 => proto::MAX_DEADLINES,
+        n => n.min(proto::MAX_DEADLINES),
+    };
+    let wanted = usize::try_from(cap).map_or(all.len(), |n| n.min(all.len()));
+    let report = |n: usize| proto::DeadlinesReport {
+        jobs: all[..n].to_vec(),
+        more: (all.len() - n) as u64,
+    };
+    let fits = |n: usize| {
+        proto::encode_payload(&Response::Deadlines(report(n)))
+            .is_ok_and(|p| p.len() <= ctx.config.protocol.max_frame_size as usize)
+    };
+    let (mut lo, mut hi) = (0, wanted);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    report(lo)
 }
 
 /// `report` with as many of its jobs as fit in a frame of `max` bytes: the queued and

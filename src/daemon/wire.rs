@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use crate::engine::{
-    self, bounded, Failure, FailureKind, JobId, JobResult, JobSnapshot, SubmitError, MAX_MESSAGE,
+    self, bounded, DeadlineView, Failure, FailureKind, JobId, JobResult, JobSnapshot, SubmitError,
+    MAX_MESSAGE,
 };
 use crate::proto::{self, ErrorCode, ErrorResponse, JobInfo, ProofResult, Response, Timings};
 
@@ -56,6 +57,21 @@ pub fn job_info(s: &JobSnapshot) -> JobInfo {
         partitions_total: u32_of(s.progress.1),
         age_ms: s.age.as_millis().min(u64::MAX as u128) as u64,
         error: s.error.clone(),
+    }
+}
+
+pub fn deadline_info(v: &DeadlineView) -> proto::DeadlineInfo {
+    let ms = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
+    proto::DeadlineInfo {
+        job_id: v.id,
+        kind: v.kind.into(),
+        priority: priority_to_wire(v.priority),
+        state: state_to_wire(v.state),
+        partitions_done: u32_of(v.progress.0),
+        partitions_total: u32_of(v.progress.1),
+        due_in_ms: ms(v.due_in),
+        overdue_ms: ms(v.overdue),
+        ends_in_ms: v.ends_in.map(ms),
     }
 }
 

@@ -464,6 +464,13 @@ impl Engine {
         self.shared.lock().capacity(kind, priority, Instant::now())
     }
 
+    /// Every queued and running job with a deadline, earliest due first, with when it is
+    /// due and when the measured proving times say it ends ([`state::State::deadlines`]). A
+    /// short lock; never waits for a proof.
+    pub fn deadlines(&self) -> Vec<DeadlineView> {
+        self.shared.lock().deadlines(Instant::now())
+    }
+
     /// Counters since start.
     pub fn stats(&self) -> EngineStats {
         let st = self.shared.lock();

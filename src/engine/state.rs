@@ -839,39 +839,28 @@ impl State {
         order.into_iter().filter_map(job).collect()
     }
 
-    /// The jobs with a deadline that the measured proving times say will end after it, at
-    /// `now`: a running job when what it has left ([`time_left`]: by its own pace once a
-    /// partition is done, else its kind's mean proving time less what it has run) passes its
-    /// deadline, a queued one when its estimated start behind the jobs ahead of it
-    /// ([`estimate_starts`], the whole queue in one pass) and that mean do. A job of a kind
-    /// not measured yet, or whose start the model cannot tell, is not counted (nothing is
-    /// invented).
-    pub fn at_risk(&self, now: Instant) -> Vec<AtRisk> {
+    /// Every unfinished job with a deadline at `now`, earliest due first (then by id), with
+    /// when it is due and when the measured proving times say it ends: a running job after
+    /// what it has left ([`time_left`]: by its own pace once a partition is done, else its
+    /// kind's mean proving time less what it has run), a queued one after its estimated
+    /// start behind the jobs ahead of it ([`estimate_starts`], the whole queue in one pass)
+    /// and its kind's mean. Where a kind is not measured yet, or the model cannot tell a
+    /// start, the end is `None` (nothing is invented).
+    pub fn deadlines(&self, now: Instant) -> Vec<DeadlineView> {
         // Read with every Status, metrics scrape and readiness update: without a deadline in
         // sight the queue is not ordered and played at all.
-        let due = |j: &Job| !j.state.is_finished() && j.due.instant().is_some();
-        if !self.jobs.values().any(due) {
+        let has_due = |j: &Job| !j.state.is_finished() && j.due.instant().is_some();
+        if !self.jobs.values().any(has_due) {
             return Vec::new();
         }
         let running = self.running_jobs(now);
-        let mut out = Vec::new();
-        let mut note = |id: JobId, kind: ProofKind, finish: Option<Duration>| {
-            let due = self.jobs.get(&id).and_then(|j| j.due.instant());
-            if let (Some(due), Some(finish)) = (due, finish) {
-                let left = due.saturating_duration_since(now);
-                if finish > left {
-                    out.push(AtRisk {
-                        id,
-                        kind,
-                        late_by: finish - left,
-                    });
-                }
-            }
-        };
+        let mut ends: Vec<(JobId, Option<Duration>)> = Vec::new();
         for (id, r) in &running {
             let progress = self.jobs.get(id).map_or((0, 0), |j| j.control.progress());
-            let left = time_left(self.measured.mean(r.kind), r.elapsed, progress);
-            note(*id, r.kind, left);
+            ends.push((
+                *id,
+                time_left(self.measured.mean(r.kind), r.elapsed, progress),
+            ));
         }
         let run: Vec<RunningJob> = running.iter().map(|(_, r)| *r).collect();
         let order = self.queue_order();
@@ -879,13 +868,43 @@ impl State {
         let starts = estimate_starts(self.config.workers, &run, &queued, &self.measured);
         for ((id, q), start) in order.iter().zip(starts) {
             let proof = self.measured.mean(q.kind);
-            note(
-                *id,
-                q.kind,
-                start.zip(proof).map(|(s, p)| s.saturating_add(p)),
-            );
+            ends.push((*id, start.zip(proof).map(|(s, p)| s.saturating_add(p))));
         }
-        out
+        let mut out: Vec<(Instant, DeadlineView)> = ends
+            .into_iter()
+            .filter_map(|(id, ends_in)| {
+                let job = self.jobs.get(&id)?;
+                let due = job.due.instant()?;
+                let view = DeadlineView {
+                    id,
+                    owner: job.owner,
+                    kind: job.kind,
+                    priority: job.priority,
+                    state: job.state,
+                    progress: job.control.progress(),
+                    due_in: due.saturating_duration_since(now),
+                    overdue: now.saturating_duration_since(due),
+                    ends_in,
+                };
+                Some((due, view))
+            })
+            .collect();
+        out.sort_unstable_by_key(|(due, v)| (*due, v.id));
+        out.into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// The jobs of [`State::deadlines`] that the projection says will end after their
+    /// deadline, at `now`. A job of a kind not measured yet, or whose start the model cannot
+    /// tell, is not counted (nothing is invented).
+    pub fn at_risk(&self, now: Instant) -> Vec<AtRisk> {
+        let risk = |v: DeadlineView| {
+            v.late_by().map(|late_by| AtRisk {
+                id: v.id,
+                kind: v.kind,
+                late_by,
+            })
+        };
+        self.deadlines(now).into_iter().filter_map(risk).collect()
     }
 
     /// [`State::at_risk`], each job returned once (the first time it is found at risk), for

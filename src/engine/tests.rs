@@ -1386,3 +1386,81 @@ fn pure_jobs_whose_measured_time_passes_their_deadline_are_at_risk() {
         .collect();
     assert!(late.contains(&50), "{late:?}");
 }
+
+/// Every unfinished job with a deadline is listed, earliest due first, with its time to the
+/// deadline (or past it) and its projected end; those projected late are exactly the ones
+/// [`State::at_risk`] reports, and a job without a deadline is not listed.
+#[test]
+fn pure_deadlines_list_every_job_with_a_deadline_and_its_projected_end() {
+    let mut st = State::new(config(1, 16, 1));
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let secs = |d: Duration| d.as_secs();
+    let job = |label: &str, due| NewJob {
+        due,
+        ..window_job(label)
+    };
+    assert!(st.deadlines(t0).is_empty(), "no job");
+    // One WindowPoSt measured at 100 s of proving.
+    let first = st.submit(job("measured", Due::Never), t0).unwrap().0;
+    st.next_assignment(t0, Lane::Any).expect("the worker");
+    st.finish(first, window_proved(), at(100));
+    let plain = st.submit(job("plain", Due::Never), at(200)).unwrap().0;
+    assert!(st.deadlines(at(200)).is_empty(), "no job has a deadline");
+    // At 200 s: one running due at 250 s; queued: one due at 210 s (past due by 230 s),
+    // one at 360 s, one at 1200 s; and a WinningPoSt due at 201 s that no measurement covers.
+    let running = st.submit(job("running", Due::At(at(250))), at(200));
+    let running = running.unwrap().0;
+    st.next_assignment(at(200), Lane::Any).expect("the worker");
+    let overdue = st.submit(job("overdue", Due::At(at(210))), at(200));
+    let overdue = overdue.unwrap().0;
+    let behind = st
+        .submit(job("behind", Due::At(at(360))), at(200))
+        .unwrap()
+        .0;
+    let later = st
+        .submit(job("later", Due::At(at(1200))), at(200))
+        .unwrap()
+        .0;
+    let request = winning("unmeasured");
+    let new = NewJob {
+        digest: journal::format::digest(&request),
+        request,
+        due: Due::At(at(201)),
+        ..window_job("x")
+    };
+    let unmeasured = st.submit(new, at(200)).unwrap().0;
+    // At 230 s the running job has 70 s left; the queue runs behind it in due order.
+    let list = st.deadlines(at(230));
+    let ids: Vec<JobId> = list.iter().map(|v| v.id).collect();
+    assert_eq!(ids, vec![unmeasured, overdue, running, behind, later]);
+    assert!(!ids.contains(&plain));
+    let seen: Vec<(u64, u64, Option<u64>)> = list
+        .iter()
+        .map(|v| (secs(v.due_in), secs(v.overdue), v.ends_in.map(secs)))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (0, 29, None),
+            (0, 20, Some(170)),
+            (20, 0, Some(70)),
+            (130, 0, Some(270)),
+            (970, 0, Some(370)),
+        ]
+    );
+    let state = |id| list.iter().find(|v| v.id == id).map(|v| v.state);
+    assert_eq!(state(running), Some(JobState::Running));
+    assert_eq!(state(behind), Some(JobState::Queued));
+    assert_eq!(list[0].kind, ProofKind::WinningPoSt);
+    let late: Vec<Option<u64>> = list.iter().map(|v| v.late_by().map(secs)).collect();
+    assert_eq!(late, vec![None, Some(190), Some(50), Some(140), None]);
+    // at_risk is the same projection: the late ones, with the same lateness.
+    let mut risks: Vec<(JobId, u64)> = (st.at_risk(at(230)).iter())
+        .map(|r| (r.id, secs(r.late_by)))
+        .collect();
+    risks.sort_unstable();
+    let mut expected = vec![(overdue, 190), (running, 50), (behind, 140)];
+    expected.sort_unstable();
+    assert_eq!(risks, expected);
+}

@@ -321,6 +321,39 @@ pub struct JobSnapshot {
     pub error: Option<String>,
 }
 
+/// An unfinished job with a deadline, as [`super::state::State::deadlines`] projects it: how
+/// long until it is due and how long until the measured proving times say it ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadlineView {
+    pub id: JobId,
+    /// Who submitted it: what a peer may see of the list is decided by it.
+    pub owner: Owner,
+    pub kind: ProofKind,
+    pub priority: Priority,
+    /// Queued or running.
+    pub state: JobState,
+    /// (partitions proved, partitions in total).
+    pub progress: (usize, usize),
+    /// Time until its deadline; zero once it has passed.
+    pub due_in: Duration,
+    /// How long ago its deadline passed; zero before it does.
+    pub overdue: Duration,
+    /// Time until it ends by the measured proving times; `None` where its kind, or a kind
+    /// it waits behind, has not been measured yet.
+    pub ends_in: Option<Duration>,
+}
+
+impl DeadlineView {
+    /// How long after its deadline the projection says it ends; `None` when on time or
+    /// unmeasured.
+    pub fn late_by(&self) -> Option<Duration> {
+        let end_after_due = self.ends_in?.saturating_add(self.overdue);
+        end_after_due
+            .checked_sub(self.due_in)
+            .filter(|late| !late.is_zero())
+    }
+}
+
 /// A job that the measured proving times say will end after its deadline
 /// ([`super::state::State::at_risk`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -533,6 +533,17 @@ impl Client {
         }
     }
 
+    /// The queued and running jobs with a deadline that this client sees, earliest due
+    /// first, at most `max` (0: the daemon's bound, [`super::MAX_DEADLINES`]), with the time
+    /// left to each deadline and each job's projected end. A daemon that predates this
+    /// request answers `MalformedFrame`, as for any unknown request.
+    pub fn deadlines(&mut self, max: u32) -> Result<DeadlinesReport, ClientError> {
+        match self.call(&Request::Deadlines(DeadlinesQuery { max }))? {
+            Response::Deadlines(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// The proving devices: placement, work and resident sets. A daemon that predates this
     /// request answers `MalformedFrame`, as for any unknown request.
     pub fn devices(&mut self) -> Result<DevicesReport, ClientError> {

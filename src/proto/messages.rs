@@ -113,6 +113,12 @@ pub enum Request {
     /// 25: [`Request::Prove`] with a deadline, as [`Request::SubmitWithin`]; answered as
     /// Prove. A daemon older than this variant answers [`ErrorCode::MalformedFrame`].
     ProveWithin(SubmitWithin),
+    /// 26: the queued and running jobs with a deadline that the client sees (its own; an
+    /// admin's: all, as for [`Request::Jobs`]), earliest due first, with the time left to
+    /// each deadline and when the proving times measured since start say each job ends;
+    /// answered [`Response::Deadlines`]. A daemon older than this variant answers
+    /// [`ErrorCode::MalformedFrame`].
+    Deadlines(DeadlinesQuery),
 }
 
 /// A message from the daemon to a client.
@@ -158,6 +164,8 @@ pub enum Response {
     Health(HealthReport),
     /// 19: the answer to [`Request::DeviceMemory`].
     DeviceMemory(MemoryReport),
+    /// 20: the answer to [`Request::Deadlines`].
+    Deadlines(DeadlinesReport),
 }
 
 /// The answer to [`Request::DeviceMemory`]: every proving device's memory, in the devices'
@@ -422,6 +430,51 @@ pub struct JobsPage {
     pub jobs: Vec<JobInfo>,
     /// How many known jobs come after the last one listed (0: this was the last page).
     pub more: u64,
+}
+
+/// What [`Request::Deadlines`] asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadlinesQuery {
+    /// At most this many jobs, earliest due first; 0, or more than
+    /// [`MAX_DEADLINES`]: [`MAX_DEADLINES`] (fewer where they would not fit in a frame).
+    pub max: u32,
+}
+
+/// The most jobs one [`DeadlinesReport`] lists: the queue may hold far more, and the ones due
+/// first are the ones an operator acts on.
+pub const MAX_DEADLINES: u32 = 1000;
+
+/// The answer to [`Request::Deadlines`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadlinesReport {
+    /// The jobs, earliest due first (then by id).
+    pub jobs: Vec<DeadlineInfo>,
+    /// How many more jobs with a deadline the client sees that were left out.
+    pub more: u64,
+}
+
+/// One job with a deadline in a [`DeadlinesReport`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadlineInfo {
+    /// The job.
+    pub job_id: u64,
+    /// The proof kind.
+    pub kind: ProofKind,
+    /// Its priority.
+    pub priority: Priority,
+    /// Its state: queued or running.
+    pub state: JobState,
+    /// Partitions proved so far.
+    pub partitions_done: u32,
+    /// Partitions in total (0 until synthesis knows).
+    pub partitions_total: u32,
+    /// Milliseconds until its deadline; 0 once it has passed.
+    pub due_in_ms: u64,
+    /// Milliseconds since its deadline passed; 0 before it does.
+    pub overdue_ms: u64,
+    /// Milliseconds until it ends by the proving times measured since start; `None` where
+    /// its kind, or a kind it waits behind, has not been measured yet.
+    pub ends_in_ms: Option<u64>,
 }
 
 /// Opens a session.
