@@ -449,6 +449,12 @@ fn jobs_page(q: proto::JobsQuery, access: Access, ctx: &Context) -> proto::JobsP
         proto::encode_payload(&Response::Jobs(page(n)))
             .is_ok_and(|p| p.len() <= ctx.config.protocol.max_frame_size as usize)
     };
+    page(most_that_fit(wanted, fits))
+}
+
+/// The largest n ≤ `wanted` for which `fits(n)` holds, where `fits` holds up to some n and not
+/// beyond (0 where none fits): how many entries of a list go in one frame.
+fn most_that_fit(wanted: usize, fits: impl Fn(usize) -> bool) -> usize {
     let (mut lo, mut hi) = (0, wanted);
     while lo < hi {
         let mid = (lo + hi).div_ceil(2);
@@ -458,7 +464,7 @@ fn jobs_page(q: proto::JobsQuery, access: Access, ctx: &Context) -> proto::JobsP
             hi = mid - 1;
         }
     }
-    page(lo)
+    lo
 }
 
 /// The jobs with a deadline the peer sees (as [`jobs_page`]), earliest due first: at most
@@ -485,16 +491,7 @@ fn deadlines(q: proto::DeadlinesQuery, access: Access, ctx: &Context) -> proto::
         proto::encode_payload(&Response::Deadlines(report(n)))
             .is_ok_and(|p| p.len() <= ctx.config.protocol.max_frame_size as usize)
     };
-    let (mut lo, mut hi) = (0, wanted);
-    while lo < hi {
-        let mid = (lo + hi).div_ceil(2);
-        if fits(mid) {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    report(lo)
+    report(most_that_fit(wanted, fits))
 }
 
 /// `report` with as many of its jobs as fit in a frame of `max` bytes: the queued and
@@ -815,5 +812,18 @@ async fn params(id: Result<ParamsId, String>, load: bool, ctx: &Arc<Context>) ->
 fn refused_submission(kind: impl std::fmt::Display, client: &str, why: &str) {
     if let Some(suppressed) = super::ratelimit::SUBMISSION.allow(Instant::now()) {
         tracing::warn!(proof_kind = %kind, client = %client, suppressed, "submission refused: {why}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn most_that_fit_is_the_largest_count_that_fits() {
+        for limit in 0..20 {
+            for wanted in 0..20 {
+                let n = super::most_that_fit(wanted, |n| n <= limit);
+                assert_eq!(n, wanted.min(limit), "wanted {wanted}, {limit} fit");
+            }
+        }
     }
 }
