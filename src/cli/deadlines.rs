@@ -1,7 +1,9 @@
 //! `cuzk deadlines`: every queued and running job with a deadline, earliest due first, with
 //! the time left to its deadline and when the daemon's measured proving times say it ends.
 
-use crate::proto::{self, DeadlineInfo, DeadlinesReport, ErrorCode};
+use std::time::Duration;
+
+use crate::proto::{DeadlineInfo, DeadlinesReport, ErrorCode};
 
 use super::{connect_to, ClientError, DaemonOpts};
 
@@ -47,13 +49,6 @@ fn text(r: &DeadlinesReport) -> String {
 /// `job 7  window-post  running  3/10  due in 4m10s  projected end in 3m02s: on time
 /// (1m08s spare)`.
 fn line(j: &DeadlineInfo) -> String {
-    let state = match j.state {
-        proto::JobState::Queued => "queued",
-        proto::JobState::Running => "running",
-        proto::JobState::Succeeded => "succeeded",
-        proto::JobState::Failed => "failed",
-        proto::JobState::Cancelled => "cancelled",
-    };
     let due = if j.overdue_ms > 0 {
         format!("{} late", span(j.overdue_ms))
     } else {
@@ -62,33 +57,31 @@ fn line(j: &DeadlineInfo) -> String {
     let end = match j.ends_in_ms {
         None => "not measured yet".to_string(),
         Some(ends) => {
-            let after_due = ends.saturating_add(j.overdue_ms);
-            let verdict = match after_due.checked_sub(j.due_in_ms) {
-                Some(late) if late > 0 => format!("likely late by {}", span(late)),
-                _ => format!("on time ({} spare)", span(j.due_in_ms - after_due)),
+            let verdict = match j.late_by_ms() {
+                Some(late) => format!("likely late by {}", span(late)),
+                None => format!("on time ({} spare)", span(j.due_in_ms - ends)),
             };
             format!("projected end in {}: {verdict}", span(ends))
         }
     };
     format!(
-        "job {}  {}  {state}  {}/{}  {due}  {end}\n",
-        j.job_id, j.kind, j.partitions_done, j.partitions_total
+        "job {}  {}  {}  {}/{}  {due}  {end}\n",
+        j.job_id,
+        j.kind,
+        format!("{:?}", j.state).to_lowercase(),
+        j.partitions_done,
+        j.partitions_total
     )
 }
 
-/// `40s`, `4m10s`, `2h05m`; under a second: `0s`.
 fn span(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, s / 60 % 60),
-    }
+    crate::cli::meter::clock(Duration::from_millis(ms))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto;
 
     fn job(id: u64, due_in_ms: u64, overdue_ms: u64, ends_in_ms: Option<u64>) -> DeadlineInfo {
         DeadlineInfo {

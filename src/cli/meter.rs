@@ -45,13 +45,13 @@ fn lock(m: &Mutex<Step>) -> std::sync::MutexGuard<'_, Step> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `1m05s`, `42s`: whole seconds, minutes above one.
+/// `2h05m`, `1m05s`, `42s`: whole seconds, minutes above one, hours above sixty minutes.
 pub fn clock(d: Duration) -> String {
     let s = d.as_secs();
-    if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s / 60 % 60),
     }
 }
 

@@ -477,6 +477,17 @@ pub struct DeadlineInfo {
     pub ends_in_ms: Option<u64>,
 }
 
+impl DeadlineInfo {
+    /// Milliseconds after its deadline that the projection says it ends; `None` when on
+    /// time or not measured (the daemon's own verdict, as its at-risk gauge counts it).
+    pub fn late_by_ms(&self) -> Option<u64> {
+        let end_after_due = self.ends_in_ms?.saturating_add(self.overdue_ms);
+        end_after_due
+            .checked_sub(self.due_in_ms)
+            .filter(|&late| late > 0)
+    }
+}
+
 /// Opens a session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
