@@ -81,6 +81,9 @@ pub struct DevicePauses {
     pub msm_piece: u64,
     /// Before one of the aux MSMs.
     pub aux_msm: u64,
+    /// Of all of these, the pauses made for an urgent proof announced but not yet on the
+    /// device (its synthesis about to end), so that it found the device free.
+    pub ahead: u64,
 }
 
 impl DevicePauses {
