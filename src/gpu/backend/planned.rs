@@ -63,7 +63,10 @@ impl Fill<'_> {
     /// that the rows of B and C travel while A's and B's transforms run.
     fn ring(&self, gpu: &Gpu) -> Result<Option<Ring>, GpuError> {
         match self {
-            Fill::Streamed { .. } => Some(gpu.ring(SHAPE_SLOT_BYTES as usize)).transpose(),
+            Fill::Streamed { shape, .. } => {
+                let slot = shape.ring_slot_bytes(SHAPE_SLOT_BYTES as usize);
+                Some(gpu.ring(slot)).transpose()
+            }
             _ => Ok(None),
         }
     }
