@@ -152,7 +152,7 @@ const INNER_LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "gpu/backend",
         &[
-            &["host"],
+            &["critical", "host"],
             &["residency"],
             &["turns"],
             &["sums"],

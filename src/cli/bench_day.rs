@@ -133,11 +133,13 @@ fn stretches(
     let (done, wall) = runner::drive(p, day, &day.arrivals(), &print_done);
     let (b, a) = (pauses_before, pauses(p));
     println!(
-        "the day's pauses of proofs on the device for WinningPoSt: {} after a quotient transform, {} before an H MSM, {} between MSM pieces, {} before an aux MSM",
+        "the day's pauses of proofs on the device for WinningPoSt: {} after an assignment's upload, {} before a quotient transform, {} before an H MSM, {} before or between MSM pieces, {} before an aux MSM; {} of them ahead of its arrival",
+        a.assignment.saturating_sub(b.assignment),
         a.quotient.saturating_sub(b.quotient),
         a.before_h.saturating_sub(b.before_h),
         a.msm_piece.saturating_sub(b.msm_piece),
-        a.aux_msm.saturating_sub(b.aux_msm)
+        a.aux_msm.saturating_sub(b.aux_msm),
+        a.ahead.saturating_sub(b.ahead)
     );
     let busy = p.svc.pipeline().device_busy.saturating_sub(busy_before);
     let post_device = device.of_classes_from(2).saturating_sub(post_before);
@@ -161,10 +163,12 @@ fn stretches(
 fn pauses(p: &DayProver) -> crate::prover::DevicePauses {
     let mut sum = crate::prover::DevicePauses::default();
     for d in p.svc.device_memory().iter().filter_map(|d| d.pauses) {
+        sum.assignment += d.assignment;
         sum.quotient += d.quotient;
         sum.before_h += d.before_h;
         sum.msm_piece += d.msm_piece;
         sum.aux_msm += d.aux_msm;
+        sum.ahead += d.ahead;
     }
     sum
 }

@@ -336,6 +336,22 @@ fn device_pauses(out: &mut String, devices: &[crate::pipeline::DeviceMemoryRepor
             );
         }
     }
+    family(
+        out,
+        "cuzk_device_pauses_ahead_total",
+        "counter",
+        "Of cuzk_device_pauses_total, the times a GPU was let go for an urgent proof whose \
+         synthesis was about to end, so that it found the device free on arrival.",
+    );
+    for (i, d) in devices.iter().enumerate() {
+        if let Some(p) = d.pauses {
+            let _ = writeln!(
+                out,
+                "cuzk_device_pauses_ahead_total{{device=\"{i}\"}} {}",
+                p.ahead
+            );
+        }
+    }
 }
 
 /// The stages: partitions per stage, the memory budget, device busy time, stage sums.
@@ -649,6 +665,7 @@ mod tests {
             }),
             pauses: Some(crate::prover::DevicePauses {
                 msm_piece: 7,
+                ahead: 2,
                 ..Default::default()
             }),
             plans: vec![SetPlan {
@@ -759,6 +776,7 @@ mod tests {
             "{out}"
         );
         for (at, n) in [
+            ("assignment", 0),
             ("quotient", 0),
             ("before_h", 0),
             ("msm_piece", 7),
@@ -770,6 +788,11 @@ mod tests {
                 "{line:?} missing from\n{out}"
             );
         }
+        assert!(
+            out.lines()
+                .any(|l| l == "cuzk_device_pauses_ahead_total{device=\"1\"} 2"),
+            "{out}"
+        );
         assert!(
             !out.contains("device=\"0\""),
             "the CPU takes no turns: {out}"

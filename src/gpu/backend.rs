@@ -29,6 +29,7 @@ use crate::prover::{
 };
 use crate::srs::Srs;
 
+mod critical;
 mod host;
 mod planned;
 mod prepared;

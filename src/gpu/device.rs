@@ -153,6 +153,8 @@ pub struct Ledger {
     cap: u64,
     used: AtomicU64,
     peak: AtomicU64,
+    /// The most held since the current turn on the device began ([`Ledger::begin_turn`]).
+    turn_peak: AtomicU64,
 }
 
 impl Ledger {
@@ -161,6 +163,7 @@ impl Ledger {
             cap,
             used: AtomicU64::new(0),
             peak: AtomicU64::new(0),
+            turn_peak: AtomicU64::new(0),
         }
     }
 
@@ -181,6 +184,7 @@ impl Ledger {
             {
                 Ok(_) => {
                     self.peak.fetch_max(after, Ordering::Relaxed);
+                    self.turn_peak.fetch_max(after, Ordering::Relaxed);
                     return Ok(());
                 }
                 Err(now) => used = now,
@@ -207,6 +211,19 @@ impl Ledger {
     pub fn reset_peak(&self) {
         let used = self.used.load(Ordering::Relaxed);
         self.peak.store(used, Ordering::Relaxed);
+    }
+
+    /// Starts the turn's peak from what is held now (a caller took its turn on the device).
+    pub fn begin_turn(&self) {
+        let used = self.used.load(Ordering::Relaxed);
+        self.turn_peak.store(used, Ordering::Relaxed);
+    }
+
+    /// How far the current turn's peak rose above what is held now: the working memory the
+    /// turn used and gave back.
+    pub fn turn_work(&self) -> u64 {
+        let used = self.used.load(Ordering::Relaxed);
+        self.turn_peak.load(Ordering::Relaxed).saturating_sub(used)
     }
 }
 
@@ -336,6 +353,33 @@ fn stage_bytes(total: usize) -> usize {
     } else {
         (total / 2).max(STAGE_PAR)
     }
+}
+
+/// The order of [`Gpu::stream_while`]'s steps over pieces `pieces` of a two-slot ring `r`:
+/// piece k + 1 issued (`issue`) before the work on piece k (`work`, given what its issue
+/// gave), and asked for (`go_on(k + 1)`) before it is issued; where `go_on` says no, the work
+/// on the piece in hand is done and the next piece's index returned (`pieces.end` when all
+/// are done). Every piece issued is worked on: none is issued that a stop leaves behind.
+fn pipelined<R, X>(
+    r: &mut R,
+    pieces: std::ops::Range<usize>,
+    mut go_on: impl FnMut(usize) -> bool,
+    mut issue: impl FnMut(&mut R, usize) -> Result<X, GpuError>,
+    mut work: impl FnMut(&mut R, usize, X) -> Result<(), GpuError>,
+) -> Result<usize, GpuError> {
+    let mut k = pieces.start;
+    let mut next = match k < pieces.end {
+        true => Some(issue(r, k)?),
+        false => None,
+    };
+    while let Some(in_hand) = next.take() {
+        if k + 1 < pieces.end && go_on(k + 1) {
+            next = Some(issue(r, k + 1)?);
+        }
+        work(r, k, in_hand)?;
+        k += 1;
+    }
+    Ok(k)
 }
 
 /// A point in the main stream's work, for `Gpu::upload_after`.
@@ -938,64 +982,59 @@ impl Gpu {
         &self,
         ring: &mut Ring,
         pieces: usize,
+        parts: impl FnMut(usize) -> Vec<&'s [u8]>,
+        consume: impl FnMut(usize, DevView) -> Result<(), GpuError>,
+    ) -> Result<(), GpuError> {
+        self.stream_while(ring, 0..pieces, |_| true, parts, consume)
+            .map(|_| ())
+    }
+
+    /// [`Gpu::stream`] of pieces `pieces.start..pieces.end` that can stop between two pieces:
+    /// `go_on(k)` is asked before piece k's copy is issued (for every piece but the first),
+    /// and where it says no, the work on the piece in hand is issued and the stream ends,
+    /// returning k, the next piece to do (`pieces.end` when all are done). No copy is issued
+    /// that is not worked on, and none is in flight on return, so the caller may let the
+    /// device go and later go on from k through the same ring (its events still order the
+    /// slots' reuse).
+    pub fn stream_while<'s>(
+        &self,
+        ring: &mut Ring,
+        pieces: std::ops::Range<usize>,
+        go_on: impl FnMut(usize) -> bool,
         mut parts: impl FnMut(usize) -> Vec<&'s [u8]>,
         mut consume: impl FnMut(usize, DevView) -> Result<(), GpuError>,
-    ) -> Result<(), GpuError> {
+    ) -> Result<usize, GpuError> {
         let fence = CopyFence {
             stream: &self.copy,
             armed: true,
         };
-        let mut issue = |k: usize, ring: &mut Ring| -> Result<(CudaEvent, DevView), GpuError> {
-            let j = ring.next;
-            ring.next ^= 1;
-            let after = ring.consumed[j].as_ref().unwrap_or(&ring.ready);
-            self.copy.wait(after).ctx("cuStreamWaitEvent")?;
-            let slot = &ring.slots[j];
-            let mut at = 0usize;
-            for part in parts(k) {
-                if at + part.len() > slot.len() {
-                    return Err(GpuError::Input(format!(
-                        "piece {k} of {} bytes or more for a slot of {}",
-                        at + part.len(),
-                        slot.len()
-                    )));
-                }
-                self.copy_to(slot.ptr() + at as u64, part)?;
-                at += part.len();
-            }
-            let copied = self.copy.record_event(None).ctx("cuEventRecord")?;
-            Ok((copied, slot.view().range(0..at)?))
-        };
         let start = Instant::now();
         let (mut issuing, mut consuming, mut bytes) = (0.0, 0.0, 0usize);
-        let mut next = if pieces > 0 {
-            Some(issue(0, ring)?)
-        } else {
-            None
-        };
-        issuing += start.elapsed().as_secs_f64();
-        for k in 0..pieces {
-            let Some((copied, view)) = next.take() else {
-                break;
-            };
-            bytes += view.len();
-            self.stream.wait(&copied).ctx("cuStreamWaitEvent")?;
-            // The slot this piece is in: the one before `next` moves on again.
-            let j = ring.next ^ 1;
-            let t = Instant::now();
-            if k + 1 < pieces {
-                next = Some(issue(k + 1, ring)?);
-            }
-            issuing += t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            consume(k, view)?;
-            consuming += t.elapsed().as_secs_f64();
-            ring.consumed[j] = Some(self.stream.record_event(None).ctx("cuEventRecord")?);
-        }
+        let first = pieces.start;
+        let next = pipelined(
+            ring,
+            pieces,
+            go_on,
+            |ring, k| {
+                let t = Instant::now();
+                let issued = self.issue_piece(ring, k, &mut parts);
+                issuing += t.elapsed().as_secs_f64();
+                issued
+            },
+            |ring, k, (copied, view, j)| {
+                bytes += view.len();
+                self.stream.wait(&copied).ctx("cuStreamWaitEvent")?;
+                let t = Instant::now();
+                consume(k, view)?;
+                consuming += t.elapsed().as_secs_f64();
+                ring.consumed[j] = Some(self.stream.record_event(None).ctx("cuEventRecord")?);
+                Ok(())
+            },
+        )?;
         let t = Instant::now();
         fence.finish()?;
         tracing::debug!(
-            pieces,
+            pieces = next - first,
             bytes,
             wall_ms = start.elapsed().as_secs_f64() * 1e3,
             issuing_ms = issuing * 1e3,
@@ -1003,7 +1042,37 @@ impl Gpu {
             fence_ms = t.elapsed().as_secs_f64() * 1e3,
             "stream through a ring"
         );
-        Ok(())
+        Ok(next)
+    }
+
+    /// Issues the copy of piece `k` (the host slices `parts(k)`, back to back) into `ring`'s
+    /// next slot on the copy stream, after the work on that slot's last piece: the event
+    /// recorded after the copy, the view of the piece's bytes and the slot's index.
+    fn issue_piece<'s>(
+        &self,
+        ring: &mut Ring,
+        k: usize,
+        parts: &mut impl FnMut(usize) -> Vec<&'s [u8]>,
+    ) -> Result<(CudaEvent, DevView, usize), GpuError> {
+        let j = ring.next;
+        ring.next ^= 1;
+        let after = ring.consumed[j].as_ref().unwrap_or(&ring.ready);
+        self.copy.wait(after).ctx("cuStreamWaitEvent")?;
+        let slot = &ring.slots[j];
+        let mut at = 0usize;
+        for part in parts(k) {
+            if at + part.len() > slot.len() {
+                return Err(GpuError::Input(format!(
+                    "piece {k} of {} bytes or more for a slot of {}",
+                    at + part.len(),
+                    slot.len()
+                )));
+            }
+            self.copy_to(slot.ptr() + at as u64, part)?;
+            at += part.len();
+        }
+        let copied = self.copy.record_event(None).ctx("cuEventRecord")?;
+        Ok((copied, slot.view().range(0..at)?, j))
     }
 
     /// Issues the copy of `src` to device address `dst` on the copy stream: through the staging
@@ -1296,5 +1365,87 @@ mod tests {
         assert_eq!(stage_bytes(super::super::DEFAULT_STAGING_BYTES), 32 << 20);
         assert_eq!(stage_bytes(256 << 20), 128 << 20);
         assert_eq!(stage_bytes(1), STAGE_PAR);
+    }
+
+    /// What [`pipelined`] did over `pieces`, stopping where `stop` says: its steps in order
+    /// ("i3" issued piece 3, "w3" worked on it) and the index it returned.
+    fn steps(pieces: std::ops::Range<usize>, stop: &[usize]) -> (Vec<String>, usize) {
+        let mut log = Vec::new();
+        let next = pipelined(
+            &mut log,
+            pieces,
+            |k| !stop.contains(&k),
+            |log: &mut Vec<String>, k| {
+                log.push(format!("i{k}"));
+                Ok(k)
+            },
+            |log, k, issued| {
+                assert_eq!(k, issued, "the work is on the piece issued for it");
+                log.push(format!("w{k}"));
+                Ok(())
+            },
+        )
+        .unwrap();
+        (log, next)
+    }
+
+    /// Piece k + 1 is issued before the work on piece k; a stop asked before piece k issues
+    /// nothing more, finishes the piece in hand and returns k, from which a second stream goes
+    /// on; every piece issued is worked on once.
+    #[test]
+    fn a_stream_issues_one_piece_ahead_and_stops_without_a_wasted_copy() {
+        assert_eq!(
+            steps(0..3, &[]),
+            (
+                ["i0", "i1", "w0", "i2", "w1", "w2"]
+                    .map(String::from)
+                    .to_vec(),
+                3
+            )
+        );
+        assert_eq!(
+            steps(0..4, &[2]),
+            (["i0", "i1", "w0", "w1"].map(String::from).to_vec(), 2)
+        );
+        // Going on from the stop: the first piece is never asked about.
+        assert_eq!(
+            steps(2..4, &[2]),
+            (["i2", "i3", "w2", "w3"].map(String::from).to_vec(), 4)
+        );
+        assert_eq!(steps(0..4, &[1]).1, 1);
+        assert_eq!(steps(3..3, &[]), (Vec::new(), 3));
+        // Stopping before every piece still goes through all of them, one per stream.
+        let mut at = 0;
+        let mut streams = 0;
+        while at < 5 {
+            let (log, next) = steps(at..5, &[0, 1, 2, 3, 4]);
+            assert_eq!(log, vec![format!("i{at}"), format!("w{at}")]);
+            (at, streams) = (next, streams + 1);
+        }
+        assert_eq!(streams, 5);
+    }
+
+    /// An error from the work ends the stream with it, after no further issue.
+    #[test]
+    fn a_streams_error_ends_it() {
+        let mut issued = 0;
+        let r = pipelined(
+            &mut issued,
+            0..5,
+            |_| true,
+            |n: &mut usize, _| {
+                *n += 1;
+                Ok(())
+            },
+            |_, k, ()| match k {
+                1 => Err(GpuError::Input("piece 1".into())),
+                _ => Ok(()),
+            },
+        );
+        assert!(r.is_err());
+        assert_eq!(
+            issued, 3,
+            "pieces 0, 1 and 2 issued before the work on 1 failed"
+        );
     }
 }

@@ -101,9 +101,9 @@ const TREE_FANIN: u64 = 8;
 pub const CHUNK_MIN: u64 = 128;
 /// Entries of the bucket-sorted list per launch of the bucket sums (the default of
 /// [`super::MsmTuning::accumulate_piece`]): at the G1 rate measured at 2^27 (about 2.5 G mixed
-/// additions a second on an H100), about a tenth of a second, the longest another caller
+/// additions a second on an H100), about a twentieth of a second, the longest another caller
 /// waits for the device inside an MSM's bucket phase.
-pub const ACCUMULATE_PIECE: u64 = 1 << 28;
+pub const ACCUMULATE_PIECE: u64 = 1 << 27;
 /// Buckets per thread in the window reduction.
 const SEGMENT: u32 = 16;
 /// Scalars per piece of the overlapped upload (the default of

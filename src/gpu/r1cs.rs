@@ -527,10 +527,30 @@ impl StreamedShape {
         self.needs.rows
     }
 
+    /// The slot a ring that streams its rows needs: `most` bytes (a large shape's matrices
+    /// go in pieces of about that), or less where every matrix fits in one, as the plan
+    /// counts it (no more than the shape's own bytes in flight).
+    pub fn ring_slot_bytes(&self, most: usize) -> usize {
+        let shape = self.shape();
+        [&shape.a, &shape.b, &shape.c]
+            .iter()
+            .map(|m| streamed_bytes(&m.starts))
+            .max()
+            .unwrap_or(0)
+            .clamp(1, most.max(1))
+    }
+
     /// How many of its row arrays are page-locked (of six).
     pub fn registered(&self) -> usize {
         self.host.registered()
     }
+}
+
+/// The bytes a matrix of row starts `starts` streams whole: its terms (8 bytes each) and its
+/// starts (4 bytes each).
+fn streamed_bytes(starts: &[u32]) -> usize {
+    let terms = starts.last().map_or(0, |&t| t as usize);
+    terms * 8 + starts.len() * 4
 }
 
 /// Row boundaries (0 first, `starts.len() − 1` last) of pieces whose terms (8 bytes each) and
@@ -649,6 +669,16 @@ mod tests {
 
     /// Row pieces cover every row once, in order, each within the slot, each as long as fits;
     /// a row too long for the slot is refused.
+    #[test]
+    fn a_matrix_streamed_whole_takes_its_terms_and_starts() {
+        // Rows of 2, 0 and 3 terms: 5 terms and 4 starts.
+        let starts = [0u32, 2, 2, 5];
+        assert_eq!(streamed_bytes(&starts), 5 * 8 + 4 * 4);
+        let b = row_pieces(&starts, streamed_bytes(&starts)).unwrap();
+        assert_eq!(b, [0, 3], "one piece in a slot of its own size");
+        assert_eq!(streamed_bytes(&[]), 0);
+    }
+
     #[test]
     fn row_pieces_cut_the_rows_to_the_slot() {
         // Rows of 0, 3, 1, 5, 2 terms.

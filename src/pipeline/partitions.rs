@@ -249,6 +249,13 @@ where
         let slot = self.svc.placement.enter_synthesis();
         slot.pin_current_thread();
         let start = Instant::now();
+        // A critical partition tells the device when it will be there, by the last one's
+        // synthesis, so that a long call on it can make way just before.
+        let expected = match critical {
+            true => stages.critical_synthesis(self.id),
+            false => None,
+        }
+        .map(|took| crate::prover::urgency::expect(start + took));
         let what = format!("partition {k} synthesis");
         let result = catch_panic(&what, || self.staged(k, critical, yielding));
         match result {
@@ -264,6 +271,7 @@ where
                     work: self.work.clone(),
                     reply: tx,
                     claim,
+                    expected,
                     avoid,
                 };
                 stages.to_device(self.id, to);

@@ -71,20 +71,26 @@ pub trait Backend: Send + Sync {
 /// (counters since the backend was opened).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DevicePauses {
-    /// After one of the quotient's transforms to the coset.
+    /// After the assignment's upload.
+    pub assignment: u64,
+    /// Before one of the quotient's transforms to the coset.
     pub quotient: u64,
     /// Between the quotient and the H MSM.
     pub before_h: u64,
-    /// Between two pieces of an MSM's bucket sums.
+    /// Before or between the pieces of an MSM's bucket sums.
     pub msm_piece: u64,
     /// Before one of the aux MSMs.
     pub aux_msm: u64,
+    /// Of all of these, the pauses made for an urgent proof announced but not yet on the
+    /// device (its synthesis about to end), so that it found the device free.
+    pub ahead: u64,
 }
 
 impl DevicePauses {
     /// Each counter with its label, for metrics.
-    pub fn labelled(&self) -> [(&'static str, u64); 4] {
+    pub fn labelled(&self) -> [(&'static str, u64); 5] {
         [
+            ("assignment", self.assignment),
             ("quotient", self.quotient),
             ("before_h", self.before_h),
             ("msm_piece", self.msm_piece),

@@ -4,7 +4,14 @@
 //! resident or streamed from host memory through two device buffers. A device whose plan holds
 //! everything takes the paths of [`super::sums`] instead. What a plan keeps on the device
 //! between proofs, and what it frees, is [`super::residency`]'s to decide
-//! ([`State::make_room`]); these methods use the state only through its methods.
+//! ([`State::make_room`]); these functions use the state only through its methods.
+//!
+//! They run on a turn that lets the device go to urgent callers part way through ([`Held`]):
+//! before each of the quotient's transforms to the coset, before each MSM's first piece and
+//! between two pieces of the stream of MSMs where an urgent caller waits. So they reach the
+//! state anew after each pause (what it holds may have been evicted meanwhile), and keep what
+//! they took out of it (a shape's form, the park) or made themselves (the ring, the quotient's
+//! vectors, selected scalars) with them, the former put back on every path.
 
 use std::sync::Arc;
 
@@ -15,6 +22,7 @@ use rayon::prelude::*;
 use super::host::HostBytes;
 use super::residency::{Points, State};
 use super::sums::AuxPoints;
+use super::turns::{Held, Pause};
 use crate::gpu::bytes::bytes;
 use crate::gpu::device::{DevBuf, DevView, Gpu, Ring};
 use crate::gpu::msm::{self, MsmParts};
@@ -55,7 +63,10 @@ impl Fill<'_> {
     /// that the rows of B and C travel while A's and B's transforms run.
     fn ring(&self, gpu: &Gpu) -> Result<Option<Ring>, GpuError> {
         match self {
-            Fill::Streamed { .. } => Some(gpu.ring(SHAPE_SLOT_BYTES as usize)).transpose(),
+            Fill::Streamed { shape, .. } => {
+                let slot = shape.ring_slot_bytes(SHAPE_SLOT_BYTES as usize);
+                Some(gpu.ring(slot)).transpose()
+            }
             _ => Ok(None),
         }
     }
@@ -99,38 +110,42 @@ impl Fill<'_> {
     }
 }
 
-impl State {
-    /// The quotient's m coefficients in a new device buffer, in the plan's form, from `fill`'s
-    /// A, B and C (n values each).
-    fn quotient_planned(
-        &mut self,
-        plan: &Plan,
-        fill: &Fill<'_>,
-        n: usize,
-        m: usize,
-    ) -> Result<DevBuf, GpuError> {
-        let lg = m.trailing_zeros();
-        self.domain(lg)?;
-        let mut park = match plan.quotient {
-            Quotient::Parked => Some(self.take_park(m * FR_BYTES)?),
-            Quotient::Resident => None,
-        };
-        let result = {
-            let d = self
-                .cached_domain(lg)
-                .ok_or_else(|| GpuError::Input("domain not resident".into()))?;
-            match park.as_mut() {
-                None => resident_quotient(&self.gpu, d, fill, n, m),
-                Some(park) => parked_quotient(&self.gpu, d, park, fill, n, m),
-            }
-        };
-        self.put_park(park);
+/// The quotient's m coefficients in a new device buffer, in `plan`'s form, from `fill`'s A, B
+/// and C (n values each); before each vector's transform to the coset an urgent caller
+/// waiting gets the device ([`Pause::Quotient`]), the vectors made so far, the park and the
+/// domain's tables kept meanwhile.
+fn quotient_planned(
+    held: &mut Held<'_>,
+    plan: &Plan,
+    fill: &Fill<'_>,
+    n: usize,
+    m: usize,
+) -> Result<DevBuf, GpuError> {
+    let lg = m.trailing_zeros();
+    let s = held.state()?;
+    // Shared with the state: tables that a caller going first during a pause evicts live on
+    // until this quotient is done.
+    let d = s.domain(lg)?;
+    let mut park = match plan.quotient {
+        Quotient::Parked => Some(s.take_park(m * FR_BYTES)?),
+        Quotient::Resident => None,
+    };
+    let result = match park.as_mut() {
+        None => resident_quotient(held, &d, fill, n, m),
+        Some(park) => parked_quotient(held, &d, park, fill, n, m),
+    };
+    // Put back on every path where the turn is still held; a pause that lost it ends the
+    // proof with its error, and the park goes with it.
+    if let Ok(s) = held.state() {
+        s.put_park(park);
         if !plan.keep_tables {
-            self.drop_domain(lg);
+            s.drop_domain(lg);
         }
-        result
     }
+    result
+}
 
+impl State {
     /// Which of `msms` have their points resident now: those the plan keeps, made resident
     /// where they fit (the others stream).
     fn resident_now(&mut self, msms: &[PlannedMsm<'_>]) -> Result<Vec<bool>, GpuError> {
@@ -146,87 +161,6 @@ impl State {
         Ok(resident)
     }
 
-    /// The parts of each MSM of `msms` (Σ scalars·points over its query, in pieces), in order:
-    /// one stream of pieces for all of them, so that the points of one MSM's first piece travel
-    /// while the last piece of the one before is summed. A query's points are resident where
-    /// planned (made so now; streamed instead where they do not fit) or streamed from host
-    /// memory through two device buffers.
-    fn msms_planned(&mut self, msms: &[PlannedMsm<'_>]) -> Result<Vec<Vec<MsmParts>>, GpuError> {
-        let resident = self.resident_now(msms)?;
-        let (pieces, bounds) = cut_into_pieces(msms, &resident)?;
-        let gpu = &self.gpu;
-        let affine = |p: &Piece| msms[p.msm].p.curve.affine_bytes();
-        let streamed = |p: &&Piece| !resident[p.msm];
-        let slot = pieces
-            .iter()
-            .filter(streamed)
-            .map(|p| p.len() * affine(p))
-            .max()
-            .unwrap_or(0);
-        let selected = pieces
-            .iter()
-            .filter(|p| matches!(msms[p.msm].scalars, Selection::Of { .. }))
-            .map(|p| p.len() * FR_BYTES)
-            .max()
-            .map(|b| gpu.alloc(b))
-            .transpose()?;
-        let kept: Vec<Option<DevView>> = msms
-            .iter()
-            .zip(&resident)
-            .map(|(m, &r)| {
-                r.then(|| self.resident(&m.p.key).map(|b| b.view()))
-                    .transpose()
-            })
-            .collect::<Result<_, _>>()?;
-        // The streamed queries' host bytes, held while they stream (a released query's read
-        // again from its file).
-        let hosts: Vec<Option<HostBytes<'_>>> = msms
-            .iter()
-            .zip(&kept)
-            .map(|(m, k)| match k {
-                Some(_) => Ok(None),
-                None => m.p.host_bytes().map(Some),
-            })
-            .collect::<Result<_, GpuError>>()?;
-        let mut ring = gpu.ring(slot)?;
-        let mut out: Vec<Vec<MsmParts>> = msms.iter().map(|_| Vec::new()).collect();
-        gpu.stream(
-            &mut ring,
-            pieces.len(),
-            |j| {
-                let p = &pieces[j];
-                match &hosts[p.msm] {
-                    None => Vec::new(),
-                    Some(host) => {
-                        let a = affine(p);
-                        vec![&host[p.first * a..p.end * a]]
-                    }
-                }
-            },
-            |j, view| {
-                let p = &pieces[j];
-                let (m, a) = (&msms[p.msm], affine(p));
-                let bases = match kept[p.msm] {
-                    Some(all) => all.range(p.first * a..p.end * a)?,
-                    None => view,
-                };
-                let scalars = match (m.scalars, &bounds[p.msm], &selected) {
-                    (Selection::Dense(v), _, _) => v.range(p.first * FR_BYTES..p.end * FR_BYTES)?,
-                    (Selection::Of { aux, flags }, Some(b), Some(buf)) => {
-                        let (f0, f1) = (b[p.k], b[p.k + 1]);
-                        let src = aux.range(f0 * FR_BYTES..f1 * FR_BYTES)?;
-                        msm::compact_into(gpu, src, &flags[f0..f1], p.len(), buf.view())?;
-                        buf.view()
-                    }
-                    _ => return Err(GpuError::Input("selection without its bounds".into())),
-                };
-                out[p.msm].push(msm::msm_view(gpu, m.p.curve, bases, p.len(), scalars)?);
-                Ok(())
-            },
-        )?;
-        Ok(out)
-    }
-
     /// Makes `p`'s points resident; `false` (stream them, in fallback pieces) where they do not
     /// fit now.
     fn ensure_or_stream(&mut self, p: &Points<'_>) -> Result<bool, GpuError> {
@@ -240,123 +174,292 @@ impl State {
         }
     }
 
-    /// The four aux MSMs of the plan over the assignment `aux` on the device (consumed: the L
-    /// query's MSM, last, rewrites it): the A and B queries' scalars selected from it piece by
-    /// piece.
-    pub(super) fn aux_planned(
+    /// The device views of the resident points of `msms` from MSM `from` on (`resident`
+    /// says which; `None` for the others), looked up anew after each pause: a caller that
+    /// went first may have evicted them, and they go up again. Where they no longer fit
+    /// beside each other, the out-of-memory error: the proof is retried under a smaller plan.
+    fn kept_views(
         &mut self,
-        plan: &Plan,
-        q: &AuxPoints<'_, '_>,
-        aux: DevBuf,
-    ) -> Result<WitnessSums, GpuError> {
-        let x = aux.view();
-        let sel = |flags| Selection::Of { aux: x, flags };
-        // The L query last: its MSM rewrites the assignment the others select from.
-        let msms = [
-            (q.a, plan::Query::A, sel(q.a_density)),
-            (q.b_g1, plan::Query::BG1, sel(q.b_density)),
-            (q.b_g2, plan::Query::BG2, sel(q.b_density)),
-            (q.l, plan::Query::L, Selection::Dense(x)),
-        ]
-        .map(|(p, query, scalars)| PlannedMsm {
-            p,
-            resident: plan.resident.has(query),
-            piece: plan.stream_piece(query),
-            fallback: plan.fallback_piece(query, p.n as u64),
-            scalars,
-        });
-        let parts = self.msms_planned(&msms)?;
-        drop(aux);
-        let [a, b1, b2, l] = parts.as_slice() else {
-            return Err(GpuError::Input("four MSMs expected".into()));
-        };
-        Ok(WitnessSums {
-            l: sum_g1(l),
-            a: sum_g1(a),
-            b_g1: sum_g1(b1),
-            b_g2: parts_g2(b2),
-        })
-    }
-
-    /// Σ h_i·H_i for the quotient of `fill`'s A, B and C (n constraints, a domain of m), in the
-    /// plan's forms.
-    pub(super) fn h_planned(
-        &mut self,
-        plan: &Plan,
-        h: &Points<'_>,
-        fill: &Fill<'_>,
-        n: usize,
-        m: usize,
-    ) -> Result<G1Projective, GpuError> {
-        if h.n != m - 1 {
-            return Err(GpuError::Input(format!(
-                "{} H bases for a domain of {m}",
-                h.n
-            )));
+        msms: &[PlannedMsm<'_>],
+        resident: &[bool],
+        from: usize,
+    ) -> Result<Vec<Option<DevView>>, GpuError> {
+        let needed = |i: usize| resident[i] && i >= from;
+        for (i, m) in msms.iter().enumerate() {
+            if needed(i) {
+                self.ensure(&m.p)?;
+            }
         }
-        let coeffs = self.quotient_planned(plan, fill, n, m)?;
-        let parts = self.msms_planned(&[PlannedMsm {
+        let view = |i: usize, m: &PlannedMsm<'_>| match self.resident(&m.p.key) {
+            Ok(buf) => Ok(buf.view()),
+            // Another query's upload made room by evicting this one.
+            Err(_) => Err(GpuError::OutOfMemory(format!(
+                "the {:?} points no longer fit beside the other queries' (MSM {i})",
+                m.p.key.query
+            ))),
+        };
+        let views = msms.iter().enumerate().map(|(i, m)| match needed(i) {
+            true => view(i, m).map(Some),
+            false => Ok(None),
+        });
+        views.collect()
+    }
+}
+
+/// The parts of each MSM of `msms` (Σ scalars·points over its query, in pieces), in order:
+/// one stream of pieces for all of them, so that the points of one MSM's first piece travel
+/// while the last piece of the one before is summed. A query's points are resident where
+/// planned (made so now; streamed instead where they do not fit) or streamed from host memory
+/// through two device buffers. Before the first piece, and between two pieces where an urgent
+/// caller waits ([`Shared::would_pause`](super::turns::Shared::would_pause), asked before
+/// each piece's copy), the device is let go ([`pause_before`] says where it counts): the
+/// ring, the selected scalars and the parts so far stay with this call, and the resident
+/// points are looked up again after.
+fn msms_planned(
+    held: &mut Held<'_>,
+    msms: &[PlannedMsm<'_>],
+) -> Result<Vec<Vec<MsmParts>>, GpuError> {
+    let resident = held.state()?.resident_now(msms)?;
+    let (pieces, bounds) = cut_into_pieces(msms, &resident)?;
+    let affine = |p: &Piece| msms[p.msm].p.curve.affine_bytes();
+    let streamed = |p: &&Piece| !resident[p.msm];
+    let slot = pieces
+        .iter()
+        .filter(streamed)
+        .map(|p| p.len() * affine(p))
+        .max()
+        .unwrap_or(0);
+    let selected_bytes = pieces
+        .iter()
+        .filter(|p| matches!(msms[p.msm].scalars, Selection::Of { .. }))
+        .map(|p| p.len() * FR_BYTES)
+        .max();
+    // The streamed queries' host bytes, held while they stream (a released query's read
+    // again from its file).
+    let hosts: Vec<Option<HostBytes<'_>>> = msms
+        .iter()
+        .zip(&resident)
+        .map(|(m, &r)| match r {
+            true => Ok(None),
+            false => m.p.host_bytes().map(Some),
+        })
+        .collect::<Result<_, GpuError>>()?;
+    let (mut ring, selected) = {
+        let gpu = &held.state()?.gpu;
+        let selected = selected_bytes.map(|b| gpu.alloc(b)).transpose()?;
+        (gpu.ring(slot)?, selected)
+    };
+    // Asked between pieces while the state is borrowed for the stream.
+    let shared = held.shared();
+    let firsts: Vec<Pause> = msms.iter().map(|m| m.first).collect();
+    let mut out: Vec<Vec<MsmParts>> = msms.iter().map(|_| Vec::new()).collect();
+    let mut next = 0;
+    while let Some(piece) = pieces.get(next) {
+        held.pause(pause_before(&pieces, next, &firsts))?;
+        let s = held.state()?;
+        let kept = s.kept_views(msms, &resident, piece.msm)?;
+        let on = PieceWork {
+            gpu: &s.gpu,
+            msms,
+            bounds: &bounds,
+            selected: selected.as_ref(),
+            kept: &kept,
+        };
+        next = s.gpu.stream_while(
+            &mut ring,
+            next..pieces.len(),
+            |_| !shared.would_pause(),
+            |j| piece_bytes(&pieces[j], &hosts, affine(&pieces[j])),
+            |j, view| {
+                let p = &pieces[j];
+                out[p.msm].push(on.msm(p, view)?);
+                Ok(())
+            },
+        )?;
+    }
+    Ok(out)
+}
+
+/// Where a pause before piece `k` of `pieces` counts: before the first piece of an MSM, at
+/// that MSM's own point (`firsts`, one per MSM: [`Pause::BeforeH`], [`Pause::AuxMsm`]);
+/// between the pieces of one, [`Pause::MsmPiece`].
+fn pause_before(pieces: &[Piece], k: usize, firsts: &[Pause]) -> Pause {
+    match pieces.get(k) {
+        Some(p) if p.k == 0 => firsts.get(p.msm).copied().unwrap_or(Pause::MsmPiece),
+        _ => Pause::MsmPiece,
+    }
+}
+
+/// The host bytes of piece `p`'s points (`a` bytes each) where its query streams; none where
+/// its points are resident.
+fn piece_bytes<'h>(p: &Piece, hosts: &'h [Option<HostBytes<'_>>], a: usize) -> Vec<&'h [u8]> {
+    match hosts.get(p.msm) {
+        Some(Some(host)) => vec![&host[p.first * a..p.end * a]],
+        _ => Vec::new(),
+    }
+}
+
+/// What the work on a piece of [`msms_planned`] reads, for one stream between two pauses.
+struct PieceWork<'w, 'm> {
+    gpu: &'w Gpu,
+    msms: &'w [PlannedMsm<'m>],
+    bounds: &'w SelectionBounds,
+    /// The buffer a piece's selected scalars are compacted into (MSMs that select).
+    selected: Option<&'w DevBuf>,
+    /// The resident points' views, per MSM.
+    kept: &'w [Option<DevView>],
+}
+
+impl PieceWork<'_, '_> {
+    /// The parts of piece `p`'s MSM, its points in `view` where they streamed (else in the
+    /// resident copy), its scalars selected into the buffer where its MSM selects them.
+    fn msm(&self, p: &Piece, view: DevView) -> Result<MsmParts, GpuError> {
+        let (m, a) = (&self.msms[p.msm], self.msms[p.msm].p.curve.affine_bytes());
+        let bases = match self.kept.get(p.msm).copied().flatten() {
+            Some(all) => all.range(p.first * a..p.end * a)?,
+            None => view,
+        };
+        let bounds = self.bounds.get(p.msm).and_then(Option::as_ref);
+        let scalars = match (m.scalars, bounds, self.selected) {
+            (Selection::Dense(v), _, _) => v.range(p.first * FR_BYTES..p.end * FR_BYTES)?,
+            (Selection::Of { aux, flags }, Some(b), Some(buf)) => {
+                let (f0, f1) = (b[p.k], b[p.k + 1]);
+                let src = aux.range(f0 * FR_BYTES..f1 * FR_BYTES)?;
+                msm::compact_into(self.gpu, src, &flags[f0..f1], p.len(), buf.view())?;
+                buf.view()
+            }
+            _ => return Err(GpuError::Input("selection without its bounds".into())),
+        };
+        msm::msm_view(self.gpu, m.p.curve, bases, p.len(), scalars)
+    }
+}
+
+/// The four aux MSMs of the plan over the assignment `aux` on the device (consumed: the L
+/// query's MSM, last, rewrites it): the A and B queries' scalars selected from it piece by
+/// piece. Before each MSM and between its pieces, an urgent caller waiting gets the device.
+pub(super) fn aux_planned(
+    held: &mut Held<'_>,
+    plan: &Plan,
+    q: &AuxPoints<'_, '_>,
+    aux: DevBuf,
+) -> Result<WitnessSums, GpuError> {
+    let x = aux.view();
+    let sel = |flags| Selection::Of { aux: x, flags };
+    // The L query last: its MSM rewrites the assignment the others select from.
+    let msms = [
+        (q.a, plan::Query::A, sel(q.a_density)),
+        (q.b_g1, plan::Query::BG1, sel(q.b_density)),
+        (q.b_g2, plan::Query::BG2, sel(q.b_density)),
+        (q.l, plan::Query::L, Selection::Dense(x)),
+    ]
+    .map(|(p, query, scalars)| PlannedMsm {
+        p,
+        resident: plan.resident.has(query),
+        piece: plan.stream_piece(query),
+        fallback: plan.fallback_piece(query, p.n as u64),
+        scalars,
+        first: Pause::AuxMsm,
+    });
+    let parts = msms_planned(held, &msms)?;
+    drop(aux);
+    let [a, b1, b2, l] = parts.as_slice() else {
+        return Err(GpuError::Input("four MSMs expected".into()));
+    };
+    Ok(WitnessSums {
+        l: sum_g1(l),
+        a: sum_g1(a),
+        b_g1: sum_g1(b1),
+        b_g2: parts_g2(b2),
+    })
+}
+
+/// Σ h_i·H_i for the quotient of `fill`'s A, B and C (n constraints, a domain of m), in the
+/// plan's forms, an urgent caller waiting given the device before each of the quotient's
+/// transforms to the coset, before the H MSM and between its pieces.
+pub(super) fn h_planned(
+    held: &mut Held<'_>,
+    plan: &Plan,
+    h: &Points<'_>,
+    fill: &Fill<'_>,
+    n: usize,
+    m: usize,
+) -> Result<G1Projective, GpuError> {
+    if h.n != m - 1 {
+        return Err(GpuError::Input(format!(
+            "{} H bases for a domain of {m}",
+            h.n
+        )));
+    }
+    let coeffs = quotient_planned(held, plan, fill, n, m)?;
+    let parts = msms_planned(
+        held,
+        &[PlannedMsm {
             p: *h,
             resident: plan.resident.has(plan::Query::H),
             piece: plan.stream_piece(plan::Query::H),
             fallback: plan.fallback_piece(plan::Query::H, h.n as u64),
             scalars: Selection::Dense(coeffs.view_of(0..(m - 1) * FR_BYTES)?),
-        }])?;
-        drop(coeffs);
-        Ok(parts.iter().map(|p| sum_g1(p)).sum())
-    }
+            first: Pause::BeforeH,
+        }],
+    )?;
+    drop(coeffs);
+    Ok(parts.iter().map(|p| sum_g1(p)).sum())
 }
 
-impl State {
-    /// [`State::h_planned`] of a shaped proof: A, B and C evaluated from `shape`, kept on the
-    /// device where the plan says so and it fits, else streamed from host memory.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn h_shaped_planned(
-        &mut self,
-        plan: &Plan,
-        h: &Points<'_>,
-        shape: &Arc<R1cs>,
-        input: &DevBuf,
-        aux: Assignment<'_>,
-        n: usize,
-        m: usize,
-    ) -> Result<G1Projective, GpuError> {
-        let resident = plan.shape_resident
-            && match self.ensure_shape(shape, &h.key) {
-                Ok(()) => true,
-                Err(e) if e.is_out_of_memory() => {
-                    tracing::debug!(error = %e, "recorded shape streamed: it does not fit now");
-                    false
-                }
-                Err(e) => return Err(e),
-            };
-        // The shape's form is taken out of the state while the sum runs (which borrows the
-        // state mutably), and put back after.
-        if resident {
-            let (host, copy) = self.take_shape(shape)?;
-            let fill = Fill::Resident {
-                shape: &copy,
-                input,
-                aux,
-            };
-            let sum = self.h_planned(plan, h, &fill, n, m);
-            self.put_shape((host, copy));
-            sum
-        } else {
-            let streamed = self.take_streamed_shape(shape)?;
-            let fill = Fill::Streamed {
-                shape: &streamed,
-                input,
-                aux,
-            };
-            let sum = self.h_planned(plan, h, &fill, n, m);
-            self.put_streamed_shape(streamed);
-            sum
+/// [`h_planned`] of a shaped proof: A, B and C evaluated from `shape`, kept on the device
+/// where the plan says so and it fits, else streamed from host memory.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn h_shaped_planned(
+    held: &mut Held<'_>,
+    plan: &Plan,
+    h: &Points<'_>,
+    shape: &Arc<R1cs>,
+    input: &DevBuf,
+    aux: Assignment<'_>,
+    n: usize,
+    m: usize,
+) -> Result<G1Projective, GpuError> {
+    let s = held.state()?;
+    let resident = plan.shape_resident
+        && match s.ensure_shape(shape, &h.key) {
+            Ok(()) => true,
+            Err(e) if e.is_out_of_memory() => {
+                tracing::debug!(error = %e, "recorded shape streamed: it does not fit now");
+                false
+            }
+            Err(e) => return Err(e),
+        };
+    // The shape's form is taken out of the state while the sum runs (which lets the state go
+    // to other callers at its pauses), and put back after, on every path where the turn is
+    // still held (a pause that lost it ends the proof with its error).
+    if resident {
+        let (host, copy) = s.take_shape(shape)?;
+        let fill = Fill::Resident {
+            shape: &copy,
+            input,
+            aux,
+        };
+        let sum = h_planned(held, plan, h, &fill, n, m);
+        if let Ok(s) = held.state() {
+            s.put_shape((host, copy));
         }
+        sum
+    } else {
+        let streamed = s.take_streamed_shape(shape)?;
+        let fill = Fill::Streamed {
+            shape: &streamed,
+            input,
+            aux,
+        };
+        let sum = h_planned(held, plan, h, &fill, n, m);
+        if let Ok(s) = held.state() {
+            s.put_streamed_shape(streamed);
+        }
+        sum
     }
 }
 
-/// One MSM of [`State::msms_planned`].
+/// One MSM of [`msms_planned`].
 struct PlannedMsm<'a> {
     /// The query's points.
     pub p: Points<'a>,
@@ -369,10 +472,12 @@ struct PlannedMsm<'a> {
     pub fallback: usize,
     /// Its scalars.
     pub scalars: Selection<'a>,
+    /// Where a pause before its first piece counts.
+    pub first: Pause,
 }
 
-/// A piece of one of [`State::msms_planned`]'s MSMs: points `first..end` of MSM `msm`, its
-/// `k`-th piece.
+/// A piece of one of [`msms_planned`]'s MSMs: points `first..end` of MSM `msm`, its `k`-th
+/// piece.
 struct Piece {
     msm: usize,
     k: usize,
@@ -490,40 +595,50 @@ fn selection_bounds(flags: &[bool], piece: usize, count: usize) -> Result<Vec<us
     Ok(bounds)
 }
 
-/// The quotient with its four vectors on the device together.
+/// The quotient with its four vectors on the device together, an urgent caller waiting
+/// given the device before each vector's transform to the coset.
 fn resident_quotient(
-    gpu: &Gpu,
+    held: &mut Held<'_>,
     d: &Domain,
     fill: &Fill<'_>,
     n: usize,
     m: usize,
 ) -> Result<DevBuf, GpuError> {
-    let mut bufs = [
-        gpu.alloc(m * FR_BYTES)?,
-        gpu.alloc(m * FR_BYTES)?,
-        gpu.alloc(m * FR_BYTES)?,
-        gpu.alloc(m * FR_BYTES)?,
-    ];
-    let mut ring = fill.ring(gpu)?;
+    let (mut bufs, mut ring) = {
+        let gpu = &held.state()?.gpu;
+        let bufs = [
+            gpu.alloc(m * FR_BYTES)?,
+            gpu.alloc(m * FR_BYTES)?,
+            gpu.alloc(m * FR_BYTES)?,
+            gpu.alloc(m * FR_BYTES)?,
+        ];
+        (bufs, fill.ring(gpu)?)
+    };
     // Each vector taken to the coset as soon as it is made: the next one's rows travel while
     // its transforms run.
     for v in 0..3 {
         let (vs, scratch) = bufs.split_at_mut(3);
+        let gpu = &held.state()?.gpu;
         fill.fill(gpu, v, &mut vs[v], &mut ring)?;
         gpu.zero_range(&mut vs[v], n * FR_BYTES, (m - n) * FR_BYTES)?;
-        d.to_coset(gpu, &mut vs[v], &mut scratch[0])?;
+        // After the vector is made, so that its rows (streamed from the host) travelled
+        // while the transforms before ran.
+        held.pause(Pause::Quotient)?;
+        d.to_coset(&held.state()?.gpu, &mut vs[v], &mut scratch[0])?;
     }
     drop(ring);
-    d.quotient_from_cosets(gpu, bufs)
+    d.quotient_from_cosets(&held.state()?.gpu, bufs)
 }
 
 /// The quotient with two vectors on the device: A and B each made, taken to the coset and
 /// parked in `park`; C made and taken to the coset; then A and B streamed back in pieces for
 /// the pointwise step, which writes into C's vector; then the inverse transform. A parked
 /// vector's download is not waited for: its buffer is freed in the stream's order after it,
-/// and the next vector's rows travel meanwhile.
+/// and the next vector's rows travel meanwhile. Before each vector's transform to the coset
+/// an urgent caller waiting gets the device (the pause's synchronization ends the downloads
+/// before it).
 fn parked_quotient(
-    gpu: &Gpu,
+    held: &mut Held<'_>,
     d: &Domain,
     park: &mut [PinnedHostSlice<u8>; 2],
     fill: &Fill<'_>,
@@ -531,12 +646,15 @@ fn parked_quotient(
     m: usize,
 ) -> Result<DevBuf, GpuError> {
     let bytes_v = m * FR_BYTES;
-    let mut ring = fill.ring(gpu)?;
+    let mut ring = fill.ring(&held.state()?.gpu)?;
     let mut c = None;
     for v in 0..3 {
+        let gpu = &held.state()?.gpu;
         let mut x = gpu.alloc(bytes_v)?;
         fill.fill(gpu, v, &mut x, &mut ring)?;
         gpu.zero_range(&mut x, n * FR_BYTES, (m - n) * FR_BYTES)?;
+        held.pause(Pause::Quotient)?;
+        let gpu = &held.state()?.gpu;
         let mut scratch = gpu.alloc(bytes_v)?;
         d.to_coset(gpu, &mut x, &mut scratch)?;
         match park.get_mut(v) {
@@ -546,13 +664,16 @@ fn parked_quotient(
                     .map_err(|e| GpuError::driver("pinned buffer", e))?;
                 // SAFETY: the park is page-locked and nothing reads or writes it until the
                 // ring below (made after this download, so its copies wait for it) streams it
-                // back; the caller keeps it until then.
+                // back; the caller keeps it until then (across pauses too: it is taken out of
+                // the state, so no caller going first can reach it, and the pause's
+                // synchronization waits for the download).
                 unsafe { gpu.download_view_async(x.view(), &mut host[..bytes_v])? };
             }
             None => c = Some(x),
         }
     }
     drop(ring);
+    let gpu = &held.state()?.gpu;
     let c = c.ok_or_else(|| GpuError::Input("no third vector".into()))?;
     // A piece of A and the same piece of B in each of the stream's two slots.
     let per = (m / 4).max(1);
@@ -611,5 +732,34 @@ mod tests {
         }
         assert!(selection_bounds(&flags, 10, count + 1).is_err());
         assert_eq!(selection_bounds(&[], 4, 0).unwrap(), vec![0, 0]);
+    }
+
+    /// A pause before an MSM's first piece counts at that MSM's own point, one between its
+    /// pieces as a piece's, and one past the end as a piece's too.
+    #[test]
+    fn a_pause_counts_at_the_msms_point_before_its_first_piece() {
+        let piece = |msm, k| Piece {
+            msm,
+            k,
+            first: k * 10,
+            end: k * 10 + 10,
+        };
+        // The H MSM in three pieces, then an aux MSM in two.
+        let pieces = [
+            piece(0, 0),
+            piece(0, 1),
+            piece(0, 2),
+            piece(1, 0),
+            piece(1, 1),
+        ];
+        let firsts = [Pause::BeforeH, Pause::AuxMsm];
+        let at: Vec<Pause> = (0..=pieces.len())
+            .map(|k| pause_before(&pieces, k, &firsts))
+            .collect();
+        use Pause::*;
+        assert_eq!(
+            at,
+            [BeforeH, MsmPiece, MsmPiece, AuxMsm, MsmPiece, MsmPiece]
+        );
     }
 }

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use super::planned;
 use super::residency::{domain_size, Points, Query, State};
 use super::sums::{check_aux, AuxPoints};
-use super::turns::SetGuard;
+use super::turns::{Held, SetGuard};
 use crate::gpu::bytes::bytes;
 use crate::gpu::device::{DevBuf, Gpu};
 use crate::gpu::msm::Curve;
@@ -230,13 +230,14 @@ impl GpuPrepared {
     /// process took some, another proof keeps its assignment there, or the driver's own
     /// allocations grew); where it runs out of memory even so, once more under a plan for what
     /// is free then, less a further margin. `own` says how many device bytes the caller holds
-    /// that its plan counts (its kept assignment).
+    /// that its plan counts (its kept assignment). `f` holds the turn as a [`Held`], which it
+    /// may let go to urgent callers at its pause points.
     fn run_planned<T>(
         &self,
         plan: &Plan,
         shape: Option<&Arc<R1cs>>,
         own: &dyn Fn() -> u64,
-        f: impl Fn(&mut State, &Plan) -> Result<T, GpuError>,
+        f: impl Fn(&mut Held<'_>, &Plan) -> Result<T, GpuError>,
     ) -> Result<T, GpuError> {
         let (id, lg) = (self.set.id, self.lg());
         let mut s = self.set.shared.lock()?;
@@ -251,12 +252,17 @@ impl GpuPrepared {
             }
             None => plan,
         };
-        s.gpu.set_tight(true);
-        let result = match f(&mut s, plan) {
-            Err(e) if e.is_out_of_memory() => self.retry(&mut s, plan, shape, e, own(), &f),
+        let mut held = Held::new(s);
+        held.set_tight(true)?;
+        let result = match f(&mut held, plan) {
+            Err(e) if e.is_out_of_memory() => self.retry(&mut held, plan, shape, e, own(), &f),
             r => r,
         };
-        s.gpu.set_tight(false);
+        // The turn ends here, and this call's setting with it (a turn lost in a pause has
+        // nothing to reset: the result is the error the pause met taking it back).
+        if let Ok(s) = held.into_guard() {
+            s.gpu.set_tight(false);
+        }
         result
     }
 
@@ -265,13 +271,14 @@ impl GpuPrepared {
     /// is kept for the next proofs. `error` where no smaller plan fits.
     fn retry<T>(
         &self,
-        s: &mut State,
+        held: &mut Held<'_>,
         plan: &Plan,
         shape: Option<&Arc<R1cs>>,
         error: GpuError,
         own: u64,
-        f: &impl Fn(&mut State, &Plan) -> Result<T, GpuError>,
+        f: &impl Fn(&mut Held<'_>, &Plan) -> Result<T, GpuError>,
     ) -> Result<T, GpuError> {
+        let s = held.state()?;
         s.evict_except(None);
         let available = self.available(s, own)?;
         let Some(smaller) = self.fitted(s, plan, available.saturating_sub(plan.budget / 16)) else {
@@ -279,7 +286,7 @@ impl GpuPrepared {
         };
         tracing::warn!(error = %error, plan = %smaller.describe(&self.sizes), "out of device memory: proving again under a smaller plan (kept for the next proofs)");
         s.make_room(self.set.id, &smaller, self.lg(), shape);
-        let r = f(s, &smaller);
+        let r = f(held, &smaller);
         if r.is_ok() {
             self.lowered.store(smaller.budget, Ordering::Relaxed);
             self.lowered_at.store(available, Ordering::Relaxed);
@@ -308,17 +315,15 @@ impl GpuPrepared {
     /// driver has free after the work so far and what the state holds that a plan frees or
     /// keeps, with the caller's `own` bytes (its kept assignment), less the margin, at most
     /// what the ledger's cap leaves beside the rest it holds (another proof's kept
-    /// assignment).
+    /// assignment), and less the room urgent callers' turns take ([`State::critical_reserve`]:
+    /// an urgent caller may be given the device between this proof's phases).
     fn available(&self, s: &State, own: u64) -> Result<u64, GpuError> {
         s.gpu.settle()?;
         let (free, _) = s.gpu.mem_info()?;
         let held = s.gpu.memory();
-        Ok(plan::available_budget(
-            free as u64,
-            held.used,
-            s.reclaimable() + own,
-            held.budget,
-        ))
+        let budget =
+            plan::available_budget(free as u64, held.used, s.reclaimable() + own, held.budget);
+        Ok(budget.saturating_sub(s.critical_reserve()))
     }
 
     /// A plan within `budget` where that is less than `plan`'s; `None` where `plan` fits, or
@@ -388,13 +393,13 @@ impl GpuPrepared {
             let kept = x.lock().unwrap_or_else(|p| p.into_inner());
             kept.as_ref().map_or(0, |b| b.len() as u64)
         };
-        self.run_planned(plan, shape, &own, |s, pl| {
+        self.run_planned(plan, shape, &own, |held, pl| {
             let kept = x.lock().unwrap_or_else(|p| p.into_inner()).take();
             let x = match kept {
                 Some(x) => x,
-                None => s.gpu.upload_new(bytes(aux))?,
+                None => held.state()?.gpu.upload_new(bytes(aux))?,
             };
-            s.aux_planned(pl, q, x)
+            planned::aux_planned(held, pl, q, x)
         })
     }
 
@@ -431,16 +436,16 @@ impl GpuPrepared {
         let h = Points::of_g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
         let n = shape.num_constraints();
         let m = domain_size(n);
-        self.run_planned(plan, Some(shape), &|| 0, |s, pl| {
-            let input = s.gpu.upload_new(bytes(input))?;
+        self.run_planned(plan, Some(shape), &|| 0, |held, pl| {
+            let input = held.state()?.gpu.upload_new(bytes(input))?;
             if pl.keep_assignment {
-                let x = s.gpu.upload_new(bytes(aux))?;
+                let x = held.state()?.gpu.upload_new(bytes(aux))?;
                 let fill = planned::Assignment::Kept(&x);
-                let sum = s.h_shaped_planned(pl, &h, shape, &input, fill, n, m)?;
+                let sum = planned::h_shaped_planned(held, pl, &h, shape, &input, fill, n, m)?;
                 Ok((sum, Some(x)))
             } else {
                 let fill = planned::Assignment::Reload(aux);
-                let sum = s.h_shaped_planned(pl, &h, shape, &input, fill, n, m)?;
+                let sum = planned::h_shaped_planned(held, pl, &h, shape, &input, fill, n, m)?;
                 Ok((sum, None))
             }
         })
@@ -618,7 +623,9 @@ impl PreparedSrs for GpuPrepared {
             }
             let fill = planned::Fill::Host([&a, &b, &c]);
             let m = domain_size(n);
-            let sum = self.run_planned(plan, None, &|| 0, |s, pl| s.h_planned(pl, &h, &fill, n, m));
+            let sum = self.run_planned(plan, None, &|| 0, |held, pl| {
+                planned::h_planned(held, pl, &h, &fill, n, m)
+            });
             [a, b, c].into_iter().for_each(release);
             return Ok(sum?);
         }

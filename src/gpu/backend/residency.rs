@@ -13,6 +13,7 @@ use std::sync::{Arc, Weak};
 use blstrs::{G1Affine, G2Affine, Scalar};
 use cudarc::driver::PinnedHostSlice;
 
+use super::critical::Critical;
 use super::host::{covers, Host, HostBytes};
 use crate::gpu::bytes::bytes;
 use crate::gpu::device::{DevBuf, Gpu};
@@ -21,6 +22,7 @@ use crate::gpu::ntt::{Domain, FR_BYTES};
 use crate::gpu::plan::{self, Plan};
 use crate::gpu::r1cs::{self, DeviceShape, StreamedShape};
 use crate::gpu::GpuError;
+use crate::prover::urgency::is_urgent;
 use crate::srs::{HostPoints, Srs, Want};
 use crate::synth::R1cs;
 
@@ -180,6 +182,8 @@ pub(in crate::gpu) struct State {
     /// Each set's claims on the host copies of its queries, with the query's length: kept
     /// until the query's points are all resident here (see [`crate::srs::HostPoints`]).
     wants: HashMap<(u64, Query), (usize, Want)>,
+    /// What urgent callers use here, which other callers' plans leave alone.
+    critical: Critical,
 }
 
 /// The quotient's domain for `n` constraints: the next power of two, at least 2.
@@ -233,6 +237,7 @@ impl State {
             park: None,
             next_set: 0,
             wants: HashMap::new(),
+            critical: Critical::default(),
         }
     }
 
@@ -240,6 +245,11 @@ impl State {
     /// the upload runs out of memory, the other resident points and the NTT tables go first
     /// and it is tried once more.
     pub(super) fn ensure(&mut self, p: &Points<'_>) -> Result<(), GpuError> {
+        // Noted whether or not they are resident already: a set's points may have gone up
+        // when it was prepared, before any urgent caller asked for them.
+        if is_urgent() {
+            self.critical.note_set(p.key.set);
+        }
         if self.bases.contains_key(&p.key) {
             return Ok(());
         }
@@ -298,12 +308,35 @@ impl State {
 
     /// Device bytes a proof's plan frees or counts as its own: every set's resident points,
     /// the NTT tables and the shapes' device copies (not what a proof holds outside the state,
-    /// such as an assignment kept between its two turns).
+    /// such as an assignment kept between its two turns), but for a caller that is not urgent
+    /// none of what urgent callers use ([`Critical`]): its plan leaves that alone.
     pub(super) fn reclaimable(&self) -> u64 {
-        let points: u64 = self.bases.values().map(|b| b.len() as u64).sum();
-        let tables: u64 = self.domains.values().map(|d| d.device_bytes()).sum();
-        let shapes: u64 = self.shapes.iter().map(|(_, c)| c.device_bytes()).sum();
+        let urgent = is_urgent();
+        let c = &self.critical;
+        let points: u64 = (self.bases.iter())
+            .filter(|(k, _)| !c.keeps_set(k.set, urgent))
+            .map(|(_, b)| b.len() as u64)
+            .sum();
+        let tables: u64 = (self.domains.iter())
+            .filter(|(lg, _)| !c.keeps_domain(**lg, urgent))
+            .map(|(_, d)| d.device_bytes())
+            .sum();
+        let shapes: u64 = (self.shapes.iter())
+            .filter(|(host, _)| !c.keeps_shape(host.as_ptr() as usize, urgent))
+            .map(|(_, copy)| copy.device_bytes())
+            .sum();
         points + tables + shapes
+    }
+
+    /// Bytes the caller's plan holds back for urgent callers' working buffers
+    /// ([`Critical::reserve`]).
+    pub(super) fn critical_reserve(&self) -> u64 {
+        self.critical.reserve(is_urgent())
+    }
+
+    /// An urgent turn ends having used `work` bytes beyond what it left held.
+    pub(super) fn note_critical_work(&mut self, work: u64) {
+        self.critical.note_work(work);
     }
 
     /// Drops the resident points for which `drop` holds, keeping the byte counts.
@@ -371,6 +404,9 @@ impl State {
         keep: &SlotKey,
     ) -> Result<(), GpuError> {
         self.shapes.retain(|(host, _)| host.strong_count() > 0);
+        if is_urgent() {
+            self.critical.note_shape(Arc::as_ptr(shape) as usize);
+        }
         if self.shape(shape).is_some() {
             return Ok(());
         }
@@ -461,6 +497,9 @@ impl State {
     }
 
     pub(super) fn domain(&mut self, lg: u32) -> Result<Arc<Domain>, GpuError> {
+        if is_urgent() {
+            self.critical.note_domain(lg);
+        }
         if let Some(d) = self.domains.get(&lg) {
             return Ok(Arc::clone(d));
         }
@@ -501,6 +540,7 @@ impl State {
         let _ = self.gpu.bind();
         self.drop_bases(|k| k.set == id);
         self.resident.remove(&id);
+        self.critical.forget_set(id);
         self.wants.retain(|(set, _), _| *set != id);
         // Freed memory returns to the driver at the next synchronization (CUDA's stream-ordered
         // allocator): make it visible at once. A failure here means the context has failed,
@@ -527,15 +567,21 @@ impl State {
     /// Frees what the plan of set `set` does not keep beside its proofs: other sets' points and
     /// this set's streamed ones, the NTT tables unless the plan keeps them (those of domain
     /// `lg` only), the device copies of shapes unless the plan keeps `shape`'s, and the
-    /// streamed shapes nobody else holds any more. The plan assumes the whole budget.
+    /// streamed shapes nobody else holds any more; but a caller that is not urgent leaves
+    /// what urgent callers use ([`Critical`]), which its plan's budget counts as held
+    /// ([`State::reclaimable`]).
     pub(super) fn make_room(&mut self, set: u64, plan: &Plan, lg: u32, shape: Option<&Arc<R1cs>>) {
-        self.drop_bases(|k| !kept(plan, set, k));
-        self.domains.retain(|l, _| plan.keep_tables && *l == lg);
+        let (urgent, c) = (is_urgent(), self.critical.clone());
+        self.drop_bases(|k| !kept(plan, set, k) && !c.keeps_set(k.set, urgent));
+        (self.domains).retain(|l, _| (plan.keep_tables && *l == lg) || c.keeps_domain(*l, urgent));
+        let critical = |host: &Weak<R1cs>| {
+            host.strong_count() > 0 && c.keeps_shape(host.as_ptr() as usize, urgent)
+        };
         match (plan.shape_resident, shape) {
-            (false, _) => self.shapes.clear(),
+            (false, _) => self.shapes.retain(|(host, _)| critical(host)),
             (true, Some(s)) => self
                 .shapes
-                .retain(|(host, _)| std::ptr::eq(host.as_ptr(), Arc::as_ptr(s))),
+                .retain(|(host, _)| std::ptr::eq(host.as_ptr(), Arc::as_ptr(s)) || critical(host)),
             // A proof from host evaluations: the shapes still recorded stay for the next
             // shaped proof.
             (true, None) => self.shapes.retain(|(host, _)| host.strong_count() > 0),
@@ -594,9 +640,16 @@ impl State {
         Ok(self.shapes.swap_remove(i))
     }
 
-    /// Puts back what [`State::take_shape`] took.
+    /// Puts back what [`State::take_shape`] took, unless a caller that went first while it
+    /// was out (at a pause) copied the same shape meanwhile: one copy is kept.
     pub(super) fn put_shape(&mut self, entry: (Weak<R1cs>, DeviceShape)) {
-        self.shapes.push(entry);
+        if !self
+            .shapes
+            .iter()
+            .any(|(host, _)| Weak::ptr_eq(host, &entry.0))
+        {
+            self.shapes.push(entry);
+        }
     }
 
     /// The streamed form of `shape` ([`State::streamed_shape`]), taken out of the state while a
@@ -609,9 +662,13 @@ impl State {
         Ok(self.streamed.swap_remove(i))
     }
 
-    /// Puts back what [`State::take_streamed_shape`] took.
+    /// Puts back what [`State::take_streamed_shape`] took, unless a caller that went first
+    /// while it was out (at a pause) registered the same shape meanwhile: one form is kept.
     pub(super) fn put_streamed_shape(&mut self, streamed: StreamedShape) {
-        self.streamed.push(streamed);
+        let shape = streamed.shape();
+        if !self.streamed.iter().any(|s| Arc::ptr_eq(s.shape(), shape)) {
+            self.streamed.push(streamed);
+        }
     }
 }
 

@@ -219,6 +219,11 @@ impl Shared {
         let input = s.gpu.upload_new(bytes(input))?;
         let aux = s.gpu.upload_new(bytes(q.aux))?;
         tr.mark(&s.gpu, "assignment up")?;
+        // The assignment's upload is the turn's first stretch: an urgent caller waiting goes
+        // next, the copy kept (its own retry may have evicted the shape, which goes up again).
+        s.gpu.sync()?;
+        let mut s = self.yield_to_urgent(s, Pause::Assignment)?;
+        s.ensure_shape(shape, &h.key)?;
         let Evaluated { domain, bufs, aux } = s.evaluate_shape(shape, input, aux, true)?;
         let aux =
             aux.ok_or_else(|| GpuError::Input("the assignment's copy was not kept".into()))?;
@@ -255,10 +260,10 @@ impl Shared {
 
 impl Shared {
     /// [`Domain::quotient_from_device`] on A, B and C in `bufs` (of `n` values each), an
-    /// urgent caller waiting given the device after the first two vectors' transforms to the
-    /// coset (about 0.08 s each at 2^27; the caller's next point follows the third): the
-    /// buffers and the domain's tables stay on the device meanwhile, the tables no longer
-    /// than the quotient needs them.
+    /// urgent caller waiting given the device before each vector's transform to the coset
+    /// (the first after A, B and C are evaluated; about 0.08 s each at 2^27; the caller's
+    /// next point follows the third): the buffers and the domain's tables stay on the device
+    /// meanwhile, the tables no longer than the quotient needs them.
     fn quotient_yielding<'s>(
         &'s self,
         s: DeviceGuard<'s>,
@@ -268,23 +273,22 @@ impl Shared {
     ) -> Result<(DeviceGuard<'s>, DevBuf), GpuError> {
         let (mut s, mut bufs) = (s, bufs);
         for v in 0..3 {
+            // Waited for, so that whether to let the device go is asked when the work before
+            // is done (it is queued in microseconds), and the next caller's work does not
+            // queue behind it.
+            s.gpu.sync()?;
+            s = self.yield_to_urgent(s, Pause::Quotient)?;
             d.coset_of(&s.gpu, &mut bufs, v, n)?;
-            if v < 2 {
-                // Waited for, so that whether to let the device go is asked when the
-                // transforms are done (they are queued in microseconds), and the next
-                // caller's work does not queue behind them.
-                s.gpu.sync()?;
-                s = self.yield_to_urgent(s, Pause::Quotient)?;
-            }
         }
         let h = d.quotient_from_cosets(&s.gpu, bufs)?;
         Ok((s, h))
     }
 
     /// Σ hs[i]·P[i] over the `p.n` resident points of `p` in [`msm::MsmRun`]'s steps, an
-    /// urgent caller waiting given the device between them: the H MSM is most of a shaped
-    /// proof's turn, about a second at 2^27. The run's buffers stay on the device meanwhile;
-    /// points the other caller evicted go up again.
+    /// urgent caller waiting given the device after the front end, after the sort by bucket
+    /// and between the pieces of bucket sums: the H MSM is most of a shaped proof's turn, about a second at
+    /// 2^27. The run's buffers stay on the device meanwhile; points the other caller evicted
+    /// go up again.
     fn msm_yielding<'s>(
         &'s self,
         s: DeviceGuard<'s>,
@@ -292,7 +296,9 @@ impl Shared {
         hs: DevBuf,
     ) -> Result<(DeviceGuard<'s>, msm::MsmParts), GpuError> {
         let mut run = msm::MsmRun::new(&s.gpu, p.curve, s.resident(&p.key)?, p.n, hs)?;
-        let mut s = s;
+        s.gpu.sync()?;
+        let mut s = self.yield_to_urgent(s, Pause::MsmPiece)?;
+        s.ensure(p)?;
         while run.step(&s.gpu, s.resident(&p.key)?)? {
             // Only between pieces, where the device is idle and the points are read again;
             // after the last one the rest reads only the run's own buffers.

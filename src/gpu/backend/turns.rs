@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::residency::State;
 use crate::gpu::device::{DeviceInfo, Gpu, Ledger};
@@ -25,6 +25,8 @@ pub(super) struct Shared {
     turn_changed: Condvar,
     /// Turns let go part way through a call, by [`Pause`].
     pauses: [AtomicU64; Pause::COUNT],
+    /// Of those, the ones let go for an urgent proof announced but not yet arrived.
+    pauses_ahead: AtomicU64,
 }
 
 /// The device's turn-taking: whether a call holds it, how many urgent callers wait, and how
@@ -49,19 +51,23 @@ enum Rank {
 /// Where a call let the device go to an urgent caller ([`Shared::yield_to_urgent`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Pause {
-    /// After one of the quotient's transforms to the coset.
+    /// After the assignment's upload.
+    Assignment,
+    /// Before one of the quotient's transforms to the coset (the first after A, B and C are
+    /// evaluated).
     Quotient,
     /// Between the quotient and the H MSM.
     BeforeH,
-    /// Between two pieces of an MSM's bucket sums.
+    /// Before or between the pieces of an MSM's bucket sums.
     MsmPiece,
     /// Before one of the aux MSMs.
     AuxMsm,
 }
 
 impl Pause {
-    const COUNT: usize = 4;
+    const COUNT: usize = 5;
     const ALL: [Pause; Pause::COUNT] = [
+        Pause::Assignment,
         Pause::Quotient,
         Pause::BeforeH,
         Pause::MsmPiece,
@@ -73,6 +79,8 @@ impl Pause {
 pub(in crate::gpu) struct DeviceGuard<'a> {
     state: MutexGuard<'a, State>,
     shared: &'a Shared,
+    /// An urgent caller's turn: the working memory it took is noted when it ends.
+    urgent: bool,
 }
 
 impl std::ops::Deref for DeviceGuard<'_> {
@@ -90,6 +98,12 @@ impl std::ops::DerefMut for DeviceGuard<'_> {
 
 impl Drop for DeviceGuard<'_> {
     fn drop(&mut self) {
+        if self.urgent {
+            // What the turn rose to above what it leaves held: room other callers' plans keep
+            // for the next urgent turn (its points and tables stay; see `Critical`).
+            let work = self.shared.ledger.turn_work();
+            self.state.note_critical_work(work);
+        }
         self.shared.end_turn();
     }
 }
@@ -135,18 +149,21 @@ impl Shared {
             turn: Mutex::new(Turn::default()),
             turn_changed: Condvar::new(),
             pauses: Default::default(),
+            pauses_ahead: AtomicU64::new(0),
         }
     }
 
     /// The pauses counted so far.
     pub(super) fn pauses(&self) -> DevicePauses {
         let n = |p: Pause| self.pauses[p as usize].load(Ordering::Relaxed);
-        let [quotient, before_h, msm_piece, aux_msm] = Pause::ALL.map(n);
+        let [assignment, quotient, before_h, msm_piece, aux_msm] = Pause::ALL.map(n);
         DevicePauses {
+            assignment,
             quotient,
             before_h,
             msm_piece,
             aux_msm,
+            ahead: self.pauses_ahead.load(Ordering::Relaxed),
         }
     }
 
@@ -168,19 +185,18 @@ impl Shared {
 
     /// [`Shared::lock`] for a caller of rank `rank`.
     fn lock_as(&self, rank: Rank) -> Result<DeviceGuard<'_>, GpuError> {
-        use crate::prover::urgency::any_urgent;
         let urgent = rank == Rank::Urgent;
         {
             let mut t = self.turn.lock().unwrap_or_else(|p| p.into_inner());
             t.urgent_waiting += usize::from(urgent);
             t.resuming += usize::from(rank == Rank::Resuming);
             loop {
-                match next_move(&t, rank, any_urgent()) {
+                match next_move(&t, rank, urgent_near(Instant::now())) {
                     Move::Wait => {
                         t = self.turn_changed.wait(t).unwrap_or_else(|p| p.into_inner());
                     }
-                    // An urgent proof between its device calls: it wakes nobody when it
-                    // ends, so look again shortly.
+                    // An urgent proof between its device calls, or about to arrive: its end
+                    // or its arrival wakes nobody, so look again shortly.
                     Move::LookAgain => {
                         t = self
                             .turn_changed
@@ -197,9 +213,11 @@ impl Shared {
         }
         match self.state.lock() {
             Ok(state) => {
+                self.ledger.begin_turn();
                 let guard = DeviceGuard {
                     state,
                     shared: self,
+                    urgent,
                 };
                 // Whatever this thread drops on the device from here on is freed in the
                 // device's context (see `Gpu::bind`).
@@ -221,31 +239,164 @@ impl Shared {
         self.turn_changed.notify_all();
     }
 
-    /// `s` again, after the urgent callers waiting for the device or between their device
-    /// calls (if any) had their turns; the caller goes on before any new call (counted at
-    /// `at`).
+    /// `s` again, after the urgent callers waiting for the device, between their device
+    /// calls or announced as about to arrive (if any) had their turns; the caller goes on
+    /// before any new call (counted at `at`).
     pub(super) fn yield_to_urgent<'s>(
         &'s self,
         s: DeviceGuard<'s>,
         at: Pause,
     ) -> Result<DeviceGuard<'s>, GpuError> {
-        use crate::prover::urgency::{any_urgent, is_urgent};
+        let Some(why) = self.pause_for() else {
+            return Ok(s);
+        };
+        self.pauses[at as usize].fetch_add(1, Ordering::Relaxed);
+        if why == PauseFor::Expected {
+            self.pauses_ahead.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(s);
+        self.lock_as(match crate::prover::urgency::is_urgent() {
+            true => Rank::Urgent,
+            false => Rank::Resuming,
+        })
+    }
+
+    /// Whether the calling thread, holding the turn, would let it go at a pause point now
+    /// ([`Shared::yield_to_urgent`]'s answer): asked between the pieces of a stream, so that
+    /// it stops only where the device would be let go. Takes nothing but the turn's lock, for
+    /// a moment.
+    pub(super) fn would_pause(&self) -> bool {
+        self.pause_for().is_some()
+    }
+
+    /// Why the calling thread, holding the turn, would let it go at a pause point now.
+    fn pause_for(&self) -> Option<PauseFor> {
+        use crate::prover::urgency::{any_urgent, expected_soon, is_urgent};
         let waiting = self
             .turn
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .urgent_waiting;
-        let urgent = is_urgent();
-        if !pauses_for(waiting, urgent, any_urgent()) {
-            return Ok(s);
-        }
-        self.pauses[at as usize].fetch_add(1, Ordering::Relaxed);
-        drop(s);
-        self.lock_as(match urgent {
-            true => Rank::Urgent,
-            false => Rank::Resuming,
-        })
+        let urgent = Urgent {
+            waiting,
+            in_progress: any_urgent(),
+            expected: expected_soon(Instant::now()),
+        };
+        pauses_for(urgent, is_urgent())
     }
+}
+
+/// A turn on the device held by a call that lets it go part way through to urgent callers
+/// ([`Held::pause`]): the call reaches the state through [`Held::state`] each time, since a
+/// pause gives the state to another caller, who may evict what the call read from it before
+/// (resident points, tables, shapes). What the call took out of the state or made itself
+/// stays with it meanwhile.
+pub(super) struct Held<'s> {
+    shared: &'s Shared,
+    /// The turn; `None` once a pause lost it (the lock could not be had again).
+    guard: Option<DeviceGuard<'s>>,
+    /// Whether this call's large allocations settle the pool first ([`Gpu::set_tight`]): its
+    /// own setting, not the one of a caller it lets go first.
+    tight: bool,
+}
+
+impl<'s> Held<'s> {
+    /// The turn `guard`, held by a call that may pause.
+    pub(super) fn new(guard: DeviceGuard<'s>) -> Self {
+        Held {
+            shared: guard.shared,
+            guard: Some(guard),
+            tight: false,
+        }
+    }
+
+    /// The device shared, for asking [`Shared::would_pause`] (whether [`Held::pause`] would
+    /// let the device go now) from a closure that runs while the state is borrowed: between
+    /// the pieces of a stream.
+    pub(super) fn shared(&self) -> &'s Shared {
+        self.shared
+    }
+
+    /// The device's state, for as long as the turn is held; an error where a pause lost it.
+    pub(super) fn state(&mut self) -> Result<&mut State, GpuError> {
+        match self.guard.as_mut() {
+            Some(guard) => Ok(&mut **guard),
+            None => Err(lost_turn()),
+        }
+    }
+
+    /// Sets whether this call's large allocations settle the pool first, for the device now
+    /// and again after each pause.
+    pub(super) fn set_tight(&mut self, tight: bool) -> Result<(), GpuError> {
+        self.state()?.gpu.set_tight(tight);
+        self.tight = tight;
+        Ok(())
+    }
+
+    /// A pause point: the device synchronized (so that the question is asked when the work
+    /// before is done, and an urgent caller's work does not queue behind it), then let go to
+    /// the urgent callers waiting, if any ([`Shared::yield_to_urgent`] decides, and counts the
+    /// pause at `at`), and taken back before any new call. Where the lock cannot be had
+    /// again, the turn is lost: this and every later [`Held::state`] return the error.
+    pub(super) fn pause(&mut self, at: Pause) -> Result<(), GpuError> {
+        self.state()?.gpu.sync()?;
+        let Some(guard) = self.guard.take() else {
+            return Err(lost_turn());
+        };
+        // The caller going first allocates as its own plan says, not as this one's.
+        if self.tight {
+            guard.gpu.set_tight(false);
+        }
+        let guard = self.shared.yield_to_urgent(guard, at)?;
+        if self.tight {
+            guard.gpu.set_tight(true);
+        }
+        self.guard = Some(guard);
+        Ok(())
+    }
+
+    /// The turn as a plain guard again (its tight setting left as it is); an error where a
+    /// pause lost it.
+    pub(super) fn into_guard(mut self) -> Result<DeviceGuard<'s>, GpuError> {
+        self.guard.take().ok_or_else(lost_turn)
+    }
+}
+
+/// The error of a call whose turn a pause lost (the pause itself returned why: a GPU call
+/// that panicked meanwhile, or a context that could not be bound again).
+fn lost_turn() -> GpuError {
+    GpuError::Cuda {
+        context: "pause",
+        message: "the device's turn was lost in a pause and not taken back".into(),
+    }
+}
+
+/// Whether an urgent proof is in progress or announced as about to arrive
+/// ([`crate::prover::urgency::expected_soon`]) at `now`: other callers keep off the device.
+fn urgent_near(now: Instant) -> bool {
+    use crate::prover::urgency::{any_urgent, expected_soon};
+    any_urgent() || expected_soon(now)
+}
+
+/// The urgent work a caller at a pause point sees.
+#[derive(Clone, Copy, Debug, Default)]
+struct Urgent {
+    /// Urgent callers waiting for the turn.
+    waiting: usize,
+    /// An urgent proof in progress anywhere (between its device calls, say).
+    in_progress: bool,
+    /// An urgent proof announced as about to arrive on the device.
+    expected: bool,
+}
+
+/// Why a caller at a pause point lets the device go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PauseFor {
+    /// An urgent caller waits for the turn, or an urgent proof is between its calls.
+    Urgent,
+    /// An urgent proof is about to arrive: let go now, so that it finds the device free
+    /// rather than waiting for the next point.
+    Expected,
 }
 
 /// What a caller waiting for a turn does next.
@@ -260,11 +411,12 @@ enum Move {
     LookAgain,
 }
 
-/// A caller of `rank` facing the turn `t`, while `urgent_in_progress` says whether an urgent
-/// proof is in progress anywhere: urgent callers take any free turn; a caller going on after
-/// a pause waits for urgent callers waiting; a new call for those and for paused callers; and
-/// neither of the two takes a turn while an urgent proof is in progress.
-fn next_move(t: &Turn, rank: Rank, urgent_in_progress: bool) -> Move {
+/// A caller of `rank` facing the turn `t`, while `urgent_near` says whether an urgent proof
+/// is in progress anywhere or about to arrive ([`urgent_near`]): urgent callers take any free
+/// turn; a caller going on after a pause waits for urgent callers waiting; a new call for
+/// those and for paused callers; and neither of the two takes a turn while an urgent proof is
+/// near.
+fn next_move(t: &Turn, rank: Rank, urgent_near: bool) -> Move {
     let ahead = match rank {
         Rank::Urgent => false,
         Rank::Resuming => t.urgent_waiting > 0,
@@ -272,19 +424,25 @@ fn next_move(t: &Turn, rank: Rank, urgent_in_progress: bool) -> Move {
     };
     if t.busy || ahead {
         Move::Wait
-    } else if rank != Rank::Urgent && urgent_in_progress {
+    } else if rank != Rank::Urgent && urgent_near {
         Move::LookAgain
     } else {
         Move::Take
     }
 }
 
-/// Whether a caller at a pause point lets the device go: for an urgent caller waiting for
-/// it, and, unless the caller is urgent itself, for an urgent proof between its calls (an
-/// urgent caller makes way only for another one waiting, not for one between its calls,
-/// itself say).
-fn pauses_for(urgent_waiting: usize, caller_urgent: bool, urgent_in_progress: bool) -> bool {
-    urgent_waiting > 0 || (!caller_urgent && urgent_in_progress)
+/// Whether and why a caller at a pause point lets the device go: for an urgent caller waiting
+/// for it, and, unless the caller is urgent itself, for an urgent proof between its calls or
+/// about to arrive (an urgent caller makes way only for another one waiting, not for one
+/// between its calls, itself say).
+fn pauses_for(u: Urgent, caller_urgent: bool) -> Option<PauseFor> {
+    if u.waiting > 0 || (!caller_urgent && u.in_progress) {
+        Some(PauseFor::Urgent)
+    } else if !caller_urgent && u.expected {
+        Some(PauseFor::Expected)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -325,18 +483,29 @@ mod tests {
 
     #[test]
     fn a_caller_pauses_for_urgent_work_but_an_urgent_one_only_for_another_waiting() {
-        // (urgent callers waiting, the caller urgent, an urgent proof in progress) → pauses
-        for (waiting, urgent, in_progress, want) in [
-            (0, false, false, false),
-            (1, false, true, true),
-            (0, false, true, true),
-            (0, true, true, false),
-            (1, true, true, true),
+        use PauseFor::*;
+        // (urgent callers waiting, an urgent proof in progress, one expected, the caller
+        // urgent) → pauses, and why
+        for (waiting, in_progress, expected, caller_urgent, want) in [
+            (0, false, false, false, None),
+            (1, true, false, false, Some(Urgent)),
+            (0, true, false, false, Some(Urgent)),
+            (0, true, false, true, None),
+            (1, true, false, true, Some(Urgent)),
+            (0, false, true, false, Some(Expected)),
+            (0, true, true, false, Some(Urgent)),
+            (1, false, true, false, Some(Urgent)),
+            (0, false, true, true, None),
         ] {
+            let u = super::Urgent {
+                waiting,
+                in_progress,
+                expected,
+            };
             assert_eq!(
-                pauses_for(waiting, urgent, in_progress),
+                pauses_for(u, caller_urgent),
                 want,
-                "waiting {waiting}, caller urgent {urgent}, in progress {in_progress}"
+                "{u:?}, caller urgent {caller_urgent}"
             );
         }
     }

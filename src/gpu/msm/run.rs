@@ -4,13 +4,13 @@
 use super::accumulate::Accumulation;
 use super::{
     check_lengths, classify, redigit_if_sparse, sort_by_bucket, sum_ones, window_sums, Curve,
-    Front, MsmParts, Source, Trace,
+    Digits, Front, MsmParts, Source, Trace,
 };
 use crate::gpu::device::{DevBuf, DevView, Gpu};
 use crate::gpu::GpuError;
 
 /// An MSM over scalars already on the device, taken in steps between which the caller may let
-/// the device go: the front end and the sort by bucket in [`MsmRun::new`], then the bucket sums
+/// the device go: the front end in [`MsmRun::new`], the sort by bucket, then the bucket sums
 /// a piece at a time (about [`super::MsmTuning::accumulate_piece`] entries each, the device
 /// idle after each piece but the last), then the window sums. Every step is given the bases:
 /// a caller that let the device go may find them evicted and uploaded again elsewhere.
@@ -23,6 +23,13 @@ pub struct MsmRun {
 }
 
 enum Stage {
+    /// The front end done: the counting sort by bucket is the next step.
+    Sorting {
+        digits: Box<Digits>,
+        rest_idx: DevBuf,
+        m: u64,
+        ones: Option<Vec<u64>>,
+    },
     Accumulating {
         c: u32,
         ones: Option<Vec<u64>>,
@@ -51,7 +58,7 @@ impl MsmRun {
         Self::start(gpu, curve, bases.view(), n, Source::Device(scalars))
     }
 
-    /// `front`, `ones`, `redigits`, `scan`, `scatter`; the accumulation sized, not launched.
+    /// `front`, `ones`, `redigits`; the sort is the first step.
     pub(super) fn start(
         gpu: &Gpu,
         curve: Curve,
@@ -95,19 +102,11 @@ impl MsmRun {
         drop(scalars);
         let c = digits.c;
         let what = format!("{curve:?} n={n} ones={n_ones} full={m} c={c} {pieces}");
-        let sorted = sort_by_bucket(gpu, digits, rest_idx, m, &mut tr)?;
-        let acc = Accumulation::new(
-            gpu,
-            curve,
-            sorted.list,
-            sorted.offsets,
-            sorted.buckets,
-            sorted.total,
-        )?;
-        let stage = Stage::Accumulating {
-            c,
+        let stage = Stage::Sorting {
+            digits: Box::new(digits),
+            rest_idx,
+            m,
             ones,
-            acc: Box::new(acc),
         };
         Ok(MsmRun {
             curve,
@@ -115,6 +114,26 @@ impl MsmRun {
             tr,
             what,
         })
+    }
+
+    /// `scan`, `scatter`, and the accumulation sized (its first piece is the next step).
+    fn sort(
+        &mut self,
+        gpu: &Gpu,
+        digits: Digits,
+        rest_idx: DevBuf,
+        m: u64,
+    ) -> Result<Box<Accumulation>, GpuError> {
+        let sorted = sort_by_bucket(gpu, digits, rest_idx, m, &mut self.tr)?;
+        let acc = Accumulation::new(
+            gpu,
+            self.curve,
+            sorted.list,
+            sorted.offsets,
+            sorted.buckets,
+            sorted.total,
+        )?;
+        Ok(Box::new(acc))
     }
 
     /// The next step on `bases` (the same points as at the start); false once the sum is done
@@ -125,6 +144,17 @@ impl MsmRun {
 
     pub(super) fn step_view(&mut self, gpu: &Gpu, bases: DevView) -> Result<bool, GpuError> {
         match std::mem::replace(&mut self.stage, Stage::Failed) {
+            Stage::Sorting {
+                digits,
+                rest_idx,
+                m,
+                ones,
+            } => {
+                let c = digits.c;
+                let acc = self.sort(gpu, *digits, rest_idx, m)?;
+                self.stage = Stage::Accumulating { c, ones, acc };
+                Ok(true)
+            }
             Stage::Accumulating { c, ones, mut acc } if acc.pending() => {
                 acc.piece(gpu, bases)?;
                 self.stage = Stage::Accumulating { c, ones, acc };
@@ -150,8 +180,8 @@ impl MsmRun {
         }
     }
 
-    /// After a step: whether it launched a piece of bucket sums, waited for it, and left
-    /// more (the device is idle, and the next step reads the bases again).
+    /// After a step: whether it sorted or launched a piece of bucket sums, waited for it, and
+    /// left pieces to launch (the device is idle, and the next step reads the bases again).
     pub fn between_pieces(&self) -> bool {
         matches!(&self.stage, Stage::Accumulating { acc, .. } if acc.pending())
     }
@@ -160,7 +190,7 @@ impl MsmRun {
     pub fn finish(self) -> Result<MsmParts, GpuError> {
         match self.stage {
             Stage::Done(parts) => Ok(parts),
-            Stage::Accumulating { .. } => Err(GpuError::Input(
+            Stage::Sorting { .. } | Stage::Accumulating { .. } => Err(GpuError::Input(
                 "an MSM finished before its last step".into(),
             )),
             Stage::Failed => Err(failed()),

@@ -435,6 +435,9 @@ pub(crate) struct Handover {
     pub reply: std::sync::mpsc::Sender<PartitionDone>,
     /// A critical partition's claim on the host, held until its device stage ends.
     pub claim: Option<CriticalClaim>,
+    /// A critical partition's announcement to the device ([`prover::urgency::expect`]),
+    /// withdrawn when its device stage ends.
+    pub expected: Option<prover::urgency::Expectation>,
     /// Devices that must not prove it (they failed it, or its job): where no other usable
     /// device is left, the CPU prover does.
     pub avoid: Vec<usize>,
@@ -535,6 +538,7 @@ impl Prepared {
 struct DeviceItem {
     /// Dropped with the item: after its device stage, or when it is dropped unproved.
     _claim: Option<CriticalClaim>,
+    _expected: Option<prover::urgency::Expectation>,
     /// Devices that must not prove it.
     avoid: Vec<usize>,
     synthesized: Staged,
@@ -621,6 +625,9 @@ struct State {
     devices: Vec<DeviceState>,
     /// Largest measured host bytes per parameter set's partitions, per form.
     measured: HashMap<(ParamsId, Form), u64>,
+    /// The last synthesis time of a critical partition, per parameter set: when the next
+    /// one is expected on the device.
+    critical_synthesis: HashMap<ParamsId, Duration>,
     stats: PipelineStats,
     stopping: bool,
     /// Which devices take partitions.
@@ -831,6 +838,7 @@ impl Stages {
                     })
                     .collect(),
                 measured: HashMap::new(),
+                critical_synthesis: HashMap::new(),
                 stats: PipelineStats {
                     synthesis_threads: options.synthesis_threads.max(1),
                     budget_bytes: options.memory_budget,
@@ -1067,6 +1075,12 @@ impl Stages {
         }
     }
 
+    /// How long the last critical partition of the parameter set `id` took to synthesize,
+    /// if one did.
+    pub(crate) fn critical_synthesis(&self, id: &ParamsId) -> Option<Duration> {
+        self.inner.lock().critical_synthesis.get(id).copied()
+    }
+
     /// The largest host bytes measured of a partition of the parameter set `id` in `form`.
     fn measured(&self, id: &ParamsId, form: Form) -> Option<u64> {
         self.inner.lock().measured.get(&(id.clone(), form)).copied()
@@ -1152,6 +1166,7 @@ impl Stages {
             work,
             reply,
             claim,
+            expected,
             avoid,
         } = to;
         let key = job.key(partition);
@@ -1166,6 +1181,9 @@ impl Stages {
         st.stats.measured.0 += bytes;
         st.stats.measured.1 += 1;
         st.stats.synthesis_time += synthesis;
+        if key.class() >= CRITICAL {
+            st.critical_synthesis.insert(id.clone(), synthesis);
+        }
         if job.is_stopped() || st.stopping {
             st.gate.release(&key);
             drop(st);
@@ -1184,6 +1202,7 @@ impl Stages {
             key,
             DeviceItem {
                 _claim: claim,
+                _expected: expected,
                 avoid,
                 synthesized,
                 work,

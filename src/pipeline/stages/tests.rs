@@ -125,6 +125,7 @@ fn handover(
         work: Arc::new(Work(device.clone(), job.seq)),
         reply: tx.clone(),
         claim: None,
+        expected: None,
         avoid: Vec::new(),
     }
 }
@@ -165,6 +166,33 @@ fn a_critical_partition_is_proved_beside_the_running_one() {
     device.release();
     let order: Vec<usize> = (0..3).map(|_| recv(&rx).partition).collect();
     assert_eq!(order, [0, 1, 2]);
+}
+
+#[test]
+fn a_critical_partitions_synthesis_time_is_kept_and_its_announcement_ends_with_its_proof() {
+    use crate::prover::urgency::{expect, expected_soon};
+    let st = stages(1, u64::MAX);
+    let device = Arc::new(FakeDevice::default());
+    assert_eq!(st.critical_synthesis(&id()), None, "none measured yet");
+    // Far from the instants other tests announce, so that theirs cannot be taken for this.
+    let far = Instant::now() + Duration::from_secs(7_200);
+    for (class, seq, took) in [(1, 20, 900), (CRITICAL, 21, 150), (1, 22, 700)] {
+        let (tx, rx) = mpsc::channel();
+        let job = JobRun::new(class, seq);
+        assert!(st.admit(&job, 0, 0).unwrap());
+        let mut to = handover(&device, &job, 0, 0, &tx);
+        to.synthesis = Duration::from_millis(took);
+        to.expected = (class == CRITICAL).then(|| expect(far));
+        assert_eq!(to.expected.is_some(), expected_soon(far));
+        st.to_device(&id(), to);
+        assert!(recv(&rx).result.is_ok());
+        assert!(!expected_soon(far), "withdrawn once proved (job {seq})");
+    }
+    // Only the critical partition's synthesis counts, and it stays the last one measured.
+    assert_eq!(
+        st.critical_synthesis(&id()),
+        Some(Duration::from_millis(150))
+    );
 }
 
 #[test]
@@ -424,6 +452,7 @@ fn submit_on(
         work: Arc::new(OnDevice(log.clone(), hold)),
         reply: tx.clone(),
         claim: None,
+        expected: None,
         avoid: Vec::new(),
     };
     st.to_device(&id(), to);
@@ -577,6 +606,7 @@ fn run_flaky(
         work: work.clone(),
         reply: tx,
         claim: None,
+        expected: None,
         avoid,
     };
     st.to_device(&id(), to);
