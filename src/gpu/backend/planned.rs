@@ -250,7 +250,7 @@ fn msms_planned(
         (gpu.ring(slot)?, selected)
     };
     // Asked between pieces while the state is borrowed for the stream.
-    let shared = held.shared();
+    let (shared, lets_go) = (held.shared(), held.lets_go());
     let firsts: Vec<Pause> = msms.iter().map(|m| m.first).collect();
     let mut out: Vec<Vec<MsmParts>> = msms.iter().map(|_| Vec::new()).collect();
     let mut next = 0;
@@ -268,7 +268,7 @@ fn msms_planned(
         next = s.gpu.stream_while(
             &mut ring,
             next..pieces.len(),
-            |_| !shared.would_pause(),
+            |_| !(lets_go && shared.would_pause()),
             |j| piece_bytes(&pieces[j], &hosts, affine(&pieces[j])),
             |j, view| {
                 let p = &pieces[j];

@@ -252,7 +252,12 @@ impl GpuPrepared {
             }
             None => plan,
         };
+        // Pauses only where the plan kept room for an urgent turn's working buffers: before
+        // any urgent turn was measured there is none, and one given the device in the middle
+        // of this proof's phases would find none (an urgent caller's plan keeps nothing back).
+        let room = s.critical_reserve() > 0;
         let mut held = Held::new(s);
+        held.set_lets_go(room);
         held.set_tight(true)?;
         let result = match f(&mut held, plan) {
             Err(e) if e.is_out_of_memory() => self.retry(&mut held, plan, shape, e, own(), &f),

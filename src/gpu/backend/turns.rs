@@ -298,6 +298,8 @@ pub(super) struct Held<'s> {
     /// Whether this call's large allocations settle the pool first ([`Gpu::set_tight`]): its
     /// own setting, not the one of a caller it lets go first.
     tight: bool,
+    /// Whether its pause points let the device go at all ([`Held::set_lets_go`]).
+    lets_go: bool,
 }
 
 impl<'s> Held<'s> {
@@ -307,7 +309,22 @@ impl<'s> Held<'s> {
             shared: guard.shared,
             guard: Some(guard),
             tight: false,
+            lets_go: true,
         }
+    }
+
+    /// Sets whether this call's pause points let the device go: a call whose plan kept no
+    /// room for an urgent caller's working buffers (none measured yet) holds its turn to the
+    /// end, as an urgent caller given the device in the middle of its phases could find no
+    /// memory for them.
+    pub(super) fn set_lets_go(&mut self, lets_go: bool) {
+        self.lets_go = lets_go;
+    }
+
+    /// Whether its pause points let the device go at all: where not, the pieces of a stream
+    /// need not stop to ask ([`Shared::would_pause`]).
+    pub(super) fn lets_go(&self) -> bool {
+        self.lets_go
     }
 
     /// The device shared, for asking [`Shared::would_pause`] (whether [`Held::pause`] would
@@ -339,6 +356,9 @@ impl<'s> Held<'s> {
     /// pause at `at`), and taken back before any new call. Where the lock cannot be had
     /// again, the turn is lost: this and every later [`Held::state`] return the error.
     pub(super) fn pause(&mut self, at: Pause) -> Result<(), GpuError> {
+        if !self.lets_go {
+            return self.state().map(|_| ());
+        }
         self.state()?.gpu.sync()?;
         let Some(guard) = self.guard.take() else {
             return Err(lost_turn());
