@@ -667,8 +667,8 @@ mod tests {
         );
     }
 
-    /// Row pieces cover every row once, in order, each within the slot, each as long as fits;
-    /// a row too long for the slot is refused.
+    /// A matrix's whole stream is its terms and starts, and a slot that size takes it in one
+    /// piece.
     #[test]
     fn a_matrix_streamed_whole_takes_its_terms_and_starts() {
         // Rows of 2, 0 and 3 terms: 5 terms and 4 starts.
@@ -679,6 +679,8 @@ mod tests {
         assert_eq!(streamed_bytes(&[]), 0);
     }
 
+    /// Row pieces cover every row once, in order, each within the slot, each as long as fits;
+    /// a row too long for the slot is refused.
     #[test]
     fn row_pieces_cut_the_rows_to_the_slot() {
         // Rows of 0, 3, 1, 5, 2 terms.

@@ -63,7 +63,7 @@ static EXPECTED: Mutex<Vec<(u64, Instant)>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// A critical partition announced as expected at an instant; dropping it withdraws the
-/// announcement (when the partition's device stage starts, or it fails before).
+/// announcement (when the partition's device stage ends, or it fails or is dropped before).
 #[derive(Debug)]
 pub struct Expectation {
     id: u64,
