@@ -288,3 +288,43 @@ fn window_post_sector_runs_record_what_the_whole_partition_does() {
         whole.num_constraints()
     );
 }
+
+/// A 32 GiB WinningPoSt (66 slots of one challenge each) cut into runs of its slots (as the
+/// stages synthesize a critical partition, on the critical part threads) records exactly
+/// what it records whole: the evaluations, the shape with its witness, the witness alone,
+/// also with uneven runs and more runs than slots.
+#[test]
+fn winning_post_slot_runs_record_what_the_whole_partition_does() {
+    use cuzk::synth::{Recorded, Recording};
+    let (kind, seed) = (ProofKind::WinningPoSt, 5);
+    let record = |parts, what| synthetic::record_in_parts(kind, GIB32, None, seed, parts, what);
+    let Recorded::Evaluations(whole) = record(1, Recording::Evaluations).unwrap() else {
+        panic!("evaluations asked for")
+    };
+    let Recorded::Shape(shape, witness) = record(1, Recording::Shape).unwrap() else {
+        panic!("a shape asked for")
+    };
+    for parts in [2, 7, 16, 100] {
+        let Recorded::Evaluations(split) = record(parts, Recording::Evaluations).unwrap() else {
+            panic!("evaluations asked for")
+        };
+        assert!(split == whole, "{parts} runs: the evaluations differ");
+        let Recorded::Shape(s, w) = record(parts, Recording::Shape).unwrap() else {
+            panic!("a shape asked for")
+        };
+        assert!(
+            s == shape && w == witness,
+            "{parts} runs: the shape or its witness differ"
+        );
+    }
+    let Recorded::Witness(w) = record(16, Recording::Witness).unwrap() else {
+        panic!("a witness asked for")
+    };
+    assert!(w == witness, "16 runs: the witness alone differs");
+    // ONE, then each slot's comm_r and its challenge's packed path bits.
+    assert_eq!(whole.input.len(), 1 + 66 * 2);
+    println!(
+        "66 slots in 2, 7, 16 and 100 runs: {} constraints, identical",
+        whole.num_constraints()
+    );
+}

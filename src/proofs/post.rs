@@ -1,6 +1,5 @@
 //! WinningPoSt and WindowPoSt: from the sectors' vanilla proofs to a verified SNARK.
 
-use bellperson::{ConstraintSystem, SynthesisError};
 use filecoin_hashers::Hasher;
 use filecoin_proofs::{
     as_safe_commitment, parameters::window_post_setup_params,
@@ -20,13 +19,12 @@ use storage_proofs_post::fallback::{
 
 use super::binary;
 pub use super::inputs::{WindowPostInput, WinningPostInput};
-use super::porep::{even_runs, prover_id};
+use super::porep::prover_id;
 use super::shapes::with_shape;
 use super::verdict::{proof_bytes, vanilla_verdict};
-use crate::pipeline::partitions::{prove_split_partitions, PartitionCircuit, Proved};
+use crate::pipeline::partitions::{prove_split_partitions, Proved};
 use crate::pipeline::{JobControl, ProofOutput, ProveError, ProvingService};
 use crate::srs::{ParamsId, ProofKind};
-use crate::synth::{Gadgets, Synthesize};
 
 fn parse<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, ProveError> {
     serde_json::from_slice(bytes).map_err(|e| ProveError::InvalidInput(format!("{what}: {e}")))
@@ -489,71 +487,6 @@ fn output(
     }
 }
 
-/// The top-level namespace in which storage-proofs-post 19's `FallbackPoStCircuit` puts
-/// every sector (`sector_{i}` inside it) on its sequential path, recording nothing else.
-pub(crate) const SECTORS_MARKER: &str = "outer namespace";
-
-/// A PoSt partition's circuit, or a run of its sectors. storage-proofs-post's circuit
-/// synthesizes into an extensible constraint system (cuzk's evaluating one) in groups of
-/// sectors on the current rayon pool (as many groups as its `window_post_synthesis_num_cpus`
-/// setting says), each in a system of its own that is then appended: a critical WinningPoSt,
-/// synthesized whole, keeps that path. A run takes the sequential path
-/// (`synthesize_default`'s namespaces, which are what a part of a split is recognised by)
-/// whatever the system, so that its parts run where the stages put them.
-#[derive(Clone)]
-pub(crate) struct PostCircuit<Tree: 'static + MerkleTreeTrait> {
-    circuit: FallbackPoStCircuit<Tree>,
-    sequential: bool,
-}
-
-impl<Tree: 'static + MerkleTreeTrait> Synthesize for PostCircuit<Tree> {
-    fn synthesize_into<CS: Gadgets>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-        if !self.sequential {
-            return bellperson::Circuit::synthesize(self.circuit, cs);
-        }
-        let cs = &mut cs.namespace(|| SECTORS_MARKER);
-        for (i, sector) in self.circuit.sectors.iter().enumerate() {
-            let cs = &mut cs.namespace(|| format!("sector_{i}"));
-            bellperson::Circuit::synthesize(sector, cs)?;
-        }
-        Ok(())
-    }
-}
-
-/// `c` cut into at most `most` circuits over contiguous runs of its sectors: each records
-/// exactly its run's part of `c` (the sectors are independent, their inputs allocated in
-/// order), so the stages synthesize them at once on their part threads and stitch them into
-/// what `c` records (`synth::synthesize_split`). A WindowPoSt partition of 2,349 sectors is
-/// about 125 M constraints: on one thread, minutes.
-pub(crate) fn sector_runs<Tree: 'static + MerkleTreeTrait>(
-    c: FallbackPoStCircuit<Tree>,
-    most: usize,
-) -> PartitionCircuit<PostCircuit<Tree>> {
-    let n = most.min(c.sectors.len());
-    if n <= 1 {
-        return PartitionCircuit::Whole(PostCircuit {
-            circuit: c,
-            sequential: false,
-        });
-    }
-    let FallbackPoStCircuit { prover_id, sectors } = c;
-    let len = sectors.len();
-    let mut rest = sectors.into_iter();
-    let parts = even_runs(len, n)
-        .map(|run| PostCircuit {
-            circuit: FallbackPoStCircuit {
-                prover_id,
-                sectors: rest.by_ref().take(run.len()).collect(),
-            },
-            sequential: true,
-        })
-        .collect();
-    PartitionCircuit::Split {
-        parts,
-        marker: SECTORS_MARKER,
-    }
-}
-
 /// Cuts the vanilla proofs into `pp`'s partitions (`partition_vanilla_proofs`, as
 /// filecoin-proofs does) and proves them all through the stages.
 fn prove_all_partitions<Tree: 'static + MerkleTreeTrait>(
@@ -584,7 +517,7 @@ fn prove_all_partitions<Tree: 'static + MerkleTreeTrait>(
         )
         .map_err(|e| ProveError::InvalidInput(format!("partition {k}: {e}")))
     };
-    let runs = |k, most| make(k).map(|c| sector_runs(c, most));
+    let runs = |k, most| make(k).map(|c| runs::runs(c, most));
     prove_split_partitions(svc, &id, partitioned.len(), runs, control)
 }
 
@@ -692,7 +625,7 @@ fn prove_window_shape<Tree: 'static + MerkleTreeTrait>(
             &pp.vanilla_params,
             Some(0),
         )
-        .map(|c| sector_runs(c, most))
+        .map(|c| runs::runs(c, most))
         .map_err(|e| ProveError::InvalidInput(format!("partition: {e}")))
     };
     let proved = prove_split_partitions(svc, &id, 1, make, control)?;
@@ -741,6 +674,7 @@ fn prove_deadline_shape<Tree: 'static + MerkleTreeTrait>(
 }
 
 #[cfg(feature = "scaffolding")] // benchmarks only; cuzkd is built without it
+mod runs;
 pub mod synthetic;
 
 /// Vanilla proofs of `sectors` sectors for `proof` (filecoin-proofs-api's

@@ -7,8 +7,9 @@
 //! Ranks: a partition is ranked by its job's class (critical first), then the job's
 //! submission order, then its index, at admission and in the device queue alike. Critical
 //! partitions have a synthesis permit and a device worker of their own, so a WinningPoSt
-//! waits neither for a synthesis slot nor for the device queue; their synthesis threads keep
-//! the normal priority while high ones (WindowPoSt by default) run at nice +[`AHEAD_NICE`]
+//! waits neither for a synthesis slot nor for the device queue; their synthesis threads, and
+//! the part threads of their own that a PoSt's runs of sector slots go to ([`PartPools`]),
+//! keep the normal priority while high ones (WindowPoSt by default) run at nice +[`AHEAD_NICE`]
 //! and the others at nice +[`BACKGROUND_NICE`], and they are proved
 //! with the thread marked urgent ([`prover::urgency`]), so that a GPU gives them the next
 //! turn and nobody else one until they are done. While one is in flight (admitted, not yet
@@ -60,19 +61,23 @@ use super::progress::{ProgressSink, Step};
 use crate::prover::{self, Backend, Partition, PinnedPool, PreparedSrs, WitnessPartition};
 use crate::srs::{ParamsId, Srs};
 
-/// The threads of partitions cut into parts (only non-critical work runs there): `parts`
-/// synthesizes the parts of normal and low partitions (PoRep and SnapDeals by default) at nice
-/// +[`BACKGROUND_NICE`], first-in first-out across partitions, and `stitch` copies them
-/// together; `ahead` and `ahead_stitch` do the same for high ones (WindowPoSt by default,
-/// which has a deadline) at nice +[`AHEAD_NICE`], so that those neither queue behind the
-/// others' parts nor get only their share of the cores. Stitches apart from parts, so that a
-/// stitch never waits behind a part, and none on rayon's global pool, which critical work
-/// uses.
+/// The threads of partitions cut into parts: `parts` synthesizes the parts of normal and low
+/// partitions (PoRep and SnapDeals by default) at nice +[`BACKGROUND_NICE`], first-in
+/// first-out across partitions, and `stitch` copies them together; `ahead` and
+/// `ahead_stitch` do the same for high ones (WindowPoSt by default, which has a deadline) at
+/// nice +[`AHEAD_NICE`], so that those neither queue behind the others' parts nor get only
+/// their share of the cores; `critical` and `critical_stitch` for critical ones (WinningPoSt)
+/// at the daemon's own priority, idle but for them, so that a critical partition's parts
+/// queue behind nothing: neither other partitions' parts nor the device workers' host work,
+/// which runs on rayon's global pool. Stitches apart from parts, so that a stitch never waits
+/// behind a part.
 pub(crate) struct PartPools {
     parts: rayon::ThreadPool,
     stitch: rayon::ThreadPool,
     ahead: rayon::ThreadPool,
     ahead_stitch: rayon::ThreadPool,
+    critical: rayon::ThreadPool,
+    critical_stitch: rayon::ThreadPool,
 }
 
 /// The pools one partition's parts use ([`PartPools`]).
@@ -100,21 +105,19 @@ impl PartPools {
             stitch: pool(stitchers, "stitch", BACKGROUND_NICE)?,
             ahead: pool(threads, "ahead", AHEAD_NICE)?,
             ahead_stitch: pool(stitchers, "ahead-stitch", AHEAD_NICE)?,
+            critical: pool(threads, "critical", 0)?,
+            critical_stitch: pool(stitchers, "critical-stitch", 0)?,
         })
     }
 
     /// The pools of a partition of `class` (not critical).
     fn of_class(&self, class: u8) -> PartThreads<'_> {
-        match class >= HIGH {
-            true => PartThreads {
-                parts: &self.ahead,
-                stitch: &self.ahead_stitch,
-            },
-            false => PartThreads {
-                parts: &self.parts,
-                stitch: &self.stitch,
-            },
-        }
+        let (parts, stitch) = match class {
+            c if c >= CRITICAL => (&self.critical, &self.critical_stitch),
+            c if c >= HIGH => (&self.ahead, &self.ahead_stitch),
+            _ => (&self.parts, &self.stitch),
+        };
+        PartThreads { parts, stitch }
     }
 }
 
@@ -976,14 +979,13 @@ impl Stages {
         self.inner.yield_to_critical
     }
 
-    /// The pools a partition of `class` synthesizes and stitches its parts on, and how many
-    /// parts it should be cut into; `None` where it is synthesized whole on its own thread:
-    /// critical partitions (their threads must never queue behind others' parts, nor pause
-    /// with them), a configuration of one thread per partition, or pools that failed to
-    /// start.
+    /// The pools a partition of `class` synthesizes and stitches its parts on (critical ones
+    /// on pools of their own: [`PartPools`]), and how many parts it should be cut into;
+    /// `None` where it is synthesized whole on its own thread: a configuration of one thread
+    /// per partition, or pools that failed to start.
     pub(crate) fn parts_pool(&self, class: u8) -> Option<(PartThreads<'_>, usize)> {
         let threads = self.inner.partition_threads;
-        if class >= CRITICAL || threads <= 1 {
+        if threads <= 1 {
             return None;
         }
         self.inner

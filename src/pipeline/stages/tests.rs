@@ -721,7 +721,7 @@ fn a_witness_partition_is_sized_apart_from_an_evaluated_one() {
 }
 
 /// The part pools' threads run at the nice value of the thread that started the stages plus
-/// their class's (+5 high, +10 the rest), also when the first partition to use them comes
+/// their class's (none critical, +5 high, +10 the rest), also when the first partition to use them comes
 /// from a synthesis thread already lowered: pools are made at the start, not by it.
 #[test]
 fn part_pools_run_at_their_class_nice_whoever_uses_them_first() {
@@ -745,10 +745,10 @@ fn part_pools_run_at_their_class_nice_whoever_uses_them_first() {
             .install(|| placement::this_thread_nice().unwrap());
         (parts, stitch)
     };
-    let (high, normal) = std::thread::scope(|s| {
+    let (critical, high, normal) = std::thread::scope(|s| {
         s.spawn(|| {
             lower_this_thread(BACKGROUND_NICE);
-            (nice_in(HIGH), nice_in(1))
+            (nice_in(CRITICAL), nice_in(HIGH), nice_in(1))
         })
         .join()
         .unwrap()
@@ -764,8 +764,5 @@ fn part_pools_run_at_their_class_nice_whoever_uses_them_first() {
         (at(BACKGROUND_NICE), at(BACKGROUND_NICE)),
         "the others'"
     );
-    assert!(
-        stages.parts_pool(CRITICAL).is_none(),
-        "critical partitions stay whole"
-    );
+    assert_eq!(critical, (at(0), at(0)), "critical partitions' pools");
 }

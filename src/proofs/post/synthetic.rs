@@ -21,7 +21,8 @@ use storage_proofs_core::merkle::base_path_length;
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, PublicSector};
 use typenum::Unsigned;
 
-use super::{sector_runs, setup, setup_params, Compound, PublicInputs};
+use super::runs::runs;
+use super::{setup, setup_params, Compound, PublicInputs};
 use crate::pipeline::partitions::{evaluations, prove_split_partitions, PartitionCircuit};
 use crate::pipeline::{JobControl, ProveError, ProvingService, StageTimings};
 use crate::proofs::porep::synthetic::tree_proof;
@@ -178,13 +179,14 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait>(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        Ok(sector_runs(c, most))
+        Ok(runs(c, most))
     };
     Ok(prove_split_partitions(svc, id, 1, make, control)?.timings)
 }
 
-/// [`record`] of the partition cut into at most `parts` runs of its sectors, synthesized at
-/// once on the current rayon pool and stitched, as the stages synthesize a PoSt partition.
+/// [`record`] of the partition cut into at most `parts` runs of its sectors (of its
+/// challenges where it has one sector), synthesized at once on the current rayon pool and
+/// stitched, as the stages synthesize a PoSt partition.
 pub fn record_in_parts(
     kind: ProofKind,
     sector_size: u64,
@@ -208,7 +210,7 @@ fn record_parts_shape<Tree: 'static + MerkleTreeTrait>(
     what: Recording,
 ) -> Result<Recorded, ProveError> {
     let (circuit, _) = circuit_of::<Tree>(of)?;
-    match sector_runs(circuit, parts) {
+    match runs(circuit, parts) {
         PartitionCircuit::Whole(c) => crate::synth::record(vec![c], "", what),
         PartitionCircuit::Split { parts, marker } => crate::synth::record(parts, marker, what),
     }
