@@ -594,8 +594,9 @@ pub static KEYS: &[KeyDoc] = &[
                       challenges) are synthesized on at once, from a pool of that many shared \
                       by all partitions, so that a sector of few large partitions uses every \
                       core; the result is the same as synthesizing it on one thread. 1 = \
-                      every partition on its own thread. Critical partitions always run on \
-                      their own thread. 0 = one per CPU.",
+                      every partition on its own thread. Critical partitions (a \
+                      WinningPoSt's runs of sector slots) have as many threads of their own, \
+                      at the daemon's priority. 0 = one per CPU.",
         apply: |c, v| {
             c.proving.partition_threads = integer(v, 0, 4096)?;
             Ok(())

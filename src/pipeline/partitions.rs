@@ -285,7 +285,8 @@ where
     }
 
     /// Partition `k` synthesized as the device queue takes it: against the recorded shape
-    /// where it can be, else with its evaluations.
+    /// where it can be (a critical partition records it only where nobody is recording it,
+    /// and waits for nobody), else with its evaluations.
     fn staged(&self, k: usize, critical: bool, yielding: bool) -> Result<Staged, ProveError> {
         let (svc, run) = (self.svc, self.job);
         let pool = svc.stages.parts_pool(run.class());
@@ -298,8 +299,9 @@ where
             point: pause.then_some(yield_to_critical as fn()),
             stopped: &stopped,
         };
-        if !critical && svc.uses_recorded_shapes() {
-            if let Some(staged) = synthesis.with_shape(svc, self.id, self.make_circuit)? {
+        if svc.uses_recorded_shapes() {
+            let wait = !critical;
+            if let Some(staged) = synthesis.with_shape(svc, self.id, self.make_circuit, wait)? {
                 return Ok(staged);
             }
         }
@@ -543,22 +545,29 @@ impl Synthesis<'_> {
     }
 
     /// The witness alone, on the shape recorded for set `id` (recording it first where
-    /// nobody has); `None` where the witness does not fit the shape (the caller records the
-    /// evaluations instead).
+    /// nobody has); `None` where the witness does not fit the shape, or where another
+    /// partition records it and `wait` is false (the caller records the evaluations instead).
     fn with_shape<C, F>(
         &self,
         svc: &ProvingService,
         id: &ParamsId,
         make_circuit: &F,
+        wait: bool,
     ) -> Result<Option<Staged>, ProveError>
     where
         C: Synthesize + Send,
         F: Fn(usize, usize) -> Result<PartitionCircuit<C>, ProveError> + Sync,
     {
-        let claim = svc
-            .shapes
-            .claim(id, self.stopped)
-            .ok_or(ProveError::Cancelled)?;
+        let claim = match wait {
+            true => svc
+                .shapes
+                .claim(id, self.stopped)
+                .ok_or(ProveError::Cancelled)?,
+            false => match svc.shapes.try_claim(id) {
+                Some(claim) => claim,
+                None => return Ok(None),
+            },
+        };
         let (shape, witness) = match claim {
             Claim::Ready(shape) => match self.record(make_circuit, Recording::Witness)? {
                 Recorded::Witness(w) => (shape, w),

@@ -1,6 +1,7 @@
 //! Recorded circuit shapes ([`R1cs`]), one per parameter set, shared by every job: the first
-//! non-critical partition of a set records its circuit's constraints; the others, of any job,
-//! then synthesize their witness alone (see `crate::synth::shape`).
+//! partition of a set records its circuit's constraints; the others, of any job, then
+//! synthesize their witness alone (see `crate::synth::shape`). A critical partition never
+//! waits for another's recording.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -73,6 +74,12 @@ impl ShapeCache {
                 }
             }
         }
+    }
+
+    /// [`ShapeCache::claim`] without waiting: `None` while another partition records it (a
+    /// critical partition then records its evaluations rather than wait).
+    pub(crate) fn try_claim(&self, id: &ParamsId) -> Option<Claim<'_>> {
+        self.claim(id, &|| true)
     }
 
     /// Whether the shape of set `id` is recorded (not merely being recorded).
@@ -206,6 +213,21 @@ mod tests {
         cache.evict(&id());
         assert!(cache.get(&id()).is_none());
         assert_eq!(cache.bytes(1), (0, 0));
+    }
+
+    /// A claimant that must not wait records where nobody is, gets the shape where it is
+    /// recorded, and gets nothing (at once) while another records it.
+    #[test]
+    fn a_claimant_that_cannot_wait_records_takes_or_passes() {
+        let cache = ShapeCache::default();
+        let Some(Claim::Record(r)) = cache.try_claim(&id()) else {
+            panic!("nobody records: it records");
+        };
+        let start = std::time::Instant::now();
+        assert!(cache.try_claim(&id()).is_none(), "another records");
+        assert!(start.elapsed() < POLL, "without waiting");
+        r.done(shape());
+        assert!(matches!(cache.try_claim(&id()), Some(Claim::Ready(_))));
     }
 
     #[test]
