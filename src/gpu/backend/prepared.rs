@@ -578,10 +578,10 @@ impl GpuPrepared {
         }
         let h = Points::of_g1(self.set.id, Query::H, &self.srs.h, 0..self.srs.h.len())?;
         let p = self.witness_points(w.input.len(), w.b_in)?;
-        let joint = self
-            .set
-            .shared
-            .sums_shaped(shape, &w.input, &h, &aux_points(&w, &p));
+        let q = aux_points(&w, &p);
+        let joint = self.with_room(Some(shape), || {
+            self.set.shared.sums_shaped(shape, &w.input, &h, &q)
+        });
         let (h, h_done, aux) = match joint {
             Err(e) if e.is_out_of_memory() => {
                 tracing::debug!(error = %e, "the H sum and the witness sums apart");
@@ -606,6 +606,38 @@ impl GpuPrepared {
             None => self.witness(w)?,
         };
         Ok(Sums { h, witness, h_done })
+    }
+
+    /// `f` on the device as a plan that holds everything does it: where it runs out of
+    /// memory, once more after what that plan does not keep is freed (other sets' points,
+    /// tables and shapes that no urgent caller uses), before anyone falls back to a slower
+    /// form. Other sets' points otherwise stay on the card while there is room: a card that
+    /// holds this set whole may hold another's too (an H200 holds a 32 GiB PoRep set and a
+    /// WindowPoSt set), and one that cannot finds out here, not by evicting everything.
+    fn with_room<T>(
+        &self,
+        shape: Option<&Arc<R1cs>>,
+        f: impl Fn() -> Result<T, GpuError>,
+    ) -> Result<T, GpuError> {
+        match f() {
+            Err(e) if e.is_out_of_memory() => {
+                let Ok(plan) = &self.plan else {
+                    return Err(e);
+                };
+                let freed = {
+                    let mut s = self.set.shared.lock()?;
+                    let before = s.gpu.memory().used;
+                    s.make_room(self.set.id, plan, self.lg(), shape);
+                    before.saturating_sub(s.gpu.memory().used)
+                };
+                if freed == 0 {
+                    return Err(e);
+                }
+                tracing::debug!(error = %e, freed, "out of device memory beside other sets: freed what this set's plan does not keep, once more");
+                f()
+            }
+            r => r,
+        }
     }
 
     /// Releases the host copies of the queries no one wants any more (the B queries go up

@@ -385,14 +385,21 @@ impl State {
             .map(|(set, _)| set)
     }
 
-    /// Drops every resident point range but `keep` and every NTT domain's tables (a 2^27
+    /// Drops every resident point range but `keep`, every NTT domain's tables (a 2^27
     /// domain's twiddle table is 2 GiB; the tables are rebuilt in milliseconds when next
-    /// needed). Returns whether anything was freed.
+    /// needed) and every shape's copy, except, for a caller that is not urgent, those urgent
+    /// callers use ([`Critical`]: a PoRep proof out of memory on a full card evicted a
+    /// WinningPoSt's points, which its next proof then waited to upload). Returns whether
+    /// anything was freed.
     pub(super) fn evict_except(&mut self, keep: Option<&SlotKey>) -> bool {
-        let tables = self.domains.len() + self.shapes.len();
-        self.domains.clear();
-        self.shapes.clear();
-        self.drop_bases(|k| Some(k) != keep) + tables > 0
+        let (urgent, c) = (is_urgent(), self.critical.clone());
+        let held = self.domains.len() + self.shapes.len();
+        self.domains.retain(|l, _| c.keeps_domain(*l, urgent));
+        self.shapes.retain(|(host, _)| {
+            host.strong_count() > 0 && c.keeps_shape(host.as_ptr() as usize, urgent)
+        });
+        let tables = held - (self.domains.len() + self.shapes.len());
+        self.drop_bases(|k| Some(k) != keep && !c.keeps_set(k.set, urgent)) + tables > 0
     }
 
     /// Copies `shape` to the device unless it is there (dropping the copies of shapes whose
