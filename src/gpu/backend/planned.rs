@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use super::host::HostBytes;
 use super::residency::{Points, State};
 use super::sums::AuxPoints;
-use super::turns::{Held, Pause};
+use super::turns::{room_for, Held, Pause};
 use crate::gpu::bytes::bytes;
 use crate::gpu::device::{DevBuf, DevView, Gpu, Ring};
 use crate::gpu::msm::{self, MsmParts};
@@ -249,8 +249,18 @@ fn msms_planned(
         let selected = selected_bytes.map(|b| gpu.alloc(b)).transpose()?;
         (gpu.ring(slot)?, selected)
     };
-    // Asked between pieces while the state is borrowed for the stream.
+    // Asked between pieces while the state is borrowed for the stream: an urgent caller
+    // waits, and the ledger has room for its working memory (`Held::pause` asks the driver
+    // too).
     let (shared, lets_go) = (held.shared(), held.lets_go());
+    let (ledger, reserve) = {
+        let s = held.state()?;
+        (s.gpu.ledger(), s.critical_reserve())
+    };
+    let room = || {
+        let m = ledger.snapshot();
+        room_for(reserve, m.budget, m.used, u64::MAX)
+    };
     let firsts: Vec<Pause> = msms.iter().map(|m| m.first).collect();
     let mut out: Vec<Vec<MsmParts>> = msms.iter().map(|_| Vec::new()).collect();
     let mut next = 0;
@@ -268,7 +278,7 @@ fn msms_planned(
         next = s.gpu.stream_while(
             &mut ring,
             next..pieces.len(),
-            |_| !(lets_go && shared.would_pause()),
+            |_| !(lets_go && shared.would_pause() && room()),
             |j| piece_bytes(&pieces[j], &hosts, affine(&pieces[j])),
             |j, view| {
                 let p = &pieces[j];

@@ -72,13 +72,6 @@ pub(super) fn plan_within(gpu: &Gpu, sizes: &Sizes, budget: u64) -> Result<Plan,
     plan::plan(budget, sizes, &bits)
 }
 
-/// Whether a proof under a plan of `plan_budget` bytes keeps room for an urgent turn of
-/// `reserve` bytes, given the `budget` that had the reserve taken off: only where some turn
-/// was measured and the plan fits in what is left beside it.
-fn keeps_room(reserve: u64, plan_budget: u64, budget: u64) -> bool {
-    reserve > 0 && plan_budget <= budget
-}
-
 /// The host copies of the queries a plan streams, held (and page-locked) for the set's life.
 pub(super) struct StreamedCopies {
     g1: Vec<Arc<Vec<G1Affine>>>,
@@ -250,8 +243,7 @@ impl GpuPrepared {
         let mut s = self.set.shared.lock()?;
         s.make_room(id, plan, lg, shape);
         let available = self.available(&s, own())?;
-        let budget = available.min(self.kept_budget(available, plan));
-        let now = self.fitted(&s, plan, budget);
+        let now = self.fitted(&s, plan, available.min(self.kept_budget(available, plan)));
         let plan = match &now {
             Some(smaller) => {
                 // Freed for the smaller plan too: what the first kept, it may not.
@@ -260,11 +252,11 @@ impl GpuPrepared {
             }
             None => plan,
         };
-        // Pauses only where the plan kept room for an urgent turn's working buffers: before
-        // any urgent turn was measured there is none, and one given the device in the middle
-        // of this proof's phases would find none (an urgent caller's plan keeps nothing back).
-        // Where no plan fits beside the room held back, the plan tried does not keep it.
-        let room = keeps_room(s.critical_reserve(), plan.budget, budget);
+        // Pauses only once an urgent turn's working memory was measured (before, an urgent
+        // caller given the device in the middle of this proof's phases could find no room
+        // for its buffers), and then only where that much is free at the pause point
+        // (`Held::pause`).
+        let room = s.critical_reserve() > 0;
         let mut held = Held::new(s);
         held.set_lets_go(room);
         held.set_tight(true)?;
@@ -740,21 +732,5 @@ impl PreparedSrs for GpuPrepared {
             Ok(Some(p)) => p.parked_bytes(&self.sizes) + self.sizes.aux * FR_BYTES as u64,
             _ => 0,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::keeps_room;
-
-    /// No room without a measured urgent turn; none where the smallest plan tried is larger
-    /// than what the reserve leaves (gpu_small's margin test on an H100 80GB ran out of memory
-    /// in the urgent proof so); room where the plan fits beside it.
-    #[test]
-    fn a_plan_keeps_room_only_where_it_fits_beside_the_reserve() {
-        assert!(!keeps_room(0, 500, 900));
-        assert!(!keeps_room(300, 673, 610));
-        assert!(keeps_room(300, 600, 610));
-        assert!(keeps_room(300, 610, 610));
     }
 }

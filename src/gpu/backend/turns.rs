@@ -356,7 +356,7 @@ impl<'s> Held<'s> {
     /// pause at `at`), and taken back before any new call. Where the lock cannot be had
     /// again, the turn is lost: this and every later [`Held::state`] return the error.
     pub(super) fn pause(&mut self, at: Pause) -> Result<(), GpuError> {
-        if !self.lets_go {
+        if !self.lets_go || !self.room_for_urgent()? {
             return self.state().map(|_| ());
         }
         self.state()?.gpu.sync()?;
@@ -375,6 +375,19 @@ impl<'s> Held<'s> {
         Ok(())
     }
 
+    /// Whether the device has free now, beside what this call holds at its pause point, the
+    /// most working memory an urgent turn has taken: a call whose plan holds everything lets
+    /// go anywhere; one that holds most of a small card lets go only where its phase leaves
+    /// that much (gpu_small's margin test: an urgent proof let in where the paused proof held
+    /// 876 of 910 MB ran out of memory).
+    fn room_for_urgent(&mut self) -> Result<bool, GpuError> {
+        let s = self.state()?;
+        let reserve = s.critical_reserve();
+        let held = s.gpu.memory();
+        let (free, _) = s.gpu.mem_info()?;
+        Ok(room_for(reserve, held.budget, held.used, free as u64))
+    }
+
     /// The turn as a plain guard again (its tight setting left as it is); an error where a
     /// pause lost it.
     pub(super) fn into_guard(mut self) -> Result<DeviceGuard<'s>, GpuError> {
@@ -389,6 +402,16 @@ fn lost_turn() -> GpuError {
         context: "pause",
         message: "the device's turn was lost in a pause and not taken back".into(),
     }
+}
+
+/// Whether `reserve` bytes (an urgent turn's working memory) are free: under the ledger's
+/// `budget` beside the `used` bytes it counts, and in the driver's `free` count less the
+/// margin the plans keep. No room where no urgent turn was measured.
+pub(super) fn room_for(reserve: u64, budget: u64, used: u64, free: u64) -> bool {
+    let room = budget
+        .saturating_sub(used)
+        .min(free.saturating_sub(crate::gpu::plan::MARGIN));
+    reserve > 0 && room >= reserve
 }
 
 /// Whether an urgent proof is in progress or announced as about to arrive
@@ -475,6 +498,20 @@ mod tests {
             urgent_waiting,
             resuming,
         }
+    }
+
+    /// Room for an urgent turn: none before one was measured; where measured, as much as the
+    /// ledger leaves under its budget and the driver's count less the margin, whichever is
+    /// less.
+    #[test]
+    fn room_for_an_urgent_turn_is_the_least_of_the_ledger_and_the_driver() {
+        let m = crate::gpu::plan::MARGIN;
+        assert!(!room_for(0, 1000, 0, u64::MAX), "nothing measured");
+        assert!(room_for(34, 910, 876, u64::MAX));
+        assert!(!room_for(35, 910, 876, u64::MAX), "gpu_small's margin test");
+        assert!(!room_for(100, 1 << 40, 0, m + 99), "the driver has less");
+        assert!(room_for(100, 1 << 40, 0, m + 100));
+        assert!(!room_for(1, 1 << 40, 0, 0));
     }
 
     #[test]
