@@ -450,9 +450,13 @@ fn a_second_set_between_a_proofs_turns_keeps_the_device_margin() {
     let (r, s) = (Scalar::from(5u64), Scalar::from(7u64));
     let prove = |set: &dyn cuzk::prover::PreparedSrs| {
         let w = WitnessPartition::new(witness.clone(), shape.clone()).unwrap();
-        prove_witness_with_randomness(set, w, r, s)
-            .expect("proof from the recorded shape")
-            .0
+        let proof = prove_witness_with_randomness(set, w, r, s).unwrap_or_else(|e| {
+            panic!(
+                "proof from the recorded shape: {e:?}; the set's plan: {}",
+                set.memory_plan().unwrap_or_default()
+            )
+        });
+        proof.0
     };
     let want = prove(gpu(None).prepare(srs.clone()).unwrap().as_ref());
 
@@ -489,8 +493,9 @@ fn a_second_set_between_a_proofs_turns_keeps_the_device_margin() {
             (ours_x, ours_y, y_first)
         });
         println!(
-            "round {round}: Y finished before X: {y_first}; lowest free so far {} bytes",
-            watch.lowest()
+            "round {round}: Y finished before X: {y_first}; lowest free so far {} bytes; Y's plan: {}",
+            watch.lowest(),
+            y.memory_plan().unwrap_or_default()
         );
         inside += usize::from(y_first);
         assert_eq!(ours_x, want, "set X, round {round}");

@@ -673,8 +673,8 @@ fn prove_deadline_shape<Tree: 'static + MerkleTreeTrait>(
     Ok(output(ProofKind::WindowPoSt, svc, proved, v))
 }
 
-#[cfg(feature = "scaffolding")] // benchmarks only; cuzkd is built without it
 mod runs;
+#[cfg(feature = "scaffolding")] // benchmarks only; cuzkd is built without it
 pub mod synthetic;
 
 /// Vanilla proofs of `sectors` sectors for `proof` (filecoin-proofs-api's
