@@ -249,13 +249,17 @@ fn a_whole_window_post_partition_is_its_slots() {
     }
 }
 
-/// A WindowPoSt partition cut into runs of its sectors (as the stages synthesize it, on
-/// several threads) records exactly what it records whole: the evaluations, the shape with
-/// its witness, and the witness alone, also with uneven runs and more runs than sectors.
-#[test]
-fn window_post_sector_runs_record_what_the_whole_partition_does() {
+/// Records partition `kind` (its first `sectors` slots) whole and in each of `runs` runs of
+/// its slots, and asserts that every cut records exactly what the whole does: the
+/// evaluations, the shape with its witness, and the witness alone. Returns the whole
+/// partition's evaluations.
+fn runs_record_the_whole(
+    kind: ProofKind,
+    sectors: Option<usize>,
+    seed: u64,
+    runs: &[usize],
+) -> cuzk::synth::Synthesized {
     use cuzk::synth::{Recorded, Recording};
-    let (kind, sectors, seed) = (ProofKind::WindowPoSt, Some(5), 9);
     let record = |parts, what| synthetic::record_in_parts(kind, GIB32, sectors, seed, parts, what);
     let Recorded::Evaluations(whole) = record(1, Recording::Evaluations).unwrap() else {
         panic!("evaluations asked for")
@@ -263,7 +267,7 @@ fn window_post_sector_runs_record_what_the_whole_partition_does() {
     let Recorded::Shape(shape, witness) = record(1, Recording::Shape).unwrap() else {
         panic!("a shape asked for")
     };
-    for parts in [2, 3, 8] {
+    for &parts in runs {
         let Recorded::Evaluations(split) = record(parts, Recording::Evaluations).unwrap() else {
             panic!("evaluations asked for")
         };
@@ -280,6 +284,15 @@ fn window_post_sector_runs_record_what_the_whole_partition_does() {
         };
         assert!(w == witness, "{parts} runs: the witness alone differs");
     }
+    whole
+}
+
+/// A WindowPoSt partition cut into runs of its sectors (as the stages synthesize it, on
+/// several threads) records exactly what it records whole, also with uneven runs and more
+/// runs than sectors.
+#[test]
+fn window_post_sector_runs_record_what_the_whole_partition_does() {
+    let whole = runs_record_the_whole(ProofKind::WindowPoSt, Some(5), 9, &[2, 3, 8]);
     // Sector slots are the runs' unit: five sectors' inputs (comm_r and each of the ten
     // challenges' packed path bits) and ONE.
     assert_eq!(whole.input.len(), 1 + 5 * 11);
@@ -291,36 +304,10 @@ fn window_post_sector_runs_record_what_the_whole_partition_does() {
 
 /// A 32 GiB WinningPoSt (66 slots of one challenge each) cut into runs of its slots (as the
 /// stages synthesize a critical partition, on the critical part threads) records exactly
-/// what it records whole: the evaluations, the shape with its witness, the witness alone,
-/// also with uneven runs and more runs than slots.
+/// what it records whole, also with uneven runs and more runs than slots.
 #[test]
 fn winning_post_slot_runs_record_what_the_whole_partition_does() {
-    use cuzk::synth::{Recorded, Recording};
-    let (kind, seed) = (ProofKind::WinningPoSt, 5);
-    let record = |parts, what| synthetic::record_in_parts(kind, GIB32, None, seed, parts, what);
-    let Recorded::Evaluations(whole) = record(1, Recording::Evaluations).unwrap() else {
-        panic!("evaluations asked for")
-    };
-    let Recorded::Shape(shape, witness) = record(1, Recording::Shape).unwrap() else {
-        panic!("a shape asked for")
-    };
-    for parts in [2, 7, 16, 100] {
-        let Recorded::Evaluations(split) = record(parts, Recording::Evaluations).unwrap() else {
-            panic!("evaluations asked for")
-        };
-        assert!(split == whole, "{parts} runs: the evaluations differ");
-        let Recorded::Shape(s, w) = record(parts, Recording::Shape).unwrap() else {
-            panic!("a shape asked for")
-        };
-        assert!(
-            s == shape && w == witness,
-            "{parts} runs: the shape or its witness differ"
-        );
-    }
-    let Recorded::Witness(w) = record(16, Recording::Witness).unwrap() else {
-        panic!("a witness asked for")
-    };
-    assert!(w == witness, "16 runs: the witness alone differs");
+    let whole = runs_record_the_whole(ProofKind::WinningPoSt, None, 5, &[2, 7, 16, 100]);
     // ONE, then each slot's comm_r and its challenge's packed path bits.
     assert_eq!(whole.input.len(), 1 + 66 * 2);
     println!(
