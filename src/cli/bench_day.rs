@@ -156,6 +156,7 @@ fn stretches(
         device_busy: busy.as_secs_f64() / wall.as_secs_f64().max(1e-9),
         post_device,
         peak_rss: peak_rss(),
+        winning_each: report::winning_parts(&done),
     })
 }
 

@@ -21,12 +21,15 @@ pub(super) enum Work {
 }
 
 /// One finished proof: what, when it arrived (PoRep: when it started) and when it ended,
-/// both since its run began, and its error if it failed.
+/// both since its run began, its partitions' synthesis and device stages summed (zero where
+/// it failed), and its error if it failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Done {
     pub work: Work,
     pub arrived: Duration,
     pub ended: Duration,
+    pub synthesis: Duration,
+    pub device: Duration,
     pub error: Option<String>,
 }
 
@@ -35,6 +38,29 @@ impl Done {
     pub fn latency(&self) -> Duration {
         self.ended.saturating_sub(self.arrived)
     }
+
+    /// Its latency as synthesis, device stage (the wait for the device's turn included) and
+    /// the rest (the job's own work before its partition is admitted and after it is
+    /// proved, and any wait between the stages), for one partition's proof.
+    pub fn parts(&self) -> [Duration; 3] {
+        let rest = self.latency().saturating_sub(self.synthesis + self.device);
+        [self.synthesis, self.device, rest]
+    }
+}
+
+/// Each WinningPoSt of `done` in order of arrival: `latency (synthesis + device + rest)`, so
+/// that a slow one says which part of it was slow.
+pub(super) fn winning_parts(done: &[Done]) -> String {
+    let mut w: Vec<&Done> = done
+        .iter()
+        .filter(|d| d.work == Work::Winning && d.error.is_none())
+        .collect();
+    w.sort_by_key(|d| d.arrived);
+    let each = w.iter().map(|d| {
+        let [syn, dev, rest] = d.parts();
+        format!("{} ({} + {} + {})", s(d.latency()), s(syn), s(dev), s(rest))
+    });
+    each.collect::<Vec<_>>().join(", ")
 }
 
 /// A latency distribution.
@@ -140,6 +166,8 @@ pub(super) struct DayReport {
     pub post_device: Duration,
     /// Peak RSS of the process, parameters included.
     pub peak_rss: u64,
+    /// The day's WinningPoSts, each in its parts ([`winning_parts`]).
+    pub winning_each: String,
 }
 
 impl DayReport {
@@ -275,6 +303,10 @@ pub(super) fn print(r: &DayReport) {
     );
     let (lost, allowed) = r.porep_loss();
     println!(
+        "WinningPoSt under the load, each (synthesis + device stage + the rest): {}",
+        r.winning_each
+    );
+    println!(
         "PoRep lost {:.0} % of its sectors per hour; the PoSt work held the device {} ({:.0} % of the day), the most the goal lets it lose: {}",
         100.0 * lost,
         s(r.post_device),
@@ -298,6 +330,8 @@ mod tests {
 
     fn done(work: Work, arrived: u64, ended: u64) -> Done {
         Done {
+            synthesis: Duration::ZERO,
+            device: Duration::ZERO,
             work,
             arrived: ms(arrived),
             ended: ms(ended),
@@ -357,6 +391,7 @@ mod tests {
             device_busy: 0.5,
             post_device: ms(500),
             peak_rss: 0,
+            winning_each: String::new(),
         };
         r.reference.porep_per_hour = 10.0;
         r.day.porep_per_hour = 7.5;
@@ -366,5 +401,29 @@ mod tests {
         r.deadline_done = Some(ms(601));
         r.post_device = ms(400);
         assert_eq!(r.goals(), (false, false, false));
+    }
+
+    /// Each WinningPoSt in its parts, in order of arrival, failed ones left out: the rest
+    /// is what neither synthesis nor the device stage took.
+    #[test]
+    fn each_winning_post_is_its_synthesis_device_stage_and_the_rest() {
+        let with = |arrived, ended, syn, dev| Done {
+            synthesis: ms(syn),
+            device: ms(dev),
+            ..done(Work::Winning, arrived, ended)
+        };
+        let mut failed = with(50, 60, 0, 0);
+        failed.error = Some("device".into());
+        let d = [
+            with(1000, 1420, 120, 50),
+            done(Work::PoRep, 0, 900),
+            with(0, 180, 100, 70),
+            failed,
+        ];
+        assert_eq!(d[0].parts(), [ms(120), ms(50), ms(250)]);
+        assert_eq!(
+            winning_parts(&d),
+            "0.18 s (0.10 s + 0.07 s + 0.01 s), 0.42 s (0.12 s + 0.05 s + 0.25 s)"
+        );
     }
 }

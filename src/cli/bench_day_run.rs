@@ -11,7 +11,9 @@ use super::bench_day_report::{Done, Work};
 use super::bench_day_schedule::{Arrival, Class, Day};
 use super::bench_partition::{srs_of, Sections};
 use crate::engine::Priority;
-use crate::pipeline::{JobControl, ProveError, ProvingService, SpanObserver, Stage, StageSpan};
+use crate::pipeline::{
+    JobControl, ProveError, ProvingService, SpanObserver, Stage, StageSpan, StageTimings,
+};
 use crate::proofs::porep::synthetic as porep;
 use crate::proofs::post::synthetic as post;
 use crate::srs::{ParamsId, ProofKind};
@@ -42,24 +44,20 @@ impl DayProver {
         }
     }
 
-    /// Proves one `work` through the stages, in its kind's class.
-    pub fn prove(&self, work: Work) -> Result<(), ProveError> {
+    /// Proves one `work` through the stages, in its kind's class: its stage timings.
+    pub fn prove(&self, work: Work) -> Result<StageTimings, ProveError> {
         let seed = self.seeds.fetch_add(1, Ordering::Relaxed);
         let control = |kind| JobControl::with_class(Priority::for_kind(kind).class());
         let size = self.sector_size;
         match work {
-            Work::PoRep => {
-                porep::prove_sector(&self.svc, size, seed, &control(ProofKind::PoRep)).map(drop)
-            }
+            Work::PoRep => porep::prove_sector(&self.svc, size, seed, &control(ProofKind::PoRep)),
             Work::Winning => {
                 let c = control(ProofKind::WinningPoSt);
                 post::prove_partition(&self.svc, ProofKind::WinningPoSt, size, None, seed, &c)
-                    .map(drop)
             }
             Work::Window(_) => {
                 let (c, slots) = (control(ProofKind::WindowPoSt), self.window_sectors);
                 post::prove_partition(&self.svc, ProofKind::WindowPoSt, size, slots, seed, &c)
-                    .map(drop)
             }
         }
     }
@@ -180,12 +178,12 @@ pub(super) fn idle_winning(p: &DayProver, runs: usize) -> Result<Vec<Duration>, 
         let porep = porep
             .join()
             .unwrap_or_else(|_| Err(ProveError::Synthesis("the PoRep warm-up panicked".into())));
-        porep.and(winning)
+        porep.and(winning).map(drop)
     })?;
     (0..runs)
         .map(|_| {
             let start = Instant::now();
-            p.prove(Work::Winning).map(|()| start.elapsed())
+            p.prove(Work::Winning).map(|_| start.elapsed())
         })
         .collect()
 }
@@ -243,13 +241,18 @@ pub(super) fn drive(
         let spawn = |work: Work, arrived: Duration| {
             let tx = tx.clone();
             scope.spawn(move || {
-                let error = p.prove(work).err().map(|e| e.to_string());
+                let (timings, error) = match p.prove(work) {
+                    Ok(t) => (t, None),
+                    Err(e) => (StageTimings::default(), Some(e.to_string())),
+                };
                 let ended = start.elapsed();
                 // The receiver outlives every sender of the scope.
                 let _ = tx.send(Done {
                     work,
                     arrived,
                     ended,
+                    synthesis: timings.synthesis,
+                    device: timings.proving,
                     error,
                 });
             });
