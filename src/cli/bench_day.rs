@@ -91,7 +91,7 @@ fn run_day(args: &DayBenchArgs, day: &Day, backend: Arc<dyn Backend>) -> anyhow:
         gib(held),
         gib(budget.saturating_sub(held))
     );
-    let p = DayProver::new(svc, args.sector_size, args.window_post_sectors, args.seed);
+    let p = DayProver::new(svc, args.sector_size, args.window_post_sectors, args.seed)?;
     stretches(args, day, &p, &device)
 }
 

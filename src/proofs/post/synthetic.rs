@@ -172,6 +172,72 @@ fn prove_shape<Tree: 'static + MerkleTreeTrait>(
     control: &JobControl,
 ) -> Result<StageTimings, ProveError> {
     let (circuit, _) = circuit_of::<Tree>(of)?;
+    prove_circuit(svc, id, circuit, control)
+}
+
+/// A synthetic partition's circuit made ahead of its proof, as a client's vanilla proofs
+/// arrive made: a proof of it ([`prove_prebuilt`]) times what a job does with them, not the
+/// making of random Merkle paths and their roots, which no real job does.
+pub struct Prebuilt {
+    of: Of,
+    circuit: Box<dyn std::any::Any + Send + Sync>,
+}
+
+/// [`Prebuilt`] of the synthetic partition [`prove_partition`] would prove.
+pub fn prebuild(
+    kind: ProofKind,
+    sector_size: u64,
+    sectors: Option<usize>,
+    seed: u64,
+) -> Result<Prebuilt, ProveError> {
+    let of = Of {
+        kind,
+        sector_size,
+        sectors,
+        seed,
+    };
+    with_shape!(sector_size, prebuild_shape, of)
+}
+
+fn prebuild_shape<Tree: 'static + MerkleTreeTrait>(of: Of) -> Result<Prebuilt, ProveError> {
+    let (circuit, _) = circuit_of::<Tree>(of)?;
+    Ok(Prebuilt {
+        of,
+        circuit: Box::new(circuit),
+    })
+}
+
+/// [`prove_partition`] of a circuit made ahead, from a copy of it (it may be proved again).
+pub fn prove_prebuilt(
+    svc: &ProvingService,
+    p: &Prebuilt,
+    control: &JobControl,
+) -> Result<StageTimings, ProveError> {
+    let id = params_id(p.of.kind, p.of.sector_size);
+    with_shape!(p.of.sector_size, prove_prebuilt_shape, svc, &id, p, control)
+}
+
+fn prove_prebuilt_shape<Tree: 'static + MerkleTreeTrait>(
+    svc: &ProvingService,
+    id: &ParamsId,
+    p: &Prebuilt,
+    control: &JobControl,
+) -> Result<StageTimings, ProveError> {
+    let circuit = p
+        .circuit
+        .downcast_ref::<FallbackPoStCircuit<Tree>>()
+        .ok_or_else(|| ProveError::InvalidInput("a circuit made for another sector shape".into()))?
+        .clone();
+    prove_circuit(svc, id, circuit, control)
+}
+
+/// Proves `circuit` through the stages with the parameters `id`, cut into runs of its slots.
+fn prove_circuit<Tree: 'static + MerkleTreeTrait>(
+    svc: &ProvingService,
+    id: &ParamsId,
+    circuit: FallbackPoStCircuit<Tree>,
+    control: &JobControl,
+) -> Result<StageTimings, ProveError> {
     // The stages may synthesize it more than once (a retry): each time from a copy.
     let circuit = std::sync::Mutex::new(circuit);
     let make = |_, most| {
