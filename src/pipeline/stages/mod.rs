@@ -110,7 +110,7 @@ impl PartPools {
         })
     }
 
-    /// The pools of a partition of `class` (not critical).
+    /// The pools of a partition of `class`.
     fn of_class(&self, class: u8) -> PartThreads<'_> {
         let (parts, stitch) = match class {
             c if c >= CRITICAL => (&self.critical, &self.critical_stitch),

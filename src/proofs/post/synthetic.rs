@@ -146,14 +146,7 @@ pub fn prove_partition(
     seed: u64,
     control: &JobControl,
 ) -> Result<StageTimings, ProveError> {
-    let id = params_id(kind, sector_size);
-    let of = Of {
-        kind,
-        sector_size,
-        sectors,
-        seed,
-    };
-    with_shape!(sector_size, prove_shape, svc, &id, of, control)
+    prove_prebuilt(svc, &prebuild(kind, sector_size, sectors, seed)?, control)
 }
 
 /// Which synthetic partition: as [`synthesize`] takes it.
@@ -163,16 +156,6 @@ struct Of {
     sector_size: u64,
     sectors: Option<usize>,
     seed: u64,
-}
-
-fn prove_shape<Tree: 'static + MerkleTreeTrait>(
-    svc: &ProvingService,
-    id: &ParamsId,
-    of: Of,
-    control: &JobControl,
-) -> Result<StageTimings, ProveError> {
-    let (circuit, _) = circuit_of::<Tree>(of)?;
-    prove_circuit(svc, id, circuit, control)
 }
 
 /// A synthetic partition's circuit made ahead of its proof, as a client's vanilla proofs
