@@ -56,6 +56,44 @@ fn ready_arrives_only_once_the_socket_accepts() {
     );
 }
 
+/// The socket path appears only once it listens with its configured mode (bound under a
+/// staging name and renamed into place): a client that connects the moment the file exists
+/// is neither refused by the kernel nor by a mode not yet set, and no staging name is left.
+#[test]
+fn the_socket_path_appears_listening_with_its_mode() {
+    let env = Env::new();
+    let config = env.config();
+    let mut child = env.command(&config).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mode = loop {
+        if let Ok(meta) = std::fs::symlink_metadata(&env.socket) {
+            break meta.permissions().mode() & 0o777;
+        }
+        assert!(Instant::now() < deadline, "no socket within 60 s");
+        assert!(child.try_wait().unwrap().is_none(), "cuzkd exited");
+        std::thread::yield_now();
+    };
+    let connected = UnixStream::connect(&env.socket);
+    assert_eq!(mode, 0o660, "the mode at the path's first sight");
+    assert!(connected.is_ok(), "connect at first sight: {connected:?}");
+    let seen = env.wait_notify("READY=1", Duration::from_secs(60), &mut child);
+    let dir = env.socket.parent().unwrap();
+    let staged: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".binding"))
+        .collect();
+    assert!(staged.is_empty(), "staging names left: {staged:?}");
+    let mut daemon = Daemon {
+        env,
+        child,
+        startup: seen,
+    };
+    daemon.signal(Signal::SIGTERM);
+    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+}
+
 #[test]
 fn socket_group_is_applied() {
     let env = Env::new();

@@ -48,7 +48,8 @@ pub static KEYS: &[KeyDoc] = &[
         default: "\"/run/cuzk/cuzk.sock\"",
         description:
             "Unix socket to listen on. Ignored when systemd passes a socket (LISTEN_FDS). \
-                      An existing file there is replaced only if it is a stale socket.",
+                      An existing file there is replaced only if it is a stale socket. The path \
+                      appears once the socket listens with its mode and group.",
         apply: |c, v| {
             c.socket.path = PathBuf::from(string(v)?);
             Ok(())

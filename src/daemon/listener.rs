@@ -115,7 +115,10 @@ fn listener_from_fd(fd: RawFd) -> Result<UnixListener, DaemonError> {
 /// Binds `config.path` with `config.mode` and `config.group`.
 ///
 /// An existing socket file is replaced only if no one is listening on it; any other kind of
-/// file is never removed.
+/// file is never removed. The socket is bound, given its mode and group under a staging name
+/// beside the path and then renamed into place, so that the path appears only once it
+/// listens with its final mode: a client that waits for the file and connects at once is
+/// never refused by the kernel (between bind and listen) or by the mode (before the chmod).
 pub fn bind(config: &SocketConfig) -> Result<UnixListener, DaemonError> {
     let path = &config.path;
     let io = |context: String| move |source| DaemonError::Io { context, source };
@@ -123,22 +126,64 @@ pub fn bind(config: &SocketConfig) -> Result<UnixListener, DaemonError> {
         std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
     }
     clear_stale(path)?;
-    // Bind with a restrictive umask so that the socket is never more open than 0600 before
-    // the chmod below; cuzkd is still single-threaded here.
+    let staging = staging_path(path);
+    let at = staging.as_deref().unwrap_or(path);
+    if staging.is_some() {
+        // A leftover of a process that had this pid and died between bind and rename.
+        let _ = std::fs::remove_file(at);
+    }
+    let listener = bind_with_mode(config, at).inspect_err(|_| {
+        if staging.is_some() {
+            let _ = std::fs::remove_file(at);
+        }
+    })?;
+    if staging.is_some() {
+        std::fs::rename(at, path).map_err(|e| {
+            let _ = std::fs::remove_file(at);
+            DaemonError::Io {
+                context: format!("renaming {} to {}", at.display(), path.display()),
+                source: e,
+            }
+        })?;
+    }
+    tracing::info!(path = %path.display(), mode = format!("{:04o}", config.mode), group = config.group.as_deref(), "listening");
+    Ok(listener)
+}
+
+/// The longest path a Unix socket address holds (`sun_path` less its terminating NUL).
+const SUN_PATH_MAX: usize = 107;
+
+/// The staging name `bind` binds first: `.cuzkd-<pid>.binding` beside `path`, or None where
+/// that name would not fit a socket address (then the socket is bound at `path` itself).
+fn staging_path(path: &Path) -> Option<PathBuf> {
+    let name = format!(".cuzkd-{}.binding", std::process::id());
+    let staging = match path.parent() {
+        Some(parent) => parent.join(name),
+        None => PathBuf::from(name),
+    };
+    (staging.as_os_str().len() <= SUN_PATH_MAX).then_some(staging)
+}
+
+/// Binds `at` (never more open than 0600 before the chmod) and gives it `config`'s group and
+/// mode.
+fn bind_with_mode(config: &SocketConfig, at: &Path) -> Result<UnixListener, DaemonError> {
+    let io = |context: String| move |source| DaemonError::Io { context, source };
+    // A restrictive umask while binding; cuzkd is still single-threaded here.
     let old = umask(Mode::from_bits_truncate(0o177));
-    let bound = UnixListener::bind(path);
+    let bound = UnixListener::bind(at);
     umask(old);
-    let listener = bound.map_err(io(format!("binding {}", path.display())))?;
+    // Errors name the configured path: the staging name is cuzkd's own detail.
+    let shown = config.path.display();
+    let listener = bound.map_err(io(format!("binding {shown}")))?;
     if let Some(group) = &config.group {
         let gid = resolve_group(group)?;
-        chown(path.as_path(), None, Some(gid)).map_err(|e| DaemonError::Io {
-            context: format!("chgrp {group} {}", path.display()),
+        chown(at, None, Some(gid)).map_err(|e| DaemonError::Io {
+            context: format!("chgrp {group} {shown}"),
             source: e.into(),
         })?;
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(config.mode))
-        .map_err(io(format!("chmod {:o} {}", config.mode, path.display())))?;
-    tracing::info!(path = %path.display(), mode = format!("{:04o}", config.mode), group = config.group.as_deref(), "listening");
+    std::fs::set_permissions(at, std::fs::Permissions::from_mode(config.mode))
+        .map_err(io(format!("chmod {:o} {shown}", config.mode)))?;
     Ok(listener)
 }
 

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,6 +120,7 @@ workers = 2
 	}
 	log := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logFile.Close() })
+	// cuzkd renames the socket into place once it listens: a file there is one to dial.
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		if _, err := os.Stat(grpcSock); err == nil {
 			return grpcSock, log
@@ -362,6 +364,11 @@ func reflect(ctx context.Context, conn *grpc.ClientConn, req *rpb.ServerReflecti
 		return nil, err
 	}
 	if err := stream.Send(req); err != nil {
+		// A stream the server ended (a refused peer's GOAWAY may arrive before or after the
+		// send) fails its send with io.EOF; the stream's status is what Recv returns.
+		if err == io.EOF {
+			_, err = stream.Recv()
+		}
 		return nil, err
 	}
 	return stream.Recv()
