@@ -57,7 +57,7 @@ fn ready_arrives_only_once_the_socket_accepts() {
 }
 
 /// The socket path appears only once it listens with its configured mode (bound under a
-/// staging name and renamed into place): a client that connects the moment the file exists
+/// staging name and linked into place): a client that connects the moment the file exists
 /// is neither refused by the kernel nor by a mode not yet set, and no staging name is left.
 #[test]
 fn the_socket_path_appears_listening_with_its_mode() {

@@ -116,7 +116,7 @@ fn listener_from_fd(fd: RawFd) -> Result<UnixListener, DaemonError> {
 ///
 /// An existing socket file is replaced only if no one is listening on it; any other kind of
 /// file is never removed. The socket is bound, given its mode and group under a staging name
-/// beside the path and then renamed into place, so that the path appears only once it
+/// beside the path and then linked into place, so that the path appears only once it
 /// listens with its final mode: a client that waits for the file and connects at once is
 /// never refused by the kernel (between bind and listen) or by the mode (before the chmod).
 pub fn bind(config: &SocketConfig) -> Result<UnixListener, DaemonError> {
@@ -129,7 +129,7 @@ pub fn bind(config: &SocketConfig) -> Result<UnixListener, DaemonError> {
     let staging = staging_path(path);
     let at = staging.as_deref().unwrap_or(path);
     if staging.is_some() {
-        // A leftover of a process that had this pid and died between bind and rename.
+        // A leftover of a process that had this pid and died between bind and link.
         let _ = std::fs::remove_file(at);
     }
     let listener = bind_with_mode(config, at).inspect_err(|_| {
@@ -138,12 +138,17 @@ pub fn bind(config: &SocketConfig) -> Result<UnixListener, DaemonError> {
         }
     })?;
     if staging.is_some() {
-        std::fs::rename(at, path).map_err(|e| {
-            let _ = std::fs::remove_file(at);
-            DaemonError::Io {
-                context: format!("renaming {} to {}", at.display(), path.display()),
-                source: e,
-            }
+        // A link, not a rename: it never replaces a socket another daemon bound at the path
+        // since the stale check (the second of two daemons started together fails as a bind
+        // would).
+        let linked = std::fs::hard_link(at, path);
+        let _ = std::fs::remove_file(at);
+        linked.map_err(|source| match source.kind() {
+            std::io::ErrorKind::AlreadyExists => DaemonError::InUse(path.to_owned()),
+            _ => DaemonError::Io {
+                context: format!("linking {} into place", path.display()),
+                source,
+            },
         })?;
     }
     tracing::info!(path = %path.display(), mode = format!("{:04o}", config.mode), group = config.group.as_deref(), "listening");

@@ -120,7 +120,7 @@ workers = 2
 	}
 	log := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logFile.Close() })
-	// cuzkd renames the socket into place once it listens: a file there is one to dial.
+	// cuzkd links the socket into place once it listens: a file there is one to dial.
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		if _, err := os.Stat(grpcSock); err == nil {
 			return grpcSock, log
