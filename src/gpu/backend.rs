@@ -33,6 +33,7 @@ mod critical;
 mod host;
 mod planned;
 mod prepared;
+mod refit;
 mod residency;
 mod sums;
 mod turns;

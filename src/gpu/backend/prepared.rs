@@ -14,6 +14,7 @@ use blstrs::{G1Affine, G1Projective, G2Affine, Scalar};
 use rayon::prelude::*;
 
 use super::planned;
+use super::refit::refit;
 use super::residency::{domain_size, Points, Query, State};
 use super::sums::{check_aux, AuxPoints};
 use super::turns::{Held, SetGuard};
@@ -332,15 +333,16 @@ impl GpuPrepared {
         Ok(budget.saturating_sub(s.critical_reserve()))
     }
 
-    /// A plan within `budget` where that is less than `plan`'s; `None` where `plan` fits, or
-    /// where nothing does (`plan` is tried).
+    /// The plan to run under within `budget` where that is less than `plan`'s ([`refit`]:
+    /// the reserve for urgent callers given up where nothing fits beside it, the smallest
+    /// form where nothing fits at all); `None` where `plan` fits.
     fn fitted(&self, s: &State, plan: &Plan, budget: u64) -> Option<Plan> {
-        if budget >= plan.budget {
-            return None;
-        }
-        let smaller = plan_within(&s.gpu, &self.sizes, budget).ok();
+        let reserve = s.critical_reserve();
+        let smaller = refit(plan, budget, reserve, |b| {
+            plan_within(&s.gpu, &self.sizes, b)
+        });
         if let Some(p) = &smaller {
-            tracing::debug!(budget, plan = %p.describe(&self.sizes), "less device memory free than planned");
+            tracing::debug!(budget, reserve, plan = %p.describe(&self.sizes), "less device memory free than planned");
         }
         smaller
     }
