@@ -167,6 +167,9 @@ pub struct GpuPrepared {
     lowered: AtomicU64,
     /// What the device had available when `lowered` was set.
     lowered_at: AtomicU64,
+    /// The plan the last proof ran under where its room fitted less than the set's plan
+    /// ([`refit`]), with that room; `None` where it ran under the set's plan.
+    last_refit: Mutex<Option<String>>,
     /// A page-locked block the assignment is copied into before a planned proof takes its turn
     /// on the device (made on first use, reused): it goes up once or more per proof, at the
     /// bus's rate instead of the staging copies'.
@@ -206,6 +209,7 @@ impl GpuPrepared {
             pinned,
             lowered: AtomicU64::new(u64::MAX),
             lowered_at: AtomicU64::new(0),
+            last_refit: Mutex::new(None),
             staged: Mutex::new(None),
             host_alloc,
         }
@@ -341,9 +345,12 @@ impl GpuPrepared {
         let smaller = refit(plan, budget, reserve, |b| {
             plan_within(&s.gpu, &self.sizes, b)
         });
-        if let Some(p) = &smaller {
-            tracing::debug!(budget, reserve, plan = %p.describe(&self.sizes), "less device memory free than planned");
-        }
+        let last = smaller.as_ref().map(|p| {
+            let described = p.describe(&self.sizes);
+            tracing::debug!(budget, reserve, plan = %described, "less device memory free than planned");
+            format!("{described}, in {budget} bytes of room, {reserve} held back for urgent turns")
+        });
+        *self.last_refit.lock().unwrap_or_else(|p| p.into_inner()) = last;
         smaller
     }
 
@@ -717,7 +724,7 @@ impl PreparedSrs for GpuPrepared {
 
     fn memory_plan(&self) -> Option<String> {
         let lowered = self.lowered.load(Ordering::Relaxed);
-        Some(match &self.plan {
+        let mut plan = match &self.plan {
             Ok(p) if lowered < p.budget => format!(
                 "{}; since a proof ran out of device memory, proofs plan within {:.1} GiB",
                 p.describe(&self.sizes),
@@ -725,7 +732,12 @@ impl PreparedSrs for GpuPrepared {
             ),
             Ok(p) => p.describe(&self.sizes),
             Err(e) => e.to_string(),
-        })
+        };
+        if let Some(last) = &*self.last_refit.lock().unwrap_or_else(|p| p.into_inner()) {
+            plan.push_str("; the last proof, with less room: ");
+            plan.push_str(last);
+        }
+        Some(plan)
     }
 
     fn host_bytes(&self) -> u64 {
