@@ -168,7 +168,8 @@ pub struct GpuPrepared {
     /// What the device had available when `lowered` was set.
     lowered_at: AtomicU64,
     /// The plan the last proof ran under where its room fitted less than the set's plan
-    /// ([`refit`]), with that room; `None` where it ran under the set's plan.
+    /// ([`refit`]); `None` where it ran under the set's plan. Described without the room's
+    /// bytes: the plan is a metric's label, whose values stay as few as the plan's forms.
     last_refit: Mutex<Option<String>>,
     /// A page-locked block the assignment is copied into before a planned proof takes its turn
     /// on the device (made on first use, reused): it goes up once or more per proof, at the
@@ -348,7 +349,7 @@ impl GpuPrepared {
         let last = smaller.as_ref().map(|p| {
             let described = p.describe(&self.sizes);
             tracing::debug!(budget, reserve, plan = %described, "less device memory free than planned");
-            format!("{described}, in {budget} bytes of room, {reserve} held back for urgent turns")
+            described
         });
         *self.last_refit.lock().unwrap_or_else(|p| p.into_inner()) = last;
         smaller
