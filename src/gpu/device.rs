@@ -153,7 +153,9 @@ pub struct Ledger {
     cap: u64,
     used: AtomicU64,
     peak: AtomicU64,
-    /// The most held since the current turn on the device began ([`Ledger::begin_turn`]).
+    /// What was held when the current turn on the device began ([`Ledger::begin_turn`]).
+    turn_start: AtomicU64,
+    /// The most held since then.
     turn_peak: AtomicU64,
 }
 
@@ -163,6 +165,7 @@ impl Ledger {
             cap,
             used: AtomicU64::new(0),
             peak: AtomicU64::new(0),
+            turn_start: AtomicU64::new(0),
             turn_peak: AtomicU64::new(0),
         }
     }
@@ -213,17 +216,22 @@ impl Ledger {
         self.peak.store(used, Ordering::Relaxed);
     }
 
-    /// Starts the turn's peak from what is held now (a caller took its turn on the device).
+    /// Starts the turn's count from what is held now (a caller took its turn on the device).
     pub fn begin_turn(&self) {
         let used = self.used.load(Ordering::Relaxed);
+        self.turn_start.store(used, Ordering::Relaxed);
         self.turn_peak.store(used, Ordering::Relaxed);
     }
 
-    /// How far the current turn's peak rose above what is held now: the working memory the
-    /// turn used and gave back.
-    pub fn turn_work(&self) -> u64 {
+    /// The current turn's bytes: held when it began, the most held since, held now.
+    pub fn turn_bytes(&self) -> (u64, u64, u64) {
         let used = self.used.load(Ordering::Relaxed);
-        self.turn_peak.load(Ordering::Relaxed).saturating_sub(used)
+        let start = self.turn_start.load(Ordering::Relaxed);
+        (
+            start,
+            self.turn_peak.load(Ordering::Relaxed).max(used),
+            used,
+        )
     }
 }
 

@@ -19,7 +19,7 @@ pub(super) struct Critical {
     domains: HashSet<u32>,
     /// Recorded shapes (their host shapes' addresses) an urgent caller copied to the device.
     shapes: HashSet<usize>,
-    /// The most working memory one urgent turn took beyond what it kept (bytes).
+    /// The most working memory one urgent turn took ([`turn_work`], bytes).
     work: u64,
 }
 
@@ -39,7 +39,7 @@ impl Critical {
         self.shapes.insert(addr);
     }
 
-    /// An urgent turn ended having risen `work` bytes above what it left held.
+    /// An urgent turn ended having taken `work` bytes of working memory ([`turn_work`]).
     pub(super) fn note_work(&mut self, work: u64) {
         self.work = self.work.max(work);
     }
@@ -77,6 +77,33 @@ impl Critical {
     }
 }
 
+/// The device bytes an urgent turn counted at its start, its peak and its end, and of them
+/// the state's ([`super::residency::State::kept_bytes`]: resident points, tables, shapes)
+/// at its start and end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct TurnBytes {
+    pub start: u64,
+    pub peak: u64,
+    pub end: u64,
+    pub state_start: u64,
+    pub state_end: u64,
+}
+
+/// The working memory an urgent turn took that other callers must leave it: its rise above
+/// the least of what it began and ended with, counting only what is not the state's. The
+/// state's growth (points, tables, a shape uploaded for it) stays resident and is kept from
+/// eviction for urgent callers, so the next urgent turn finds it there; the state's changes
+/// are taken as made before the peak (a turn makes room and uploads first). A turn that
+/// ends holding more than it began (an assignment kept for its proof's next turn) counts
+/// that too: a caller that lets the device go before such a turn must leave room for it,
+/// and for the next turn's rise above it.
+pub(super) fn turn_work(t: TurnBytes) -> u64 {
+    let other = |total: u64, state: u64| total.saturating_sub(state);
+    let peak = other(t.peak, t.state_end);
+    let least = other(t.start, t.state_start).min(other(t.end, t.state_end));
+    peak.saturating_sub(least)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +134,68 @@ mod tests {
         c.forget_set(3);
         assert!(!c.keeps_set(3, false));
         assert_eq!(c.reserve(false), 700 << 20);
+    }
+
+    const MB: u64 = 1 << 20;
+
+    /// A turn that uploads its set's points, rises by its working buffers and gives them back
+    /// takes only the buffers: the points stay for the next turn.
+    #[test]
+    fn a_turns_work_leaves_out_the_state_it_keeps() {
+        let t = TurnBytes {
+            start: 500 * MB,
+            peak: 500 * MB + 60 * MB + 200 * MB,
+            end: 560 * MB,
+            state_start: 100 * MB,
+            state_end: 160 * MB,
+        };
+        assert_eq!(turn_work(t), 200 * MB);
+    }
+
+    /// A proof of two urgent turns that keeps its assignment between them: the first turn's
+    /// work counts the assignment it leaves held, the second's the assignment it frees, so
+    /// that either turn finds room where a caller let the device go before it.
+    #[test]
+    fn an_assignment_kept_between_urgent_turns_is_work() {
+        let kept = 86 * MB;
+        let first = TurnBytes {
+            start: 400 * MB,
+            peak: 400 * MB + kept + 150 * MB,
+            end: 400 * MB + kept,
+            state_start: 100 * MB,
+            state_end: 100 * MB,
+        };
+        assert_eq!(turn_work(first), kept + 150 * MB);
+        let second = TurnBytes {
+            start: 400 * MB + kept,
+            peak: 400 * MB + kept + 260 * MB,
+            end: 400 * MB,
+            state_start: 100 * MB,
+            state_end: 100 * MB,
+        };
+        assert_eq!(turn_work(second), kept + 260 * MB);
+    }
+
+    /// A single turn that holds nothing after it measures as before: its peak above its end.
+    #[test]
+    fn a_single_turn_is_its_peak_above_its_end() {
+        let t = TurnBytes {
+            start: 300 * MB,
+            peak: 700 * MB,
+            end: 300 * MB,
+            state_start: 120 * MB,
+            state_end: 120 * MB,
+        };
+        assert_eq!(turn_work(t), 400 * MB);
+        // An urgent turn that evicted another set's points first: what it freed is not work.
+        let evicting = TurnBytes {
+            start: 800 * MB,
+            peak: 700 * MB,
+            end: 300 * MB,
+            state_start: 620 * MB,
+            state_end: 120 * MB,
+        };
+        assert_eq!(turn_work(evicting), 400 * MB);
+        assert_eq!(turn_work(TurnBytes::default()), 0);
     }
 }

@@ -328,6 +328,15 @@ impl State {
         points + tables + shapes
     }
 
+    /// Device bytes the state holds: every resident point range, NTT table and shape copy
+    /// (what an urgent turn's uploads leave resident, see [`super::critical::turn_work`]).
+    pub(super) fn kept_bytes(&self) -> u64 {
+        let points: u64 = self.bases.values().map(|b| b.len() as u64).sum();
+        let tables: u64 = self.domains.values().map(|d| d.device_bytes()).sum();
+        let shapes: u64 = self.shapes.iter().map(|(_, c)| c.device_bytes()).sum();
+        points + tables + shapes
+    }
+
     /// Bytes the caller's plan holds back for urgent callers' working buffers
     /// ([`Critical::reserve`]).
     pub(super) fn critical_reserve(&self) -> u64 {

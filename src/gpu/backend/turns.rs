@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::critical::{turn_work, TurnBytes};
 use super::residency::State;
 use crate::gpu::device::{DeviceInfo, Gpu, Ledger};
 use crate::gpu::GpuError;
@@ -81,6 +82,8 @@ pub(in crate::gpu) struct DeviceGuard<'a> {
     shared: &'a Shared,
     /// An urgent caller's turn: the working memory it took is noted when it ends.
     urgent: bool,
+    /// The state's device bytes when the turn began ([`State::kept_bytes`]).
+    state_start: u64,
 }
 
 impl std::ops::Deref for DeviceGuard<'_> {
@@ -99,9 +102,17 @@ impl std::ops::DerefMut for DeviceGuard<'_> {
 impl Drop for DeviceGuard<'_> {
     fn drop(&mut self) {
         if self.urgent {
-            // What the turn rose to above what it leaves held: room other callers' plans keep
-            // for the next urgent turn (its points and tables stay; see `Critical`).
-            let work = self.shared.ledger.turn_work();
+            // The turn's working memory (`turn_work`): room other callers' plans and pause
+            // points keep for the next urgent turn (its points and tables stay; see
+            // `Critical`).
+            let (start, peak, end) = self.shared.ledger.turn_bytes();
+            let work = turn_work(TurnBytes {
+                start,
+                peak,
+                end,
+                state_start: self.state_start,
+                state_end: self.state.kept_bytes(),
+            });
             self.state.note_critical_work(work);
         }
         self.shared.end_turn();
@@ -214,10 +225,12 @@ impl Shared {
         match self.state.lock() {
             Ok(state) => {
                 self.ledger.begin_turn();
+                let state_start = state.kept_bytes();
                 let guard = DeviceGuard {
                     state,
                     shared: self,
                     urgent,
+                    state_start,
                 };
                 // Whatever this thread drops on the device from here on is freed in the
                 // device's context (see `Gpu::bind`).
