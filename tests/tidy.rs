@@ -152,7 +152,7 @@ const INNER_LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "gpu/backend",
         &[
-            &["critical", "host"],
+            &["critical", "host", "refit"],
             &["residency"],
             &["turns"],
             &["sums"],
