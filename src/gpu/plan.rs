@@ -657,14 +657,14 @@ impl Form<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const GB: u64 = 1_000_000_000;
     const GIB: u64 = 1 << 30;
 
     /// msm.rs's table, as the driver uses it.
-    fn bits(n: u64, g2: bool) -> u32 {
+    pub(crate) fn bits(n: u64, g2: bool) -> u32 {
         let curve = if g2 {
             crate::gpu::msm::Curve::G2
         } else {
@@ -691,7 +691,7 @@ mod tests {
         Sizes::from_queries((1 << 23) - 1, 4_420_837, 4_410_000, 1_130_000)
     }
 
-    fn porep_2k() -> Sizes {
+    pub(crate) fn porep_2k() -> Sizes {
         Sizes::from_queries((1 << 22) - 1, 2_685_673, 2_674_948, 685_522)
     }
 

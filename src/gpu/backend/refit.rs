@@ -38,21 +38,7 @@ pub(super) fn refit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::plan::{self, Sizes};
-
-    /// A 2 KiB PoRep partition's queries (the set of the device tests on a small budget).
-    fn porep_2k() -> Sizes {
-        Sizes::from_queries((1 << 22) - 1, 2_685_673, 2_674_948, 685_522)
-    }
-
-    fn bits(n: u64, g2: bool) -> u32 {
-        let curve = if g2 {
-            crate::gpu::msm::Curve::G2
-        } else {
-            crate::gpu::msm::Curve::G1
-        };
-        crate::gpu::msm::window_bits(n as usize, curve)
-    }
+    use crate::gpu::plan::{self, tests::bits, tests::porep_2k};
 
     fn within(budget: u64) -> Result<Plan, TooSmall> {
         plan::plan(budget, &porep_2k(), &bits)
