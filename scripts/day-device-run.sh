@@ -14,7 +14,7 @@
 set -uo pipefail
 OUT="${OUT:-/tmp}"
 export CUZK_GPU_CACHE="${CUZK_GPU_CACHE:-$PWD/carry/cache}"
-export CUZK_LOG="${CUZK_LOG:-warn,cuzk::gpu=debug}"
+export CUZK_LOG="${CUZK_LOG:-warn,cuzk::gpu=debug,cuzk::pipeline::partitions=debug}"
 rc=0
 timeout "${DAY_TIMEOUT:-540}" carry/cuzk bench day --sector-size 32GiB --duration 60s \
     --deadline-at 15s --deadline-partitions 2 --porep-in-flight 1 --winning-post-every 10s \
@@ -22,6 +22,7 @@ timeout "${DAY_TIMEOUT:-540}" carry/cuzk bench day --sector-size 32GiB --duratio
     --trace-file "$OUT/day.json" "$@" >"$OUT/day.log" 2>&1 || rc=$?
 # The report and the lines that explain it; the debug log stays in the file.
 grep -vE "DEBUG|TRACE" "$OUT/day.log" | tail -40
+grep "critical partition's synthesis begins" "$OUT/day.log" | sed -E 's/.*(partition=[0-9]+ thread_start_us=[0-9]+ claim_and_pin_us=[0-9]+).*/critical synthesis began: \1/' | tail -12
 echo "aux MSMs one by one: $(grep -c 'aux MSMs apart' "$OUT/day.log"); H and witness sums apart: $(grep -c 'the H sum and the witness sums apart' "$OUT/day.log")"
 [ "$rc" = 0 ] || echo "day-device-run: cuzk bench day failed (exit $rc)" >&2
 exit "$rc"

@@ -212,9 +212,10 @@ where
         }
         self.control
             .report(Step::SynthesisStarted, Some(k), admitting.elapsed());
+        let admitted = Instant::now();
         let spawned = std::thread::Builder::new()
             .name(format!("cuzk-synth-{k}"))
-            .spawn_scoped(scope, move || self.synthesize(k, tx, avoid));
+            .spawn_scoped(scope, move || self.synthesize(k, tx, avoid, admitted));
         if let Err(e) = spawned {
             self.svc.stages.abandon(self.job, k);
             return Err(ProveError::Synthesis(format!("cannot start a thread: {e}")));
@@ -224,7 +225,14 @@ where
 
     /// Partition `k`'s synthesis thread: synthesizes it and hands it to the device queue,
     /// or sends its failure on `tx`.
-    fn synthesize(&self, k: usize, tx: mpsc::Sender<PartitionDone>, avoid: Vec<usize>) {
+    fn synthesize(
+        &self,
+        k: usize,
+        tx: mpsc::Sender<PartitionDone>,
+        avoid: Vec<usize>,
+        admitted: Instant,
+    ) {
+        let running = Instant::now();
         let (stages, run) = (&self.svc.stages, self.job);
         if run.is_stopped() {
             // Stopped between its admission and here: not worth synthesizing.
@@ -249,6 +257,16 @@ where
         let slot = self.svc.placement.enter_synthesis();
         slot.pin_current_thread();
         let start = Instant::now();
+        if critical {
+            // Where a critical partition's time between its admission and its synthesis
+            // went: its thread's start, or its claim and placement.
+            tracing::debug!(
+                partition = k,
+                thread_start_us = running.duration_since(admitted).as_micros() as u64,
+                claim_and_pin_us = start.duration_since(running).as_micros() as u64,
+                "critical partition's synthesis begins"
+            );
+        }
         // A critical partition tells the device when it will be there, by the last one's
         // synthesis, so that a long call on it can make way just before.
         let expected = match critical {
