@@ -128,15 +128,7 @@ pub fn bind(config: &SocketConfig) -> Result<UnixListener, DaemonError> {
     clear_stale(path)?;
     let staging = staging_path(path);
     let at = staging.as_deref().unwrap_or(path);
-    if staging.is_some() {
-        // A leftover of a process that had this pid and died between bind and link.
-        let _ = std::fs::remove_file(at);
-    }
-    let listener = bind_with_mode(config, at).inspect_err(|_| {
-        if staging.is_some() {
-            let _ = std::fs::remove_file(at);
-        }
-    })?;
+    let listener = bind_with_mode(config, at)?;
     if staging.is_some() {
         // A link, not a rename: it never replaces a socket another daemon bound at the path
         // since the stale check (the second of two daemons started together fails as a bind
@@ -158,15 +150,21 @@ pub fn bind(config: &SocketConfig) -> Result<UnixListener, DaemonError> {
 /// The longest path a Unix socket address holds (`sun_path` less its terminating NUL).
 const SUN_PATH_MAX: usize = 107;
 
-/// The staging name `bind` binds first: `.cuzkd-<pid>.binding` beside `path`, or None where
-/// that name would not fit a socket address (then the socket is bound at `path` itself).
+/// The staging name `bind` binds first: `.cuzkd-<pid>-<nanoseconds>.binding` beside `path`
+/// (the time tells apart two daemons of one pid in two containers that share the directory),
+/// or None where that name or `path` itself would not fit a socket address (then the socket
+/// is bound at `path`, where the kernel says what is wrong with it).
 fn staging_path(path: &Path) -> Option<PathBuf> {
-    let name = format!(".cuzkd-{}.binding", std::process::id());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = format!(".cuzkd-{}-{nanos}.binding", std::process::id());
     let staging = match path.parent() {
         Some(parent) => parent.join(name),
         None => PathBuf::from(name),
     };
-    (staging.as_os_str().len() <= SUN_PATH_MAX).then_some(staging)
+    let fits = |p: &Path| p.as_os_str().len() <= SUN_PATH_MAX;
+    (fits(path) && fits(&staging)).then_some(staging)
 }
 
 /// Binds `at` (never more open than 0600 before the chmod) and gives it `config`'s group and
@@ -180,15 +178,21 @@ fn bind_with_mode(config: &SocketConfig, at: &Path) -> Result<UnixListener, Daem
     // Errors name the configured path: the staging name is cuzkd's own detail.
     let shown = config.path.display();
     let listener = bound.map_err(io(format!("binding {shown}")))?;
-    if let Some(group) = &config.group {
-        let gid = resolve_group(group)?;
-        chown(at, None, Some(gid)).map_err(|e| DaemonError::Io {
-            context: format!("chgrp {group} {shown}"),
-            source: e.into(),
-        })?;
-    }
-    std::fs::set_permissions(at, std::fs::Permissions::from_mode(config.mode))
-        .map_err(io(format!("chmod {:o} {shown}", config.mode)))?;
+    let owned = || -> Result<(), DaemonError> {
+        if let Some(group) = &config.group {
+            let gid = resolve_group(group)?;
+            chown(at, None, Some(gid)).map_err(|e| DaemonError::Io {
+                context: format!("chgrp {group} {shown}"),
+                source: e.into(),
+            })?;
+        }
+        std::fs::set_permissions(at, std::fs::Permissions::from_mode(config.mode))
+            .map_err(io(format!("chmod {:o} {shown}", config.mode)))
+    };
+    // The socket file bound here goes with a failure: nothing else created it.
+    owned().inspect_err(|_| {
+        let _ = std::fs::remove_file(at);
+    })?;
     Ok(listener)
 }
 
@@ -239,5 +243,32 @@ pub(crate) fn resolve_group(group: &str) -> Result<Gid, DaemonError> {
     match Group::from_name(group) {
         Ok(Some(g)) => Ok(g.gid),
         _ => Err(DaemonError::UnknownGroup(group.to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_staging_name_sits_beside_the_path_and_only_where_both_fit() {
+        let path = Path::new("/run/cuzk/cuzk.sock");
+        let staging = staging_path(path).expect("a short path is staged");
+        assert_eq!(staging.parent(), path.parent());
+        let name = staging.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with(".cuzkd-") && name.ends_with(".binding"),
+            "{name}"
+        );
+        // A path a socket address cannot hold is bound in place (the kernel's error shows),
+        // never staged under a name that fits and linked to one no client can reach.
+        let long = PathBuf::from(format!("/run/{}", "s".repeat(SUN_PATH_MAX)));
+        assert_eq!(staging_path(&long), None);
+        let deep = PathBuf::from(format!("/{}/c.sock", "d".repeat(SUN_PATH_MAX - 9)));
+        assert!(deep.as_os_str().len() <= SUN_PATH_MAX);
+        assert_eq!(staging_path(&deep), None, "the staging name would not fit");
+        // A bare file name is staged in the working directory.
+        let bare = staging_path(Path::new("cuzk.sock")).unwrap();
+        assert!(bare.parent().is_none_or(|p| p.as_os_str().is_empty()));
     }
 }

@@ -367,7 +367,9 @@ func reflect(ctx context.Context, conn *grpc.ClientConn, req *rpb.ServerReflecti
 		// A stream the server ended (a refused peer's GOAWAY may arrive before or after the
 		// send) fails its send with io.EOF; the stream's status is what Recv returns.
 		if err == io.EOF {
-			_, err = stream.Recv()
+			if _, err = stream.Recv(); err == nil {
+				err = io.EOF
+			}
 		}
 		return nil, err
 	}

@@ -248,8 +248,9 @@ impl GpuPrepared {
         let (id, lg) = (self.set.id, self.lg());
         let mut s = self.set.shared.lock()?;
         s.make_room(id, plan, lg, shape);
-        let available = self.available(&s, own())?;
-        let now = self.fitted(&s, plan, available.min(self.kept_budget(available, plan)));
+        let (available, reserve) = self.available(&s, own())?;
+        let budget = available.min(self.kept_budget(available, plan));
+        let now = self.fitted(&s, plan, budget, reserve);
         let plan = match &now {
             Some(smaller) => {
                 // Freed for the smaller plan too: what the first kept, it may not.
@@ -292,8 +293,9 @@ impl GpuPrepared {
     ) -> Result<T, GpuError> {
         let s = held.state()?;
         s.evict_except(None);
-        let available = self.available(s, own)?;
-        let Some(smaller) = self.fitted(s, plan, available.saturating_sub(plan.budget / 16)) else {
+        let (available, reserve) = self.available(s, own)?;
+        let budget = available.saturating_sub(plan.budget / 16);
+        let Some(smaller) = self.fitted(s, plan, budget, reserve) else {
             return Err(error);
         };
         tracing::warn!(error = %error, plan = %smaller.describe(&self.sizes), "out of device memory: proving again under a smaller plan (kept for the next proofs)");
@@ -328,21 +330,22 @@ impl GpuPrepared {
     /// keeps, with the caller's `own` bytes (its kept assignment), less the margin, at most
     /// what the ledger's cap leaves beside the rest it holds (another proof's kept
     /// assignment), and less the room urgent callers' turns take ([`State::critical_reserve`]:
-    /// an urgent caller may be given the device between this proof's phases).
-    fn available(&self, s: &State, own: u64) -> Result<u64, GpuError> {
+    /// an urgent caller may be given the device between this proof's phases). Returns that
+    /// and the reserve taken off (at most the whole room).
+    fn available(&self, s: &State, own: u64) -> Result<(u64, u64), GpuError> {
         s.gpu.settle()?;
         let (free, _) = s.gpu.mem_info()?;
         let held = s.gpu.memory();
         let budget =
             plan::available_budget(free as u64, held.used, s.reclaimable() + own, held.budget);
-        Ok(budget.saturating_sub(s.critical_reserve()))
+        let reserve = s.critical_reserve().min(budget);
+        Ok((budget - reserve, reserve))
     }
 
     /// The plan to run under within `budget` where that is less than `plan`'s ([`refit`]:
-    /// the reserve for urgent callers given up where nothing fits beside it, the smallest
-    /// form where nothing fits at all); `None` where `plan` fits.
-    fn fitted(&self, s: &State, plan: &Plan, budget: u64) -> Option<Plan> {
-        let reserve = s.critical_reserve();
+    /// the `reserve` taken off the room for urgent callers given up where nothing fits beside
+    /// it, the smallest form where nothing fits at all); `None` where `plan` fits.
+    fn fitted(&self, s: &State, plan: &Plan, budget: u64, reserve: u64) -> Option<Plan> {
         let smaller = refit(plan, budget, reserve, |b| {
             plan_within(&s.gpu, &self.sizes, b)
         });
