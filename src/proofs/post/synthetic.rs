@@ -209,27 +209,12 @@ fn prove_prebuilt_shape<Tree: 'static + MerkleTreeTrait>(
     let circuit = p
         .circuit
         .downcast_ref::<FallbackPoStCircuit<Tree>>()
-        .ok_or_else(|| ProveError::InvalidInput("a circuit made for another sector shape".into()))?
-        .clone();
-    prove_circuit(svc, id, circuit, control)
-}
-
-/// Proves `circuit` through the stages with the parameters `id`, cut into runs of its slots.
-fn prove_circuit<Tree: 'static + MerkleTreeTrait>(
-    svc: &ProvingService,
-    id: &ParamsId,
-    circuit: FallbackPoStCircuit<Tree>,
-    control: &JobControl,
-) -> Result<StageTimings, ProveError> {
-    // The stages may synthesize it more than once (a retry): each time from a copy.
-    let circuit = std::sync::Mutex::new(circuit);
-    let make = |_, most| {
-        let c = circuit
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        Ok(runs(c, most))
-    };
+        .ok_or_else(|| {
+            ProveError::InvalidInput("a circuit made for another sector shape".into())
+        })?;
+    // The stages may synthesize it more than once (a retry): each time from a copy, cut into
+    // runs of its slots.
+    let make = |_, most| Ok(runs(circuit.clone(), most));
     Ok(prove_split_partitions(svc, id, 1, make, control)?.timings)
 }
 
