@@ -23,6 +23,11 @@ use clap::Parser;
 use cuzk::gpu::GpuOptions;
 use cuzk::prover::cpu::CpuOptions;
 
+/// Frees of gigabytes hand their pages back in pieces, so that they do not hold up the
+/// threads that map memory meanwhile (`cuzk::prover::gentle`).
+#[global_allocator]
+static ALLOCATOR: cuzk::prover::gentle::GentleAlloc = cuzk::prover::gentle::GentleAlloc;
+
 /// A set, non-empty variable.
 fn set(name: &str) -> Option<std::ffi::OsString> {
     var_os(name).filter(|v| !v.is_empty())

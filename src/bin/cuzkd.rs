@@ -7,6 +7,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// Frees of gigabytes hand their pages back in pieces, so that they do not hold up the
+/// threads that map memory meanwhile (`cuzk::prover::gentle`).
+#[global_allocator]
+static ALLOCATOR: cuzk::prover::gentle::GentleAlloc = cuzk::prover::gentle::GentleAlloc;
+
 /// The variables cuzkd honours (cuzkd(8), ENVIRONMENT). Empty values count as unset.
 fn environment() -> cuzk::daemon::Environment {
     let set = |name: &str| var_os(name).filter(|v| !v.is_empty());

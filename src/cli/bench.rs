@@ -80,6 +80,9 @@ pub enum BenchWhat {
     /// work, device busy, peak RSS (synthetic proofs, never verified). `--gpu-memory-limit
     /// 16GiB` runs the same day as a 16 GiB card; without a GPU it runs on the CPU.
     Day(super::bench_day_schedule::DayBenchArgs),
+    /// A large free beside a thread that starts threads and maps memory: how long the free
+    /// holds it up, freed whole against handed back in pieces first (the binaries' allocator).
+    Free(super::bench_free::FreeBenchArgs),
     /// Hold a GPU's memory, leaving only some of it free, until killed: a stand-in for another
     /// program on the card, to run cuzk beside it as on a smaller one.
     HoldGpu(HoldGpuArgs),
@@ -124,6 +127,7 @@ pub fn filecoin_proofs_param_dir(args: &BenchArgs, env: &Environment) -> Option<
         | BenchWhat::Partition(_)
         | BenchWhat::Post(_)
         | BenchWhat::Day(_)
+        | BenchWhat::Free(_)
         | BenchWhat::HoldGpu(_) => None,
     }
 }
@@ -142,6 +146,7 @@ pub fn run(args: BenchArgs, env: &Environment) -> anyhow::Result<()> {
         BenchWhat::Gpu(g) => super::bench_gpu::run(g, &gpu),
         BenchWhat::Msm(m) => super::bench_msm::run(m, &cpu),
         BenchWhat::HoldGpu(h) => hold_gpu(&h, &gpu),
+        BenchWhat::Free(f) => super::bench_free::run(f),
         BenchWhat::Partition(p) => {
             anyhow::ensure!(
                 !(p.against_cpu && args.cpu),

@@ -11,6 +11,7 @@ mod bench_day;
 mod bench_day_report;
 mod bench_day_run;
 mod bench_day_schedule;
+mod bench_free;
 pub mod bench_gpu;
 mod bench_hostile;
 mod bench_hostile_args;

@@ -9,6 +9,7 @@ mod backend;
 pub mod cpu;
 pub mod fault;
 pub mod fr52;
+pub mod gentle;
 mod groth16;
 pub mod msm;
 pub mod ntt;
