@@ -112,7 +112,11 @@ mod tests {
         let got: Vec<_> = pieces(PAGE * 10, PAGE * 7, PAGE, PAGE * 3).collect();
         assert_eq!(
             got,
-            [(PAGE * 10, PAGE * 3), (PAGE * 13, PAGE * 3), (PAGE * 16, PAGE)]
+            [
+                (PAGE * 10, PAGE * 3),
+                (PAGE * 13, PAGE * 3),
+                (PAGE * 16, PAGE)
+            ]
         );
     }
 
