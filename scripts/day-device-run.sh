@@ -8,12 +8,15 @@
 # It prints the report (WinningPoSt idle and under load, the deadline, PoRep sectors per
 # hour with and without the PoSt work, the device's pauses for WinningPoSt, device busy, peak
 # RSS) and leaves the log and a Perfetto trace in $OUT (default /tmp).
-#   [DAY_REFERENCE=45s] [DAY_DURATION=4m] [DAY_WINNING_EVERY=5s] scripts/day-device-run.sh
-#   [extra flags for cuzk bench day, e.g. --gpu-memory-limit 22GiB]; DAY_REFERENCE is the
-#   PoRep-alone stretch that sectors per hour are compared with (default 20s: one sector),
-#   DAY_DURATION the day's length (default 60s), DAY_WINNING_EVERY its WinningPoSt period
-#   (default 10s). scripts/day-trace.py then gives each WinningPoSt's wait before admission
-#   and how long before it the PoRep device stage then running had begun.
+#   [DAY_REFERENCE=45s] [DAY_DURATION=4m] [DAY_WINNING_EVERY=5s] [DAY_POREP_IN_FLIGHT=2]
+#   scripts/day-device-run.sh [extra flags for cuzk bench day, e.g. --gpu-memory-limit 22GiB]
+# DAY_REFERENCE is the PoRep-alone stretch that sectors per hour are compared with (default
+# 20s: one sector), DAY_DURATION the day's length (default 60s), DAY_WINNING_EVERY its
+# WinningPoSt period (default 10s), DAY_POREP_IN_FLIGHT the PoRep proofs kept in flight
+# (default 1: the next sector's synthesis starts only when the last one ends, so a WindowPoSt
+# partition taking the device before a sector's last partition delays the next sector too).
+# scripts/day-trace.py then gives each WinningPoSt's wait before admission and how long
+# before it the PoRep device stage then running had begun.
 set -uo pipefail
 OUT="${OUT:-/tmp}"
 export CUZK_GPU_CACHE="${CUZK_GPU_CACHE:-$PWD/carry/cache}"
@@ -21,7 +24,7 @@ export CUZK_LOG="${CUZK_LOG:-warn,cuzk::gpu=debug,cuzk::pipeline::partitions=deb
 rc=0
 every="${DAY_WINNING_EVERY:-10s}"
 timeout "${DAY_TIMEOUT:-540}" carry/cuzk bench day --sector-size 32GiB --duration "${DAY_DURATION:-60s}" \
-    --deadline-at 15s --deadline-partitions 2 --porep-in-flight 1 --winning-post-every "$every" \
+    --deadline-at 15s --deadline-partitions 2 --porep-in-flight "${DAY_POREP_IN_FLIGHT:-1}" --winning-post-every "$every" \
     --reference-for "${DAY_REFERENCE:-20s}" --window-post-sectors 200 --idle-runs 2 \
     --trace-file "$OUT/day.json" "$@" >"$OUT/day.log" 2>&1 || rc=$?
 # The report and the lines that explain it; the debug log stays in the file.
