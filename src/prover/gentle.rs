@@ -9,6 +9,15 @@
 //! between the pieces; the unmapping that follows finds nothing left to free. It costs the
 //! freeing thread no more time than the unmapping alone would.
 //!
+//! Since Linux 6.16 `MADV_DONTNEED` takes only the mapping's own lock, so one call over the
+//! whole block would do there; the pieces are for the older kernels a distribution may run,
+//! where each call holds the memory-map lock for reading until it is done.
+//!
+//! A large block given back through `realloc` is handed back the same way where the system
+//! allocator would copy it (alignments above 16 bytes); a large block shrunk in place is
+//! passed on as it is (its tail unmapped at once: the vectors here shrink only capacity they
+//! never touched).
+//!
 //! The binaries install it as their global allocator; library code never assumes it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -16,17 +25,24 @@ use std::alloc::{GlobalAlloc, Layout, System};
 /// Blocks of at least this many bytes are handed back in pieces before they are freed.
 pub const GENTLE_FROM: usize = 64 << 20;
 
-/// The bytes handed back at a time: what another thread that maps memory may wait for.
+/// The bytes handed back at a time, at most: what another thread that maps memory may wait
+/// for. A power of two, so that the cuts fall on huge-page boundaries (2 MiB) too.
 pub const PIECE: usize = 32 << 20;
+
+/// The alignment up to which the system allocator reallocates in place (glibc's `realloc`);
+/// above it, it copies into a new block and frees the old one itself.
+const SYSTEM_REALLOC_ALIGN: usize = 16;
 
 /// The system allocator, but a block of [`GENTLE_FROM`] bytes or more has its pages handed
 /// back in pieces of [`PIECE`] before it is freed.
 pub struct GentleAlloc;
 
-// SAFETY: every call is passed on to the system allocator unchanged; `dealloc` first only
-// drops the pages of a block it is about to free, which no one may read any more (the
-// caller gives it up), and never touches the allocator's own bookkeeping (only whole pages
-// inside the block's own bytes are dropped).
+// SAFETY: every block comes from the system allocator and goes back to it. Before a large
+// block goes back, `dealloc` drops the whole pages inside its own bytes, which the caller has
+// given up: for private anonymous memory that is the same as writing zeros there, which any
+// owner of those bytes may do, and an allocator keeps nothing it needs in a block it has
+// handed out. `realloc` of a large over-aligned block is an allocation, a copy of the bytes
+// both layouts hold and this `dealloc`, as the system allocator itself does it.
 unsafe impl GlobalAlloc for GentleAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract for `alloc`, passed on.
@@ -39,8 +55,26 @@ unsafe impl GlobalAlloc for GentleAlloc {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract for `realloc`, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let in_place = layout.align() <= SYSTEM_REALLOC_ALIGN && layout.align() <= new_size;
+        if in_place || layout.size() < GENTLE_FROM {
+            // SAFETY: the caller's contract for `realloc`, passed on.
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
+        // The system allocator would copy and free the old block without handing it back.
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: `new_size` is non-zero (the caller's contract for `realloc`).
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            // SAFETY: both blocks are live and distinct, each at least as long as the bytes
+            // copied; the old one is then given back once, with the layout it was made with.
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+        }
+        new
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -54,10 +88,12 @@ unsafe impl GlobalAlloc for GentleAlloc {
     }
 }
 
-/// Drops the whole pages of the `len` bytes at `ptr` from the process, [`PIECE`] bytes at a
-/// time: they read as zeros afterwards (private anonymous memory) until written. A range
-/// the kernel refuses (locked pages, say) is left as it is: this is only a head start on
-/// freeing them.
+/// Drops the whole pages of the `len` bytes at `ptr` from the process, at most [`PIECE`]
+/// bytes at a time: they read as zeros afterwards (private anonymous memory) until written.
+/// A range the kernel refuses (mlocked pages, say) is left as it is: this is only a head start
+/// on freeing them. Pages a GPU driver has page-locked in place (`cuMemHostRegister`) are not
+/// mlocked and would be dropped: such a registration must end before its memory is given
+/// back, as `gpu::pinned`'s registrations do (they are dropped before what they lock).
 ///
 /// # Safety
 /// `ptr..ptr + len` must be memory this process owns and whose contents no one needs; the
@@ -72,7 +108,8 @@ pub unsafe fn hand_back(ptr: *mut u8, len: usize) {
 }
 
 /// The whole pages of `len` bytes at address `start` (pages of `page` bytes, a power of
-/// two), in runs of at most `piece` bytes (a multiple of `page`), in order.
+/// two), in order, cut at the multiples of `piece` (rounded up to a power of two of at least
+/// a page): runs of at most `piece` bytes, the inner ones aligned to it.
 pub fn pieces(
     start: usize,
     len: usize,
@@ -81,14 +118,20 @@ pub fn pieces(
 ) -> impl Iterator<Item = (usize, usize)> {
     let first = start.checked_add(page - 1).map(|a| a & !(page - 1));
     let end = start.saturating_add(len) & !(page - 1);
-    let (first, end) = match first {
+    let (mut at, end) = match first {
         Some(f) if f < end => (f, end),
         _ => (0, 0),
     };
-    let piece = piece.max(page);
-    (first..end)
-        .step_by(piece)
-        .map(move |at| (at, piece.min(end - at)))
+    let piece = piece.max(page).next_power_of_two();
+    std::iter::from_fn(move || {
+        if at >= end {
+            return None;
+        }
+        let cut = (at | (piece - 1)).saturating_add(1).min(end);
+        let run = (at, cut - at);
+        at = cut;
+        Some(run)
+    })
 }
 
 /// The kernel's page size (4 KiB where it cannot say).
@@ -108,16 +151,46 @@ mod tests {
     const PAGE: usize = 4096;
 
     #[test]
-    fn pieces_cover_the_whole_pages_inside_the_range_in_order() {
+    fn pieces_cover_the_whole_pages_inside_the_range_cut_at_multiples_of_the_piece() {
+        let got: Vec<_> = pieces(PAGE * 10, PAGE * 7, PAGE, PAGE * 4).collect();
+        assert_eq!(
+            got,
+            [
+                (PAGE * 10, PAGE * 2),
+                (PAGE * 12, PAGE * 4),
+                (PAGE * 16, PAGE)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_piece_is_rounded_up_to_a_power_of_two_of_at_least_a_page() {
         let got: Vec<_> = pieces(PAGE * 10, PAGE * 7, PAGE, PAGE * 3).collect();
         assert_eq!(
             got,
             [
-                (PAGE * 10, PAGE * 3),
-                (PAGE * 13, PAGE * 3),
+                (PAGE * 10, PAGE * 2),
+                (PAGE * 12, PAGE * 4),
                 (PAGE * 16, PAGE)
             ]
         );
+        let got: Vec<_> = pieces(PAGE, PAGE * 2, PAGE, 1).collect();
+        assert_eq!(got, [(PAGE, PAGE), (PAGE * 2, PAGE)]);
+    }
+
+    /// The cuts of 32 MiB pieces fall on 2 MiB boundaries, so that no huge page is split.
+    #[test]
+    fn inner_cuts_fall_on_huge_page_boundaries() {
+        let start = (5 << 30) + 3 * PAGE + 17;
+        let runs: Vec<_> = pieces(start, 200 << 20, PAGE, PIECE).collect();
+        assert!(runs.len() > 2);
+        for &(at, len) in &runs[1..] {
+            assert_eq!(at % (2 << 20), 0, "{at:#x}");
+            assert!(len <= PIECE);
+        }
+        let covered: usize = runs.iter().map(|r| r.1).sum();
+        let (first, last) = (runs[0].0, runs[runs.len() - 1]);
+        assert_eq!(covered, last.0 + last.1 - first);
     }
 
     #[test]
@@ -136,12 +209,6 @@ mod tests {
         assert_eq!(pieces(usize::MAX - 10, 100, PAGE, PAGE).count(), 0);
     }
 
-    #[test]
-    fn a_piece_is_never_below_a_page() {
-        let got: Vec<_> = pieces(PAGE, PAGE * 2, PAGE, 1).collect();
-        assert_eq!(got, [(PAGE, PAGE), (PAGE * 2, PAGE)]);
-    }
-
     /// A real block: its whole pages read as zeros once handed back, the bytes outside them
     /// keep their values, and the block is then freed through the allocator.
     #[test]
@@ -151,18 +218,50 @@ mod tests {
         // SAFETY: a non-zero size; the block is checked for null before use.
         let ptr = unsafe { GentleAlloc.alloc(layout) };
         assert!(!ptr.is_null());
-        // SAFETY: `ptr` is a live block of `len` bytes, written and read only inside it.
+        // SAFETY: `ptr` is a live block of `len` bytes, reached only through this slice.
         let block = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
         block.fill(0xA5);
-        let whole: Vec<_> = pieces(ptr as usize, len, page_size(), PIECE).collect();
+        let at = block.as_mut_ptr();
+        let whole: Vec<_> = pieces(at as usize, len, page_size(), PIECE).collect();
         let (first, last) = (whole[0].0, whole[whole.len() - 1]);
-        let (head, tail) = (first - ptr as usize, last.0 + last.1 - ptr as usize);
+        let (head, tail) = (first - at as usize, last.0 + last.1 - at as usize);
         // SAFETY: the block is ours and its contents are checked only as zeros or untouched.
-        unsafe { hand_back(ptr, len) };
+        unsafe { hand_back(at, len) };
         assert!(block[head..tail].iter().all(|&b| b == 0));
         assert!(block[..head].iter().all(|&b| b == 0xA5));
         assert!(block[tail..].iter().all(|&b| b == 0xA5));
         // SAFETY: `ptr` came from this allocator with `layout`, freed once.
         unsafe { GentleAlloc.dealloc(ptr, layout) };
+    }
+
+    /// A large over-aligned block reallocated (which the system allocator would copy and
+    /// free itself) keeps its bytes and its alignment, growing and shrinking.
+    #[test]
+    fn a_large_over_aligned_block_reallocates_with_its_bytes() {
+        let len = GENTLE_FROM + 4096 * 3 + 40;
+        let byte = |i: usize| (i % 251) as u8;
+        for new_len in [len + (8 << 20), GENTLE_FROM - 100] {
+            let layout = Layout::from_size_align(len, 64).expect("layout");
+            // SAFETY: a non-zero size; the block is checked for null before use.
+            let ptr = unsafe { GentleAlloc.alloc(layout) };
+            assert!(!ptr.is_null());
+            // SAFETY: `ptr` is a live block of `len` bytes.
+            let block = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+            block.iter_mut().enumerate().for_each(|(i, b)| *b = byte(i));
+            // SAFETY: `ptr` came from this allocator with `layout`; `new_len` is non-zero.
+            let moved = unsafe { GentleAlloc.realloc(ptr, layout, new_len) };
+            assert!(!moved.is_null());
+            assert_eq!(moved as usize % 64, 0);
+            let kept = len.min(new_len);
+            // SAFETY: `moved` is a live block of `new_len` bytes, the first `kept` copied.
+            let copy = unsafe { std::slice::from_raw_parts(moved, kept) };
+            assert!(
+                copy.iter().enumerate().all(|(i, &b)| b == byte(i)),
+                "{new_len}"
+            );
+            let moved_layout = Layout::from_size_align(new_len, 64).expect("layout");
+            // SAFETY: `moved` came from this allocator with `moved_layout`, freed once.
+            unsafe { GentleAlloc.dealloc(moved, moved_layout) };
+        }
     }
 }
