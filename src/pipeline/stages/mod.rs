@@ -1366,6 +1366,8 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
             job,
             reply,
             synthesis,
+            _claim: claim,
+            _expected: expected,
             ..
         } = item;
         let result = if job.is_stopped() {
@@ -1387,6 +1389,9 @@ fn device_loop(inner: &Inner, device: usize, lane: Lane) {
             }
         };
         let ended = Instant::now();
+        // A critical partition's claim on the synthesis threads and its announcement end with
+        // its proof, before anyone hears of it.
+        drop((claim, expected));
         let on_device = ended.saturating_duration_since(started);
         let outcome = Outcome {
             key,
