@@ -99,7 +99,16 @@ unsafe impl GlobalAlloc for GentleAlloc {
 /// `ptr..ptr + len` must be memory this process owns and whose contents no one needs; the
 /// bytes outside its whole pages are left alone.
 pub unsafe fn hand_back(ptr: *mut u8, len: usize) {
-    for (start, bytes) in pieces(ptr as usize, len, page_size(), PIECE) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { hand_back_in(ptr, len, PIECE) }
+}
+
+/// [`hand_back`] in runs of at most `piece` bytes (see [`pieces`]; `1 << 62`: in one call).
+///
+/// # Safety
+/// As for [`hand_back`].
+pub unsafe fn hand_back_in(ptr: *mut u8, len: usize, piece: usize) {
+    for (start, bytes) in pieces(ptr as usize, len, page_size(), piece) {
         // SAFETY: `start..start + bytes` is whole pages inside the caller's range, which the
         // caller says no one reads; madvise only changes which pages back it. Its result is
         // ignored: a refused piece is freed with the block as before.
@@ -165,17 +174,15 @@ mod tests {
 
     #[test]
     fn a_piece_is_rounded_up_to_a_power_of_two_of_at_least_a_page() {
-        let got: Vec<_> = pieces(PAGE * 10, PAGE * 7, PAGE, PAGE * 3).collect();
-        assert_eq!(
-            got,
-            [
-                (PAGE * 10, PAGE * 2),
-                (PAGE * 12, PAGE * 4),
-                (PAGE * 16, PAGE)
-            ]
-        );
+        let runs = |piece| pieces(PAGE * 10, PAGE * 7, PAGE, piece).collect::<Vec<_>>();
+        assert_eq!(runs(PAGE * 3), runs(PAGE * 4));
         let got: Vec<_> = pieces(PAGE, PAGE * 2, PAGE, 1).collect();
         assert_eq!(got, [(PAGE, PAGE), (PAGE * 2, PAGE)]);
+        assert_eq!(
+            pieces(PAGE * 10 + 5, PAGE * 7, PAGE, 1 << 62).collect::<Vec<_>>(),
+            [(PAGE * 11, PAGE * 6)],
+            "one run for the whole block"
+        );
     }
 
     /// The cuts of 32 MiB pieces fall on 2 MiB boundaries, so that no huge page is split.
