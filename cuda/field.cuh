@@ -725,6 +725,28 @@ struct Field {
         }
         return r;
     }
+
+    // 1/a (Montgomery form in and out) as a^(p-2) by square-and-multiply, 0 for 0. Hundreds of
+    // products: for the few inversions a batch shares (msm_affine.cu), not for one per value.
+    __device__ static Field inv(const Field& a) {
+        u32 e[N];
+        u32 borrow = 2;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            e[i] = P::mod(i) - borrow;
+            borrow = P::mod(i) < borrow ? 1u : 0u;
+        }
+        Field r = one();
+#pragma unroll 1
+        for (int i = N - 1; i >= 0; i--) {
+#pragma unroll 1
+            for (int bit = 31; bit >= 0; bit--) {
+                r = sqr(r);
+                if ((e[i] >> bit) & 1u) r = mul(r, a);
+            }
+        }
+        return r;
+    }
 };
 
 // (Tried: a G1-only Fp with inlined products. It made the G1 kernels 1.5x slower on the H200 —

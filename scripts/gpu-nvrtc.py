@@ -9,7 +9,7 @@ daemon's variable of the same name does (docs/gpu-notes.md).
 """
 import ctypes, os, re, sys
 
-SOURCES = ["field.cuh", "fp2.cuh", "field_f64.cuh", "curve.cuh", "ntt.cu", "scan.cu", "compact.cu", "msm.cu", "batch_add.cu", "r1cs.cu", "selftest.cu", "setup.cu"]
+SOURCES = ["field.cuh", "fp2.cuh", "field_f64.cuh", "curve.cuh", "ntt.cu", "scan.cu", "compact.cu", "msm.cu", "msm_affine.cu", "batch_add.cu", "r1cs.cu", "selftest.cu", "setup.cu"]
 OPTIONS = [b"--gpu-architecture=compute_90", b"--std=c++17", b"-default-device"]
 OPTIONS += [f"-D{d}".encode() for d in re.split(r"[,\s]+", os.environ.get("CUZK_NVRTC_DEFINES", "")) if d]
 

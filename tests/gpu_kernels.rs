@@ -393,6 +393,68 @@ fn msm_special_patterns() {
     assert_eq!(gpu.msm_g1_gpu(&[], &[]).unwrap(), G1Projective::identity());
 }
 
+/// The batch-affine walk of G1 bucket sums (`debug.gpu_msm_batch_affine`,
+/// `cuda/msm_affine.cu`) on every G1 MSM whatever its size, against blst: random, edge-heavy
+/// and sparse scalars over bases with repeats and points at infinity, one base with equal
+/// scalars (after the first, every addition in a bucket doubles or adds a multiple of the
+/// same point) and with cancelling ones (P and −P in one bucket); the walk in one piece, a
+/// step per piece, and a few steps per piece; then 2^20 random points.
+#[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
+fn msm_g1_batch_affine_matches_blst() {
+    let mut rng = fresh_rng();
+    for piece in [1u64 << 40, 1, 50_000] {
+        let mut options = gpu_options();
+        options.msm.batch_affine_min_chains = Some(1);
+        options.msm.accumulate_piece = piece;
+        let gpu = test_backend(&options).unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"));
+        for n in [1usize, 2, 3, 33, 1025, 4097, 100_003] {
+            let mut bases = g1_bases(&mut rng, n, 64);
+            if n > 3 {
+                bases[1] = G1Affine::identity();
+                bases[n - 2] = G1Affine::identity();
+            }
+            for s in [
+                scalars(&mut rng, n),
+                edgy_scalars(&mut rng, n),
+                sparse_scalars(&mut rng, n),
+            ] {
+                let got = gpu.msm_g1_gpu(&bases, &s).expect("gpu msm");
+                assert_eq!(
+                    got,
+                    cpu_msm::blst_msm_g1(&bases, &s),
+                    "G1 MSM of {n}, pieces of {piece}"
+                );
+            }
+        }
+        let n = 5000;
+        let bases = g1_bases(&mut rng, n, 1);
+        let s = vec![Scalar::from(12345u64); n];
+        assert_eq!(
+            gpu.msm_g1_gpu(&bases, &s).unwrap(),
+            cpu_msm::msm_g1(&bases, &s),
+            "equal scalars, pieces of {piece}"
+        );
+        let mut s = scalars(&mut rng, n);
+        for i in (0..n).step_by(2) {
+            s[i + 1] = -s[i];
+        }
+        assert_eq!(
+            gpu.msm_g1_gpu(&bases, &s).unwrap(),
+            G1Projective::identity(),
+            "cancelling scalars, pieces of {piece}"
+        );
+    }
+    let mut options = gpu_options();
+    options.msm.batch_affine_min_chains = Some(1);
+    let gpu = test_backend(&options).unwrap_or_else(|e| panic!("{NO_DEVICE}: {e}"));
+    let n = 1 << 20;
+    let bases = g1_bases(&mut rng, n, 4096);
+    let s = scalars(&mut rng, n);
+    let got = gpu.msm_g1_gpu(&bases, &s).expect("gpu msm");
+    assert_eq!(got, cpu_msm::blst_msm_g1(&bases, &s), "G1 MSM of 2^20");
+}
+
 #[test]
 #[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn msm_g2_matches_blst() {

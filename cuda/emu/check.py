@@ -8,7 +8,8 @@ usage: check.py gen [N] [SEED]   test inputs for field_emu on stdout: edge cases
                                  lazy forms for Fp and Fr (operands a, b < 2p, w < p): edge
                                  cases and N random triples each; G1's lazy products
                                  (fplm: a b and a b - c d with all operands < 2p); the
-                                 FP64 product (fpdf: a b, a, b < 2p): edge pairs, N random
+                                 FP64 product (fpdf: a b, a, b < 2p): edge pairs, N random;
+                                 inversions (fpinv, frinv): edge values, N/50 random each
        check.py check            reads field_emu's output on stdin, recomputes every result,
                                  prints one summary line; exit status 1 on any mismatch
 
@@ -73,6 +74,16 @@ def gen(count, seed):
     gen_mul_sub(count, rng)
     gen_lazy(count, rng)
     gen_f64(count, rng)
+    gen_inv(count, rng)
+
+
+def gen_inv(count, rng):
+    """1/a: every edge value, then random (an inversion is hundreds of products: fewer)."""
+    for tag, (p, n) in FIELDS.items():
+        for a in edges(p, n):
+            sys.stdout.write(f"{tag}inv {a:x}\n")
+        for _ in range(max(1, count // 50)):
+            sys.stdout.write(f"{tag}inv {rand_elem(rng, p, n):x}\n")
 
 
 def gen_mul_sub(count, rng):
@@ -163,7 +174,8 @@ def gen_f64(count, rng):
 
 def check():
     rinv = {tag: pow(1 << (32 * n), -1, p) for tag, (p, n) in FIELDS.items()}
-    counts = {"fp": 0, "fr": 0, "fp2": 0, "fpms": 0, "frms": 0, "fp2ms": 0, "fplz": 0, "frlz": 0, "fplm": 0, "fpdf": 0}
+    counts = {"fp": 0, "fr": 0, "fp2": 0, "fpms": 0, "frms": 0, "fp2ms": 0, "fplz": 0, "frlz": 0, "fplm": 0, "fpdf": 0,
+              "fpinv": 0, "frinv": 0}
     bad = 0
     lost = None
     for lineno, line in enumerate(sys.stdin, 1):
@@ -225,6 +237,13 @@ def check():
             g = got[0] if got else -1
             want = [g if g < 2 * P and (g - a * b * rinv["fp"]) % P == 0 else -1]
             names = ["FpF64::mul_lazy"]
+        elif f[0] in ("fpinv", "frinv"):
+            p, n = FIELDS[f[0][:2]]
+            R = 1 << (32 * n)
+            x = v[0] * rinv[f[0][:2]] % p
+            want = [pow(x, p - 2, p) * R % p]
+            names = ["inv"]
+            got = v[1:]
         else:
             sys.exit(f"check.py: unknown line {lineno}: {line[:60]}")
         if len(got) != len(want):
@@ -246,7 +265,8 @@ def check():
           f"Fr {counts['fr']} tests (same), Fp2 {counts['fp2']} tests (mul sqr), "
           f"mul_sub Fp {counts['fpms']} Fr {counts['frms']} Fp2 {counts['fp2ms']}, "
           f"lazy forms Fp {counts['fplz']} Fr {counts['frlz']}, G1 lazy products {counts['fplm']}, "
-          f"FP64 products {counts['fpdf']}, vs Python big integers")
+          f"FP64 products {counts['fpdf']}, inversions Fp {counts['fpinv']} Fr {counts['frinv']}, "
+          f"vs Python big integers")
     sys.exit(0 if bad == 0 else 1)
 
 

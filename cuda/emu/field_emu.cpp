@@ -16,6 +16,8 @@
 //   fplm a b c d   -> fplm a b c d  mul_lazy(a, b) mul_sub_lazy(a, b, c, d) is_zero_lazy(a)
 //                     (G1's lazy point arithmetic: all operands < 2p; the last as 0 or 1)
 //   fpdf a b       -> fpdf a b  FpF64::mul_lazy(a, b)   (the FP64 product, a, b < 2p)
+//   fpinv a        -> fpinv a  inv(a)                   (Montgomery in and out; 0 for 0)
+//   frinv a        -> frinv a  (same, Fr)
 // Numbers are big-endian hex without prefix. The last line is "lost N": carries dropped by a
 // non-.cc addc (must be 0).
 #include <cstdio>
@@ -131,6 +133,16 @@ static bool fma_is_fused() {
     return __fma_rn(x, y, -1.0) == -0x1p-104;
 }
 
+template <class F>
+static bool run_inv(const char* tag, char** tok, std::string& line) {
+    F a;
+    if (!parse(tok[0], a)) return false;
+    line = tag;
+    put(line, a);
+    put(line, F::inv(a));
+    return true;
+}
+
 static bool run_fp2_mul_sub(char** tok, std::string& line) {
     Fp2 x[4];
     for (int i = 0; i < 4; i++)
@@ -168,6 +180,8 @@ int main() {
         else if (!strcmp(tok[0], "frlz") && nt == 4) ok = run_lazy<Fr>("frlz", tok + 1, line);
         else if (!strcmp(tok[0], "fplm") && nt == 5) ok = run_fp_lazy_mul(tok + 1, line);
         else if (!strcmp(tok[0], "fpdf") && nt == 3) ok = run_fp_f64(tok + 1, line);
+        else if (!strcmp(tok[0], "fpinv") && nt == 2) ok = run_inv<Fp>("fpinv", tok + 1, line);
+        else if (!strcmp(tok[0], "frinv") && nt == 2) ok = run_inv<Fr>("frinv", tok + 1, line);
         if (!ok) {
             fprintf(stderr, "field_emu: bad input line %ld\n", lineno);
             return 2;

@@ -57,6 +57,9 @@ pub struct GpuFlags {
     /// Scalars per piece of the MSM's overlapped upload (debug.gpu_msm_upload_chunk).
     #[arg(long, global = true)]
     pub msm_upload_chunk: Option<usize>,
+    /// Sum large G1 MSMs' buckets with batch-affine additions (debug.gpu_msm_batch_affine).
+    #[arg(long, global = true)]
+    pub msm_batch_affine: bool,
     /// Most butterfly stages per NTT pass, 1..=10 (debug.gpu_ntt_max_stages).
     #[arg(long, global = true)]
     pub ntt_max_stages: Option<u32>,
@@ -116,6 +119,9 @@ impl GpuFlags {
         if let Some(k) = self.msm_upload_chunk {
             anyhow::ensure!(k > 0, "--msm-upload-chunk must be at least 1");
             base.msm.upload_chunk = k;
+        }
+        if self.msm_batch_affine {
+            base.msm.batch_affine_min_chains = Some(crate::gpu::msm::AFFINE_MIN_CHAINS);
         }
         if let Some(t) = self.ntt_max_stages {
             anyhow::ensure!((1..=10).contains(&t), "--ntt-max-stages must be 1..=10");

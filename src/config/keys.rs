@@ -928,6 +928,19 @@ pub static KEYS: &[KeyDoc] = &[
         show: |c| Value::Integer(c.debug.gpu_msm_upload_chunk as i64),
     },
     KeyDoc {
+        name: "debug.gpu_msm_batch_affine",
+        kind: "boolean",
+        default: "false",
+        description: "Tuning: sum the buckets of large G1 MSMs with affine additions that \
+                      share their inversions (cuda/msm_affine.cu) instead of XYZZ additions \
+                      (A/B runs).",
+        apply: |c, v| {
+            c.debug.gpu_msm_batch_affine = boolean(v)?;
+            Ok(())
+        },
+        show: |c| Value::Boolean(c.debug.gpu_msm_batch_affine),
+    },
+    KeyDoc {
         name: "debug.gpu_ntt_max_stages",
         kind: "integer",
         default: "9",
@@ -1188,6 +1201,7 @@ pub(super) fn zero_config() -> Config {
             gpu_msm_window_bits: None,
             gpu_msm_chunk_min: 0,
             gpu_msm_upload_chunk: 0,
+            gpu_msm_batch_affine: false,
             gpu_ntt_max_stages: 0,
             gpu_ntt_min_threads: 0,
             gpu_ntt_split: Vec::new(),

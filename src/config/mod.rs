@@ -268,6 +268,8 @@ pub struct DebugConfig {
     pub gpu_msm_chunk_min: u64,
     /// Scalars per piece of the GPU MSM's overlapped upload.
     pub gpu_msm_upload_chunk: usize,
+    /// Large G1 bucket sums in the batch-affine walk instead of XYZZ additions.
+    pub gpu_msm_batch_affine: bool,
     /// Most butterfly stages per GPU NTT pass (1..=10).
     pub gpu_ntt_max_stages: u32,
     /// Fewest threads per GPU NTT pass block (1..=1024).

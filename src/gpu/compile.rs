@@ -25,6 +25,7 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("scan.cu", include_str!("../../cuda/scan.cu")),
     ("compact.cu", include_str!("../../cuda/compact.cu")),
     ("msm.cu", include_str!("../../cuda/msm.cu")),
+    ("msm_affine.cu", include_str!("../../cuda/msm_affine.cu")),
     ("batch_add.cu", include_str!("../../cuda/batch_add.cu")),
     ("r1cs.cu", include_str!("../../cuda/r1cs.cu")),
     // Test kernels only (tests/gpu_kernels.rs): not in the daemon's cubin.

@@ -109,6 +109,9 @@ kernels! {
     MSM_MAX_BUCKET = "msm_max_bucket"(Ptr, U32, Ptr);
     MSM_CHUNKS_G1 = "msm_chunks_g1"(Ptr, Ptr, Ptr, U32, U32, U32, U32, U32, Ptr, Ptr, Ptr);
     MSM_CHUNKS_G2 = "msm_chunks_g2"(Ptr, Ptr, Ptr, U32, U32, U32, U32, U32, Ptr, Ptr, Ptr);
+    MSM_AFFINE_INIT_G1 = "msm_affine_init_g1"(Ptr, Ptr, Ptr, U32, U32, U32, U32, Ptr, Ptr, Ptr, Ptr);
+    MSM_AFFINE_INVERT = "msm_affine_invert"(Ptr, U32);
+    MSM_AFFINE_STEP_G1 = "msm_affine_step_g1"(Ptr, Ptr, Ptr, U32, U32, U32, U32, Ptr, Ptr, Ptr, Ptr);
     MSM_COMBINE_G1 = "msm_combine_g1"(Ptr, U32, U32, Ptr, Ptr, Ptr);
     MSM_COMBINE_G2 = "msm_combine_g2"(Ptr, U32, U32, Ptr, Ptr, Ptr);
     MSM_REDUCE_SEGMENTS_G1 = "msm_reduce_segments_g1"(Ptr, U32, U32, U32, Ptr);

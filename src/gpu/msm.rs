@@ -104,6 +104,11 @@ pub const CHUNK_MIN: u64 = 128;
 /// additions a second on an H100), about a twentieth of a second, the longest another caller
 /// waits for the device inside an MSM's bucket phase.
 pub const ACCUMULATE_PIECE: u64 = 1 << 27;
+/// Fewest chains (chunks of the bucket-sorted list) for which
+/// `debug.gpu_msm_batch_affine` sums G1 buckets in the batch-affine walk
+/// (`cuda/msm_affine.cu`): each of its steps waits for one inversion (a few hundred dependent
+/// products on one thread), which only many chains per step cover.
+pub const AFFINE_MIN_CHAINS: u64 = 1 << 20;
 /// Buckets per thread in the window reduction.
 const SEGMENT: u32 = 16;
 /// Scalars per piece of the overlapped upload (the default of

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::msm::{Curve, ACCUMULATE_PIECE, CHUNK_MIN, UPLOAD_CHUNK};
+use super::msm::{Curve, ACCUMULATE_PIECE, AFFINE_MIN_CHAINS, CHUNK_MIN, UPLOAD_CHUNK};
 
 /// Bytes of page-locked host memory for the two upload staging buffers by default (two of
 /// 32 MiB: see `device.rs`'s `Staging` for what they buy).
@@ -71,6 +71,10 @@ pub struct MsmTuning {
     /// Entries of the bucket-sorted list per launch of the bucket sums (a G2 launch a third of
     /// them): the steps of [`super::msm::MsmRun`].
     pub accumulate_piece: u64,
+    /// G1 bucket sums of at least this many chunks in the batch-affine walk
+    /// (`cuda/msm_affine.cu`) instead of mixed XYZZ additions; `None`: never
+    /// (`debug.gpu_msm_batch_affine`, a tuning variant).
+    pub batch_affine_min_chains: Option<u64>,
 }
 
 impl Default for MsmTuning {
@@ -80,6 +84,7 @@ impl Default for MsmTuning {
             chunk_min: CHUNK_MIN,
             upload_chunk: UPLOAD_CHUNK,
             accumulate_piece: ACCUMULATE_PIECE,
+            batch_affine_min_chains: None,
         }
     }
 }
@@ -137,6 +142,7 @@ impl GpuOptions {
                 chunk_min: debug.gpu_msm_chunk_min,
                 upload_chunk: debug.gpu_msm_upload_chunk,
                 accumulate_piece: ACCUMULATE_PIECE,
+                batch_affine_min_chains: debug.gpu_msm_batch_affine.then_some(AFFINE_MIN_CHAINS),
             },
             ntt: NttTuning {
                 max_stages: debug.gpu_ntt_max_stages,

@@ -10,6 +10,19 @@ use crate::gpu::GpuError;
 /// G2 piece holds a third of the entries for about the same device time.
 const G2_COST: u64 = 3;
 
+/// Threads per block of the batch-affine walk (`AFF_THREADS` in `cuda/msm_affine.cu`): the
+/// chains that share one product tree.
+const AFFINE_BLOCK: u64 = 256;
+
+/// How the chunks are summed.
+enum Walk {
+    /// One thread per chunk, mixed XYZZ additions (`msm_chunks_*`); a unit is a chunk.
+    Xyzz,
+    /// Every chunk's chain a step at a time, affine, the inverses shared per block
+    /// (`cuda/msm_affine.cu`); a unit is a step. `prods` holds a field element per block.
+    Affine { prods: DevBuf, blocks: u64 },
+}
+
 /// Bucket sums in progress (XYZZ, `nb` of them) from the bucket-sorted `list` of `total`
 /// entries: chunks of exactly K entries per thread (msm_chunks_*, balanced whatever the bucket
 /// sizes), launched in pieces of about [`crate::gpu::MsmTuning::accumulate_piece`] entries,
@@ -24,7 +37,10 @@ pub(super) struct Accumulation {
     total: u64,
     k: u64,
     chunks: u64,
+    walk: Walk,
+    /// Units (chunks or steps) per piece, the units in all, and those launched.
     per_piece: u64,
+    units: u64,
     next: u64,
     buckets: DevBuf,
     head: DevBuf,
@@ -58,13 +74,28 @@ impl Accumulation {
             Curve::G1 => tuning.accumulate_piece,
             Curve::G2 => tuning.accumulate_piece / G2_COST,
         };
+        let affine = curve == Curve::G1
+            && tuning
+                .batch_affine_min_chains
+                .is_some_and(|min| chunks >= min.max(1));
+        let (walk, per_piece, units) = if affine {
+            let blocks = chunks.div_ceil(AFFINE_BLOCK);
+            let prods = gpu.alloc(blocks as usize * curve.field_bytes())?;
+            // A step moves every chain by one entry: `entries / chunks` steps hold about
+            // `entries` additions.
+            (Walk::Affine { prods, blocks }, (entries / chunks).max(1), k)
+        } else {
+            (Walk::Xyzz, (entries / k).max(1), chunks)
+        };
         Ok(Accumulation {
             curve,
             nb,
             total,
             k,
             chunks,
-            per_piece: (entries / k).max(1),
+            walk,
+            per_piece,
+            units,
             next: 0,
             buckets: gpu.alloc(nb as usize * curve.xyzz_bytes())?,
             head: gpu.alloc(chunks as usize * curve.xyzz_bytes())?,
@@ -74,17 +105,21 @@ impl Accumulation {
         })
     }
 
-    /// Whether chunks remain to be launched.
+    /// Whether chunks (or steps) remain to be launched.
     pub(super) fn pending(&self) -> bool {
-        self.next < self.chunks
+        self.next < self.units
     }
 
     /// Launches the next piece of chunks. Where more remain, waits for it: a caller that lets
     /// the device go after it leaves no queued work for the next one to wait behind.
     pub(super) fn piece(&mut self, gpu: &Gpu, bases: DevView) -> Result<(), GpuError> {
         let first = self.next;
-        let last = first.saturating_add(self.per_piece).min(self.chunks);
-        if last > first {
+        let last = first.saturating_add(self.per_piece).min(self.units);
+        if let Walk::Affine { prods, blocks } = &self.walk {
+            for j in first..last {
+                self.affine_step(gpu, bases, prods, *blocks, j)?;
+            }
+        } else if last > first {
             gpu.launch(
                 self.curve.kernel(Kernel::Chunks),
                 (last - first).div_ceil(128),
@@ -111,12 +146,61 @@ impl Accumulation {
         Ok(())
     }
 
+    /// Step `j` of the batch-affine walk: step 0 starts every chain; a later step first inverts
+    /// the block products the step before left.
+    fn affine_step(
+        &self,
+        gpu: &Gpu,
+        bases: DevView,
+        prods: &DevBuf,
+        blocks: u64,
+        j: u64,
+    ) -> Result<(), GpuError> {
+        let outputs: [Arg; 3] = [
+            (&self.buckets).into(),
+            (&self.head).into(),
+            (&self.tail).into(),
+        ];
+        if j == 0 {
+            let mut args = vec![
+                bases.into(),
+                (&self.list).into(),
+                (&self.offsets).into(),
+                Arg::u32(self.nb)?,
+                Arg::u32(self.total)?,
+                Arg::u32(self.k)?,
+                Arg::u32(self.chunks)?,
+                prods.into(),
+            ];
+            args.extend(outputs);
+            return gpu.launch(&k::MSM_AFFINE_INIT_G1, blocks, AFFINE_BLOCK as u32, &args);
+        }
+        gpu.launch(
+            &k::MSM_AFFINE_INVERT,
+            blocks.div_ceil(AFFINE_BLOCK),
+            AFFINE_BLOCK as u32,
+            &[prods.into(), Arg::u32(blocks)?],
+        )?;
+        let mut args = vec![
+            bases.into(),
+            (&self.list).into(),
+            (&self.offsets).into(),
+            Arg::u32(self.total)?,
+            Arg::u32(self.k)?,
+            Arg::u32(j)?,
+            Arg::u32(self.chunks)?,
+            prods.into(),
+        ];
+        args.extend(outputs);
+        gpu.launch(&k::MSM_AFFINE_STEP_G1, blocks, AFFINE_BLOCK as u32, &args)
+    }
+
     /// The bucket sums once every piece is launched: the buckets that cross chunks combined.
     pub(super) fn combine(self, gpu: &Gpu) -> Result<DevBuf, GpuError> {
         if self.pending() {
             return Err(GpuError::Input(format!(
-                "bucket sums combined after {} of {} chunks",
-                self.next, self.chunks
+                "bucket sums combined after {} of {} chunks or steps",
+                self.next, self.units
             )));
         }
         gpu.launch(
