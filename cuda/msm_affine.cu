@@ -8,7 +8,7 @@
 // - The inverses come from Montgomery's trick over a block: the block's denominators multiplied
 //   up a binary tree in shared memory, the root inverted, the inverse carried down the tree
 //   (three products per chain). The roots of 256 blocks are inverted together the same way by
-//   msm_affine_invert, so one Fermat inversion serves 65,536 chains.
+//   msm_affine_invert, so one Fermat inversion serves 32,768 chains.
 // - A step is therefore two launches: msm_affine_invert on the roots the step before left, then
 //   msm_affine_step, which recomputes its tree (one product per chain, cheaper than keeping it),
 //   carries the inverses down, adds, and leaves the next step's roots. About seven products per
@@ -22,7 +22,11 @@
 #include "field.cuh"
 #include "curve.cuh"
 
-#define AFF_THREADS 256
+// Chains per block: 128 threads of at most 128 registers, four blocks to an SM, so that while
+// one block's tree is down to a few lanes (its top levels) the others keep the multiplier busy.
+#define AFF_THREADS 128
+// Block products per inversion.
+#define AFF_INV_THREADS 256
 
 namespace affine {
 
@@ -140,13 +144,14 @@ __device__ void flush_if_ends(Chain& c, u32 p, const u32* offsets, G1Xyzz* bucke
     }
 }
 
-// The block's product tree in sh[1 .. 2*AFF_THREADS): leaves at AFF_THREADS + thread, node k the
-// product of nodes 2k and 2k+1. Returns after the root sh[1] is written.
+// The block's product tree in sh[1 .. 2W) (W threads): leaves at W + thread, node k the product
+// of nodes 2k and 2k+1. Returns after the root sh[1] is written.
+template <u32 W>
 __device__ void tree_up(Fp* sh, const Fp& leaf) {
     const u32 i = threadIdx.x;
-    sh[AFF_THREADS + i] = leaf;
+    sh[W + i] = leaf;
     __syncthreads();
-    for (u32 w = AFF_THREADS / 2; w >= 1; w >>= 1) {
+    for (u32 w = W / 2; w >= 1; w >>= 1) {
         if (i < w) sh[w + i] = Fp::mul(sh[2 * (w + i)], sh[2 * (w + i) + 1]);
         __syncthreads();
     }
@@ -154,10 +159,11 @@ __device__ void tree_up(Fp* sh, const Fp& leaf) {
 
 // With sh[1] replaced by the root's inverse: each node's inverse carried down to its children
 // (1/L = R/(LR), 1/R = L/(LR)); returns this thread's leaf's inverse.
+template <u32 W>
 __device__ Fp tree_down(Fp* sh) {
     const u32 i = threadIdx.x;
     __syncthreads();
-    for (u32 w = 1; w < AFF_THREADS; w <<= 1) {
+    for (u32 w = 1; w < W; w <<= 1) {
         if (i < w) {
             const u32 k = w + i;
             const Fp inv = sh[k], l = sh[2 * k], r = sh[2 * k + 1];
@@ -166,14 +172,14 @@ __device__ Fp tree_down(Fp* sh) {
         }
         __syncthreads();
     }
-    return sh[AFF_THREADS + i];
+    return sh[W + i];
 }
 
 }  // namespace affine
 
 // Step 0 of every chain (its first entry needs no division) and the denominators of step 1:
 // each block's product in prods[block]. tail[t] gets chain t's state.
-extern "C" __global__ void __launch_bounds__(AFF_THREADS, 2)
+extern "C" __global__ void __launch_bounds__(AFF_THREADS, 4)
     msm_affine_init_g1(const G1Affine* bases, const u32* list, const u32* offsets, u32 nb, u32 total, u32 K,
                        u32 chains, Fp* prods, G1Xyzz* buckets, G1Xyzz* head, G1Xyzz* tail) {
     using namespace affine;
@@ -201,25 +207,25 @@ extern "C" __global__ void __launch_bounds__(AFF_THREADS, 2)
             next = step_of(c, bases, list, c.s + 1).d;
         }
     }
-    tree_up(sh, next);
+    tree_up<AFF_THREADS>(sh, next);
     if (threadIdx.x == 0) store_field(prods + blockIdx.x, sh[1]);
 }
 
 // 1/v[i] for the n block products: 256 of them share one inversion through the same tree.
-extern "C" __global__ void __launch_bounds__(AFF_THREADS)
+extern "C" __global__ void __launch_bounds__(AFF_INV_THREADS)
     msm_affine_invert(Fp* v, u32 n) {
     using namespace affine;
-    __shared__ Fp sh[2 * AFF_THREADS];
-    const u32 i = blockIdx.x * AFF_THREADS + threadIdx.x;
-    tree_up(sh, i < n ? load_field(v + i) : Fp::one());
+    __shared__ Fp sh[2 * AFF_INV_THREADS];
+    const u32 i = blockIdx.x * AFF_INV_THREADS + threadIdx.x;
+    tree_up<AFF_INV_THREADS>(sh, i < n ? load_field(v + i) : Fp::one());
     if (threadIdx.x == 0) sh[1] = Fp::inv(sh[1]);
-    const Fp r = tree_down(sh);
+    const Fp r = tree_down<AFF_INV_THREADS>(sh);
     if (i < n) store_field(v + i, r);
 }
 
 // Step j >= 1 of every chain, prods[block] holding the inverse of the block's product of the
 // step's denominators (msm_affine_invert); leaves there the product of step j + 1's.
-extern "C" __global__ void __launch_bounds__(AFF_THREADS, 2)
+extern "C" __global__ void __launch_bounds__(AFF_THREADS, 4)
     msm_affine_step_g1(const G1Affine* bases, const u32* list, const u32* offsets, u32 total, u32 K, u32 j,
                        u32 chains, Fp* prods, G1Xyzz* buckets, G1Xyzz* head, G1Xyzz* tail) {
     using namespace affine;
@@ -241,9 +247,9 @@ extern "C" __global__ void __launch_bounds__(AFF_THREADS, 2)
             live = true;
         }
     }
-    tree_up(sh, o.d);
+    tree_up<AFF_THREADS>(sh, o.d);
     if (threadIdx.x == 0) sh[1] = load_field(prods + blockIdx.x);
-    const Fp dinv = tree_down(sh);
+    const Fp dinv = tree_down<AFF_THREADS>(sh);
     Fp next = Fp::one();
     if (live) {
         apply(c, o, dinv);
@@ -253,6 +259,6 @@ extern "C" __global__ void __launch_bounds__(AFF_THREADS, 2)
             next = step_of(c, bases, list, p + 1).d;
         }
     }
-    tree_up(sh, next);
+    tree_up<AFF_THREADS>(sh, next);
     if (threadIdx.x == 0) store_field(prods + blockIdx.x, sh[1]);
 }

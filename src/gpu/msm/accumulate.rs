@@ -12,7 +12,9 @@ const G2_COST: u64 = 3;
 
 /// Threads per block of the batch-affine walk (`AFF_THREADS` in `cuda/msm_affine.cu`): the
 /// chains that share one product tree.
-const AFFINE_BLOCK: u64 = 256;
+const AFFINE_BLOCK: u64 = 128;
+/// Block products per inversion (`AFF_INV_THREADS`).
+const AFFINE_INVERT_BLOCK: u64 = 256;
 
 /// How the chunks are summed.
 enum Walk {
@@ -177,8 +179,8 @@ impl Accumulation {
         }
         gpu.launch(
             &k::MSM_AFFINE_INVERT,
-            blocks.div_ceil(AFFINE_BLOCK),
-            AFFINE_BLOCK as u32,
+            blocks.div_ceil(AFFINE_INVERT_BLOCK),
+            AFFINE_INVERT_BLOCK as u32,
             &[prods.into(), Arg::u32(blocks)?],
         )?;
         let mut args = vec![
