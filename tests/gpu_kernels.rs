@@ -351,30 +351,35 @@ fn msm_g1_large_sizes() {
     }
 }
 
-#[test]
-#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
-fn msm_special_patterns() {
-    let gpu = backend();
-    let mut rng = fresh_rng();
+/// 5000 copies of one base: equal scalars (every bucket addition doubles) against our CPU MSM,
+/// then s and r−s in turn (they cancel inside buckets: the sum is the identity).
+fn one_base_doubles_and_cancels(gpu: &GpuBackend, rng: &mut StdRng, label: &str) {
     let n = 5000;
-    // Repeated base, equal scalars: every bucket addition doubles.
-    let bases = g1_bases(&mut rng, n, 1);
+    let bases = g1_bases(rng, n, 1);
     let s = vec![Scalar::from(12345u64); n];
     assert_eq!(
         gpu.msm_g1_gpu(&bases, &s).unwrap(),
         cpu_msm::msm_g1(&bases, &s),
-        "equal scalars"
+        "equal scalars{label}"
     );
-    // s and r−s on the same base cancel inside buckets: the sum is the identity.
-    let mut s = scalars(&mut rng, n);
+    let mut s = scalars(rng, n);
     for i in (0..n).step_by(2) {
         s[i + 1] = -s[i];
     }
     assert_eq!(
         gpu.msm_g1_gpu(&bases, &s).unwrap(),
         G1Projective::identity(),
-        "cancelling scalars"
+        "cancelling scalars{label}"
     );
+}
+
+#[test]
+#[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
+fn msm_special_patterns() {
+    let gpu = backend();
+    let mut rng = fresh_rng();
+    let n = 5000;
+    one_base_doubles_and_cancels(&gpu, &mut rng, "");
     // All ones (batch addition only), all zeros.
     let bases = g1_bases(&mut rng, n, 97);
     let ones = vec![Scalar::ONE; n];
@@ -427,23 +432,7 @@ fn msm_g1_batch_affine_matches_blst() {
                 );
             }
         }
-        let n = 5000;
-        let bases = g1_bases(&mut rng, n, 1);
-        let s = vec![Scalar::from(12345u64); n];
-        assert_eq!(
-            gpu.msm_g1_gpu(&bases, &s).unwrap(),
-            cpu_msm::msm_g1(&bases, &s),
-            "equal scalars, pieces of {piece}"
-        );
-        let mut s = scalars(&mut rng, n);
-        for i in (0..n).step_by(2) {
-            s[i + 1] = -s[i];
-        }
-        assert_eq!(
-            gpu.msm_g1_gpu(&bases, &s).unwrap(),
-            G1Projective::identity(),
-            "cancelling scalars, pieces of {piece}"
-        );
+        one_base_doubles_and_cancels(&gpu, &mut rng, &format!(", pieces of {piece}"));
     }
     let mut options = gpu_options();
     options.msm.batch_affine_min_chains = Some(1);

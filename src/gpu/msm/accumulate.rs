@@ -158,43 +158,33 @@ impl Accumulation {
         blocks: u64,
         j: u64,
     ) -> Result<(), GpuError> {
-        let outputs: [Arg; 3] = [
+        // Both kernels read (bases, list, offsets, …, chains, prods, buckets, head, tail); in
+        // between, step 0 takes the bucket count for its search, a later step its index.
+        let middle = if j == 0 {
+            [Arg::u32(self.nb)?, Arg::u32(self.total)?, Arg::u32(self.k)?]
+        } else {
+            gpu.launch(
+                &k::MSM_AFFINE_INVERT,
+                blocks.div_ceil(AFFINE_INVERT_BLOCK),
+                AFFINE_INVERT_BLOCK as u32,
+                &[prods.into(), Arg::u32(blocks)?],
+            )?;
+            [Arg::u32(self.total)?, Arg::u32(self.k)?, Arg::u32(j)?]
+        };
+        let mut args = vec![bases.into(), (&self.list).into(), (&self.offsets).into()];
+        args.extend(middle);
+        args.extend([
+            Arg::u32(self.chunks)?,
+            prods.into(),
             (&self.buckets).into(),
             (&self.head).into(),
             (&self.tail).into(),
-        ];
-        if j == 0 {
-            let mut args = vec![
-                bases.into(),
-                (&self.list).into(),
-                (&self.offsets).into(),
-                Arg::u32(self.nb)?,
-                Arg::u32(self.total)?,
-                Arg::u32(self.k)?,
-                Arg::u32(self.chunks)?,
-                prods.into(),
-            ];
-            args.extend(outputs);
-            return gpu.launch(&k::MSM_AFFINE_INIT_G1, blocks, AFFINE_BLOCK as u32, &args);
-        }
-        gpu.launch(
-            &k::MSM_AFFINE_INVERT,
-            blocks.div_ceil(AFFINE_INVERT_BLOCK),
-            AFFINE_INVERT_BLOCK as u32,
-            &[prods.into(), Arg::u32(blocks)?],
-        )?;
-        let mut args = vec![
-            bases.into(),
-            (&self.list).into(),
-            (&self.offsets).into(),
-            Arg::u32(self.total)?,
-            Arg::u32(self.k)?,
-            Arg::u32(j)?,
-            Arg::u32(self.chunks)?,
-            prods.into(),
-        ];
-        args.extend(outputs);
-        gpu.launch(&k::MSM_AFFINE_STEP_G1, blocks, AFFINE_BLOCK as u32, &args)
+        ]);
+        let kernel = match j {
+            0 => &k::MSM_AFFINE_INIT_G1,
+            _ => &k::MSM_AFFINE_STEP_G1,
+        };
+        gpu.launch(kernel, blocks, AFFINE_BLOCK as u32, &args)
     }
 
     /// The bucket sums once every piece is launched: the buckets that cross chunks combined.
