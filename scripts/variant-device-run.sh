@@ -5,7 +5,9 @@
 # e.g. CUZK_MSM_DFMA or CUZK_MSM_DFMA,CUZK_F64_INT_COLUMNS): the MSM and curve kernel tests
 # built with it (against blst, edge patterns included), then `cuzk bench gpu` once with the
 # default kernels and once per variant, in the same call on the same card, each checked
-# against blst at its smallest size. Logs go to $OUT when set.
+# against blst at its smallest size. A variant that starts with `--` is a bench flag instead
+# (e.g. --msm-batch-affine, whose own test is among the MSM tests): the tests run once with the
+# default kernels for it. Logs go to $OUT when set.
 #   scripts/variant-device-run.sh VARIANT... (BENCH_ARGS overrides the bench's sizes)
 # Fails when a test or a bench run fails, so that a figure of a failed run is never read.
 set -uo pipefail
@@ -17,7 +19,9 @@ read -r -a bench_args <<<"${BENCH_ARGS:---g1 22,27 --g2 --ntt --h 27 --aux --tim
 failed=0
 for v in "$@"; do
     log="$OUT/tests-$v.log"
-    CUZK_TEST_NVRTC_DEFINES=$v timeout "${TEST_TIMEOUT:-240}" carry/gpu_kernels --include-ignored \
+    define=$v
+    case "$v" in --*) define= ;; esac
+    CUZK_TEST_NVRTC_DEFINES=$define timeout "${TEST_TIMEOUT:-240}" carry/gpu_kernels --include-ignored \
         msm field_and_curve --test-threads=1 --nocapture >"$log" 2>&1
     rc=$?
     echo "== $v: kernel tests exit $rc"
@@ -26,7 +30,11 @@ for v in "$@"; do
 done
 for v in default "$@"; do
     def=()
-    [ "$v" = default ] || def=(--nvrtc-define "$v")
+    case "$v" in
+    default) ;;
+    --*) def=("$v") ;;
+    *) def=(--nvrtc-define "$v") ;;
+    esac
     log="$OUT/bench-$v.log"
     timeout "${BENCH_TIMEOUT:-150}" carry/cuzk bench gpu "${bench_args[@]}" --check \
         --kernel-cache "$CUZK_GPU_CACHE" "${def[@]}" >"$log" 2>&1
