@@ -399,11 +399,12 @@ fn msm_special_patterns() {
 }
 
 /// The batch-affine walk of G1 bucket sums (`debug.gpu_msm_batch_affine`,
-/// `cuda/msm_affine.cu`) on every G1 MSM whatever its size, against blst: random, edge-heavy
-/// and sparse scalars over bases with repeats and points at infinity, one base with equal
+/// `cuda/msm_affine.cu`) on every G1 MSM whatever its size: random, edge-heavy and sparse
+/// scalars over bases with repeats and points at infinity against blst; one base with equal
 /// scalars (after the first, every addition in a bucket doubles or adds a multiple of the
-/// same point) and with cancelling ones (P and −P in one bucket); the walk in one piece, a
-/// step per piece, and a few steps per piece; then 2^20 random points.
+/// same point) against our CPU MSM, and with cancelling ones (P and −P in one bucket) against
+/// the identity; the walk in one piece, a step per piece, and a few steps per piece; then
+/// 2^20 random points against blst.
 #[test]
 #[ignore = "needs a CUDA device: run with --ignored on a GPU host (scripts/gpu-device-run.sh)"]
 fn msm_g1_batch_affine_matches_blst() {

@@ -176,6 +176,14 @@ mod tests {
     fn a_piece_is_rounded_up_to_a_power_of_two_of_at_least_a_page() {
         let runs = |piece| pieces(PAGE * 10, PAGE * 7, PAGE, piece).collect::<Vec<_>>();
         assert_eq!(runs(PAGE * 3), runs(PAGE * 4));
+        assert_eq!(
+            runs(PAGE * 4),
+            [
+                (PAGE * 10, PAGE * 2),
+                (PAGE * 12, PAGE * 4),
+                (PAGE * 16, PAGE)
+            ]
+        );
         let got: Vec<_> = pieces(PAGE, PAGE * 2, PAGE, 1).collect();
         assert_eq!(got, [(PAGE, PAGE), (PAGE * 2, PAGE)]);
         assert_eq!(

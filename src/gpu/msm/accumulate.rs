@@ -21,8 +21,9 @@ enum Walk {
     /// One thread per chunk, mixed XYZZ additions (`msm_chunks_*`); a unit is a chunk.
     Xyzz,
     /// Every chunk's chain a step at a time, affine, the inverses shared per block
-    /// (`cuda/msm_affine.cu`); a unit is a step. `prods` holds a field element per block.
-    Affine { prods: DevBuf, blocks: u64 },
+    /// (`cuda/msm_affine.cu`); a unit is a step. `prods` holds a field element per block of
+    /// [`AFFINE_BLOCK`] chains.
+    Affine { prods: DevBuf },
 }
 
 /// Bucket sums in progress (XYZZ, `nb` of them) from the bucket-sorted `list` of `total`
@@ -40,9 +41,8 @@ pub(super) struct Accumulation {
     k: u64,
     chunks: u64,
     walk: Walk,
-    /// Units (chunks or steps) per piece, the units in all, and those launched.
+    /// Units (chunks or steps, [`Accumulation::units`]) per piece, and those launched.
     per_piece: u64,
-    units: u64,
     next: u64,
     buckets: DevBuf,
     head: DevBuf,
@@ -80,14 +80,14 @@ impl Accumulation {
             && tuning
                 .batch_affine_min_chains
                 .is_some_and(|min| chunks >= min.max(1));
-        let (walk, per_piece, units) = if affine {
-            let blocks = chunks.div_ceil(AFFINE_BLOCK);
-            let prods = gpu.alloc(blocks as usize * curve.field_bytes())?;
+        let (walk, per_piece) = if affine {
+            let blocks = chunks.div_ceil(AFFINE_BLOCK) as usize;
+            let prods = gpu.alloc(blocks * curve.field_bytes())?;
             // A step moves every chain by one entry: `entries / chunks` steps hold about
             // `entries` additions.
-            (Walk::Affine { prods, blocks }, (entries / chunks).max(1), k)
+            (Walk::Affine { prods }, (entries / chunks).max(1))
         } else {
-            (Walk::Xyzz, (entries / k).max(1), chunks)
+            (Walk::Xyzz, (entries / k).max(1))
         };
         Ok(Accumulation {
             curve,
@@ -97,7 +97,6 @@ impl Accumulation {
             chunks,
             walk,
             per_piece,
-            units,
             next: 0,
             buckets: gpu.alloc(nb as usize * curve.xyzz_bytes())?,
             head: gpu.alloc(chunks as usize * curve.xyzz_bytes())?,
@@ -107,19 +106,27 @@ impl Accumulation {
         })
     }
 
+    /// The units of work: chunks of the XYZZ walk, steps (K) of the batch-affine one.
+    fn units(&self) -> u64 {
+        match self.walk {
+            Walk::Xyzz => self.chunks,
+            Walk::Affine { .. } => self.k,
+        }
+    }
+
     /// Whether chunks (or steps) remain to be launched.
     pub(super) fn pending(&self) -> bool {
-        self.next < self.units
+        self.next < self.units()
     }
 
     /// Launches the next piece of chunks. Where more remain, waits for it: a caller that lets
     /// the device go after it leaves no queued work for the next one to wait behind.
     pub(super) fn piece(&mut self, gpu: &Gpu, bases: DevView) -> Result<(), GpuError> {
         let first = self.next;
-        let last = first.saturating_add(self.per_piece).min(self.units);
-        if let Walk::Affine { prods, blocks } = &self.walk {
+        let last = first.saturating_add(self.per_piece).min(self.units());
+        if let Walk::Affine { prods } = &self.walk {
             for j in first..last {
-                self.affine_step(gpu, bases, prods, *blocks, j)?;
+                self.affine_step(gpu, bases, prods, j)?;
             }
         } else if last > first {
             gpu.launch(
@@ -155,9 +162,9 @@ impl Accumulation {
         gpu: &Gpu,
         bases: DevView,
         prods: &DevBuf,
-        blocks: u64,
         j: u64,
     ) -> Result<(), GpuError> {
+        let blocks = self.chunks.div_ceil(AFFINE_BLOCK);
         // Both kernels read (bases, list, offsets, …, chains, prods, buckets, head, tail); in
         // between, step 0 takes the bucket count for its search, a later step its index.
         let middle = if j == 0 {
@@ -192,7 +199,8 @@ impl Accumulation {
         if self.pending() {
             return Err(GpuError::Input(format!(
                 "bucket sums combined after {} of {} chunks or steps",
-                self.next, self.units
+                self.next,
+                self.units()
             )));
         }
         gpu.launch(
