@@ -291,12 +291,31 @@ pub fn compact_into(
     compact_run(gpu, src, flags, count, dst)
 }
 
-/// [`compact_into`] without counting the flags: the lengths checked, the scatter bounded by
-/// `count` (at most `count` scalars written whatever the flags say).
+/// [`compact_into`] without counting the flags: the flags uploaded, then
+/// [`compact_flagged`]; returns once the device is done (the flags' copy with it).
 fn compact_run(
     gpu: &Gpu,
     src: DevView,
     flags: &[bool],
+    count: usize,
+    dst: DevView,
+) -> Result<(), GpuError> {
+    if count == 0 {
+        return Ok(());
+    }
+    let flags_dev = gpu.upload_new(bytes(flags))?;
+    compact_flagged(gpu, src, flags_dev.view(), count, dst)?;
+    gpu.sync()
+}
+
+/// [`compact_into`] with the flags already on the device (`flags`, one byte each): nothing
+/// goes up from the host. The scatter is bounded by `count` (at
+/// most `count` scalars written whatever the flags say), so the caller's count need not be
+/// checked against them here.
+pub fn compact_flagged(
+    gpu: &Gpu,
+    src: DevView,
+    flags: DevView,
     count: usize,
     dst: DevView,
 ) -> Result<(), GpuError> {
@@ -308,17 +327,16 @@ fn compact_run(
             dst.len()
         )));
     }
-    if count == 0 {
+    if count == 0 || n == 0 {
         return Ok(());
     }
-    let flags_dev = gpu.upload_new(bytes(flags))?;
     let blocks = (n as u64).div_ceil(1024);
     let offsets = gpu.alloc(blocks as usize * 4)?;
     gpu.launch(
         &k::COMPACT_COUNT,
         blocks,
         1024,
-        &[(&flags_dev).into(), Arg::u32(n)?, (&offsets).into()],
+        &[flags.into(), Arg::u32(n)?, (&offsets).into()],
     )?;
     exclusive_scan(gpu, offsets.ptr(), blocks)?;
     gpu.launch(
@@ -327,14 +345,13 @@ fn compact_run(
         1024,
         &[
             src.into(),
-            (&flags_dev).into(),
+            flags.into(),
             Arg::u32(n)?,
             (&offsets).into(),
             dst.into(),
             Arg::u32(count)?,
         ],
-    )?;
-    gpu.sync()
+    )
 }
 
 /// Exclusive prefix sum of `n` u32 values at `ptr`, in place.

@@ -615,14 +615,16 @@ impl Form<'_> {
         let ntt = transforms + x_kept + t_built + shape_now;
         // The tables go once the quotient is done where they are not kept. The aux MSMs run as
         // one stream: the two buffers and the selected scalars' buffer are sized for the
-        // largest piece of any of them, beside each one's working buffers.
+        // largest piece of any of them, beside each one's working buffers and the A and B
+        // densities' flags (a byte per aux value each), on the device for the whole stream.
         let h = v + x_kept + self.stream(&[Query::H], p1, p2) + self.work(Query::H, p1, p2);
         let aux = [Query::A, Query::BG1, Query::BG2, Query::L];
         let selected = [Query::A, Query::BG1, Query::BG2]
             .iter()
-            .map(|q| self.piece(*q, p1, p2) * (FR + 1))
+            .map(|q| self.piece(*q, p1, p2) * FR)
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            + 2 * s.aux;
         let aux_work = aux.iter().map(|q| self.work(*q, p1, p2)).max().unwrap_or(0);
         let aux = x + self.stream(&aux, p1, p2) + selected + aux_work;
         let phases = [fill, ntt, h, aux];

@@ -244,11 +244,13 @@ fn msms_planned(
             false => m.p.host_bytes().map(Some),
         })
         .collect::<Result<_, GpuError>>()?;
-    let (mut ring, selected) = {
+    let (mut ring, selected, flags) = {
         let gpu = &held.state()?.gpu;
         let selected = selected_bytes.map(|b| gpu.alloc(b)).transpose()?;
-        (gpu.ring(slot)?, selected)
+        let flags = SelectionFlags::upload(gpu, msms)?;
+        (gpu.ring(slot)?, selected, flags)
     };
+    let flag_views = flags.views();
     // Asked between pieces while the state is borrowed for the stream: an urgent caller
     // waits, and the ledger has room for its working memory (`Held::pause` asks the driver
     // too).
@@ -273,6 +275,7 @@ fn msms_planned(
             msms,
             bounds: &bounds,
             selected: selected.as_ref(),
+            flags: &flag_views,
             kept: &kept,
         };
         next = s.gpu.stream_while(
@@ -316,6 +319,8 @@ struct PieceWork<'w, 'm> {
     bounds: &'w SelectionBounds,
     /// The buffer a piece's selected scalars are compacted into (MSMs that select).
     selected: Option<&'w DevBuf>,
+    /// The selection flags on the device, per MSM (`None` for dense scalars).
+    flags: &'w [Option<DevView>],
     /// The resident points' views, per MSM.
     kept: &'w [Option<DevView>],
 }
@@ -330,17 +335,62 @@ impl PieceWork<'_, '_> {
             None => view,
         };
         let bounds = self.bounds.get(p.msm).and_then(Option::as_ref);
-        let scalars = match (m.scalars, bounds, self.selected) {
-            (Selection::Dense(v), _, _) => v.range(p.first * FR_BYTES..p.end * FR_BYTES)?,
-            (Selection::Of { aux, flags }, Some(b), Some(buf)) => {
+        let flags = self.flags.get(p.msm).copied().flatten();
+        let scalars = match (m.scalars, bounds, self.selected, flags) {
+            (Selection::Dense(v), ..) => v.range(p.first * FR_BYTES..p.end * FR_BYTES)?,
+            (Selection::Of { aux, .. }, Some(b), Some(buf), Some(flags)) => {
+                // The bounds were cut at every piece's share of set flags (selection_bounds
+                // counted them): the piece's range holds exactly p.len() of them.
                 let (f0, f1) = (b[p.k], b[p.k + 1]);
                 let src = aux.range(f0 * FR_BYTES..f1 * FR_BYTES)?;
-                msm::compact_into(self.gpu, src, &flags[f0..f1], p.len(), buf.view())?;
+                msm::compact_flagged(self.gpu, src, flags.range(f0..f1)?, p.len(), buf.view())?;
                 buf.view()
             }
             _ => return Err(GpuError::Input("selection without its bounds".into())),
         };
         msm::msm_view(self.gpu, m.p.curve, bases, p.len(), scalars)
+    }
+}
+
+/// The selection flags of [`msms_planned`]'s selecting MSMs, on the device for the whole
+/// stream of pieces: uploaded once, before it, one buffer per distinct slice (B's G1 and G2
+/// queries share theirs). Uploaded with each piece instead, a range of flags went up on the
+/// copy stream behind the next piece's points, and the host waited for both before it issued
+/// the work on the piece in hand, so that copies and work took turns.
+struct SelectionFlags {
+    bufs: Vec<DevBuf>,
+    /// Per MSM, the index of its flags in `bufs`.
+    of: Vec<Option<usize>>,
+}
+
+impl SelectionFlags {
+    fn upload(gpu: &Gpu, msms: &[PlannedMsm<'_>]) -> Result<SelectionFlags, GpuError> {
+        let mut seen: Vec<&[bool]> = Vec::new();
+        let mut bufs = Vec::new();
+        let mut of = Vec::with_capacity(msms.len());
+        for m in msms {
+            let Selection::Of { flags, .. } = m.scalars else {
+                of.push(None);
+                continue;
+            };
+            let same =
+                |f: &&[bool]| std::ptr::eq(f.as_ptr(), flags.as_ptr()) && f.len() == flags.len();
+            match seen.iter().position(same) {
+                Some(i) => of.push(Some(i)),
+                None => {
+                    bufs.push(gpu.upload_new(bytes(flags))?);
+                    seen.push(flags);
+                    of.push(Some(bufs.len() - 1));
+                }
+            }
+        }
+        Ok(SelectionFlags { bufs, of })
+    }
+
+    /// Per MSM, its flags' device view.
+    fn views(&self) -> Vec<Option<DevView>> {
+        let view = |i: usize| self.bufs.get(i).map(DevBuf::view);
+        self.of.iter().map(|i| i.and_then(view)).collect()
     }
 }
 
