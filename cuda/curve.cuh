@@ -1,6 +1,7 @@
 // Short Weierstrass points with a = 0 (G1 over Fp, G2 over Fp2) in XYZZ coordinates:
 // x = X/ZZ, y = Y/ZZZ with ZZ^3 = ZZZ^2. XYZZ makes a mixed addition 8M+2S and needs no
-// inversion; the point at infinity is ZZ = 0. Affine points use blst's convention: infinity is
+// inversion; G1's squares go through Fp::sqr_lazy (about 3/4 of a product's multiplies). The
+// point at infinity is ZZ = 0. Affine points use blst's convention: infinity is
 // x = y = 0 (never on either curve).
 #ifndef CUZK_CURVE_CUH
 #define CUZK_CURVE_CUH
@@ -31,6 +32,8 @@ template <class F>
 struct CurveOps {
     __device__ __forceinline__ static F mul(const F& a, const F& b) { return F::mul(a, b); }
     __device__ __forceinline__ static F mul_f64(const F& a, const F& b) { return F::mul(a, b); }
+    __device__ __forceinline__ static F sqr(const F& a) { return F::sqr(a); }
+    __device__ __forceinline__ static F sqr_f64(const F& a) { return F::sqr(a); }
     __device__ __forceinline__ static F mul_sub(const F& a, const F& b, const F& c, const F& d) {
         return F::mul_sub(a, b, c, d);
     }
@@ -43,10 +46,14 @@ struct CurveOps {
 template <>
 struct CurveOps<Fp> {
     __device__ __forceinline__ static Fp mul(const Fp& a, const Fp& b) { return Fp::mul_lazy(a, b); }
+    // A square's own product: the cross products once (Field::sqr_wide).
+    __device__ __forceinline__ static Fp sqr(const Fp& a) { return Fp::sqr_lazy(a); }
 #ifdef CUZK_MSM_DFMA
     __device__ __forceinline__ static Fp mul_f64(const Fp& a, const Fp& b) { return FpF64::mul_lazy(a, b); }
+    __device__ __forceinline__ static Fp sqr_f64(const Fp& a) { return FpF64::mul_lazy(a, a); }
 #else
     __device__ __forceinline__ static Fp mul_f64(const Fp& a, const Fp& b) { return Fp::mul_lazy(a, b); }
+    __device__ __forceinline__ static Fp sqr_f64(const Fp& a) { return Fp::sqr_lazy(a); }
 #endif
     __device__ __forceinline__ static Fp mul_sub(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
         return Fp::mul_sub_lazy(a, b, c, d);
@@ -77,13 +84,13 @@ struct Xyzz {
     __device__ __noinline__ static Xyzz dbl(const Xyzz& p) {
         if (p.is_inf()) return p;
         F U = O::add(p.Y, p.Y);
-        F V = O::mul(U, U);
+        F V = O::sqr(U);
         F W = O::mul(U, V);
         F S = O::mul(p.X, V);
-        F X2 = O::mul(p.X, p.X);
+        F X2 = O::sqr(p.X);
         F M = O::add(O::add(X2, X2), X2);
         Xyzz r;
-        r.X = O::sub(O::sub(O::mul(M, M), S), S);
+        r.X = O::sub(O::sub(O::sqr(M), S), S);
         r.Y = O::mul_sub(M, O::sub(S, r.X), W, p.Y);
         r.ZZ = O::mul(V, p.ZZ);
         r.ZZZ = O::mul(W, p.ZZZ);
@@ -104,11 +111,11 @@ struct Xyzz {
             if (O::is_zero(R)) return dbl(p);
             return inf();
         }
-        F PP = O::mul(P, P);
+        F PP = O::sqr(P);
         F PPP = O::mul(P, PP);
         F Q = O::mul_f64(p.X, PP);
         Xyzz r;
-        r.X = O::sub(O::sub(O::sub(O::mul_f64(R, R), PPP), Q), Q);
+        r.X = O::sub(O::sub(O::sub(O::sqr_f64(R), PPP), Q), Q);
         r.Y = O::mul_sub(R, O::sub(Q, r.X), p.Y, PPP);
         r.ZZ = O::mul(p.ZZ, PP);
         r.ZZZ = O::mul_f64(p.ZZZ, PPP);
@@ -129,11 +136,11 @@ struct Xyzz {
             if (O::is_zero(R)) return dbl(p);
             return inf();
         }
-        F PP = O::mul(P, P);
+        F PP = O::sqr(P);
         F PPP = O::mul(P, PP);
         F Q = O::mul(U1, PP);
         Xyzz r;
-        r.X = O::sub(O::sub(O::sub(O::mul(R, R), PPP), Q), Q);
+        r.X = O::sub(O::sub(O::sub(O::sqr(R), PPP), Q), Q);
         r.Y = O::mul_sub(R, O::sub(Q, r.X), S1, PPP);
         r.ZZ = O::mul(O::mul(p.ZZ, q.ZZ), PP);
         r.ZZZ = O::mul(O::mul(p.ZZZ, q.ZZZ), PPP);

@@ -469,6 +469,78 @@ struct Field {
 
     __device__ __forceinline__ static Field sqr(const Field& a) { return mul(a, a); }
 
+    // t[0 .. 2N) = a^2 exactly (any a < 2^(32N)): each cross product a_i a_j (i < j) once, the
+    // sum doubled, then the squares a_i^2 added: N(N-1)/2 + N wide multiplies (78 for Fp)
+    // against mul_wide's N^2 (144), paid in 2 (2N - 1) adds on the ALU pipe.
+    // Row i's cross products land on absolute words i+j, i+j+1: those with j - i even on x
+    // (aligned at even words), those with j - i odd on y (y[k] is word k+1), as in mul_wide.
+    // Each row's two chains end one word higher than the row before's (x: N+i or N+i+1, y
+    // alike), so the word a chain's carry goes to has received only carries: none is lost.
+    template <int I>
+    __device__ __forceinline__ static void sqr_rows(u32* x, u32* y, const Field& a) {
+        if constexpr (I < N - 1) {
+            constexpr int odd = (N - I) / 2, even = (N - I - 1) / 2;
+            const auto limb = [&](int j) { return a.v[j]; };
+            // j = I+1, I+3, ...: words 2I+1 on, y[2I] on.
+            mac_half_l<2 * odd>(y + 2 * I, limb, I + 1, a.v[I]);
+            // j = I+2, I+4, ...: words 2I+2 on, x[2I+2] on.
+            if constexpr (even > 0) mac_half_l<2 * even>(x + 2 * I + 2, limb, I + 2, a.v[I]);
+            sqr_rows<I + 1>(x, y, a);
+        }
+    }
+    __device__ __forceinline__ static void sqr_wide(const Field& a, u32* t) {
+        u32 x[2 * N + 2], y[2 * N + 2];
+#pragma unroll
+        for (int k = 0; k < 2 * N + 2; k++) { x[k] = 0; y[k] = 0; }
+        sqr_rows<0>(x, y, a);
+        // t = x + y 2^32 (the cross sum, below a^2 / 2), then t + t.
+        t[0] = x[0];
+        t[1] = ptx::add_cc(x[1], y[0]);
+#pragma unroll
+        for (int k = 2; k < 2 * N - 1; k++) t[k] = ptx::addc_cc(x[k], y[k - 1]);
+        t[2 * N - 1] = ptx::addc(x[2 * N - 1], y[2 * N - 2]);
+        t[0] = ptx::add_cc(t[0], t[0]);
+#pragma unroll
+        for (int k = 1; k < 2 * N - 1; k++) t[k] = ptx::addc_cc(t[k], t[k]);
+        t[2 * N - 1] = ptx::addc(t[2 * N - 1], t[2 * N - 1]);
+        // + a_i^2 on words 2i, 2i+1: one chain, its final carry 0 (the sum is a^2 < 2^(64N)).
+        // Its flag is read once more (`top`, 0) so that ptxas keeps the pairs fused (see
+        // mac_half); the emulation counts a non-zero one as a lost carry.
+        t[0] = ptx::madlo_cc(a.v[0], a.v[0], t[0]);
+        t[1] = ptx::madhic_cc(a.v[0], a.v[0], t[1]);
+#pragma unroll
+        for (int i = 1; i < N; i++) {
+            t[2 * i] = ptx::madloc_cc(a.v[i], a.v[i], t[2 * i]);
+            t[2 * i + 1] = ptx::madhic_cc(a.v[i], a.v[i], t[2 * i + 1]);
+        }
+        const u32 top = ptx::addc(0, 0);
+#ifdef CUZK_HOST_EMU
+        if (top) ptx::lost_carries()++;
+#endif
+        (void)top;
+    }
+
+    // a^2 / R mod p in [0, 2p) for a < 2p with 4p^2 < p R (Fp: the lazy G1 formulas, as
+    // mul_lazy): sqr_wide, then the reduction of redc_wide_unreduced. CUZK_FP_SQR_MUL (a
+    // tuning variant, for A/B runs) makes it mul_lazy(a, a).
+    __device__ __noinline__ static Field sqr_lazy_call(Field a) {
+        u32 t[2 * N];
+        sqr_wide(a, t);
+        return redc_wide_unreduced(t);
+    }
+    __device__ __forceinline__ static Field sqr_lazy(const Field& a) {
+#ifdef CUZK_FP_SQR_MUL
+        return mul_lazy(a, a);
+#else
+        if (P::INLINE_MUL) {
+            u32 t[2 * N];
+            sqr_wide(a, t);
+            return redc_wide_unreduced(t);
+        }
+        return sqr_lazy_call(a);
+#endif
+    }
+
     // Lazy reduction (Fp2::mul): a product without reduction and the Montgomery reduction of a
     // double-width value, in the parity-split form of mul_inline (every partial product one
     // IMAD.WIDE.U32.X, N^2 of them for each).

@@ -9,7 +9,9 @@ usage: check.py gen [N] [SEED]   test inputs for field_emu on stdout: edge cases
                                  cases and N random triples each; G1's lazy products
                                  (fplm: a b and a b - c d with all operands < 2p); the
                                  FP64 product (fpdf: a b, a, b < 2p): edge pairs, N random;
-                                 inversions (fpinv, frinv): edge values, N/50 random each
+                                 inversions (fpinv, frinv): edge values, N/50 random each;
+                                 squares (fpsq, frsq: the exact double-width square of any
+                                 N-limb value, the lazy square): edge values, N random each
        check.py check            reads field_emu's output on stdin, recomputes every result,
                                  prints one summary line; exit status 1 on any mismatch
 
@@ -75,6 +77,25 @@ def gen(count, seed):
     gen_lazy(count, rng)
     gen_f64(count, rng)
     gen_inv(count, rng)
+    gen_sqr(count, rng)
+
+
+def gen_sqr(count, rng):
+    """Squares: the edge values, their lazy twins (+ p, Fp only) and limb patterns up to
+    2^(32n) - 1 for the exact square; then random lazy operands and random N-limb values."""
+    out = sys.stdout
+    for tag, (p, n) in FIELDS.items():
+        top = 1 << (32 * n)
+        e = set(edges(p, n)) | {top - 1, top - 2, top >> 1, (top >> 1) - 1}
+        e |= {sum(rng.choice((0, 0xFFFFFFFF)) << (32 * k) for k in range(n)) for _ in range(200)}
+        if tag == "fp":
+            e |= {x + p for x in edges(p, n)} | {2 * p - 1, p, p + 1}
+        for a in sorted(e):
+            out.write(f"{tag}sq {a:x}\n")
+        for _ in range(count):
+            a = rand_elem(rng, p, n) + (p if tag == "fp" and rng.random() < 0.5 else 0)
+            out.write(f"{tag}sq {a:x}\n")
+            out.write(f"{tag}sq {rng.getrandbits(32 * n):x}\n")
 
 
 def gen_inv(count, rng):
@@ -175,7 +196,7 @@ def gen_f64(count, rng):
 def check():
     rinv = {tag: pow(1 << (32 * n), -1, p) for tag, (p, n) in FIELDS.items()}
     counts = {"fp": 0, "fr": 0, "fp2": 0, "fpms": 0, "frms": 0, "fp2ms": 0, "fplz": 0, "frlz": 0, "fplm": 0, "fpdf": 0,
-              "fpinv": 0, "frinv": 0}
+              "fpinv": 0, "frinv": 0, "fpsq": 0, "frsq": 0}
     bad = 0
     lost = None
     for lineno, line in enumerate(sys.stdin, 1):
@@ -237,6 +258,19 @@ def check():
             g = got[0] if got else -1
             want = [g if g < 2 * P and (g - a * b * rinv["fp"]) % P == 0 else -1]
             names = ["FpF64::mul_lazy"]
+        elif f[0] in ("fpsq", "frsq"):
+            p, n = FIELDS[f[0][:2]]
+            a, hi, lo = v[:3]
+            got = [(hi << (32 * n)) | lo] + v[3:4]
+            want = [a * a]
+            # The lazy square's contract: for a below 2p (Fp) or p (Fr), a value below 2p
+            # congruent to a^2 / R; above that range it is not defined, and not checked.
+            if a < (2 * p if f[0] == "fpsq" else p):
+                g = v[3] if len(v) > 3 else -1
+                want.append(g if g < 2 * p and (g - a * a * rinv[f[0][:2]]) % p == 0 else -1)
+            else:
+                want.append(v[3] if len(v) > 3 else -1)
+            names = ["sqr_wide", "sqr_lazy"]
         elif f[0] in ("fpinv", "frinv"):
             p, n = FIELDS[f[0][:2]]
             R = 1 << (32 * n)
@@ -266,6 +300,7 @@ def check():
           f"mul_sub Fp {counts['fpms']} Fr {counts['frms']} Fp2 {counts['fp2ms']}, "
           f"lazy forms Fp {counts['fplz']} Fr {counts['frlz']}, G1 lazy products {counts['fplm']}, "
           f"FP64 products {counts['fpdf']}, inversions Fp {counts['fpinv']} Fr {counts['frinv']}, "
+          f"squares Fp {counts['fpsq']} Fr {counts['frsq']}, "
           f"vs Python big integers")
     sys.exit(0 if bad == 0 else 1)
 

@@ -16,6 +16,9 @@
 //   fplm a b c d   -> fplm a b c d  mul_lazy(a, b) mul_sub_lazy(a, b, c, d) is_zero_lazy(a)
 //                     (G1's lazy point arithmetic: all operands < 2p; the last as 0 or 1)
 //   fpdf a b       -> fpdf a b  FpF64::mul_lazy(a, b)   (the FP64 product, a, b < 2p)
+//   fpsq a         -> fpsq a  hi lo sqr_lazy(a)   (sqr_wide(a) = hi 2^(32N) + lo, exactly,
+//                     for any a < 2^(32N); sqr_lazy for a < 2p)
+//   frsq a         -> frsq a  (same, Fr: sqr_lazy for a < r)
 //   fpinv a        -> fpinv a  inv(a)                   (Montgomery in and out; 0 for 0)
 //   frinv a        -> frinv a  (same, Fr)
 // Numbers are big-endian hex without prefix. The last line is "lost N": carries dropped by a
@@ -116,6 +119,19 @@ static bool run_fp_lazy_mul(char** tok, std::string& line) {
     return true;
 }
 
+template <class F>
+static bool run_sqr(const char* tag, char** tok, std::string& line) {
+    F a, hi, lo;
+    if (!parse(tok[0], a)) return false;
+    u32 t[2 * F::N];
+    F::sqr_wide(a, t);
+    for (int i = 0; i < F::N; i++) { lo.v[i] = t[i]; hi.v[i] = t[F::N + i]; }
+    line = tag;
+    put(line, a); put(line, hi); put(line, lo);
+    put(line, F::sqr_lazy(a));
+    return true;
+}
+
 static bool run_fp_f64(char** tok, std::string& line) {
     Fp a, b;
     if (!parse(tok[0], a) || !parse(tok[1], b)) return false;
@@ -180,6 +196,8 @@ int main() {
         else if (!strcmp(tok[0], "frlz") && nt == 4) ok = run_lazy<Fr>("frlz", tok + 1, line);
         else if (!strcmp(tok[0], "fplm") && nt == 5) ok = run_fp_lazy_mul(tok + 1, line);
         else if (!strcmp(tok[0], "fpdf") && nt == 3) ok = run_fp_f64(tok + 1, line);
+        else if (!strcmp(tok[0], "fpsq") && nt == 2) ok = run_sqr<Fp>("fpsq", tok + 1, line);
+        else if (!strcmp(tok[0], "frsq") && nt == 2) ok = run_sqr<Fr>("frsq", tok + 1, line);
         else if (!strcmp(tok[0], "fpinv") && nt == 2) ok = run_inv<Fp>("fpinv", tok + 1, line);
         else if (!strcmp(tok[0], "frinv") && nt == 2) ok = run_inv<Fr>("frinv", tok + 1, line);
         if (!ok) {
