@@ -405,32 +405,52 @@ pub(super) fn aux_planned(
 ) -> Result<WitnessSums, GpuError> {
     let x = aux.view();
     let sel = |flags| Selection::Of { aux: x, flags };
-    // The L query last: its MSM rewrites the assignment the others select from.
-    let msms = [
+    let queries = [
         (q.a, plan::Query::A, sel(q.a_density)),
         (q.b_g1, plan::Query::BG1, sel(q.b_density)),
         (q.b_g2, plan::Query::BG2, sel(q.b_density)),
         (q.l, plan::Query::L, Selection::Dense(x)),
-    ]
-    .map(|(p, query, scalars)| PlannedMsm {
-        p,
-        resident: plan.resident.has(query),
-        piece: plan.stream_piece(query),
-        fallback: plan.fallback_piece(query, p.n as u64),
-        scalars,
-        first: Pause::AuxMsm,
+    ];
+    let order = aux_order(queries.map(|(_, query, _)| plan.resident.has(query)));
+    let msms = order.map(|i| {
+        let (p, query, scalars) = queries[i];
+        PlannedMsm {
+            p,
+            resident: plan.resident.has(query),
+            piece: plan.stream_piece(query),
+            fallback: plan.fallback_piece(query, p.n as u64),
+            scalars,
+            first: Pause::AuxMsm,
+        }
     });
-    let parts = msms_planned(held, &msms)?;
+    let done = msms_planned(held, &msms)?;
     drop(aux);
-    let [a, b1, b2, l] = parts.as_slice() else {
-        return Err(GpuError::Input("four MSMs expected".into()));
-    };
+    // Back in the queries' order: A, B G1, B G2, L.
+    let mut parts: [&[MsmParts]; 4] = [&[]; 4];
+    for (k, &i) in order.iter().enumerate() {
+        parts[i] = done
+            .get(k)
+            .ok_or_else(|| GpuError::Input("four MSMs expected".into()))?;
+    }
+    let [a, b1, b2, l] = parts;
     Ok(WitnessSums {
         l: sum_g1(l),
         a: sum_g1(a),
         b_g1: sum_g1(b1),
         b_g2: parts_g2(b2),
     })
+}
+
+/// The order in which [`aux_planned`] runs the A, B G1, B G2 and L queries' MSMs (indices
+/// into that list), given whether the plan keeps each one's points resident: the resident
+/// selecting queries first, so that the first streamed piece's points travel under their work
+/// instead of before any work (and no resident piece sits between two streamed ones, where
+/// only one copy can travel under its work), the others in their order, and L last in every
+/// case, since its MSM rewrites the assignment the others select from.
+fn aux_order(resident: [bool; 4]) -> [usize; 4] {
+    let mut order = [0, 1, 2, 3];
+    order[..3].sort_by_key(|&i| !resident[i]);
+    order
 }
 
 /// Σ h_i·H_i for the quotient of `fill`'s A, B and C (n constraints, a domain of m), in the
@@ -796,6 +816,19 @@ mod tests {
 
     /// A pause before an MSM's first piece counts at that MSM's own point, one between its
     /// pieces as a piece's, and one past the end as a piece's too.
+    #[test]
+    fn resident_aux_queries_go_first_and_l_last() {
+        // A, B G1, B G2, L.
+        assert_eq!(aux_order([false; 4]), [0, 1, 2, 3]);
+        assert_eq!(aux_order([true; 4]), [0, 1, 2, 3]);
+        // The 22 GiB plan: B G2 resident, the others streamed.
+        assert_eq!(aux_order([false, false, true, false]), [2, 0, 1, 3]);
+        assert_eq!(aux_order([false, true, true, false]), [1, 2, 0, 3]);
+        // L resident stays last.
+        assert_eq!(aux_order([false, false, false, true]), [0, 1, 2, 3]);
+        assert_eq!(aux_order([true, false, true, true]), [0, 2, 1, 3]);
+    }
+
     #[test]
     fn a_pause_counts_at_the_msms_point_before_its_first_piece() {
         let piece = |msm, k| Piece {
