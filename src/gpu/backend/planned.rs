@@ -250,7 +250,6 @@ fn msms_planned(
         let flags = SelectionFlags::upload(gpu, msms)?;
         (gpu.ring(slot)?, selected, flags)
     };
-    let flag_views = flags.views();
     // Asked between pieces while the state is borrowed for the stream: an urgent caller
     // waits, and the ledger has room for its working memory (`Held::pause` asks the driver
     // too).
@@ -275,7 +274,7 @@ fn msms_planned(
             msms,
             bounds: &bounds,
             selected: selected.as_ref(),
-            flags: &flag_views,
+            flags: &flags.views,
             kept: &kept,
         };
         next = s.gpu.stream_while(
@@ -358,39 +357,37 @@ impl PieceWork<'_, '_> {
 /// copy stream behind the next piece's points, and the host waited for both before it issued
 /// the work on the piece in hand, so that copies and work took turns.
 struct SelectionFlags {
-    bufs: Vec<DevBuf>,
-    /// Per MSM, the index of its flags in `bufs`.
-    of: Vec<Option<usize>>,
+    /// The buffers, held for the stream.
+    _bufs: Vec<DevBuf>,
+    /// Per MSM, its flags' device view (`None` for dense scalars).
+    views: Vec<Option<DevView>>,
 }
 
 impl SelectionFlags {
     fn upload(gpu: &Gpu, msms: &[PlannedMsm<'_>]) -> Result<SelectionFlags, GpuError> {
-        let mut seen: Vec<&[bool]> = Vec::new();
-        let mut bufs = Vec::new();
-        let mut of = Vec::with_capacity(msms.len());
+        let mut up: Vec<(&[bool], DevBuf)> = Vec::new();
+        let mut views = Vec::with_capacity(msms.len());
         for m in msms {
             let Selection::Of { flags, .. } = m.scalars else {
-                of.push(None);
+                views.push(None);
                 continue;
             };
-            let same =
-                |f: &&[bool]| std::ptr::eq(f.as_ptr(), flags.as_ptr()) && f.len() == flags.len();
-            match seen.iter().position(same) {
-                Some(i) => of.push(Some(i)),
+            let same = |(f, _): &&(&[bool], DevBuf)| std::ptr::eq(*f, flags);
+            let view = match up.iter().find(same) {
+                Some((_, buf)) => buf.view(),
                 None => {
-                    bufs.push(gpu.upload_new(bytes(flags))?);
-                    seen.push(flags);
-                    of.push(Some(bufs.len() - 1));
+                    let buf = gpu.upload_new(bytes(flags))?;
+                    let view = buf.view();
+                    up.push((flags, buf));
+                    view
                 }
-            }
+            };
+            views.push(Some(view));
         }
-        Ok(SelectionFlags { bufs, of })
-    }
-
-    /// Per MSM, its flags' device view.
-    fn views(&self) -> Vec<Option<DevView>> {
-        let view = |i: usize| self.bufs.get(i).map(DevBuf::view);
-        self.of.iter().map(|i| i.and_then(view)).collect()
+        Ok(SelectionFlags {
+            _bufs: up.into_iter().map(|(_, buf)| buf).collect(),
+            views,
+        })
     }
 }
 
